@@ -1,0 +1,96 @@
+"""The record schema: one :class:`Post` per post, whatever the platform.
+
+Field-by-field documentation lives in ``docs/records.md``. Parsers build these dataclasses; pipelines read and
+write them only through :class:`itemadapter.ItemAdapter`, so that a pipeline never depends on the concrete class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+MediaKind = Literal["image", "video", "audio"]
+MediaStatus = Literal["downloaded", "uptodate", "deduplicated", "failed", "skipped"]
+
+
+@dataclass
+class Author:
+    """Who wrote a post. ``id`` is the platform's user id as a string."""
+
+    id: str
+    name: str | None = None
+
+
+@dataclass
+class Metrics:
+    """Engagement counts as integers (``None`` when the platform did not say)."""
+
+    likes: int | None = None
+    comments: int | None = None
+    shares: int | None = None
+    views: int | None = None
+
+
+@dataclass
+class Source:
+    """Where a record came from: the spider, the job key, and the page or cursor that listed it."""
+
+    spider: str
+    job: str
+    page: int | None = None
+    cursor: str | None = None
+
+
+@dataclass
+class MediaAsset:
+    """One image, video or audio file attached to a post.
+
+    ``key`` is a stable identity that survives signed or resized URLs (for Weibo the picture ``pid``), so the
+    media store can recognise an asset it already holds before downloading it. ``url`` is the preferred source,
+    ``alternates`` are other URLs for the same asset (other sizes, backup CDNs), best first.
+
+    The fields after ``duration`` are results, filled by the media pipeline; a record that was never
+    downloaded keeps them ``None``.
+    """
+
+    kind: MediaKind
+    key: str
+    url: str
+    alternates: list[str] = field(default_factory=list)
+    width: int | None = None
+    height: int | None = None
+    duration: float | None = None
+    # Results (media pipeline).
+    sha256: str | None = None
+    path: str | None = None
+    size: int | None = None
+    mime: str | None = None
+    status: MediaStatus | None = None
+    error: str | None = None
+    # The rendition chosen from a manifest (height, codec, bitrate), set by the video path.
+    rendition: dict[str, Any] | None = None
+
+
+@dataclass
+class Post:
+    """A normalized post.
+
+    ``reposted`` holds the original of a repost as a nested :class:`Post`; when the original was deleted it is a
+    ``Post`` with ``deleted=True`` and whatever the platform still said about it.
+    """
+
+    platform: str
+    post_id: str
+    url: str
+    author: Author | None
+    created_at: str | None
+    text: str = ""
+    text_html: str = ""
+    metrics: Metrics = field(default_factory=Metrics)
+    reposted: Post | None = None
+    media: list[MediaAsset] = field(default_factory=list)
+    source: Source | None = None
+    fetched_at: str | None = None
+    deleted: bool = False
+    # Platform-specific extras worth keeping (e.g. Weibo ``bid``/``mid``, ``region``); plain JSON values only.
+    extra: dict[str, Any] = field(default_factory=dict)

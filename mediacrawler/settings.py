@@ -1,0 +1,88 @@
+"""Scrapy settings for mediacrawler: the only place where components are wired.
+
+Every project setting has its default here, grouped by prefix. Anything a deployment changes (roots of the
+platform APIs, where files go, Redis) is a setting or an environment variable; nothing is resolved relative to the
+package, so a scrapyd egg behaves like a checkout.
+"""
+
+from __future__ import annotations
+
+import os
+
+BOT_NAME = "mediacrawler"
+SPIDER_MODULES = ["mediacrawler.spiders"]
+NEWSPIDER_MODULE = "mediacrawler.spiders"
+# Our `crawl` validates spider arguments before the crawler starts (one-line error, exit 2).
+COMMANDS_MODULE = "mediacrawler.commands"
+
+# --- Politeness -------------------------------------------------------------------------------------------------
+ROBOTSTXT_OBEY = False  # API endpoints, not pages; access stays rate-limited below.
+CONCURRENT_REQUESTS = 16
+CONCURRENT_REQUESTS_PER_DOMAIN = 4
+DOWNLOAD_DELAY = 0.5
+RANDOMIZE_DOWNLOAD_DELAY = True
+AUTOTHROTTLE_ENABLED = True
+AUTOTHROTTLE_START_DELAY = 0.5
+AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
+USER_AGENT = "mediacrawler/0.1 (+https://github.com/mediacrawler/mediacrawler)"
+DOWNLOAD_TIMEOUT = 60
+TELNETCONSOLE_ENABLED = False
+REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
+FEED_EXPORT_ENCODING = "utf-8"
+LOG_LEVEL = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
+
+# Scrapy enables file:, data:, s3: and ftp: handlers by default; a URL taken from a payload must never reach them.
+DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}
+
+# --- Retries ----------------------------------------------------------------------------------------------------
+RETRY_ENABLED = True
+RETRY_TIMES = 3
+RETRY_HTTP_CODES = [500, 502, 503, 504, 522, 524, 408]  # 418/429/432 are the platform middleware's
+
+# --- Platform errors (middlewares/platform_errors.py) -----------------------------------------------------------
+#: How many times a rate-limited request is retried before it is given up.
+PLATFORM_RATE_LIMIT_RETRIES = 6
+#: First back-off in seconds; doubled on each retry of the same request, capped at PLATFORM_BACKOFF_MAX.
+PLATFORM_BACKOFF_BASE = 2.0
+PLATFORM_BACKOFF_MAX = 120.0
+
+DOWNLOADER_MIDDLEWARES = {
+    "mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware": 540,
+}
+
+# --- Platforms --------------------------------------------------------------------------------------------------
+WEIBO_BASE_URL = "https://m.weibo.cn"
+#: Value of the Referer header sent with Weibo media requests (the image hosts refuse requests without one).
+WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
+#: Fetch the full text of posts marked isLongText from /statuses/extend.
+WEIBO_EXPAND_LONG_TEXT = True
+BILIBILI_API_URL = "https://api.bilibili.com"
+BILIBILI_WEB_URL = "https://www.bilibili.com"
+FACEBOOK_GRAPH_URL = "https://graph.facebook.com/v19.0"
+XHS_WEB_URL = "https://www.xiaohongshu.com"
+DOUYIN_WEB_URL = "https://www.douyin.com"
+
+# --- Item pipelines ---------------------------------------------------------------------------------------------
+ITEM_PIPELINES = {
+    "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
+}
+
+# --- Output -----------------------------------------------------------------------------------------------------
+#: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.
+OUTPUT_DIR = "output"
+OUTPUT_ENABLED = True
+
+# --- Media store ------------------------------------------------------------------------------------------------
+FILES_STORE = "files"
+MEDIA_ENABLED = True
+
+# --- Checkpoints ------------------------------------------------------------------------------------------------
+CHECKPOINT_DIR = "checkpoints"
+
+# --- Cache and Redis --------------------------------------------------------------------------------------------
+#: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.
+REDIS_URL = os.environ.get("REDIS_URL") or None
+
+EXTENSIONS = {
+    "mediacrawler.extensions.output.DefaultOutput": 0,
+}
