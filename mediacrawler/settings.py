@@ -46,8 +46,21 @@ PLATFORM_RATE_LIMIT_RETRIES = 6
 PLATFORM_BACKOFF_BASE = 2.0
 PLATFORM_BACKOFF_MAX = 120.0
 
+#: HTTP statuses that mean "slow down" on platform APIs (Weibo 418/432, Bilibili 412, everyone 429).
+PLATFORM_RATE_LIMIT_HTTP_CODES = [412, 418, 429, 432]
+#: Listing pages that may fail in a row before a spider stops paginating.
+PLATFORM_MAX_FAILED_PAGES_IN_A_ROW = 3
+PLATFORM_ERRORS_ENABLED = True
+
+# --- Sessions (middlewares/sessions.py) -------------------------------------------------------------------------
+#: Send {PLATFORM}_COOKIE (from the environment) to the platform's API hosts, at download time only.
+SESSION_COOKIES_ENABLED = True
+
 DOWNLOADER_MIDDLEWARES = {
-    "mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware": 540,
+    # Before RetryMiddleware (550) on the way back, so rate-limit answers get their own back-off.
+    "mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware": 560,
+    # After CookiesMiddleware (700) on the way out; strips the header again before any retry copies the request.
+    "mediacrawler.middlewares.sessions.SessionCookieMiddleware": 710,
 }
 
 # --- Platforms --------------------------------------------------------------------------------------------------
@@ -83,6 +96,6 @@ CHECKPOINT_DIR = "checkpoints"
 #: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.
 REDIS_URL = os.environ.get("REDIS_URL") or None
 
-EXTENSIONS = {
-    "mediacrawler.extensions.output.DefaultOutput": 0,
+ADDONS = {
+    "mediacrawler.extensions.output.DefaultOutputAddon": 0,
 }

@@ -1,1 +1,1 @@
-
+"""Project commands (``COMMANDS_MODULE``); ``crawl`` here replaces Scrapy's own."""

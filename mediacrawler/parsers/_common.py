@@ -1,0 +1,159 @@
+"""Normalizers shared by the platform parsers: counts, timestamps, HTML to text, URLs, ids.
+
+Pure functions, no Scrapy import: every parser test runs without a crawler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from mediacrawler.items import Post
+
+__all__ = [
+    "Page",
+    "PlatformError",
+    "html_to_text",
+    "iso_utc",
+    "job_slug",
+    "parse_count",
+    "strip_url",
+    "utc_now_iso",
+]
+
+
+class PlatformError(Exception):
+    """A platform answered with an error envelope. ``kind`` is one of ``rate_limited``, ``login_required``,
+    ``not_found``, ``error``."""
+
+    def __init__(self, kind: str, message: str, *, code: str | int | None = None) -> None:
+        super().__init__(f"{kind}: {message}" + (f" (code {code})" if code is not None else ""))
+        self.kind = kind
+        self.message = message
+        self.code = code
+
+
+@dataclass
+class Page:
+    """What a parser makes of one listing response.
+
+    ``is_last`` is the platform's own end-of-list signal; ``next_cursor`` is what the platform gives to fetch the
+    next page (e.g. Weibo ``since_id``), ``None`` when it gives nothing. ``skipped`` counts cards that are not posts,
+    by reason, so the spider can put them in stats.
+    """
+
+    posts: list[Post] = field(default_factory=list)
+    next_cursor: str | None = None
+    is_last: bool = False
+    skipped: dict[str, int] = field(default_factory=dict)
+    # Raw platform objects of posts that need a second request before they are complete (e.g. Weibo long text),
+    # keyed by post id. Plain JSON data, so a request can carry them through JOBDIR.
+    incomplete: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+_COUNT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(万|亿|[kKmMwW])?\s*\+?\s*$")
+_COUNT_UNITS = {None: 1, "万": 10_000, "w": 10_000, "W": 10_000, "亿": 100_000_000, "k": 1_000, "K": 1_000,
+                "m": 1_000_000, "M": 1_000_000}
+
+
+def parse_count(value: Any) -> int | None:
+    """An engagement count as an integer: ``12`` → 12, ``"12.6万"`` → 126000, ``"1万+"`` → 10000,
+    ``"1.2亿"`` → 120000000, ``"3,456"`` → 3456. Anything unreadable (``""``, ``None``, ``"转发"``) is ``None``."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float):
+        return int(value) if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    m = _COUNT_RE.match(value.replace(",", ""))
+    if not m:
+        return None
+    number, unit = m.groups()
+    # Round, not truncate: "12.6万" must be 126000, not 125999 from binary floating point.
+    return int(round(float(number) * _COUNT_UNITS[unit]))
+
+
+def iso_utc(dt: datetime) -> str:
+    """ISO 8601 in UTC with a ``Z``, second precision: the one timestamp format of every record."""
+    if dt.tzinfo is None:
+        raise ValueError("naive datetime: the platform's timezone must be known")
+    return dt.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc_now_iso() -> str:
+    """Now, as :func:`iso_utc` writes it."""
+    return iso_utc(datetime.now(timezone.utc))
+
+
+_BR_RE = re.compile(r"<br\s*/?>", re.I)
+_IMG_ALT_RE = re.compile(r"<img\b[^>]*?\balt=[\"']?([^\"'>\s]+)[\"']?[^>]*>", re.I)
+_BLOCK_END_RE = re.compile(r"</(p|div|li)>", re.I)
+_TAG_RE = re.compile(r"<[^>]+>")
+_SPACES_RE = re.compile(r"[ \t\u00a0]+")
+
+
+def html_to_text(fragment: str | None) -> str:
+    """Plain text of a post's HTML: line breaks kept, emoji images as their alt text (``[笑cry]``), tags dropped,
+    entities decoded, runs of spaces folded."""
+    if not fragment:
+        return ""
+    s = _BR_RE.sub("\n", fragment)
+    s = _BLOCK_END_RE.sub("\n", s)
+    s = _IMG_ALT_RE.sub(lambda m: m.group(1), s)
+    s = _TAG_RE.sub("", s)
+    s = html.unescape(s)
+    lines = [_SPACES_RE.sub(" ", line).strip() for line in s.split("\n")]
+    return "\n".join(lines).strip()
+
+
+def strip_url(url: str) -> str:
+    """A canonical URL: scheme and host lower-cased, no fragment, no query."""
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme.lower(), parts.netloc.lower(), parts.path or "/", "", ""))
+
+
+_SLUG_RE = re.compile(r"[^a-z0-9]+")
+
+
+def job_slug(text: str, *, max_len: int = 40) -> str:
+    """A file-name-safe, collision-safe slug for a free-text job target (a search keyword).
+
+    ASCII letters and digits are kept for readability; a short hash of the whole text keeps ``"猫"`` and ``"狗"``
+    (both empty once slugged) apart.
+    """
+    readable = _SLUG_RE.sub("-", text.lower()).strip("-")[:max_len].strip("-")
+    digest = hashlib.sha1(text.encode("utf-8")).hexdigest()[:10]
+    return f"{readable}-{digest}" if readable else digest
+
+
+def relative_to_absolute(
+    text: str, *, now: datetime, tz: timezone
+) -> datetime | None:
+    """Weibo-style relative times ("刚刚", "5分钟前", "3小时前", "今天 10:00", "昨天 10:00", "11-28",
+    "2025-11-28") against ``now`` in the platform's timezone ``tz``; ``None`` when unreadable."""
+    local_now = now.astimezone(tz)
+    t = text.strip()
+    if t == "刚刚":
+        return local_now
+    if m := re.fullmatch(r"(\d+)\s*秒前", t):
+        return local_now - timedelta(seconds=int(m.group(1)))
+    if m := re.fullmatch(r"(\d+)\s*分钟前", t):
+        return local_now - timedelta(minutes=int(m.group(1)))
+    if m := re.fullmatch(r"(\d+)\s*小时前", t):
+        return local_now - timedelta(hours=int(m.group(1)))
+    if m := re.fullmatch(r"(今天|昨天)\s*(\d{1,2}):(\d{2})", t):
+        day = local_now - timedelta(days=1 if m.group(1) == "昨天" else 0)
+        return day.replace(hour=int(m.group(2)), minute=int(m.group(3)), second=0, microsecond=0)
+    if m := re.fullmatch(r"(\d{1,2})-(\d{1,2})", t):
+        return local_now.replace(month=int(m.group(1)), day=int(m.group(2)), hour=0, minute=0, second=0,
+                                 microsecond=0)
+    if m := re.fullmatch(r"(\d{4})-(\d{1,2})-(\d{1,2})", t):
+        return datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)), tzinfo=tz)
+    return None

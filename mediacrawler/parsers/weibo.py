@@ -1,0 +1,290 @@
+"""Weibo (m.weibo.cn) payloads to records.
+
+Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common.Page` or
+:class:`~mediacrawler.items.Post` out. Shapes handled (see docs/records.md and tests/fixtures/weibo/):
+
+- ``/api/container/getIndex`` envelopes ``{"ok":1,"data":{"cardlistInfo":{…,"since_id"},"cards":[…]}}``; posts are
+  ``card_type`` 9 cards (``mblog``), also nested in the ``card_group`` of ``card_type`` 11; every other card type is
+  counted as skipped, never turned into a record.
+- The end of a list, ``{"ok":0,"msg":"这里还没有内容","data":{"cards":[]}}``, is the end, not an error.
+- Error envelopes: ``ok:0`` with ``errno`` 100005 (rate limited), ``ok:-100`` (login required), other ``ok:0``.
+- ``/statuses/extend?id=`` → ``{"ok":1,"data":{"longTextContent":…}}`` for posts with ``isLongText``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
+from mediacrawler.parsers._common import (
+    Page,
+    PlatformError,
+    html_to_text,
+    iso_utc,
+    parse_count,
+    relative_to_absolute,
+)
+
+PLATFORM = "weibo"
+#: Weibo writes times in China Standard Time.
+CST = timezone(timedelta(hours=8))
+#: errno values that mean "slow down".
+RATE_LIMIT_ERRNOS = {"100005", "20003"}
+#: Video URL fields of ``page_info.media_info``, best first. Empty strings are common and skipped.
+VIDEO_FIELDS = ("mp4_720p_mp4", "mp4_hd_url", "stream_url_hd", "mp4_sd_url", "stream_url")
+POST_CARD = 9
+GROUP_CARD = 11
+
+
+def classify_envelope(payload: Any) -> str:
+    """What a getIndex/extend answer is: ``ok``, ``end`` (the end of the list), ``rate_limited``,
+    ``login_required`` or ``error``."""
+    if not isinstance(payload, dict):
+        return "error"
+    ok = payload.get("ok")
+    if ok == 1:
+        return "ok"
+    if ok == -100:
+        return "login_required"
+    errno = payload.get("errno")
+    if errno is not None and str(errno) in RATE_LIMIT_ERRNOS:
+        return "rate_limited"
+    if ok == 0 and errno is None:
+        data = payload.get("data")
+        cards = data.get("cards") if isinstance(data, dict) else None
+        if cards == [] or (data is None and payload.get("msg")):
+            return "end"
+    return "error"
+
+
+def raise_for_envelope(payload: Any) -> str:
+    """:func:`classify_envelope`, raising :class:`PlatformError` for every error kind."""
+    kind = classify_envelope(payload)
+    if kind in ("ok", "end"):
+        return kind
+    msg = str(payload.get("msg") or payload.get("message") or kind) if isinstance(payload, dict) else "not a JSON object"
+    code = payload.get("errno") if isinstance(payload, dict) else None
+    raise PlatformError(kind, msg, code=code)
+
+
+def parse_created_at(value: Any, *, now: datetime | None = None) -> str | None:
+    """``Sat Nov 28 10:00:00 +0800 2026`` (or a relative form such as ``5分钟前``) as ISO 8601 UTC."""
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return iso_utc(datetime.strptime(value.strip(), "%a %b %d %H:%M:%S %z %Y"))
+    except ValueError:
+        pass
+    dt = relative_to_absolute(value, now=now or datetime.now(timezone.utc), tz=CST)
+    return iso_utc(dt) if dt else None
+
+
+def _str_id(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return str(value)
+
+
+def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
+    assets: list[MediaAsset] = []
+    for pic in mblog.get("pics") or []:
+        if not isinstance(pic, dict) or not pic.get("pid"):
+            continue
+        large = pic.get("large") if isinstance(pic.get("large"), dict) else {}
+        small_url = pic.get("url") or ""
+        url = large.get("url") or small_url
+        if not url:
+            continue
+        geo = large.get("geo") if isinstance(large.get("geo"), dict) else (pic.get("geo") or {})
+        assets.append(
+            MediaAsset(
+                kind="image",
+                key=f"weibo:{pic['pid']}",
+                url=url,
+                alternates=[small_url] if small_url and small_url != url else [],
+                width=_int_or_none(geo.get("width")),
+                height=_int_or_none(geo.get("height")),
+            )
+        )
+    return assets
+
+
+def _video(mblog: dict[str, Any]) -> MediaAsset | None:
+    page_info = mblog.get("page_info")
+    if not isinstance(page_info, dict) or page_info.get("type") != "video":
+        return None
+    media_info = page_info.get("media_info") or {}
+    urls = [media_info.get(f) for f in VIDEO_FIELDS]
+    urls = [u for u in dict.fromkeys(urls) if isinstance(u, str) and u]
+    if not urls:
+        return None
+    ident = page_info.get("object_id") or media_info.get("media_id") or mblog.get("id")
+    return MediaAsset(
+        kind="video",
+        key=f"weibo:video:{ident}",
+        url=urls[0],
+        alternates=urls[1:],
+        duration=_float_or_none(media_info.get("duration")),
+    )
+
+
+def _int_or_none(v: Any) -> int | None:
+    try:
+        return int(v) if v not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_or_none(v: Any) -> float | None:
+    try:
+        return float(v) if v not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _is_deleted(mblog: dict[str, Any]) -> bool:
+    return mblog.get("user") is None or str(mblog.get("deleted", "0")) == "1"
+
+
+def parse_mblog(
+    mblog: dict[str, Any],
+    *,
+    source: Source | None = None,
+    fetched_at: str | None = None,
+    long_text: str | None = None,
+    now: datetime | None = None,
+) -> Post:
+    """One ``mblog`` as a :class:`Post`; ``long_text`` is the HTML from ``/statuses/extend`` when fetched."""
+    post_id = _str_id(mblog.get("idstr")) or _str_id(mblog.get("id")) or _str_id(mblog.get("mid"))
+    if post_id is None:
+        raise ValueError("mblog without id")
+    user = mblog.get("user") if isinstance(mblog.get("user"), dict) else None
+    author = Author(id=str(user["id"]), name=user.get("screen_name")) if user and user.get("id") else None
+    bid = mblog.get("bid")
+    if author and bid:
+        url = f"https://weibo.com/{author.id}/{bid}"
+    else:
+        # Without its author (deleted originals) only the numeric detail URL identifies a post.
+        url = f"https://m.weibo.cn/detail/{post_id}"
+    text_html = long_text if long_text is not None else (mblog.get("text") or "")
+    deleted = _is_deleted(mblog)
+    media: list[MediaAsset] = [] if deleted else _images(mblog)
+    video = None if deleted else _video(mblog)
+    if video:
+        media.append(video)
+    reposted = None
+    rt = mblog.get("retweeted_status")
+    if isinstance(rt, dict):
+        reposted = parse_mblog(rt, source=source, fetched_at=fetched_at, now=now)
+    extra: dict[str, Any] = {}
+    for key in ("mid", "bid", "source", "region_name"):
+        if mblog.get(key):
+            extra[key] = str(mblog[key])
+    if mblog.get("isLongText"):
+        extra["long_text"] = "expanded" if long_text is not None else "truncated"
+    page_info = mblog.get("page_info")
+    if isinstance(page_info, dict) and page_info.get("type") == "webpage" and page_info.get("page_url"):
+        extra["link"] = page_info["page_url"]
+    return Post(
+        platform=PLATFORM,
+        post_id=post_id,
+        url=url,
+        author=author,
+        created_at=parse_created_at(mblog.get("created_at"), now=now),
+        text=html_to_text(text_html),
+        text_html=text_html,
+        metrics=Metrics(
+            likes=parse_count(mblog.get("attitudes_count")),
+            comments=parse_count(mblog.get("comments_count")),
+            shares=parse_count(mblog.get("reposts_count")),
+        ),
+        reposted=reposted,
+        media=media,
+        source=source,
+        fetched_at=fetched_at,
+        deleted=deleted,
+        extra=extra,
+    )
+
+
+def iter_post_cards(cards: Any, skipped: dict[str, int]) -> list[dict[str, Any]]:
+    """The ``mblog`` objects of a card list, in order, descending into ``card_group``; other cards are counted."""
+    found: list[dict[str, Any]] = []
+    for card in cards if isinstance(cards, list) else []:
+        if not isinstance(card, dict):
+            skipped["not_an_object"] = skipped.get("not_an_object", 0) + 1
+            continue
+        card_type = card.get("card_type")
+        if card_type == POST_CARD and isinstance(card.get("mblog"), dict):
+            found.append(card["mblog"])
+        elif isinstance(card.get("card_group"), list):
+            found.extend(iter_post_cards(card["card_group"], skipped))
+        else:
+            reason = f"card_type_{card_type}"
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return found
+
+
+def parse_index(
+    payload: Any,
+    *,
+    source: Source | None = None,
+    fetched_at: str | None = None,
+    expand_long_text: bool = True,
+    now: datetime | None = None,
+) -> Page:
+    """A ``getIndex`` answer (timeline or search) as a :class:`Page`.
+
+    Posts with ``isLongText`` go to ``Page.incomplete`` (raw mblog by id) instead of ``Page.posts`` when
+    ``expand_long_text`` is on, so the caller can fetch their full text first. Raises :class:`PlatformError` for
+    error envelopes.
+    """
+    if raise_for_envelope(payload) == "end":
+        return Page(is_last=True)
+    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    skipped: dict[str, int] = {}
+    mblogs = iter_post_cards(data.get("cards"), skipped)
+    page = Page(skipped=skipped)
+    seen: set[str] = set()
+    for mblog in mblogs:
+        try:
+            post = parse_mblog(mblog, source=source, fetched_at=fetched_at, now=now)
+        except ValueError:
+            skipped["invalid_mblog"] = skipped.get("invalid_mblog", 0) + 1
+            continue
+        if post.post_id in seen:  # the same post pinned and listed again on one page
+            skipped["duplicate_on_page"] = skipped.get("duplicate_on_page", 0) + 1
+            continue
+        seen.add(post.post_id)
+        if expand_long_text and mblog.get("isLongText"):
+            page.incomplete[post.post_id] = mblog
+        else:
+            page.posts.append(post)
+    info = data.get("cardlistInfo") if isinstance(data.get("cardlistInfo"), dict) else {}
+    since_id = info.get("since_id")
+    page.next_cursor = str(since_id) if since_id not in (None, "", 0, "0") else None
+    # An ok page with no cards at all is as final as the ok:0 answer: there is nothing to page through.
+    page.is_last = not data.get("cards")
+    return page
+
+
+def parse_long_text(payload: Any) -> str | None:
+    """The full HTML of a long post from a ``/statuses/extend`` answer, ``None`` when absent."""
+    if classify_envelope(payload) != "ok":
+        return None
+    data = payload.get("data")
+    if not isinstance(data, dict):
+        return None
+    text = data.get("longTextContent")
+    return text if isinstance(text, str) and text else None
+
+
+def timeline_containerid(uid: str) -> str:
+    """The containerid of a user's posts timeline."""
+    return f"107603{uid}"
+
+
+def search_containerid(keyword: str) -> str:
+    """The containerid of a "search all" keyword query (type 1, the default tab)."""
+    return f"100103type=1&q={keyword}"

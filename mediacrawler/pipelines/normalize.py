@@ -1,0 +1,107 @@
+"""NormalizePipeline: every record leaves it valid, canonical and in UTC, or is dropped with a reason.
+
+Works on any item through :class:`~itemadapter.ItemAdapter`. Checks: the required fields are present; ``url`` is
+an absolute http(s) URL without query or fragment; ``created_at`` and ``fetched_at`` are ISO 8601 in UTC
+(converted when they carry another offset); metrics are non-negative integers or null; media URLs are http(s)
+(an asset with another scheme stays on the record, marked failed, and is never downloaded). Items that are not
+posts are dropped with a reason and counted under ``normalize/dropped/<reason>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DropItem
+
+from mediacrawler.parsers._common import iso_utc, parse_count, strip_url, utc_now_iso
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+REQUIRED = ("platform", "post_id", "url")
+ALLOWED_MEDIA_SCHEMES = ("http", "https")
+
+
+def to_utc_iso(value: Any) -> str | None:
+    """An ISO 8601 timestamp (any offset) as UTC with ``Z``; ``None`` for empty; ValueError when unreadable."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"not a timestamp: {value!r}")
+    dt = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if dt.tzinfo is None:
+        raise ValueError(f"timestamp without a timezone: {value!r}")
+    return iso_utc(dt)
+
+
+def canonical_url(url: Any) -> str:
+    """An absolute http(s) URL without query or fragment; ValueError otherwise."""
+    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+        raise ValueError(f"not an absolute http(s) URL: {url!r}")
+    return strip_url(url)
+
+
+class NormalizePipeline:
+    """Validates and normalizes post records (see module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> NormalizePipeline:
+        return cls(crawler)
+
+    def _drop(self, reason: str, detail: str) -> DropItem:
+        self.stats.inc_value(f"normalize/dropped/{reason}")
+        return DropItem(f"not a valid post ({reason}): {detail}")
+
+    def process_item(self, item: Any) -> Any:
+        adapter = ItemAdapter(item)
+        missing = [f for f in REQUIRED if f not in adapter.field_names() or not adapter.get(f)]
+        if missing:
+            raise self._drop("missing_field", f"missing {', '.join(missing)}")
+        self._normalize(adapter, top=True)
+        self.stats.inc_value("normalize/posts")
+        return item
+
+    def _normalize(self, adapter: ItemAdapter, *, top: bool) -> None:
+        try:
+            adapter["url"] = canonical_url(adapter["url"])
+            adapter["created_at"] = to_utc_iso(adapter.get("created_at"))
+            if top or adapter.get("fetched_at"):
+                adapter["fetched_at"] = to_utc_iso(adapter.get("fetched_at")) or utc_now_iso()
+        except ValueError as e:
+            if top:
+                raise self._drop("invalid_field", str(e)) from None
+            raise
+        adapter["post_id"] = str(adapter["post_id"])
+        metrics = adapter.get("metrics")
+        if metrics is not None:
+            m = ItemAdapter(metrics)
+            for name in m.field_names():
+                m[name] = parse_count(m.get(name))
+        for asset in adapter.get("media") or []:
+            a = ItemAdapter(asset)
+            if urlsplit(str(a.get("url") or "")).scheme not in ALLOWED_MEDIA_SCHEMES:
+                a["status"] = "failed"
+                a["error"] = "unsupported URL scheme"
+                self.stats.inc_value("normalize/media_rejected/scheme")
+            a["alternates"] = [u for u in (a.get("alternates") or [])
+                               if urlsplit(str(u)).scheme in ALLOWED_MEDIA_SCHEMES]
+        reposted = adapter.get("reposted")
+        if reposted is not None:
+            try:
+                self._normalize(ItemAdapter(reposted), top=False)
+            except ValueError as e:
+                # A broken original never costs us the repost itself: keep the repost, drop the bad nested part.
+                logger.warning("normalize: dropping invalid reposted original of %s: %s", adapter["post_id"], e)
+                adapter["reposted"] = None
+                self.stats.inc_value("normalize/reposted_invalid")

@@ -1,0 +1,13 @@
+"""Project signals, sent by the platform spiders (see spiders/_base.py) for components beside the item chain.
+
+Handlers receive keyword arguments; connect with ``crawler.signals.connect(handler, signal=page_parsed)``.
+"""
+
+#: A listing page was parsed. Arguments: ``spider``, ``page`` (int), ``cursor`` (the cursor that fetched it, or
+#: None), ``next_cursor`` (what fetches the next page, or None), ``post_ids`` (list[str]: every post the page will
+#: emit, including those still waiting for a second request), ``is_last`` (the platform said this is the end).
+page_parsed = object()
+
+#: A listing page failed for good (retries exhausted, unparseable, platform error). Arguments: ``spider``,
+#: ``page``, ``cursor``, ``reason`` (str).
+page_failed = object()

@@ -1,0 +1,260 @@
+"""The base of every platform spider: typed arguments, the first page, pagination and the page signals.
+
+A platform spider only says how to build its listing URL and how to parse one listing response; this class does
+the rest the same way for all of them:
+
+- Arguments are a pydantic model (scrapy-spider-metadata ``Args``); code reads ``self.args.*`` only. Validated
+  arguments are taken out of the keyword arguments before ``Spider.__init__`` so that ``-a start=3`` can never
+  shadow the ``Spider.start()`` coroutine of Scrapy >= 2.13.
+- The first page is ``-a start`` if given, else where the checkpoint extension says to resume, else 1.
+- Pages are fetched one after the other (each listing response yields the next request), so "page N is done"
+  has a meaning; the next page is requested only until the platform's own last-page signal or ``max_pages``.
+- Every listing request carries only plain data in ``meta`` and names its callbacks by spider method, so it
+  survives JOBDIR serialization.
+- After parsing a page the spider sends :data:`mediacrawler.signals.page_parsed` (and ``page_failed`` when a page
+  failed for good), which the checkpoint extension turns into a watermark.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from twisted.python.failure import Failure
+
+from mediacrawler import signals as mc_signals
+from mediacrawler.items import Post, Source
+from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+
+logger = logging.getLogger(__name__)
+
+class PlatformRefused(IgnoreRequest):
+    """The platform refused the whole job (e.g. login required); the spider is being closed."""
+
+
+#: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
+FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
+
+
+class SpiderParams(BaseModel):
+    """Arguments every platform spider takes (``-a name=value``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    start: int | None = Field(
+        default=None, ge=1, description="First page to fetch (1-based). Overrides a checkpoint. Default: resume or 1."
+    )
+    max_pages: int | None = Field(default=None, ge=1, description="Stop after fetching this many listing pages.")
+    reset_checkpoint: bool = Field(default=False, description="Forget this job's checkpoint and start at page 1.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_private(cls, data: Any) -> Any:
+        # scrapyd passes its own "_job" (and similar "_"-names) as spider arguments; they are not ours to validate.
+        if isinstance(data, dict):
+            return {k: v for k, v in data.items() if not str(k).startswith("_")}
+        return data
+
+
+def format_validation_error(spider_name: str, error: ValidationError) -> str:
+    """A pydantic error as one line: ``weibo: invalid argument uid='abc': must be digits``."""
+    parts = []
+    for err in error.errors():
+        loc = ".".join(str(x) for x in err.get("loc", ()))
+        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        if loc:
+            value = err.get("input")
+            shown = f"={value!r}" if isinstance(value, (str, int, float)) else ""
+            parts.append(f"invalid argument {loc}{shown}: {msg}")
+        else:
+            parts.append(msg)
+    return f"{spider_name}: " + "; ".join(parts)
+
+
+def validate_args(spidercls: type[Spider], kwargs: dict[str, Any]) -> str | None:
+    """Check ``-a`` values against the spider's argument model before a crawler exists.
+
+    Returns a one-line error message, or ``None`` when the arguments are valid (or the spider declares none).
+    """
+    model = getattr(spidercls, "params_model", None)
+    if model is None:
+        return None
+    try:
+        model(**kwargs)
+    except ValidationError as e:
+        return format_validation_error(getattr(spidercls, "name", spidercls.__name__), e)
+    return None
+
+
+@dataclass
+class Resume:
+    """Where a checkpoint says to continue: the page to fetch next and the cursor that fetches it."""
+
+    page: int
+    cursor: str | None = None
+
+
+class PlatformSpider(Spider):
+    """Base class of the platform spiders. Subclasses set ``name``, ``platform``, ``params_model`` and implement
+    :meth:`job_key`, :meth:`listing_url` and :meth:`parse_listing_payload`."""
+
+    platform: ClassVar[str]
+    params_model: ClassVar[type[SpiderParams]]
+    args: Any  # set by scrapy_spider_metadata.Args before our __init__ runs
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for key in self.params_model.model_fields:
+            kwargs.pop(key, None)
+        super().__init__(*args, **kwargs)
+        self.job: str = self.job_key()
+        #: Set by the checkpoint extension on spider_opened when there is a checkpoint to resume from.
+        self.resume: Resume | None = None
+        #: True once the platform said the last page was reached (and that page was parsed).
+        self.source_exhausted = False
+        self.pages_fetched = 0
+        self.pages_failed = 0
+        self._failed_streak = 0
+        self.close_reason: str | None = None
+
+    # --- What a platform provides ----------------------------------------------------------------------------
+
+    def job_key(self) -> str:
+        """A stable, file-name-safe key for this job, e.g. ``weibo-uid-7365120894`` (checkpoints, output files)."""
+        raise NotImplementedError
+
+    def listing_url(self, page: int, cursor: str | None) -> str:
+        """The URL of listing page ``page`` (``cursor`` is what the previous page gave, when known)."""
+        raise NotImplementedError
+
+    def parse_listing_payload(self, response: Response, source: Source) -> Page:
+        """Parse one listing response into a :class:`Page` (raises PlatformError or ValueError)."""
+        raise NotImplementedError
+
+    def complete_request(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | None:
+        """A request that completes a post listed in ``Page.incomplete``; ``None`` to emit it as it is."""
+        return None
+
+    def listing_headers(self) -> dict[str, str]:
+        """Extra headers for listing requests (never credentials: those are added at download time)."""
+        return {}
+
+    # --- Flow ------------------------------------------------------------------------------------------------
+
+    def first_page(self) -> tuple[int, str | None]:
+        """``-a start`` wins; else the checkpoint's page; else 1."""
+        if self.args.start is not None:
+            return self.args.start, None
+        if self.resume is not None:
+            return self.resume.page, self.resume.cursor
+        return 1, None
+
+    async def start(self) -> AsyncIterator[Any]:
+        page, cursor = self.first_page()
+        if self.args.start is not None:
+            logger.info("%s: starting at page %d (-a start)", self.job, page)
+        elif self.resume is None:
+            logger.info("%s: starting at page 1", self.job)
+        yield self.listing_request(page, cursor)
+
+    def listing_request(self, page: int, cursor: str | None) -> Request:
+        """The request for one listing page; plain-data meta only, callbacks by method name (JOBDIR-safe)."""
+        return Request(
+            self.listing_url(page, cursor),
+            callback=self.parse_listing,
+            errback=self.listing_failed,
+            headers=self.listing_headers() or None,
+            meta={"mc_api": True, "mc_page": page, "mc_cursor": cursor},
+        )
+
+    def source_for(self, response_or_request: Response | Request) -> Source:
+        meta = response_or_request.meta
+        return Source(spider=self.name, job=self.job, page=meta.get("mc_page"), cursor=meta.get("mc_cursor"))
+
+    def parse_listing(self, response: Response) -> Iterator[Any]:
+        page_no: int = response.meta["mc_page"]
+        cursor: str | None = response.meta.get("mc_cursor")
+        self.pages_fetched += 1
+        source = self.source_for(response)
+        try:
+            page = self.parse_listing_payload(response, source)
+        except (PlatformError, ValueError, TypeError, KeyError) as e:
+            # Unparseable listing: the page fails, the crawl goes on with the next page number.
+            yield from self._page_failed(page_no, cursor, f"unparseable listing: {e}")
+            yield from self._next_page(page_no, None)
+            return
+        self._failed_streak = 0
+        stats = self.crawler.stats
+        assert stats is not None
+        for reason, count in page.skipped.items():
+            stats.inc_value(f"{self.platform}/skipped/{reason}", count)
+        post_ids = [p.post_id for p in page.posts] + list(page.incomplete)
+        self.crawler.signals.send_catch_log(
+            signal=mc_signals.page_parsed,
+            spider=self,
+            page=page_no,
+            cursor=cursor,
+            next_cursor=page.next_cursor,
+            post_ids=post_ids,
+            is_last=page.is_last,
+        )
+        stats.inc_value(f"{self.platform}/pages")
+        logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
+        yield from page.posts
+        for post_id, raw in page.incomplete.items():
+            req = self.complete_request(post_id, raw, source)
+            if req is None:
+                yield self.post_from_raw(raw, source)
+            else:
+                yield req
+        if page.is_last:
+            self.source_exhausted = True
+            logger.info("%s: last page reached (page %d)", self.job, page_no)
+            return
+        yield from self._next_page(page_no, page.next_cursor)
+
+    def post_from_raw(self, raw: dict[str, Any], source: Source, **kwargs: Any) -> Post:
+        """Build a post from a raw platform object kept in ``Page.incomplete``."""
+        raise NotImplementedError
+
+    def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
+        limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
+        if self._failed_streak >= limit:
+            # Pages past the real end can look like failures on some platforms; never walk on forever.
+            logger.error("%s: %d pages in a row failed; stopping at page %d", self.job, self._failed_streak, page_no)
+            return
+        if self.args.max_pages is not None and self.pages_fetched >= self.args.max_pages:
+            logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
+            return
+        yield self.listing_request(page_no + 1, next_cursor)
+
+    def listing_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        page_no = request.meta.get("mc_page", 0)
+        self.pages_fetched += 1
+        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
+        if failure.check(PlatformRefused):
+            return  # the platform refused the job itself (login required): the spider is closing
+        yield from self._next_page(page_no, None)
+
+    def _page_failed(self, page_no: int, cursor: str | None, reason: str) -> Iterator[Any]:
+        self.pages_failed += 1
+        self._failed_streak += 1
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(f"{self.platform}/pages_failed")
+        logger.error("%s: page %d failed for good: %s", self.job, page_no, reason)
+        self.crawler.signals.send_catch_log(
+            signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
+        )
+        return iter(())
+
+    def closed(self, reason: str) -> None:
+        self.close_reason = reason
+
+    def now_iso(self) -> str:
+        return utc_now_iso()

@@ -1,0 +1,57 @@
+"""Weibo parser, tested from fixture files: tests/fixtures/weibo/<case>/{input.json, expected.json}.
+
+input.json is the raw payload as m.weibo.cn sends it (PHP-style escaping included); expected.json is the Page (or
+the error kind, or the long text) the parser must make of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediacrawler.items import Source
+from mediacrawler.parsers import weibo
+from mediacrawler.parsers._common import PlatformError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "weibo"
+CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "input.json").exists())
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+SOURCE = Source(spider="weibo", job="weibo-uid-7365120894", page=2, cursor="111")
+
+
+def run_case(case_dir: Path) -> Any:
+    payload = json.loads((case_dir / "input.json").read_bytes())
+    if case_dir.name.startswith("extend_"):
+        return {"long_text": weibo.parse_long_text(payload)}
+    try:
+        page = weibo.parse_index(payload, source=SOURCE, fetched_at="2026-11-29T12:00:00Z", now=NOW)
+    except PlatformError as e:
+        return {"error": e.kind}
+    return {
+        "posts": [dataclasses.asdict(p) for p in page.posts],
+        "incomplete": sorted(page.incomplete),
+        "next_cursor": page.next_cursor,
+        "is_last": page.is_last,
+        "skipped": page.skipped,
+    }
+
+
+def test_at_least_eight_cases() -> None:
+    assert len(CASES) >= 8
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture(case: str) -> None:
+    expected = json.loads((FIXTURES / case / "expected.json").read_text(encoding="utf-8"))
+    assert run_case(FIXTURES / case) == expected
+
+
+def test_inputs_are_php_escaped() -> None:
+    raw = (FIXTURES / "timeline_basic" / "input.json").read_bytes()
+    assert b"\\/" in raw and b"\\u" in raw
+    assert raw.isascii()
