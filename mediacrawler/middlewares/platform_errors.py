@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet import reactor
 from twisted.internet.task import deferLater
 
 from mediacrawler.spiders._base import PlatformRefused
@@ -83,6 +82,8 @@ class PlatformErrorsMiddleware:
         if not_before:
             delay = float(not_before) - time.time()
             if delay > 0:
+                from twisted.internet import reactor  # imported late: importing it installs a reactor
+
                 await maybe_deferred_to_future(deferLater(reactor, delay, lambda: None))
         return None
 

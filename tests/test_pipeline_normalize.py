@@ -1,0 +1,69 @@
+"""NormalizePipeline on a fake crawler."""
+
+from __future__ import annotations
+
+import pytest
+from scrapy import Spider
+from scrapy.exceptions import DropItem
+from scrapy.utils.misc import build_from_crawler
+from scrapy.utils.test import get_crawler
+
+from mediacrawler.items import Author, MediaAsset, Metrics, Post
+from mediacrawler.pipelines.normalize import NormalizePipeline
+
+
+@pytest.fixture
+def pipeline() -> NormalizePipeline:
+    crawler = get_crawler(Spider)
+    crawler.stats.open_spider()  # type: ignore[union-attr]
+    return build_from_crawler(NormalizePipeline, crawler)
+
+
+def post(**kw: object) -> Post:
+    base: dict[str, object] = dict(platform="weibo", post_id="1", url="https://weibo.com/1/Abc?from=x#c",
+                                   author=Author(id="1"), created_at="2026-11-28T10:00:00+08:00")
+    base.update(kw)
+    return Post(**base)  # type: ignore[arg-type]
+
+
+def test_canonical_url_utc_and_fetched_at(pipeline: NormalizePipeline) -> None:
+    item = pipeline.process_item(post())
+    assert item.url == "https://weibo.com/1/Abc"
+    assert item.created_at == "2026-11-28T02:00:00Z"
+    assert item.fetched_at and item.fetched_at.endswith("Z")
+
+
+def test_counts_become_integers(pipeline: NormalizePipeline) -> None:
+    item = pipeline.process_item(post(metrics=Metrics(likes="12.6万", comments=3, shares="")))  # type: ignore[arg-type]
+    assert (item.metrics.likes, item.metrics.comments, item.metrics.shares) == (126000, 3, None)
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        ({"title": "not a post"}, "missing_field"),
+        (post(post_id=""), "missing_field"),
+        (post(url="javascript:alert(1)"), "invalid_field"),
+        (post(created_at="yesterday"), "invalid_field"),
+        (post(created_at="2026-11-28T10:00:00"), "invalid_field"),
+    ],
+)
+def test_drops_with_reason_and_stats(pipeline: NormalizePipeline, item: object, reason: str) -> None:
+    with pytest.raises(DropItem):
+        pipeline.process_item(item)
+    assert pipeline.stats.get_value(f"normalize/dropped/{reason}") == 1
+
+
+def test_media_with_other_scheme_is_failed_not_fetched(pipeline: NormalizePipeline) -> None:
+    assets = [MediaAsset(kind="image", key="k1", url="file:///etc/passwd", alternates=["data:x", "https://a/b.jpg"]),
+              MediaAsset(kind="image", key="k2", url="https://a/c.jpg")]
+    item = pipeline.process_item(post(media=assets))
+    assert item.media[0].status == "failed" and item.media[0].error == "unsupported URL scheme"
+    assert item.media[0].alternates == ["https://a/b.jpg"]
+    assert item.media[1].status is None
+
+
+def test_bad_reposted_original_does_not_cost_the_repost(pipeline: NormalizePipeline) -> None:
+    item = pipeline.process_item(post(reposted=post(post_id="2", url="not a url")))
+    assert item.reposted is None
+    assert pipeline.stats.get_value("normalize/reposted_invalid") == 1

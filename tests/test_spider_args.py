@@ -1,0 +1,50 @@
+"""Typed spider arguments: validation before the crawl, and `-a start` never shadowing Spider.start()."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from scrapy.utils.test import get_crawler
+
+from mediacrawler.spiders._base import validate_args
+from mediacrawler.spiders.weibo import WeiboSpider
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"uid": "abc"}, "uid='abc'"),
+        ({"uid": "1", "start": "0"}, "start='0'"),
+        ({"uid": "1", "max_pages": "-2"}, "max_pages"),
+        ({}, "exactly one of"),
+        ({"uid": "1", "keyword": "x"}, "exactly one of"),
+        ({"keyword": "   "}, "keyword"),
+        ({"uid": "1", "typo": "1"}, "typo"),
+    ],
+)
+def test_invalid_arguments_give_one_line(kwargs: dict[str, str], needle: str) -> None:
+    msg = validate_args(WeiboSpider, kwargs)
+    assert msg is not None and needle in msg and "\n" not in msg and msg.startswith("weibo: ")
+
+
+def test_valid_arguments_and_private_scrapyd_args() -> None:
+    assert validate_args(WeiboSpider, {"uid": "7365120894", "start": "3", "_job": "abc123"}) is None
+
+
+def test_start_argument_does_not_shadow_the_start_coroutine() -> None:
+    crawler = get_crawler(WeiboSpider)
+    spider = WeiboSpider.from_crawler(crawler, uid="7365120894", start="3", max_pages="2")
+    assert inspect.isasyncgenfunction(spider.start)
+    assert spider.args.start == 3 and spider.args.max_pages == 2
+    assert spider.first_page() == (3, None)
+    assert spider.job == "weibo-uid-7365120894"
+
+
+def test_job_keys_never_collide_per_platform() -> None:
+    crawler = get_crawler(WeiboSpider)
+    a = WeiboSpider.from_crawler(crawler, keyword="猫").job
+    b = WeiboSpider.from_crawler(get_crawler(WeiboSpider), keyword="狗").job
+    c = WeiboSpider.from_crawler(get_crawler(WeiboSpider), uid="1").job
+    assert len({a, b, c}) == 3 and all(k.startswith("weibo-") for k in (a, b, c))
+    assert all("/" not in k for k in (a, b, c))
