@@ -1,0 +1,69 @@
+"""``/_sandbox/…``: the control endpoints tests, ``make demo`` and benchmarks use (plain JSON, never logged).
+
+::
+
+    GET  /_sandbox/requests   the request log since the last reset (see :class:`~.state.RequestLog`)
+    POST /_sandbox/reset      clear the log and counters, restore the start-up fault knobs
+    GET  /_sandbox/faults     the current fault knobs
+    POST /_sandbox/faults     merge a JSON object of knobs (see :mod:`~.faults`); 400 on an unknown/invalid knob
+    GET  /_sandbox/stats      totals since the last reset (requests, bytes, media bytes, by status) + lifetime
+    GET  /_sandbox/info       seed and world arguments of this sandbox, and its pid
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from twisted.web import server
+from twisted.web.resource import Resource
+
+from .faults import FaultError
+from .state import SandboxState
+
+__all__ = ["ControlResource"]
+
+
+class ControlResource(Resource):
+    """Serves ``/_sandbox/…`` (see the module docstring). Control answers are never delayed or faulted."""
+
+    isLeaf = True
+
+    def __init__(self, state: SandboxState, info: dict[str, Any]) -> None:
+        super().__init__()
+        self.state = state
+        self.info = info
+
+    def render(self, request: server.Request) -> bytes:
+        name = b"/".join(request.postpath).decode("latin-1")
+        method = request.method
+        try:
+            if name == "requests" and method == b"GET":
+                return self._json(request, list(self.state.log.entries))
+            if name == "reset" and method == b"POST":
+                self.state.reset()
+                return self._json(request, {"ok": True})
+            if name == "faults" and method == b"GET":
+                return self._json(request, self.state.faults.snapshot())
+            if name == "faults" and method == b"POST":
+                body = request.content.read() if request.content is not None else b""
+                knobs = json.loads(body or b"{}")
+                if not isinstance(knobs, dict):
+                    raise FaultError("the body must be a JSON object of knobs")
+                return self._json(request, self.state.faults.update(knobs))
+            if name == "stats" and method == b"GET":
+                return self._json(request, self.state.stats())
+            if name == "info" and method == b"GET":
+                return self._json(request, {**self.info, "pid": os.getpid()})
+        except (FaultError, json.JSONDecodeError) as exc:
+            request.setResponseCode(400)
+            return self._json(request, {"error": str(exc)})
+        request.setResponseCode(404)
+        return self._json(request, {"error": f"no control endpoint {method.decode()} /_sandbox/{name}"})
+
+    @staticmethod
+    def _json(request: server.Request, payload: Any) -> bytes:
+        request.setHeader(b"content-type", b"application/json; charset=utf-8")
+        request.setHeader(b"cache-control", b"no-store")
+        return json.dumps(payload, ensure_ascii=False).encode("utf-8")

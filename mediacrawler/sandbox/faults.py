@@ -1,0 +1,255 @@
+"""Fault knobs of the sandbox: what to break, for which requests, and how often — deterministically.
+
+Set at start (``--latency-ms``, ``--faults JSON``) and at run time (``POST /_sandbox/faults`` with a JSON object;
+keys given are merged into the current knobs, their counters and random streams restart). ``POST /_sandbox/reset``
+restores the start-up knobs. Every knob is either counting ("the first K matching requests") or a rate drawn from
+a random stream seeded with the sandbox seed and the knob's name, so a run is reproducible.
+
+Knobs (JSON keys)
+-----------------
+``latency_ms``          int   delay before every platform/media response (control endpoints excluded)
+``weibo_latency_ms``    int   extra delay for ``/weibo/`` API responses
+``media_latency_ms``    int   extra delay for ``/media/`` responses
+``weibo_api``           list  rules for the Weibo API (a single object is accepted too); each rule::
+
+                                {"kind": "errno" | "418" | "432" | "429" | "login" | "5xx",
+                                 "endpoint": "getIndex" (default: timelines + search) | "timeline" | "search"
+                                             | "extend" | "any",
+                                 "page": N | null (any page; since_id requests count as the page they return),
+                                 "uid": UID | null, "times": K | null (first K matching requests; null = all),
+                                 "rate": 0..1 | null (share of matching requests), "status": 503 (for "5xx")}
+
+                              kinds: ``errno`` → 200 ``{"ok":0,"errno":"100005","msg":"请求过于频繁，歇歇吧"}``;
+                              ``418``/``432`` → that HTTP status; ``429`` → 429 with ``Retry-After: 1``;
+                              ``login`` → 200 ``{"ok":-100,"url":"https://passport.weibo.cn/signin/welcome?…"}``;
+                              ``5xx`` → HTTP ``status``. The first rule with budget left that matches wins.
+``weibo_5xx_rate``      float share of Weibo API requests answered with ``weibo_5xx_status`` (default 503)
+``media_errors``        list  rules ``{"status": 503 | 429 | …, "path": "/media/…" | null, "times": K | null,
+                              "rate": 0..1 | null}`` for media requests (429 carries ``Retry-After: 1``)
+``media_5xx_rate``      float share of media requests answered with ``media_5xx_status`` (default 503)
+``media_cut_rate``      float share of media GETs whose connection is dropped mid-body
+``media_cut_first``     int   the first K GETs of *each* media path are cut
+``media_cut_paths``     dict  ``{"/media/…": K}``: the first K GETs of that path are cut
+``media_cut_fraction``  float share of the response body sent before the drop (default 0.5)
+``media_etag_generation`` int part of every media ETag and Last-Modified; change it to "change the file"
+                              (blob bytes depend on it too; images and videos keep their bytes)
+``media_ignore_range``  bool  answer ranged requests with 200 and the full body
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from .det import rng_for
+
+__all__ = ["DEFAULTS", "FaultError", "FaultState", "WeiboFault"]
+
+DEFAULTS: dict[str, Any] = {
+    "latency_ms": 0,
+    "weibo_latency_ms": 0,
+    "media_latency_ms": 0,
+    "weibo_api": [],
+    "weibo_5xx_rate": 0.0,
+    "weibo_5xx_status": 503,
+    "media_errors": [],
+    "media_5xx_rate": 0.0,
+    "media_5xx_status": 503,
+    "media_cut_rate": 0.0,
+    "media_cut_first": 0,
+    "media_cut_paths": {},
+    "media_cut_fraction": 0.5,
+    "media_etag_generation": 0,
+    "media_ignore_range": False,
+}
+
+_WEIBO_KINDS = {"errno", "418", "432", "429", "login", "5xx"}
+_ENDPOINTS = {"getIndex", "timeline", "search", "extend", "any"}
+
+
+class FaultError(ValueError):
+    """An invalid knob or value (the control endpoint answers 400 with the message)."""
+
+
+@dataclass(frozen=True)
+class WeiboFault:
+    """A decided Weibo API fault: the rule ``kind`` and, for ``5xx``, the HTTP ``status``."""
+
+    kind: str
+    status: int = 200
+
+
+def _number(key: str, value: Any, *, low: float, high: float | None, integer: bool) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and not isinstance(value, int)):
+        raise FaultError(f"{key} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if value < low or (high is not None and value > high):
+        raise FaultError(f"{key} must be in [{low}, {high if high is not None else '∞'}], got {value!r}")
+    return value
+
+
+def _rule_common(key: str, rule: dict[str, Any]) -> None:
+    if rule.get("times") is not None:
+        _number(f"{key}.times", rule["times"], low=0, high=None, integer=True)
+    if rule.get("rate") is not None:
+        _number(f"{key}.rate", rule["rate"], low=0, high=1, integer=False)
+
+
+def _validate(key: str, value: Any) -> Any:
+    """Check one knob and return its normalized value."""
+    if key not in DEFAULTS:
+        raise FaultError(f"unknown fault knob {key!r}; known: {', '.join(sorted(DEFAULTS))}")
+    if key.endswith("_ms") or key in ("media_cut_first", "media_etag_generation"):
+        return _number(key, value, low=0, high=None, integer=True)
+    if key.endswith("_rate") or key == "media_cut_fraction":
+        return float(_number(key, value, low=0, high=1, integer=False))
+    if key.endswith("_status"):
+        return _number(key, value, low=400, high=599, integer=True)
+    if key == "media_ignore_range":
+        if not isinstance(value, bool):
+            raise FaultError(f"{key} must be true or false")
+        return value
+    if key == "media_cut_paths":
+        if not isinstance(value, dict):
+            raise FaultError(f"{key} must be an object {{path: count}}")
+        return {str(p): _number(f"{key}[{p}]", k, low=0, high=None, integer=True) for p, k in value.items()}
+    rules = [value] if isinstance(value, dict) else value
+    if not isinstance(rules, list) or not all(isinstance(r, dict) for r in rules):
+        raise FaultError(f"{key} must be a rule object or a list of them")
+    out = []
+    for raw in rules:
+        rule = dict(raw)
+        _rule_common(key, rule)
+        if key == "weibo_api":
+            unknown = set(rule) - {"kind", "endpoint", "page", "uid", "times", "rate", "status"}
+            kind = str(rule.get("kind", ""))
+            if unknown or kind not in _WEIBO_KINDS:
+                raise FaultError(f"weibo_api rule {raw!r}: kind must be one of {sorted(_WEIBO_KINDS)}"
+                                 + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
+            rule["kind"] = kind
+            rule.setdefault("endpoint", "getIndex")
+            if rule["endpoint"] not in _ENDPOINTS:
+                raise FaultError(f"weibo_api rule {raw!r}: endpoint must be one of {sorted(_ENDPOINTS)}")
+            rule.setdefault("status", 503)
+        else:
+            unknown = set(rule) - {"status", "path", "times", "rate"}
+            if unknown or "status" not in rule:
+                raise FaultError(f"media_errors rule {raw!r}: needs 'status'; allowed keys status/path/times/rate")
+            _number("media_errors.status", rule["status"], low=400, high=599, integer=True)
+        out.append(rule)
+    return out
+
+
+class FaultState:
+    """The current knobs plus the counters and random streams that make them deterministic."""
+
+    def __init__(self, seed: int, initial: dict[str, Any] | None = None) -> None:
+        self.seed = seed
+        self.initial = {k: _validate(k, v) for k, v in (initial or {}).items()}
+        self.knobs: dict[str, Any] = {}
+        self._rngs: dict[str, random.Random] = {}
+        self._rule_hits: dict[tuple[str, int], int] = {}
+        self._cut_seen: defaultdict[str, int] = defaultdict(int)
+        self.reset()
+
+    # -- configuration ----------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        """Back to the start-up knobs, with fresh counters and streams."""
+        self.knobs = copy.deepcopy(DEFAULTS)
+        self._rngs.clear()
+        self._rule_hits.clear()
+        self._cut_seen.clear()
+        self.update(self.initial)
+
+    def update(self, changes: dict[str, Any]) -> dict[str, Any]:
+        """Merge ``changes`` (validated first, all or nothing) and restart the counters of the knobs changed."""
+        validated = {k: _validate(k, v) for k, v in changes.items()}
+        for key, value in validated.items():
+            self.knobs[key] = value
+            self._rngs.pop(key, None)
+            if key in ("weibo_api", "media_errors"):
+                self._rule_hits = {k: v for k, v in self._rule_hits.items() if k[0] != key}
+            if key in ("media_cut_first", "media_cut_paths"):
+                self._cut_seen.clear()
+        return self.snapshot()
+
+    def snapshot(self) -> dict[str, Any]:
+        """The knobs as JSON-able data."""
+        return copy.deepcopy(self.knobs)
+
+    def _draw(self, key: str, rate: float) -> bool:
+        if rate <= 0:
+            return False
+        rng = self._rngs.get(key)
+        if rng is None:
+            rng = self._rngs[key] = rng_for(self.seed, "faults", key)
+        return rng.random() < rate
+
+    def _take_rule(self, key: str, index: int, rule: dict[str, Any]) -> bool:
+        """Count a matching request against ``rule``; return whether the fault fires for it."""
+        hits = self._rule_hits.get((key, index), 0)
+        if rule.get("times") is not None and hits >= rule["times"]:
+            return False
+        self._rule_hits[(key, index)] = hits + 1
+        if rule.get("rate") is not None:
+            return self._draw(f"{key}[{index}]", rule["rate"])
+        return True
+
+    # -- decisions --------------------------------------------------------------------------------------
+
+    def latency(self, area: str) -> float:
+        """Seconds to wait before answering a request of ``area`` (``weibo``, ``media`` or other)."""
+        ms = self.knobs["latency_ms"] + self.knobs.get(f"{area}_latency_ms", 0)
+        return ms / 1000.0
+
+    def weibo_fault(self, endpoint: str, page: int | None, uid: int | None) -> WeiboFault | None:
+        """The fault for a Weibo API request to ``endpoint`` (``timeline``/``search``/``extend``), if any."""
+        for index, rule in enumerate(self.knobs["weibo_api"]):
+            wanted = rule["endpoint"]
+            if wanted == "getIndex" and endpoint not in ("timeline", "search"):
+                continue
+            if wanted not in ("getIndex", "any") and wanted != endpoint:
+                continue
+            if rule.get("page") is not None and rule["page"] != page:
+                continue
+            if rule.get("uid") is not None and uid is not None and int(rule["uid"]) != uid:
+                continue
+            if self._take_rule("weibo_api", index, rule):
+                status = {"418": 418, "432": 432, "429": 429, "5xx": int(rule["status"])}.get(rule["kind"], 200)
+                return WeiboFault(rule["kind"], status)
+        if self._draw("weibo_5xx_rate", self.knobs["weibo_5xx_rate"]):
+            return WeiboFault("5xx", self.knobs["weibo_5xx_status"])
+        return None
+
+    def media_error(self, path: str) -> int | None:
+        """An HTTP error status to answer a media request with, if any."""
+        for index, rule in enumerate(self.knobs["media_errors"]):
+            if rule.get("path") not in (None, path):
+                continue
+            if self._take_rule("media_errors", index, rule):
+                return int(rule["status"])
+        if self._draw("media_5xx_rate", self.knobs["media_5xx_rate"]):
+            return int(self.knobs["media_5xx_status"])
+        return None
+
+    def media_cut(self, path: str) -> float | None:
+        """For a media GET: the share of the body to send before dropping the connection, or ``None``."""
+        self._cut_seen[path] += 1
+        seen = self._cut_seen[path]
+        cut = seen <= self.knobs["media_cut_first"] or seen <= self.knobs["media_cut_paths"].get(path, 0)
+        if not cut:
+            cut = self._draw("media_cut_rate", self.knobs["media_cut_rate"])
+        return float(self.knobs["media_cut_fraction"]) if cut else None
+
+    @property
+    def etag_generation(self) -> int:
+        """The current ETag generation of every media file."""
+        return int(self.knobs["media_etag_generation"])
+
+    @property
+    def ignore_range(self) -> bool:
+        """Whether Range headers are ignored (200 with the full body)."""
+        return bool(self.knobs["media_ignore_range"])

@@ -1,0 +1,238 @@
+"""``/media/…``: real image and video bytes with HTTP semantics of a CDN, and the media fault knobs.
+
+URL patterns (relative to the sandbox origin)::
+
+    /media/weibo/{size}/{pid}.{jpg|png|webp}   Weibo picture; size "large" (and mw*, original, woriginal) serves
+                                               the large variant, any other size (orj360, thumbnail, orj180, …)
+                                               the thumbnail. Needs a Referer header (403 without, like sinaimg).
+    /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video (H.264/AAC MP4). Needs a Referer too.
+    /media/img/{n}.jpg                         generic image number n (benchmarks), no Referer needed
+    /media/blob/{name}?size=N                  N deterministic pseudo-random bytes (default 1 MiB), streamed
+
+Every answer carries Content-Length, a strong ETag, Last-Modified and ``Accept-Ranges: bytes``; ``Range``
+(``a-b``, ``a-``, ``-n``) gives 206 + Content-Range, an unsatisfiable one 416 with ``Content-Range: bytes */N``;
+``If-Range`` with another validator gives 200 and the full body; ``If-None-Match`` matching gives 304; HEAD works.
+Bad pictures (``--bad-media``) are permanent properties of their pids, not faults: ``html`` sends an HTML page as
+``image/jpeg``, ``truncated`` promises N bytes and drops the connection after N/2, ``bomb`` is a 50000×50000 PNG.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from twisted.web import http, server
+
+from . import media
+from .det import stable_hex
+from .httpbase import BodyProducer, SandboxResource, cut_connection, finish_with
+
+__all__ = ["MediaResource", "parse_range"]
+
+_LARGE_SIZES = {"large", "original", "woriginal", "mw2000", "mw1024", "mw690"}
+_LAST_MODIFIED_BASE = 1_793_491_200  # 2026-11-01 00:00:00 UTC; each ETag generation moves it by an hour
+_MAX_BLOB = 64 * 1024**3
+_SMALL_BODY = 256 * 1024  # bodies up to this go out in one write; larger ones through the producer
+
+
+@dataclass
+class Entity:
+    """One media representation: its bytes (in memory, or a blob spec) and validators."""
+
+    size: int
+    content_type: str
+    etag: str
+    last_modified: str
+    data: bytes | None = None
+    blob: tuple[str, int] | None = None  # (name, generation)
+    truncated: bool = False
+
+    def pieces(self, start: int, length: int) -> Iterator[bytes]:
+        """The bytes of ``[start, start + length)`` in pieces of at most one blob chunk."""
+        if self.blob is not None:
+            yield from media.blob_iter(self.blob[0], start, length, self.blob[1])
+            return
+        assert self.data is not None
+        for pos in range(start, start + length, media.BLOB_CHUNK):
+            yield self.data[pos : min(start + length, pos + media.BLOB_CHUNK)]
+
+
+RangeResult = tuple[int, int] | Literal["unsatisfiable"] | None
+
+
+def parse_range(header: str | None, size: int) -> RangeResult:
+    """Parse a single ``bytes=`` range against ``size``: ``(start, end inclusive)``, ``"unsatisfiable"``, or
+    ``None`` when the header is absent or not something we honour (multiple ranges, bad syntax → full body)."""
+    if not header:
+        return None
+    match = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", header)
+    if not match or match.group(1) == match.group(2) == "":
+        return None
+    first, last = match.groups()
+    if first == "":
+        suffix = int(last)
+        if suffix == 0 or size == 0:
+            return "unsatisfiable"
+        return max(0, size - suffix), size - 1
+    start = int(first)
+    if last and int(last) < start:
+        return None  # syntactically invalid: ignored per RFC 9110
+    if start >= size:
+        return "unsatisfiable"
+    return start, min(int(last), size - 1) if last else size - 1
+
+
+class MediaResource(SandboxResource):
+    """Serves ``/media/…`` (see the module docstring)."""
+
+    area = "media"
+
+    def handle(self, request: server.Request) -> bytes | int:
+        if request.method not in (b"GET", b"HEAD"):
+            request.setResponseCode(405)
+            request.setHeader(b"allow", b"GET, HEAD")
+            return b""
+        path = request.path.decode("latin-1")
+        parts = [p.decode("utf-8", "replace") for p in request.postpath]
+        if parts and parts[0] == "weibo" and request.getHeader(b"referer") is None:
+            # sinaimg answers hot-linking without a Referer with 403.
+            request.setResponseCode(403)
+            request.setHeader(b"content-type", b"text/html")
+            return b"<html><body><h1>403 Forbidden</h1></body></html>"
+        status = self.state.faults.media_error(path)
+        if status is not None:
+            self.state.count("faults")
+            request.setResponseCode(status)
+            if status == 429:
+                request.setHeader(b"retry-after", b"1")
+            request.setHeader(b"content-type", b"text/html")
+            return f"<html><body><h1>{status}</h1></body></html>".encode()
+        entity = self._entity(parts, request)
+        if entity is None:
+            request.setResponseCode(404)
+            request.setHeader(b"content-type", b"text/html")
+            return b"<html><body><h1>404 Not Found</h1></body></html>"
+        return self._send(request, path, entity)
+
+    # -- resolving a URL to bytes -----------------------------------------------------------------------
+
+    def _entity(self, parts: list[str], request: server.Request) -> Entity | None:
+        generation = self.state.faults.etag_generation
+        if len(parts) == 2 and parts[0] == "blob":
+            raw = (request.args.get(b"size") or [b"1048576"])[0]
+            try:
+                size = int(raw)
+            except ValueError:
+                return None
+            if not 0 <= size <= _MAX_BLOB:
+                return None
+            return self._validators(
+                size, "application/octet-stream", stable_hex("blob", parts[1], size), generation,
+                blob=(parts[1], generation),
+            )
+        if len(parts) == 2 and parts[0] == "img":
+            match = re.fullmatch(r"(\d+)\.jpg", parts[1])
+            return None if match is None else self._in_memory(media.generic_image(int(match.group(1))), "jpg",
+                                                              generation)
+        if len(parts) == 3 and parts[0] == "weibo" and parts[1] == "video":
+            match = re.fullmatch(r"(\d+)_(720|hd|sd)\.mp4", parts[2])
+            if match is None:
+                return None
+            return self._in_memory(media.video_bytes(match.group(1), match.group(2)), "mp4", generation)
+        if len(parts) == 3 and parts[0] == "weibo":
+            match = re.fullmatch(r"(\w+)\.(jpg|png|webp)", parts[2])
+            if match is None:
+                return None
+            return self._weibo_image(parts[1], match.group(1), match.group(2), generation)
+        return None
+
+    def _weibo_image(self, size: str, pid: str, ext: str, generation: int) -> Entity:
+        pic = self.state.world.weibo.pics.get(pid)
+        if pic is not None and pic.bad == "html":
+            return self._in_memory(media.html_error_page(), "jpg", generation)
+        if pic is not None and pic.bad == "bomb":
+            return self._in_memory(media.image_bomb_png(), "png", generation)
+        if pic is not None:
+            content, width, height = pic.content_pid, pic.width, pic.height
+        else:  # avatars, covers, link thumbnails: any pid serves a stable image of its own
+            content = pid
+            width, height = 200 + int(stable_hex("w", pid, length=4), 16) % 201, 200 + int(
+                stable_hex("h", pid, length=4), 16) % 201
+        if size not in _LARGE_SIZES:
+            width, height = media.thumbnail_size(width, height)
+        entity = self._in_memory(media.image_bytes(f"weibo:{content}", ext, width, height), ext, generation)
+        entity.truncated = pic is not None and pic.bad == "truncated"
+        return entity
+
+    def _in_memory(self, data: bytes, ext: str, generation: int) -> Entity:
+        digest = hashlib.sha256(data).hexdigest()[:24]
+        return self._validators(len(data), media.CONTENT_TYPES[ext], digest, generation, data=data)
+
+    @staticmethod
+    def _validators(size: int, content_type: str, tag: str, generation: int, *, data: bytes | None = None,
+                    blob: tuple[str, int] | None = None) -> Entity:
+        return Entity(
+            size=size,
+            content_type=content_type,
+            etag=f'"{tag}-g{generation}"',
+            last_modified=http.datetimeToString(_LAST_MODIFIED_BASE + 3600 * generation).decode(),
+            data=data,
+            blob=blob,
+        )
+
+    # -- conditional / ranged answer --------------------------------------------------------------------
+
+    def _send(self, request: server.Request, path: str, entity: Entity) -> bytes | int:
+        request.setHeader(b"content-type", entity.content_type.encode())
+        request.setHeader(b"etag", entity.etag.encode())
+        request.setHeader(b"last-modified", entity.last_modified.encode())
+        request.setHeader(b"accept-ranges", b"bytes")
+        request.setHeader(b"cache-control", b"max-age=2592000")
+        if_none_match = request.getHeader(b"if-none-match")
+        if if_none_match is not None and entity.etag.encode() in [t.strip() for t in if_none_match.split(b",")]:
+            request.setResponseCode(304)
+            return b""
+        wanted = None
+        if not self.state.faults.ignore_range:
+            wanted = parse_range((request.getHeader(b"range") or b"").decode("latin-1"), entity.size)
+            if_range = request.getHeader(b"if-range")
+            if wanted is not None and if_range is not None:
+                validator = if_range.decode("latin-1").strip()
+                # A strong ETag must match exactly; a date must equal Last-Modified; otherwise the file changed.
+                if validator not in (entity.etag, entity.last_modified):
+                    wanted = None
+        if wanted == "unsatisfiable":
+            request.setResponseCode(416)
+            request.setHeader(b"content-range", f"bytes */{entity.size}".encode())
+            request.setHeader(b"content-length", b"0")
+            return b""
+        start, length = 0, entity.size
+        if wanted is not None:
+            first, last = wanted
+            start, length = first, last - first + 1
+            request.setResponseCode(206)
+            request.setHeader(b"content-range", f"bytes {first}-{last}/{entity.size}".encode())
+        request.setHeader(b"content-length", str(length).encode())
+        if request.method == b"HEAD":
+            finish_with(request, b"")
+            return server.NOT_DONE_YET
+        cut_after: int | None = None
+        if entity.truncated:
+            cut_after = length // 2
+        else:
+            fraction = self.state.faults.media_cut(path)
+            if fraction is not None:
+                cut_after = int(length * fraction)
+        if entity.data is not None and length <= _SMALL_BODY:
+            body = entity.data[start : start + length]
+            if cut_after is None:
+                finish_with(request, body)
+            else:
+                request.write(body[:cut_after])
+                cut_connection(request)
+            return server.NOT_DONE_YET
+        BodyProducer(request, entity.pieces(start, length), cut_after).start()
+        return server.NOT_DONE_YET

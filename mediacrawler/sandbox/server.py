@@ -1,0 +1,151 @@
+"""The sandbox HTTP server: one Twisted ``Site`` with each platform mounted under its own prefix.
+
+::
+
+    /weibo/…      m.weibo.cn API            (:mod:`.weibo_site`)
+    /media/…      images, videos, blobs     (:mod:`.media_site`)
+    /_sandbox/…   control endpoints         (:mod:`.control`)
+
+A new platform adds ``<platform>.py`` (pure world + payloads), ``<platform>_site.py`` (a
+:class:`~.httpbase.SandboxResource`) and one ``putChild`` line in :func:`build_site`. Single-threaded: every
+handler runs on the reactor thread and large bodies stream through producers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from twisted.internet.interfaces import IReactorTime
+from twisted.web import server
+from twisted.web.resource import Resource
+
+from .control import ControlResource
+from .httpbase import SandboxRequest
+from .media_site import MediaResource
+from .state import SandboxState
+from .weibo_site import WeiboResource
+from .world import build_world
+
+logger = logging.getLogger("mediacrawler.sandbox")
+
+__all__ = ["SandboxSite", "build_site", "main", "parse_args"]
+
+
+class _Index(Resource):
+    """``GET /``: what is mounted where (handy when poking at a running sandbox by hand)."""
+
+    def render_GET(self, request: server.Request) -> bytes:
+        request.setHeader(b"content-type", b"application/json; charset=utf-8")
+        return json.dumps({"mounts": ["/weibo", "/media", "/_sandbox"]}).encode()
+
+
+class SandboxSite(server.Site):
+    """A ``Site`` whose requests log themselves into ``state``."""
+
+    requestFactory = SandboxRequest
+
+    def __init__(self, resource: Resource, state: SandboxState, reactor: IReactorTime) -> None:
+        super().__init__(resource, reactor=reactor)
+        self.state = state
+        self.noisy = False  # no "Starting factory" lines per connection
+
+
+def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] | None = None) -> SandboxSite:
+    """Mount every platform and the control endpoints on one site."""
+    root = _Index()
+    root.putChild(b"weibo", WeiboResource(state, reactor))
+    root.putChild(b"media", MediaResource(state, reactor))
+    root.putChild(b"_sandbox", ControlResource(state, info or {}))
+    return SandboxSite(root, state, reactor)
+
+
+def _uids(value: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numeric uids, got {value!r}") from exc
+
+
+def _faults(value: str) -> dict[str, Any]:
+    try:
+        knobs = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"--faults must be a JSON object: {exc}") from exc
+    if not isinstance(knobs, dict):
+        raise argparse.ArgumentTypeError("--faults must be a JSON object")
+    return knobs
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line of ``python -m mediacrawler.sandbox``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m mediacrawler.sandbox",
+        description="Local test double of the remote platforms. Prints its base URL as the first stdout line.",
+    )
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 = any free port")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--weibo-users", type=_uids, default=(7365120894, 1669879400), metavar="UID,UID")
+    parser.add_argument("--weibo-pages", type=int, default=5)
+    parser.add_argument("--weibo-per-page", type=int, default=10)
+    parser.add_argument("--bad-media", action="store_true", help="add posts with broken pictures")
+    parser.add_argument("--latency-ms", type=int, default=0, help="delay before every response")
+    parser.add_argument("--faults", type=_faults, default={}, metavar="JSON",
+                        help="initial fault knobs (restored by POST /_sandbox/reset)")
+    parser.add_argument("--parent-pid", type=int, default=None,
+                        help="exit when this process is gone (set by start_sandbox, so no orphans)")
+    parser.add_argument("--log-level", default="INFO")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Build the world, listen, print the URL, serve until SIGTERM/SIGINT; return the exit status."""
+    args = parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from twisted.internet import reactor  # only here: importing the package must not install a reactor
+    from twisted.internet.task import LoopingCall
+    from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    # Twisted's own events (unhandled errors in Deferreds, …) into stderr logging; stdout stays for the URL.
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver()], redirectStandardIO=False)
+    logging.getLogger("twisted").setLevel(max(logging.WARNING, logging.getLogger().level))
+
+    world = build_world(seed=args.seed, weibo_users=args.weibo_users, weibo_pages=args.weibo_pages,
+                        weibo_per_page=args.weibo_per_page, bad_media=args.bad_media)
+    initial = dict(args.faults)
+    if args.latency_ms:
+        initial.setdefault("latency_ms", args.latency_ms)
+    state = SandboxState(world, initial_faults=initial)
+    info = {"seed": args.seed, "weibo_users": list(args.weibo_users), "weibo_pages": args.weibo_pages,
+            "weibo_per_page": args.weibo_per_page, "bad_media": args.bad_media, "faults": initial}
+    site = build_site(state, reactor, info)
+    port = reactor.listenTCP(args.port, site, interface=args.host)  # type: ignore[attr-defined]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    url = f"http://{host}:{port.getHost().port}"
+    sys.stdout.write(url + "\n")
+    sys.stdout.flush()
+    logger.info("sandbox serving on %s (seed %s, weibo users %s, %s pages of %s)", url, args.seed,
+                args.weibo_users, args.weibo_pages, args.weibo_per_page)
+
+    if args.parent_pid:
+        def watch_parent() -> None:
+            try:
+                os.kill(args.parent_pid, 0)
+            except ProcessLookupError:
+                logger.warning("parent %s is gone, stopping", args.parent_pid)
+                reactor.stop()  # type: ignore[attr-defined]
+            except PermissionError:
+                pass  # exists, just not ours to signal
+        LoopingCall(watch_parent).start(1.0, now=False)
+
+    # Twisted installs SIGINT/SIGTERM handlers that stop the reactor: run() then returns and we exit 0.
+    reactor.run()  # type: ignore[attr-defined]
+    logger.info("sandbox stopped")
+    return 0

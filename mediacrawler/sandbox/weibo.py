@@ -1,0 +1,1065 @@
+"""Weibo (m.weibo.cn) in the sandbox: a deterministic world model and the payloads rendered from it.
+
+This module is pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox subprocess serves,
+and :mod:`mediacrawler.sandbox.weibo_site` renders it over HTTP.
+
+World model
+===========
+``build_weibo_world(seed=1, users=(7365120894, 1669879400), pages=5, per_page=10, bad_media=False,
+search_pages=3)`` returns a :class:`WeiboWorld` (plain dataclasses; same arguments → equal worlds):
+
+``world.users``            ``{uid: WeiboUser}`` for timeline owners *and* the other authors (reposted originals,
+                           search results).
+``world.timeline_uids``    the timeline owners, in the order given.
+``world.timelines``        ``{uid: [post id, …]}`` newest first; exactly ``pages * per_page`` posts per owner.
+                           Page ``N`` (1-based) holds ``timeline[(N-1)*per_page : N*per_page]``; page ``pages+1``
+                           answers the end-of-list envelope. ``world.timeline(uid)`` gives the posts themselves.
+``world.posts``            ``{id: WeiboPost}``: every mblog of the world: timeline posts, reposted originals
+                           (never on a timeline, only nested as ``retweeted_status``), deleted-original
+                           placeholders and the search pool.
+``world.pics``             ``{pid: WeiboPic}`` for every pid appearing in any post (avatars/covers excluded).
+``world.videos``           ``{video id: WeiboVideo}``.
+``world.duplicate_pids``   ``{pid: canonical pid}``: distinct pids (different URLs) whose bytes are identical to
+                           the canonical pid's (same format and size). The default world has 3, all on the first
+                           owner's timeline.
+``world.bad_pids``         ``{pid: "html" | "truncated" | "bomb"}``: empty unless ``bad_media``. With the flag,
+                           three posts of the first owner's timeline (indexes 0, 4 and 9) each gain one extra bad
+                           picture;
+                           post ids, order and every other field stay identical to the world without the flag.
+
+A :class:`WeiboPost` has ``id`` (= ``mid``, 16 digits), ``bid`` (Weibo's base62 of the mid, 9 chars), ``user_id``
+(``None`` for a deleted original), ``created_at`` (aware datetime, +08:00), ``text`` (the *full* HTML text),
+``is_long_text`` (the timeline then carries :meth:`WeiboPost.truncated_text` and the full text is served by
+``/statuses/extend``), ``pics``, ``video``, ``webpage`` (a link card, not media), ``retweeted_id`` (id of the
+nested original, which may be a deleted placeholder with ``deleted=True``), and the three counts as served: ints or
+strings
+like ``"12.6万"`` / ``"1万+"`` / ``"100万+"`` (:func:`count_value` converts them).
+
+Timeline posts follow a fixed pattern by index ``i`` so every page of ``per_page >= 10`` has each feature:
+``i % 10`` = 0 pics, 1 long text (+0–3 pics), 2 video, 3 repost of an original, 4 pics incl. a PNG or WebP,
+5 text only, 6 webpage link card, 7 repost (of a deleted original when ``i % 20 == 7``), 8 pics,
+9 long text + pics.
+Reposts never carry media of their own; their originals may (pics or a video), and an original can be reposted
+more than once (the same pids then appear in several reposts).
+
+Example (what a test expects for uid 7365120894)::
+
+    world = build_weibo_world(seed=1, users=(7365120894, 1669879400), pages=5, per_page=10)
+    posts = world.timeline(7365120894)                       # 50 WeiboPost, newest first
+    ids = [p.id for p in posts]
+    reposts = [p.id for p in posts if p.retweeted_id]
+    long_text = [p.id for p in posts if p.is_long_text]
+    pids = world.timeline_pids(7365120894)                   # own pics + pics of reposted originals
+    distinct_contents = world.distinct_contents(pids)         # len(set of content pids)
+
+Payloads
+========
+:func:`timeline_response`, :func:`search_response` and :func:`extend_response` render the JSON bodies of
+``/api/container/getIndex`` and ``/statuses/extend``; :func:`dumps_php` serializes them the way m.weibo.cn does
+(``\\/`` and ``\\uXXXX`` escapes).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any
+from urllib.parse import quote
+
+from .det import rng_for, stable_int
+from .media import thumbnail_size
+
+__all__ = [
+    "CST",
+    "DEFAULT_USERS",
+    "END_OF_LIST",
+    "WEIBO_NOW",
+    "WeiboPic",
+    "WeiboPost",
+    "WeiboUser",
+    "WeiboVideo",
+    "WeiboWorld",
+    "build_weibo_world",
+    "count_value",
+    "dumps_php",
+    "extend_response",
+    "format_created_at",
+    "mid_to_bid",
+    "parse_containerid",
+    "render_mblog",
+    "search_response",
+    "timeline_response",
+]
+
+CST = timezone(timedelta(hours=8))
+#: The world's "now": the newest post of every timeline is a little older than this.
+WEIBO_NOW = datetime(2026, 11, 28, 10, 0, 0, tzinfo=CST)
+DEFAULT_USERS: tuple[int, ...] = (7365120894, 1669879400)
+
+#: What m.weibo.cn answers for a page past the last one (and for unknown containers).
+END_OF_LIST: dict[str, Any] = {"ok": 0, "msg": "这里还没有内容", "data": {"cards": []}}
+
+# Weibo's mid → bid alphabet (digits, lower, upper), applied to 7-digit groups of the mid.
+_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_MID_EPOCH = 515483463  # mids are roughly (unix time - this) << 22, so newer posts have larger ids
+
+_SENTENCES = [
+    "今天天气不错，出门走走。",
+    "新的一周，继续加油！",
+    "刚看完一部电影，推荐给大家。",
+    "这家店的咖啡真的很好喝。",
+    "周末去爬山了，风景太美了。",
+    "分享一首最近单曲循环的歌。",
+    "工作再忙也要好好吃饭。",
+    "夜跑五公里，打卡。",
+    "读书笔记：慢慢来，比较快。",
+    "今天的晚霞像一幅油画。",
+    "感谢大家的支持，我们下次见。",
+    "有没有人和我一样喜欢下雨天？",
+    "记录一下生活中的小确幸。",
+    "第一次尝试做蛋糕，居然成功了。",
+    "地铁上看到一位老爷爷在读诗。",
+    "新买的相机到了，试拍几张。",
+]
+_TOPICS = ["每日一善", "周末去哪儿", "读书打卡", "美食分享", "城市夜景", "摄影", "旅行日记"]
+_EMOJI = [("[笑cry]", "xiaoku"), ("[doge]", "doge"), ("[心]", "xin"), ("[赞]", "zan"), ("[哈哈]", "haha")]
+_NAMES = [
+    "小鹿乱撞", "旅行的猫", "晚风与你", "科技前线", "吃货日记", "城市观察员", "摄影师阿杰", "读书会",
+    "山间小路", "橘子汽水", "深夜食堂", "追光的人",
+]
+_SOURCES = ["iPhone 15 Pro Max", "微博 weibo.com", "HUAWEI Mate 60 Pro", "Redmi K70", "微博网页版", ""]
+_REGIONS = ["北京", "上海", "广东", "浙江", "四川", "江苏"]
+_DELETED_TEXT = (
+    "抱歉，此微博已被作者删除。查看帮助：<a  href=\"https://m.weibo.cn/c/help/weibo/delete\" data-hide=\"\">"
+    "<span class='url-icon'><img style='width: 1rem;height: 1rem' "
+    "src='https://h5.sinaimg.cn/upload/2015/09/25/3/timeline_card_small_web_default.png'></span>"
+    "<span class=\"surl-text\">网页链接</span></a>"
+)
+
+
+@dataclass(frozen=True)
+class WeiboUser:
+    """A Weibo account. ``followers_count`` is served as is (int or a string like ``"12.6万"``)."""
+
+    id: int
+    screen_name: str
+    avatar_pid: str
+    followers_count: int | str
+    follow_count: int
+    statuses_count: int
+    verified: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class WeiboPic:
+    """One picture of a post.
+
+    ``width``/``height`` are the ``large`` variant's pixels; :attr:`thumb_size` is what ``orj360`` serves.
+    ``content_pid`` is the pid whose bytes are served (``!= pid`` for a byte-identical duplicate). ``bad`` is
+    ``None`` or the kind of broken body served for it: ``"html"``, ``"truncated"`` or ``"bomb"``.
+    """
+
+    pid: str
+    ext: str
+    width: int
+    height: int
+    content_pid: str
+    bad: str | None = None
+
+    @property
+    def thumb_size(self) -> tuple[int, int]:
+        """Pixel size of the ``orj360`` variant."""
+        return thumbnail_size(self.width, self.height)
+
+    def path(self, size: str = "large") -> str:
+        """Server-relative URL path of this picture at ``size`` (``large`` or ``orj360``)."""
+        return f"/media/weibo/{size}/{self.pid}.{self.ext}"
+
+
+#: media_info fields → quality of the file they point at (``""`` when the field is empty for a video).
+VIDEO_FIELDS = ("stream_url", "stream_url_hd", "mp4_720p_mp4", "mp4_hd_url", "mp4_sd_url")
+_FIELD_QUALITY = {
+    "stream_url": "sd",
+    "stream_url_hd": "hd",
+    "mp4_720p_mp4": "720",
+    "mp4_hd_url": "hd",
+    "mp4_sd_url": "sd",
+}
+
+
+@dataclass(frozen=True)
+class WeiboVideo:
+    """A video attached through ``page_info``.
+
+    ``qualities`` lists the files that exist (``"720"``, ``"hd"``, ``"sd"``); media_info fields whose quality is
+    missing are served as ``""``. Files are real H.264/AAC MP4s
+    (see :func:`mediacrawler.sandbox.media.video_bytes`);
+    each quality has its own resolution and each video id its own bytes.
+    """
+
+    id: str
+    object_id: str
+    qualities: tuple[str, ...]
+    duration: float
+    cover_pid: str
+    title: str
+
+    def path(self, quality: str) -> str:
+        """Server-relative URL path of the file of ``quality``."""
+        return f"/media/weibo/video/{self.id}_{quality}.mp4"
+
+    def field_paths(self) -> dict[str, str]:
+        """``{media_info field: path or ""}`` exactly as rendered (relative paths)."""
+        return {
+            name: (self.path(_FIELD_QUALITY[name]) if _FIELD_QUALITY[name] in self.qualities else "")
+            for name in VIDEO_FIELDS
+        }
+
+    def best_path(self) -> str:
+        """Path of the highest quality file (720 > hd > sd)."""
+        for quality in ("720", "hd", "sd"):
+            if quality in self.qualities:
+                return self.path(quality)
+        raise ValueError(f"video {self.id} has no files")
+
+
+@dataclass(frozen=True)
+class WeiboPost:
+    """One mblog. See the module docstring for field meanings."""
+
+    id: str
+    bid: str
+    user_id: int | None
+    created_at: datetime | None
+    text: str
+    is_long_text: bool = False
+    source: str = ""
+    region: str = ""
+    reposts_count: int | str = 0
+    comments_count: int | str = 0
+    attitudes_count: int | str = 0
+    pics: tuple[WeiboPic, ...] = ()
+    video: WeiboVideo | None = None
+    webpage: dict[str, str] | None = None
+    retweeted_id: str | None = None
+    deleted: bool = False
+    truncated: str = field(default="", repr=False)
+
+    @property
+    def mid(self) -> str:
+        """Weibo's mid; the same digits as ``id``."""
+        return self.id
+
+    @property
+    def is_repost(self) -> bool:
+        """Whether this post nests a ``retweeted_status``."""
+        return self.retweeted_id is not None
+
+    def truncated_text(self) -> str:
+        """The ``text`` the timeline serves: the full text, or for long posts a prefix + ``全文`` link."""
+        return self.truncated if self.is_long_text else self.text
+
+    def canonical_url(self) -> str | None:
+        """``https://weibo.com/{uid}/{bid}`` (``None`` for a deleted original)."""
+        return None if self.user_id is None else f"https://weibo.com/{self.user_id}/{self.bid}"
+
+
+@dataclass
+class WeiboWorld:
+    """The whole Weibo of one sandbox; see the module docstring."""
+
+    seed: int
+    pages: int
+    per_page: int
+    search_pages: int
+    bad_media: bool
+    timeline_uids: tuple[int, ...]
+    users: dict[int, WeiboUser]
+    timelines: dict[int, list[str]]
+    posts: dict[str, WeiboPost]
+    pics: dict[str, WeiboPic]
+    videos: dict[str, WeiboVideo]
+    duplicate_pids: dict[str, str]
+    bad_pids: dict[str, str]
+    search_pool: list[str]
+
+    def timeline(self, uid: int) -> list[WeiboPost]:
+        """All posts of ``uid``'s timeline, newest first."""
+        return [self.posts[pid] for pid in self.timelines[int(uid)]]
+
+    def page(self, uid: int, page: int) -> list[WeiboPost]:
+        """Posts on 1-based ``page`` of ``uid``'s timeline (empty past the last page)."""
+        if page < 1:
+            return []
+        ids = self.timelines.get(int(uid), [])
+        return [self.posts[i] for i in ids[(page - 1) * self.per_page : page * self.per_page]]
+
+    def page_count(self, uid: int) -> int:
+        """Number of non-empty timeline pages of ``uid``."""
+        n = len(self.timelines.get(int(uid), []))
+        return -(-n // self.per_page)
+
+    def since_id_of_page(self, uid: int, page: int) -> int:
+        """``cardlistInfo.since_id`` served on ``page``: the id of its last post (the cursor for the next page)."""
+        ids = self.timelines[int(uid)]
+        return int(ids[min(page * self.per_page, len(ids)) - 1])
+
+    def index_after_since_id(self, uid: int, since_id: int | str) -> int | None:
+        """Timeline index of the first post a ``since_id`` request returns (``None`` if ``since_id`` is unknown).
+
+        ``since_id`` is a post id; the answer is the ``per_page`` posts after it, so the ``since_id`` served on
+        page N leads exactly to page N+1.
+        """
+        ids = self.timelines.get(int(uid), [])
+        try:
+            return ids.index(str(since_id)) + 1
+        except ValueError:
+            return None
+
+    def retweeted(self, post: WeiboPost) -> WeiboPost | None:
+        """The original nested in ``post`` (possibly a deleted placeholder), or ``None``."""
+        return None if post.retweeted_id is None else self.posts[post.retweeted_id]
+
+    def post_pics(self, post: WeiboPost, *, include_retweeted: bool = True) -> list[WeiboPic]:
+        """Pictures of ``post`` and, by default, of its reposted original."""
+        pics = list(post.pics)
+        original = self.retweeted(post)
+        if include_retweeted and original is not None:
+            pics.extend(original.pics)
+        return pics
+
+    def post_videos(self, post: WeiboPost, *, include_retweeted: bool = True) -> list[WeiboVideo]:
+        """Videos of ``post`` and, by default, of its reposted original."""
+        videos = [post.video] if post.video else []
+        original = self.retweeted(post)
+        if include_retweeted and original is not None and original.video:
+            videos.append(original.video)
+        return videos
+
+    def timeline_pids(self, uid: int, *, include_retweeted: bool = True) -> list[str]:
+        """Distinct pids on ``uid``'s timeline in first-seen order (own pics, then reposted originals')."""
+        seen: dict[str, None] = {}
+        for post in self.timeline(uid):
+            for pic in self.post_pics(post, include_retweeted=include_retweeted):
+                seen.setdefault(pic.pid, None)
+        return list(seen)
+
+    def distinct_contents(self, pids: Iterable[str]) -> int:
+        """How many distinct image byte-contents ``pids`` have (duplicates collapse; bad pics count apart)."""
+        return len({self.pics[pid].content_pid for pid in pids})
+
+    def search(self, keyword: str) -> list[WeiboPost]:
+        """The posts a search for ``keyword`` returns, in order, over ``search_pages`` pages (deterministic)."""
+        candidates = [pid for uid in self.timeline_uids for pid in self.timelines[uid]]
+        candidates += [p.id for p in self.posts.values() if p.user_id is not None and p.id not in candidates]
+        rng = rng_for(self.seed, "weibo", "search", keyword)
+        rng.shuffle(candidates)
+        return [self.posts[pid] for pid in candidates[: self.search_pages * self.per_page]]
+
+    def search_page(self, keyword: str, page: int) -> list[WeiboPost]:
+        """Posts on 1-based search ``page`` for ``keyword``."""
+        if page < 1:
+            return []
+        return self.search(keyword)[(page - 1) * self.per_page : page * self.per_page]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Building the world
+# ----------------------------------------------------------------------------------------------------------
+
+
+def mid_to_bid(mid: str) -> str:
+    """Weibo's mid → bid: base62 of 7-digit groups from the right, inner groups padded to 4 characters."""
+    out: list[str] = []
+    rest = str(mid)
+    while rest:
+        chunk, rest = rest[-7:], rest[:-7]
+        value = int(chunk)
+        encoded = ""
+        while value:
+            value, r = divmod(value, 62)
+            encoded = _BASE62[r] + encoded
+        encoded = encoded or "0"
+        out.append(encoded.rjust(4, "0") if rest else encoded)
+    return "".join(reversed(out))
+
+
+def format_created_at(when: datetime) -> str:
+    """``Sat Nov 28 10:00:00 +0800 2026`` (English names regardless of locale)."""
+    days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    return (
+        f"{days[when.weekday()]} {months[when.month - 1]} {when.day:02d} {when:%H:%M:%S} +0800 {when.year}"
+    )
+
+
+_COUNT_RE = re.compile(r"^(\d+(?:\.\d+)?)(万|亿)?(\+)?$")
+
+
+def count_value(raw: int | str) -> int:
+    """Numeric value of a served count: ``1234`` → 1234, ``"12.6万"`` → 126000, ``"100万+"`` → 1000000."""
+    if isinstance(raw, int):
+        return raw
+    match = _COUNT_RE.match(raw.strip())
+    if not match:
+        raise ValueError(f"not a Weibo count: {raw!r}")
+    unit = {"万": 10_000, "亿": 100_000_000}.get(match.group(2) or "", 1)
+    return round(float(match.group(1)) * unit)
+
+
+class _Builder:
+    """Builds a :class:`WeiboWorld`; one instance per build, holds the id/pid registries."""
+
+    def __init__(self, seed: int, bad_media: bool) -> None:
+        self.seed = seed
+        self.bad_media = bad_media
+        self.posts: dict[str, WeiboPost] = {}
+        self.pics: dict[str, WeiboPic] = {}
+        self.videos: dict[str, WeiboVideo] = {}
+        self.users: dict[int, WeiboUser] = {}
+        self.used_ids: set[str] = set()
+        self.duplicate_pids: dict[str, str] = {}
+        self.bad_pids: dict[str, str] = {}
+
+    # -- small generators -------------------------------------------------------------------------------
+
+    def user(self, uid: int) -> WeiboUser:
+        rng = rng_for(self.seed, "weibo", "user", uid)
+        name = f"{rng.choice(_NAMES)}{uid % 1000:03d}"
+        user = WeiboUser(
+            id=uid,
+            screen_name=name,
+            avatar_pid=self.pid(rng, "avatar"),
+            followers_count=self.count(rng, big=True),
+            follow_count=rng.randrange(10, 2000),
+            statuses_count=rng.randrange(100, 20000),
+            verified=rng.random() < 0.4,
+            description=rng.choice(_SENTENCES),
+        )
+        self.users[uid] = user
+        return user
+
+    @staticmethod
+    def pid(rng: Any, kind: str = "") -> str:
+        # Real pids look like "006AbCdEly1h5x7k8r9s2j30u0140wgu": 32 chars of [0-9a-z] with a type marker.
+        alphabet = "0123456789abcdefghijklmnopqrstuvwxyz"
+        head = "".join(rng.choice(alphabet) for _ in range(8))
+        tail = "".join(rng.choice(alphabet) for _ in range(21))
+        marker = {"avatar": "ly8", "cover": "gy1"}.get(kind, "ly1")
+        return head + marker + tail
+
+    @staticmethod
+    def count(rng: Any, big: bool = False) -> int | str:
+        roll = rng.random()
+        if roll < 0.70:
+            return rng.randrange(0, 100_000 if big else 5000)
+        if roll < 0.80:
+            return "1万+"
+        if roll < 0.92:
+            return f"{rng.randrange(10, 999) / 10:.1f}万"
+        if roll < 0.97:
+            return "100万+"
+        return rng.randrange(10_000, 99_999)
+
+    def new_id(self, rng: Any, when: datetime) -> str:
+        while True:
+            value = ((int(when.timestamp()) - _MID_EPOCH) << 22) + rng.randrange(1 << 22)
+            candidate = str(value)
+            if candidate not in self.used_ids:
+                self.used_ids.add(candidate)
+                return candidate
+
+    def make_pic(self, rng: Any, ext: str = "jpg") -> WeiboPic:
+        pid = self.pid(rng)
+        width, height = rng.randrange(200, 401), rng.randrange(200, 401)
+        pic = WeiboPic(pid=pid, ext=ext, width=width, height=height, content_pid=pid)
+        self.pics[pid] = pic
+        return pic
+
+    def make_pics(self, rng: Any, n: int, *, alt_format: bool = False) -> tuple[WeiboPic, ...]:
+        pics = [self.make_pic(rng) for _ in range(n)]
+        if alt_format and pics:
+            # One PNG or WebP among the JPEGs: the URL ends with the real format, as sinaimg does for them.
+            pics[rng.randrange(len(pics))] = self.make_pic(rng, rng.choice(["png", "webp"]))
+        return tuple(pics)
+
+    def make_video(self, rng: Any, when: datetime, title: str) -> WeiboVideo:
+        vid = str(((int(when.timestamp()) - _MID_EPOCH) << 22) + rng.randrange(1 << 22))
+        qualities = rng.choice([("720", "hd", "sd"), ("hd", "sd"), ("720", "sd"), ("sd",), ("720", "hd", "sd")])
+        video = WeiboVideo(
+            id=vid,
+            object_id=f"1034:{vid}",
+            qualities=qualities,
+            duration=2.0,
+            cover_pid=self.pid(rng, "cover"),
+            title=title,
+        )
+        self.videos[vid] = video
+        return video
+
+    def text(self, rng: Any, sentences: int) -> str:
+        parts: list[str] = []
+        for k in range(sentences):
+            piece = rng.choice(_SENTENCES)
+            roll = rng.random()
+            if roll < 0.25:
+                name = rng.choice(_NAMES)
+                piece = f"<a href='/n/{name}'>@{name}</a> {piece}"
+            elif roll < 0.45:
+                alt, icon = rng.choice(_EMOJI)
+                piece += (
+                    f'<span class="url-icon"><img alt={alt} '
+                    f'src="https://h5.sinaimg.cn/m/emoticon/icon/default/d_{icon}-1.png" '
+                    f'style="width:1em; height:1em;" /></span>'
+                )
+            elif roll < 0.60:
+                topic = rng.choice(_TOPICS)
+                q = quote(f"#{topic}#", safe="")
+                piece = (
+                    f'<a  href="https://m.weibo.cn/search?containerid=231522type%3D1%26t%3D10%26q%3D{q}'
+                    f'&extparam={q}&luicode=10000011" data-hide=""><span class="surl-text">#{topic}#</span></a>'
+                    + piece
+                )
+            parts.append(piece)
+            if k < sentences - 1 and rng.random() < 0.3:
+                parts.append("<br />")
+        return "".join(parts)
+
+    @staticmethod
+    def truncate(post_id: str, full: str) -> str:
+        # Cut at a segment boundary (never inside a tag), like the server-side 140-character preview.
+        pieces = re.split(r"(?<=[。！？])|(?=<br />)", full)
+        out, visible = "", 0
+        for piece in pieces:
+            if visible >= 100:
+                break
+            out += piece
+            visible += len(re.sub(r"<[^>]+>", "", piece))
+        return f'{out}...<a href="/status/{post_id}">全文</a>'
+
+    # -- posts ------------------------------------------------------------------------------------------
+
+    def original(self, rng: Any, authors: Sequence[int], before: datetime) -> WeiboPost:
+        when = before - timedelta(minutes=rng.randrange(30, 60 * 24 * 10))
+        post_id = self.new_id(rng, when)
+        roll = rng.random()
+        pics: tuple[WeiboPic, ...] = ()
+        video = None
+        text = self.text(rng, rng.randrange(1, 4))
+        if roll < 0.6:
+            pics = self.make_pics(rng, rng.randrange(1, 5))
+        elif roll < 0.8:
+            video = self.make_video(rng, when, text[:20])
+        post = WeiboPost(
+            id=post_id,
+            bid=mid_to_bid(post_id),
+            user_id=rng.choice(list(authors)),
+            created_at=when,
+            text=text,
+            source=rng.choice(_SOURCES),
+            region=rng.choice(_REGIONS),
+            reposts_count=self.count(rng),
+            comments_count=self.count(rng),
+            attitudes_count=self.count(rng),
+            pics=pics,
+            video=video,
+        )
+        self.posts[post_id] = post
+        return post
+
+    def deleted(self, rng: Any, before: datetime) -> WeiboPost:
+        when = before - timedelta(minutes=rng.randrange(30, 60 * 24 * 10))
+        post_id = self.new_id(rng, when)
+        post = WeiboPost(
+            id=post_id, bid=mid_to_bid(post_id), user_id=None, created_at=None, text=_DELETED_TEXT, deleted=True
+        )
+        self.posts[post_id] = post
+        return post
+
+    def timeline(
+        self,
+        uid: int,
+        n: int,
+        authors: Sequence[int],
+        originals: list[WeiboPost],
+        *,
+        first: bool,
+    ) -> list[str]:
+        rng = rng_for(self.seed, "weibo", "timeline", uid)
+        when = WEIBO_NOW - timedelta(minutes=rng.randrange(5, 180))
+        ids: list[str] = []
+        earlier_pics: list[WeiboPic] = []
+        for i in range(n):
+            if i:
+                when -= timedelta(minutes=rng.randrange(20, 60 * 48))
+            post_id = self.new_id(rng, when)
+            slot = i % 10
+            text = self.text(rng, rng.randrange(1, 4))
+            long_text = slot in (1, 9)
+            if long_text:
+                text = self.text(rng, rng.randrange(9, 14))
+            pics: tuple[WeiboPic, ...] = ()
+            video = webpage = None
+            retweeted_id = None
+            if slot in (0, 8):
+                pics = self.make_pics(rng, rng.randrange(1, 10))
+            elif slot == 1:
+                pics = self.make_pics(rng, rng.randrange(0, 4))
+            elif slot == 9:
+                pics = self.make_pics(rng, rng.randrange(1, 4))
+            elif slot == 4:
+                pics = self.make_pics(rng, rng.randrange(2, 7), alt_format=True)
+            elif slot == 2:
+                video = self.make_video(rng, when, text[:20])
+            elif slot == 6:
+                webpage = self.webpage(rng)
+            elif slot in (3, 7):
+                text = rng.choice(["转发微博", "//<a href='/n/旅行的猫'>@旅行的猫</a>:说得好", "转发微博[doge]"])
+                if slot == 7 and i % 20 == 7:
+                    original = self.deleted(rng, when)
+                else:
+                    reusable = [o for o in originals if o.created_at and o.created_at < when]
+                    if reusable and rng.random() < 0.3:
+                        original = rng.choice(reusable)
+                    else:
+                        original = self.original(rng, authors, when)
+                        originals.append(original)
+                retweeted_id = original.id
+            # Byte-identical duplicates under other pids, on the first owner's timeline only.
+            if first and i in (8, 20, 34) and pics and earlier_pics:
+                canonical = rng.choice(earlier_pics)
+                dup_pid = self.pid(rng)
+                dup = replace(canonical, pid=dup_pid, content_pid=canonical.content_pid)
+                self.pics[dup_pid] = dup
+                self.duplicate_pids[dup_pid] = canonical.pid
+                pics = (dup, *pics[1:])
+            earlier_pics.extend(p for p in pics if p.content_pid == p.pid)
+            if first and self.bad_media and i in (0, 4, 9):
+                pics = (*pics, self.bad_pic({0: "html", 4: "truncated", 9: "bomb"}[i], uid, i))
+            post = WeiboPost(
+                id=post_id,
+                bid=mid_to_bid(post_id),
+                user_id=uid,
+                created_at=when,
+                text=text,
+                is_long_text=long_text,
+                source=rng.choice(_SOURCES),
+                region=rng.choice(_REGIONS),
+                reposts_count=self.count(rng),
+                comments_count=self.count(rng),
+                attitudes_count=self.count(rng),
+                pics=pics,
+                video=video,
+                webpage=webpage,
+                retweeted_id=retweeted_id,
+                truncated=self.truncate(post_id, text) if long_text else "",
+            )
+            self.posts[post_id] = post
+            ids.append(post_id)
+        return ids
+
+    def bad_pic(self, kind: str, uid: int, index: int) -> WeiboPic:
+        # Its own stream: the flag must not shift anything else the world draws.
+        rng = rng_for(self.seed, "weibo", "bad", uid, index)
+        pid = self.pid(rng)
+        pic = WeiboPic(pid=pid, ext="png" if kind == "bomb" else "jpg", width=300, height=300,
+                       content_pid=pid, bad=kind)
+        self.pics[pid] = pic
+        self.bad_pids[pid] = kind
+        return pic
+
+    def webpage(self, rng: Any) -> dict[str, str]:
+        title = rng.choice(["一篇值得一读的长文", "官方公告", "活动报名链接", "开源项目主页"])
+        return {
+            "page_id": f"2315672541_{rng.randrange(10**9)}",
+            "page_url": f"https://example.com/article/{rng.randrange(10**6)}",
+            "page_title": title,
+            "content1": title,
+            "content2": rng.choice(_SENTENCES),
+            "page_pic_pid": self.pid(rng, "cover"),
+        }
+
+
+def build_weibo_world(
+    seed: int = 1,
+    users: Sequence[int] = DEFAULT_USERS,
+    pages: int = 5,
+    per_page: int = 10,
+    bad_media: bool = False,
+    search_pages: int = 3,
+) -> WeiboWorld:
+    """Build the deterministic Weibo world; see the module docstring for its structure."""
+    if pages < 0 or per_page < 1:
+        raise ValueError("pages must be >= 0 and per_page >= 1")
+    builder = _Builder(seed, bad_media)
+    uids = tuple(int(u) for u in users)
+    for uid in uids:
+        builder.user(uid)
+    rng = rng_for(seed, "weibo", "authors")
+    authors: list[int] = []
+    while len(authors) < 6:
+        candidate = rng.randrange(1_000_000_000, 7_999_999_999)
+        if candidate not in builder.users:
+            builder.user(candidate)
+            authors.append(candidate)
+    originals: list[WeiboPost] = []
+    timelines = {
+        uid: builder.timeline(uid, pages * per_page, authors, originals, first=(k == 0))
+        for k, uid in enumerate(uids)
+    }
+    # A few posts only reachable through search, from the other authors.
+    pool_rng = rng_for(seed, "weibo", "search-pool")
+    search_pool = [builder.original(pool_rng, authors, WEIBO_NOW).id for _ in range(2 * per_page)]
+    return WeiboWorld(
+        seed=seed,
+        pages=pages,
+        per_page=per_page,
+        search_pages=search_pages,
+        bad_media=bad_media,
+        timeline_uids=uids,
+        users=builder.users,
+        timelines=timelines,
+        posts=builder.posts,
+        pics=builder.pics,
+        videos=builder.videos,
+        duplicate_pids=builder.duplicate_pids,
+        bad_pids=builder.bad_pids,
+        search_pool=search_pool,
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Rendering m.weibo.cn payloads
+# ----------------------------------------------------------------------------------------------------------
+
+
+def dumps_php(payload: Any) -> bytes:
+    """Serialize like m.weibo.cn (PHP ``json_encode``): ASCII only (``\\uXXXX``), ``/`` escaped as ``\\/``."""
+    text = json.dumps(payload, ensure_ascii=True, separators=(",", ":"))
+    return text.replace("/", "\\/").encode("ascii")
+
+
+def render_user(user: WeiboUser, base: str) -> dict[str, Any]:
+    """The ``user`` object of an mblog."""
+    return {
+        "id": user.id,
+        "screen_name": user.screen_name,
+        "profile_image_url": f"{base}/media/weibo/orj180/{user.avatar_pid}.jpg",
+        "profile_url": f"https://m.weibo.cn/u/{user.id}?uid={user.id}&luicode=10000011&lfid=107603{user.id}",
+        "statuses_count": user.statuses_count,
+        "verified": user.verified,
+        "verified_type": 0 if user.verified else -1,
+        "close_blue_v": False,
+        "description": user.description,
+        "gender": "f" if user.id % 2 else "m",
+        "mbtype": 0,
+        "svip": 0,
+        "urank": 4,
+        "mbrank": 0,
+        "follow_me": False,
+        "following": False,
+        "follow_count": user.follow_count,
+        "followers_count": user.followers_count,
+        "cover_image_phone": "https://tva1.sinaimg.cn/crop.0.0.640.640.640/549d0121tw1egm1kjly3jj20hs0hsq4f.jpg",
+        "avatar_hd": f"{base}/media/weibo/orj1080/{user.avatar_pid}.jpg",
+        "like": False,
+        "like_me": False,
+        "badge": {"user_name_certificate": 1},
+    }
+
+
+def _render_pic(pic: WeiboPic, base: str) -> dict[str, Any]:
+    thumb_w, thumb_h = pic.thumb_size
+    return {
+        "pid": pic.pid,
+        "url": base + pic.path("orj360"),
+        "size": "orj360",
+        "geo": {"width": thumb_w, "height": thumb_h, "croped": False},
+        "large": {
+            "size": "large",
+            "url": base + pic.path("large"),
+            "geo": {"width": str(pic.width), "height": str(pic.height), "croped": False},
+        },
+    }
+
+
+def _render_video(video: WeiboVideo, post: WeiboPost, user: WeiboUser | None, base: str) -> dict[str, Any]:
+    fields = {name: (base + path if path else "") for name, path in video.field_paths().items()}
+    name = user.screen_name if user else ""
+    return {
+        "type": "video",
+        "object_type": 11,
+        "url_ori": f"http://t.cn/A6{post.bid[:6]}",
+        "page_pic": {"width": 320, "pid": video.cover_pid, "source": 2, "is_self_cover": 1, "type": 1,
+                     "url": f"{base}/media/weibo/orj480/{video.cover_pid}.jpg", "height": 240},
+        "page_url": f"https://video.weibo.com/show?fid={video.object_id}&luicode=10000011&lfid=107603",
+        "object_id": video.object_id,
+        "page_title": f"{name}的微博视频",
+        "title": video.title,
+        "content1": f"{name}的微博视频",
+        "content2": video.title,
+        "video_orientation": "horizontal",
+        "play_count": "1.2万次播放",
+        "media_info": {
+            "stream_url": fields["stream_url"],
+            "stream_url_hd": fields["stream_url_hd"],
+            "duration": video.duration,
+            "mp4_720p_mp4": fields["mp4_720p_mp4"],
+            "mp4_hd_url": fields["mp4_hd_url"],
+            "mp4_sd_url": fields["mp4_sd_url"],
+            "video_title": video.title,
+            "h265_mp4_hd": "",
+            "h265_mp4_ld": "",
+            "inch_4_mp4_hd": "",
+            "inch_5_mp4_hd": "",
+            "inch_5_5_mp4_hd": "",
+        },
+        "urls": {
+            key: base + video.path(q)
+            for key, q in (("mp4_720p_mp4", "720"), ("mp4_hd_mp4", "hd"), ("mp4_ld_mp4", "sd"))
+            if q in video.qualities
+        },
+    }
+
+
+def _render_webpage(webpage: dict[str, str], base: str) -> dict[str, Any]:
+    return {
+        "type": "webpage",
+        "object_type": 0,
+        "page_id": webpage["page_id"],
+        "page_url": webpage["page_url"],
+        "page_title": webpage["page_title"],
+        "content1": webpage["content1"],
+        "content2": webpage["content2"],
+        "page_pic": {"url": f"{base}/media/weibo/thumbnail/{webpage['page_pic_pid']}.jpg"},
+    }
+
+
+def render_mblog(world: WeiboWorld, post: WeiboPost, base: str, *, nested: bool = False) -> dict[str, Any]:
+    """The ``mblog`` dict of ``post`` as m.weibo.cn serves it; ``base`` is the sandbox origin for media URLs."""
+    if post.deleted:
+        return {
+            "id": post.id,
+            "mid": post.mid,
+            "text": post.text,
+            "user": None,
+            "deleted": "1",
+            "created_at": "",
+            "visible": {"type": 0, "list_id": 0},
+            "pic_num": 0,
+            "isLongText": False,
+            "bid": post.bid,
+            "reposts_count": 0,
+            "comments_count": 0,
+            "attitudes_count": 0,
+        }
+    user = world.users[post.user_id] if post.user_id is not None else None
+    assert post.created_at is not None
+    text = post.truncated_text()
+    mblog: dict[str, Any] = {
+        "visible": {"type": 0, "list_id": 0},
+        "created_at": format_created_at(post.created_at),
+        "id": post.id,
+        "mid": post.mid,
+        "can_edit": False,
+        "show_additional_indication": 0,
+        "text": text,
+        "textLength": len(re.sub(r"<[^>]+>", "", post.text)),
+        "source": post.source,
+        "favorited": False,
+        "pic_ids": [p.pid for p in post.pics],
+        "is_paid": False,
+        "mblog_vip_type": 0,
+        "user": render_user(user, base) if user else None,
+        "reposts_count": post.reposts_count,
+        "comments_count": post.comments_count,
+        "reprint_cmt_count": 0,
+        "attitudes_count": post.attitudes_count,
+        "pending_approval_count": 0,
+        "isLongText": post.is_long_text,
+        "show_mlevel": 0,
+        "darwin_tags": [],
+        "hot_page": {"fid": "232532_mblog", "feed_detail_type": 0},
+        "mblogtype": 0,
+        "rid": f"0_0_0_{post.id[-8:]}_0_0_0",
+        "more_info_type": 0,
+        "extern_safe": 0,
+        "content_auth": 0,
+        "region_name": f"发布于 {post.region}" if post.region else "",
+        "mlevel": 0,
+        "bid": post.bid,
+        "pic_num": len(post.pics),
+    }
+    if post.pics:
+        first = post.pics[0]
+        mblog["thumbnail_pic"] = base + first.path("thumbnail")
+        mblog["bmiddle_pic"] = base + first.path("bmiddle")
+        mblog["original_pic"] = base + first.path("large")
+        mblog["pics"] = [_render_pic(p, base) for p in post.pics]
+    if post.video is not None:
+        mblog["page_info"] = _render_video(post.video, post, user, base)
+    elif post.webpage is not None:
+        mblog["page_info"] = _render_webpage(post.webpage, base)
+    if post.retweeted_id is not None and not nested:
+        mblog["retweeted_status"] = render_mblog(world, world.posts[post.retweeted_id], base, nested=True)
+        mblog["raw_text"] = re.sub(r"<[^>]+>", "", post.text)
+    return mblog
+
+
+def _post_card(world: WeiboWorld, post: WeiboPost, base: str, lfid: str) -> dict[str, Any]:
+    return {
+        "card_type": 9,
+        "itemid": "",
+        "scheme": f"https://m.weibo.cn/status/{post.bid}?mblogid={post.bid}&luicode=10000011&lfid={lfid}",
+        "mblog": render_mblog(world, post, base),
+        "show_type": 0,
+    }
+
+
+def _text_card(desc: str) -> dict[str, Any]:
+    return {"card_type": 4, "desc": desc, "show_type": 0, "itemid": ""}
+
+
+def parse_containerid(containerid: str) -> tuple[str, str] | None:
+    """Classify a containerid: ``("timeline", uid)``, ``("search", keyword)`` or ``None``."""
+    match = re.fullmatch(r"(107603|230413)(\d+)(?:_-_\w+)?", containerid)
+    if match:
+        return "timeline", match.group(2)
+    if containerid.startswith("100103"):
+        from urllib.parse import parse_qs
+
+        query = parse_qs(containerid[len("100103") :])
+        keyword = (query.get("q") or [""])[0]
+        if keyword:
+            return "search", keyword
+    return None
+
+
+def timeline_response(
+    world: WeiboWorld,
+    containerid: str,
+    uid: int,
+    *,
+    page: int | None,
+    since_id: str | None,
+    base: str,
+) -> dict[str, Any]:
+    """The getIndex payload for a user timeline, paged by ``page`` or by ``since_id`` (which wins)."""
+    if uid not in world.timelines:
+        return END_OF_LIST
+    ids = world.timelines[uid]
+    if since_id:
+        start = world.index_after_since_id(uid, since_id)
+        if start is None:
+            return END_OF_LIST
+    else:
+        start = ((page or 1) - 1) * world.per_page
+    if start < 0 or start >= len(ids):
+        return END_OF_LIST
+    page = start // world.per_page + 1
+    posts = [world.posts[i] for i in ids[start : start + world.per_page]]
+    lfid = f"107603{uid}"
+    cards: list[dict[str, Any]] = []
+    if page == 1:
+        cards.append({"card_type": 31, "show_type": 0, "desc": "搜索他的微博",
+                      "scheme": f"https://m.weibo.cn/p/index?containerid=231802_{uid}", "itemid": ""})
+        cards.append({"card_type": 42, "show_type": 0, "desc": "全部微博", "display_arrow": 0, "itemid": ""})
+    # One post per page nests in a card_group (as "热门" groups do), next to a non-post card.
+    grouped = (page * 3) % len(posts)
+    for k, post in enumerate(posts):
+        card = _post_card(world, post, base, lfid)
+        if k == grouped:
+            cards.append({"card_type": 11, "show_type": 0, "itemid": "",
+                          "card_group": [_text_card("热门微博"), card]})
+        else:
+            cards.append(card)
+        if k == 2:
+            cards.append({"card_type": 58, "show_type": 0, "desc": "以下为全部微博", "name": "", "itemid": ""})
+    last_index = start + len(posts) - 1
+    cards.append(_text_card("没有更多了" if last_index == len(ids) - 1 else "加载更多"))
+    real_total = len(ids)
+    return {
+        "ok": 1,
+        "data": {
+            "cardlistInfo": {
+                "containerid": containerid,
+                "v_p": 42,
+                "show_style": 1,
+                # Deliberately wrong, like the real one: clients must stop on the end-of-list answer only.
+                "total": real_total + 17 + stable_int(world.seed, uid, bits=5),
+                # The cursor of the next page: the last post's id (served on the last page too).
+                "since_id": int(ids[last_index]),
+                "page": page,
+            },
+            "cards": cards,
+            "scheme": f"sinaweibo://cardlist?containerid={containerid}",
+            "showAppTips": 0,
+        },
+    }
+
+
+def search_response(
+    world: WeiboWorld, containerid: str, keyword: str, *, page: int | None, base: str
+) -> dict[str, Any]:
+    """The getIndex payload for ``page_type=searchall``: posts mostly inside card_type 11 groups."""
+    page = page or 1
+    posts = world.search_page(keyword, page)
+    if not posts:
+        return END_OF_LIST
+    lfid = "100103type=1&q=" + keyword
+    cards: list[dict[str, Any]] = []
+    if page == 1:
+        cards.append({"card_type": 42, "show_type": 0, "desc": f"“{keyword}”的综合结果", "display_arrow": 0,
+                      "itemid": ""})
+    # Top-level first post, then groups of three posts with a user card or hot-words card in between.
+    rest = list(posts)
+    cards.append(_post_card(world, rest.pop(0), base, lfid))
+    group_no = 0
+    while rest:
+        chunk, rest = rest[:3], rest[3:]
+        group: list[dict[str, Any]] = [_post_card(world, p, base, lfid) for p in chunk]
+        if group_no % 2 == 0:
+            author = world.users[world.timeline_uids[0]] if world.timeline_uids else None
+            group.insert(1, {"card_type": 10, "show_type": 0, "itemid": "",
+                             "user": render_user(author, base) if author else None, "desc1": "相关用户"})
+        else:
+            group.append({"card_type": 17, "show_type": 0, "itemid": "", "title": "相关搜索",
+                          "group": [{"name": f"{keyword}{k}", "scheme": ""} for k in range(3)]})
+        cards.append({"card_type": 11, "show_type": 0, "itemid": "", "card_group": group})
+        group_no += 1
+    cards.append({"card_type": 58, "show_type": 0, "desc": "以上为综合结果", "name": "", "itemid": ""})
+    return {
+        "ok": 1,
+        "data": {
+            "cardlistInfo": {
+                "containerid": containerid,
+                "v_p": 42,
+                "show_style": 1,
+                "total": len(world.search(keyword)) * 3 + 11,
+                "page": page,
+            },
+            "cards": cards,
+            "scheme": "",
+        },
+    }
+
+
+def extend_response(world: WeiboWorld, post_id: str) -> dict[str, Any]:
+    """``/statuses/extend?id=`` payload: the full HTML text and the counts."""
+    post = world.posts.get(post_id)
+    if post is None or post.deleted:
+        return {"ok": 0, "errno": "20101", "msg": "target weibo does not exist!"}
+    return {
+        "ok": 1,
+        "data": {
+            "ok": 1,
+            "longTextContent": post.text,
+            "reposts_count": post.reposts_count,
+            "comments_count": post.comments_count,
+            "attitudes_count": post.attitudes_count,
+        },
+    }

@@ -1,0 +1,106 @@
+"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered from :mod:`mediacrawler.sandbox.weibo`.
+
+Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
+
+    GET /weibo/api/container/getIndex?containerid=107603{uid}&page=N        user timeline (also 230413{uid})
+    GET /weibo/api/container/getIndex?containerid=107603{uid}&since_id=X    the page after post X
+    GET /weibo/api/container/getIndex?containerid=100103type%3D1%26q%3DKW&page_type=searchall&page=N   search
+    GET /weibo/statuses/extend?id=ID                                        full text of a long post
+
+Bodies are PHP-style JSON (``\\/``, ``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the
+``weibo_*`` fault knobs (:mod:`mediacrawler.sandbox.faults`) replace them with Weibo's error answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from twisted.web import server
+
+from . import weibo
+from .httpbase import SandboxResource, origin_of
+
+__all__ = ["WeiboResource"]
+
+RATE_LIMITED: dict[str, Any] = {"ok": 0, "errno": "100005", "msg": "请求过于频繁，歇歇吧"}
+
+
+def _arg(request: server.Request, name: bytes) -> str | None:
+    values = request.args.get(name)
+    return values[0].decode("utf-8", "replace") if values else None
+
+
+def _int_arg(request: server.Request, name: bytes) -> int | None:
+    value = _arg(request, name)
+    try:
+        return int(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+class WeiboResource(SandboxResource):
+    """Serves the Weibo API mount (see the module docstring)."""
+
+    area = "weibo"
+
+    def handle(self, request: server.Request) -> bytes | int:
+        parts = [p.decode("utf-8", "replace") for p in request.postpath]
+        world = self.state.world.weibo
+        base = origin_of(request)
+        if parts == ["api", "container", "getIndex"]:
+            containerid = _arg(request, b"containerid") or ""
+            kind = weibo.parse_containerid(containerid)
+            page = _int_arg(request, b"page")
+            since_id = _arg(request, b"since_id")
+            uid: int | None = None
+            if kind is not None and kind[0] == "timeline":
+                uid = int(kind[1])
+                if since_id:
+                    index = world.index_after_since_id(uid, since_id)
+                    page = None if index is None else index // world.per_page + 1
+                # since_id requests count as the page they return (None when the cursor is unknown).
+                fault = self._fault(request, "timeline", page if since_id else (page or 1), uid)
+                if fault is not None:
+                    return fault
+                payload = weibo.timeline_response(world, containerid, uid, page=page, since_id=since_id, base=base)
+            elif kind is not None:
+                fault = self._fault(request, "search", page or 1, None)
+                if fault is not None:
+                    return fault
+                payload = weibo.search_response(world, containerid, kind[1], page=page, base=base)
+            else:
+                payload = weibo.END_OF_LIST
+            return self._json(request, payload)
+        if parts == ["statuses", "extend"]:
+            fault = self._fault(request, "extend", None, None)
+            if fault is not None:
+                return fault
+            return self._json(request, weibo.extend_response(world, _arg(request, b"id") or ""))
+        request.setResponseCode(404)
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        return b"<html><body>404 Not Found</body></html>"
+
+    @staticmethod
+    def _json(request: server.Request, payload: Any) -> bytes:
+        request.setHeader(b"content-type", b"application/json; charset=utf-8")
+        return weibo.dumps_php(payload)
+
+    def _fault(self, request: server.Request, endpoint: str, page: int | None, uid: int | None) -> bytes | None:
+        fault = self.state.faults.weibo_fault(endpoint, page, uid)
+        if fault is None:
+            return None
+        self.state.count("faults")
+        if fault.kind == "errno":
+            return self._json(request, RATE_LIMITED)
+        if fault.kind == "login":
+            back = origin_of(request) + request.uri.decode("latin-1")
+            return self._json(request, {
+                "ok": -100,
+                "url": "https://passport.weibo.cn/signin/welcome?entry=mweibo&r=" + quote(back, safe=""),
+            })
+        request.setResponseCode(fault.status)
+        if fault.kind == "429":
+            request.setHeader(b"retry-after", b"1")
+        request.setHeader(b"content-type", b"text/html; charset=utf-8")
+        return f"<html><head><title>{fault.status}</title></head><body></body></html>".encode()

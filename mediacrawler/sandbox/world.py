@@ -1,0 +1,50 @@
+"""The sandbox's whole world: one deterministic model per platform, built from the CLI arguments.
+
+Each platform module owns its model and documents its structure (Weibo: :mod:`mediacrawler.sandbox.weibo`);
+this module only bundles them so the server and the tests build exactly the same thing::
+
+    from mediacrawler.sandbox.world import build_weibo_world, build_world
+
+    world = build_world(seed=1, weibo_users=(7365120894,), weibo_pages=5, weibo_per_page=10)
+    world.weibo.timeline(7365120894)        # the 50 posts the sandbox serves for that user, newest first
+
+``build_weibo_world`` is re-exported here (it is the function tests use most). Same arguments → same world.
+Generic media (``/media/blob/…``, ``/media/img/…``) need no model: their bytes are pure functions of the URL
+(:mod:`mediacrawler.sandbox.media`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .weibo import DEFAULT_USERS, WeiboWorld, build_weibo_world
+
+__all__ = ["World", "build_weibo_world", "build_world"]
+
+
+@dataclass
+class World:
+    """Everything one sandbox serves: its seed and the per-platform models."""
+
+    seed: int
+    bad_media: bool
+    weibo: WeiboWorld
+
+
+def build_world(
+    *,
+    seed: int = 1,
+    weibo_users: Sequence[int] = DEFAULT_USERS,
+    weibo_pages: int = 5,
+    weibo_per_page: int = 10,
+    bad_media: bool = False,
+) -> World:
+    """Build the world a sandbox started with the same CLI arguments serves."""
+    return World(
+        seed=seed,
+        bad_media=bad_media,
+        weibo=build_weibo_world(
+            seed=seed, users=weibo_users, pages=weibo_pages, per_page=weibo_per_page, bad_media=bad_media
+        ),
+    )
