@@ -91,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with start_sandbox() as sandbox:
         print(f"sandbox: {sandbox.url}  (the bundled platform double; all traffic stays on 127.0.0.1)")
-        process = AsyncCrawlerProcess(_settings(out, sandbox.url, opts.log_level), install_root_handler=False)
+        process = AsyncCrawlerProcess(_settings(out, sandbox.url, opts.log_level))
         crawlers = []
         for name, kwargs in DEMO_JOBS:
             crawler = process.create_crawler(name)
