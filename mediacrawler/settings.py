@@ -78,7 +78,14 @@ DOUYIN_WEB_URL = "https://www.douyin.com"
 # --- Item pipelines ---------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
+    "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
 }
+
+# --- Dedupe (pipelines/dedupe.py) -------------------------------------------------------------------------------
+#: Drop posts already emitted (same platform and post_id) within DEDUPE_TTL.
+DEDUPE_ENABLED = True
+#: Seconds a seen post is remembered, counted from when it was first seen; 0 = for ever.
+DEDUPE_TTL = 86400
 
 # --- Output -----------------------------------------------------------------------------------------------------
 #: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.
@@ -95,6 +102,18 @@ CHECKPOINT_DIR = "checkpoints"
 # --- Cache and Redis --------------------------------------------------------------------------------------------
 #: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.
 REDIS_URL = os.environ.get("REDIS_URL") or None
+#: Backend of the runtime cache (sessions, cursors, dedupe sets): "memory" (this process only), "redis" (shared;
+#: needs REDIS_URL) or the import path of a mediacrawler.cache.Cache subclass. Unset: redis when REDIS_URL is set.
+CACHE_BACKEND = os.environ.get("CACHE_BACKEND") or None
+#: Prepended to every cache key, so several deployments can share one Redis.
+CACHE_KEY_PREFIX = "mediacrawler:"
+#: Retries of a cache call while Redis is unreachable: the wait starts at CACHE_RETRY_BACKOFF_BASE seconds and
+#: doubles per retry, capped at CACHE_RETRY_BACKOFF_MAX (defaults: 0.5+1+2+4+8 = 15.5 s before giving up).
+CACHE_RETRY_TIMES = 5
+CACHE_RETRY_BACKOFF_BASE = 0.5
+CACHE_RETRY_BACKOFF_MAX = 8.0
+#: Seconds a session:{id} record lives unless used (every use renews it).
+SESSION_TTL = 300
 
 ADDONS = {
     "mediacrawler.extensions.output.DefaultOutputAddon": 0,
