@@ -1,0 +1,441 @@
+"""Fragments → one verified MP4, with PyAV and without re-encoding.
+
+Three steps, each a plain function the video pipeline calls in order:
+
+1. :func:`ordered_parts` turns the fragment ledger's ``{index: path}`` into the ordered list, or fails with the
+   missing indexes. Completeness is *our* accounting: a muxer fed an incomplete set usually succeeds (MPEG-TS
+   resyncs, fMP4 fragments carry their own timestamps), so nothing may rely on it to notice a gap.
+   :func:`decrypt_aes128` undoes HLS AES-128 before that.
+2. :func:`remux_to_mp4` reads each track as one byte stream (an fMP4 init section followed by its fragments, or
+   MPEG-TS segments back to back: both are valid streams when concatenated), copies the packets (stream copy; the
+   MP4 muxer inserts ``aac_adtstoasc``/Annex B conversion itself) into an MP4 written with ``movflags=faststart``,
+   to a ``.part`` name renamed into place when complete.
+3. :func:`verify_mp4` opens the result, checks the streams, the duration against the manifest's (±2 %), decodes
+   the first video frame and reports a :class:`VideoInfo`; anything wrong is an :class:`AssemblyError`.
+
+The parts are read through :class:`ConcatReader`, so the track is never copied into one more temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import io
+import itertools
+import logging
+import os
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import av
+import av.error
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "AssemblyError",
+    "ConcatReader",
+    "VideoInfo",
+    "decrypt_aes128",
+    "ordered_parts",
+    "remux_to_mp4",
+    "verify_mp4",
+]
+
+# What PyAV/FFmpeg raise on bad media (FFmpegError subclasses also derive from ValueError/OSError).
+_AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, ValueError, OSError, EOFError)
+
+
+class AssemblyError(Exception):
+    """Fragments that cannot become a valid MP4; ``reason`` goes on the asset as its failure."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------------------- decrypt / order
+
+
+def decrypt_aes128(data: bytes, *, key: bytes, iv: bytes) -> bytes:
+    """Decrypt one HLS ``METHOD=AES-128`` segment: AES-128-CBC over the whole segment, PKCS#7 padded (RFC 8216
+    §5.2). A wrong key or a truncated segment shows up as bad padding → :class:`AssemblyError`."""
+    if len(key) != 16:
+        raise AssemblyError(f"AES-128 key is {len(key)} bytes, not 16")
+    if len(iv) != 16:
+        raise AssemblyError(f"AES-128 IV is {len(iv)} bytes, not 16")
+    if not data or len(data) % 16:
+        raise AssemblyError(f"encrypted segment is {len(data)} bytes, not a positive multiple of 16")
+    decryptor = Cipher(algorithms.AES(key), modes.CBC(iv)).decryptor()
+    padded = decryptor.update(data) + decryptor.finalize()
+    unpadder = padding.PKCS7(128).unpadder()
+    try:
+        return unpadder.update(padded) + unpadder.finalize()
+    except ValueError:
+        raise AssemblyError("AES-128 segment has bad padding (wrong key or IV, or truncated)") from None
+
+
+def ordered_parts(*, count: int, parts: Mapping[int, Path]) -> list[Path]:
+    """The fragments ``0..count-1`` in order, each present and non-empty; else :class:`AssemblyError` naming the
+    missing ones. This is the check that keeps an incomplete set from ever reaching the muxer."""
+    if count <= 0:
+        raise AssemblyError("no fragments expected")
+    missing = [i for i in range(count) if i not in parts or not _nonempty(parts[i])]
+    if missing:
+        shown = ", ".join(map(str, missing[:10])) + (" …" if len(missing) > 10 else "")
+        raise AssemblyError(f"{len(missing)} of {count} fragments missing: {shown}")
+    extra = sorted(set(parts) - set(range(count)))
+    if extra:
+        raise AssemblyError(f"unexpected fragment indexes: {extra[:10]}")
+    return [parts[i] for i in range(count)]
+
+
+def _nonempty(path: Path) -> bool:
+    try:
+        return path.stat().st_size > 0
+    except OSError:
+        return False
+
+
+# ------------------------------------------------------------------------------------------------- reading
+
+
+class ConcatReader(io.RawIOBase):
+    """A read-only, seekable file over several files back to back (init + fragments, or TS segments)."""
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        super().__init__()
+        self._paths = [Path(p) for p in paths]
+        self._sizes = [p.stat().st_size for p in self._paths]
+        self._starts: list[int] = []
+        total = 0
+        for size in self._sizes:
+            self._starts.append(total)
+            total += size
+        self._total = total
+        self._pos = 0
+        self._open_index = -1
+        self._file: io.BufferedReader | None = None
+
+    @property
+    def size(self) -> int:
+        return self._total
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_SET:
+            pos = offset
+        elif whence == io.SEEK_CUR:
+            pos = self._pos + offset
+        elif whence == io.SEEK_END:
+            pos = self._total + offset
+        else:
+            raise ValueError(f"bad whence {whence}")
+        if pos < 0:
+            raise ValueError("negative seek position")
+        self._pos = pos
+        return pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        done = 0
+        while done < len(view) and self._pos < self._total:
+            index = self._locate(self._pos)
+            file = self._open(index)
+            file.seek(self._pos - self._starts[index])
+            want = min(len(view) - done, self._starts[index] + self._sizes[index] - self._pos)
+            got = file.readinto(view[done : done + want])
+            if not got:
+                raise OSError(f"{self._paths[index]} shrank while being read")
+            done += got
+            self._pos += got
+        return done
+
+    def _locate(self, pos: int) -> int:
+        # Few parts per track (hundreds at most): a linear scan from the open file is plenty.
+        index = max(self._open_index, 0)
+        if pos < self._starts[index]:
+            index = 0
+        while index + 1 < len(self._starts) and self._starts[index + 1] <= pos:
+            index += 1
+        while self._sizes[index] == 0 and index + 1 < len(self._starts):
+            index += 1
+        return index
+
+    def _open(self, index: int) -> io.BufferedReader:
+        if index != self._open_index or self._file is None:
+            if self._file is not None:
+                self._file.close()
+            self._file = open(self._paths[index], "rb")  # noqa: SIM115 - closed in close()/on switch
+            self._open_index = index
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        super().close()
+
+
+# -------------------------------------------------------------------------------------------------- remux
+
+
+def remux_to_mp4(
+    video_parts: Sequence[Path],
+    audio_parts: Sequence[Path] | None,
+    out: Path,
+    *,
+    init_video: Path | None = None,
+    init_audio: Path | None = None,
+) -> Path:
+    """Stream-copy the video track (``init_video`` + ``video_parts``) and, if given, a separate audio track
+    (``init_audio`` + ``audio_parts``) into ``out`` as one MP4 with ``movflags=faststart``. Without separate audio,
+    the first audio stream of the video track (muxed TS, progressive MP4) is kept.
+
+    Each input is shifted to start at 0, as the ffmpeg command line does by default (yt-dlp's merge): MPEG-TS
+    starts around 1.4 s, and fragmented MP4 without an edit list starts at the B-frame delay; streams within one
+    input keep their relative alignment. The file is written as ``<out>.part`` and renamed when complete; on any failure
+    nothing is left at ``out`` and :class:`AssemblyError` is raised. Returns ``out``.
+    """
+    if not video_parts:
+        raise AssemblyError("no video fragments")
+    out = Path(out)
+    tmp = out.with_name(out.name + ".part")
+    with contextlib.ExitStack() as stack:
+        try:
+            vin = stack.enter_context(_open_track([*([init_video] if init_video else []), *video_parts]))
+            ain = None
+            if audio_parts:
+                ain = stack.enter_context(_open_track([*([init_audio] if init_audio else []), *audio_parts]))
+            vstream = _first(vin.streams.video, "video", "video track")
+            if ain is not None:
+                astream = _first(ain.streams.audio, "audio", "audio track")
+            else:
+                astream = vin.streams.audio[0] if vin.streams.audio else None
+            sources: list[tuple[Any, list[Any]]] = [(vin, [vstream] + ([astream] if ain is None and astream else []))]
+            if ain is not None:
+                sources.append((ain, [astream]))
+
+            output = stack.enter_context(av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}))
+            mapping = {id(s): output.add_stream_from_template(s) for _, streams in sources for s in streams}
+            counts = {id(s): 0 for _, streams in sources for s in streams}
+            feeds = [_packets(container, streams, _start_seconds(container)) for container, streams in sources]
+            # Interleave by dts ourselves: the muxer's interleaving queue would otherwise hold a whole track.
+            merged = heapq.merge(*feeds, key=lambda item: item[0])
+            for _, packet, in_stream in merged:
+                packet.stream = mapping[id(in_stream)]
+                output.mux(packet)
+                counts[id(in_stream)] += 1
+            if counts[id(vstream)] == 0:
+                raise AssemblyError("video track has no packets")
+            if astream is not None and counts[id(astream)] == 0:
+                raise AssemblyError("audio track has no packets")
+        except AssemblyError:
+            _unlink(tmp)
+            raise
+        except _AV_ERRORS as exc:
+            _unlink(tmp)
+            raise AssemblyError(f"remux failed: {exc}") from None
+    os.replace(tmp, out)
+    logger.debug("remuxed %d video + %d audio parts into %s", len(video_parts), len(audio_parts or ()), out)
+    return out
+
+
+@contextlib.contextmanager
+def _open_track(paths: Sequence[Path]) -> Iterator[Any]:
+    for path in paths:
+        if not _nonempty(Path(path)):
+            raise AssemblyError(f"empty or missing fragment {path}")
+    reader = ConcatReader(paths)
+    try:
+        container = av.open(reader, "r")
+    except BaseException:
+        reader.close()
+        raise
+    try:
+        yield container
+    finally:
+        container.close()
+        reader.close()
+
+
+def _first(streams: Sequence[Any], kind: str, what: str) -> Any:
+    if not streams:
+        raise AssemblyError(f"{what} has no {kind} stream")
+    return streams[0]
+
+
+def _start_seconds(container: Any) -> float:
+    start = container.start_time
+    return start / av.time_base if start is not None else 0.0
+
+
+def _packets(container: Any, streams: list[Any], shift: float) -> Iterator[tuple[float, Any, Any]]:
+    """``(dts in seconds, packet, input stream)`` with timestamps moved back by ``shift`` seconds."""
+    offsets = {id(s): round(shift / s.time_base) if s.time_base else 0 for s in streams}
+    by_index = {s.index: s for s in streams}
+    for packet in container.demux(*streams):
+        if packet.dts is None and packet.pts is None:
+            continue  # the demuxer's flush packet
+        stream = by_index[packet.stream_index]
+        offset = offsets[id(stream)]
+        if packet.pts is None:
+            packet.pts = packet.dts
+        if packet.dts is None:
+            packet.dts = packet.pts
+        packet.pts -= offset
+        packet.dts -= offset
+        yield float(packet.dts * stream.time_base), packet, stream
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+
+
+# ------------------------------------------------------------------------------------------------- verify
+
+
+@dataclass(frozen=True, slots=True)
+class VideoInfo:
+    """What :func:`verify_mp4` found: recorded on the asset next to the selection."""
+
+    duration: float
+    width: int
+    height: int
+    video_codec: str
+    audio_codec: str | None
+    size: int
+    faststart: bool
+    max_gap: float | None = None
+
+
+def verify_mp4(
+    path: Path,
+    *,
+    expect_audio: bool,
+    expected_duration: float | None,
+    tolerance: float = 0.02,
+    max_gap: float | None = None,
+) -> VideoInfo:
+    """Check an assembled MP4 before it is stored: it opens as MP4, has a video stream (and an audio stream when
+    ``expect_audio``), its duration is within ``tolerance`` (relative) of ``expected_duration`` when one is given,
+    and its first video frame decodes. Raises :class:`AssemblyError` with the first problem found.
+
+    Before PyAV sees the file, its top-level boxes must tile it exactly (a cut ``mdat`` is found even when
+    ``moov`` is intact) and include ``moov``.
+
+    ``max_gap`` (seconds), when given, also demuxes the whole video track (no decoding) and rejects a jump between
+    consecutive frame timestamps larger than it. This is a second line of defence only: a dropped fragment keeps
+    the surviving timestamps, so the duration check does not see it; :func:`ordered_parts` is the real check.
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise AssemblyError(f"no file to verify: {exc}") from None
+    boxes = _top_level_boxes(path, size)
+    if b"moov" not in boxes:
+        raise AssemblyError("not an MP4: no moov box")
+    try:
+        with av.open(str(path), "r") as container:
+            if "mp4" not in container.format.name.split(","):
+                raise AssemblyError(f"not an MP4 container: {container.format.name}")
+            if not container.streams.video:
+                raise AssemblyError("no video stream")
+            video = container.streams.video[0]
+            audio = container.streams.audio[0] if container.streams.audio else None
+            if expect_audio and audio is None:
+                raise AssemblyError("no audio stream")
+            duration = _duration(container)
+            if expected_duration and abs(duration - expected_duration) > tolerance * expected_duration:
+                raise AssemblyError(
+                    f"duration {duration:.3f} s differs from the manifest's {expected_duration:.3f} s "
+                    f"by more than {tolerance:.0%}"
+                )
+            frame = next(container.decode(video), None)
+            if frame is None:
+                raise AssemblyError("first video frame does not decode")
+            gap = _max_gap(container, video) if max_gap is not None else None
+            if gap is not None and max_gap is not None and gap > max_gap:
+                raise AssemblyError(f"video has a {gap:.3f} s hole in its timestamps (allowed {max_gap:.3f} s)")
+            info = VideoInfo(
+                duration=duration,
+                width=video.codec_context.width,
+                height=video.codec_context.height,
+                video_codec=video.codec_context.name,
+                audio_codec=audio.codec_context.name if audio is not None else None,
+                size=size,
+                faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
+                max_gap=gap,
+            )
+    except AssemblyError:
+        raise
+    except _AV_ERRORS as exc:
+        raise AssemblyError(f"unreadable MP4: {exc}") from None
+    return info
+
+
+def _duration(container: Any) -> float:
+    if container.duration is not None and container.duration > 0:
+        return container.duration / av.time_base
+    durations = [float(s.duration * s.time_base) for s in container.streams if s.duration and s.time_base]
+    if not durations:
+        raise AssemblyError("MP4 declares no duration")
+    return max(durations)
+
+
+def _max_gap(container: Any, video: Any) -> float:
+    """The largest step between consecutive presentation times of the video track, in seconds."""
+    container.seek(0)
+    times = sorted(p.pts for p in container.demux(video) if p.pts is not None)
+    steps = [b - a for a, b in itertools.pairwise(times)]
+    return float(max(steps) * video.time_base) if steps else 0.0
+
+
+_FIRST_BOXES = {b"ftyp", b"styp", b"moov", b"free", b"skip", b"wide", b"mdat", b"pdin", b"uuid"}
+
+
+def _top_level_boxes(path: Path, size: int) -> list[bytes]:
+    """The types of the top-level ISO-BMFF boxes, which must tile the file exactly: a box running past the end
+    is a truncated file (the ``moov`` of a faststart file can be intact while ``mdat`` is cut short)."""
+    kinds: list[bytes] = []
+    with open(path, "rb") as fh:
+        offset = 0
+        while offset < size:
+            fh.seek(offset)
+            header = fh.read(16)
+            if len(header) < 8:
+                raise AssemblyError(f"truncated MP4: {size - offset} stray bytes at the end")
+            box_size, kind = struct.unpack(">I4s", header[:8])
+            if box_size == 1:
+                if len(header) < 16:
+                    raise AssemblyError("truncated MP4: cut inside a box header")
+                box_size = struct.unpack(">Q", header[8:16])[0]
+            elif box_size == 0:
+                box_size = size - offset  # "to the end of the file"
+            if offset == 0 and kind not in _FIRST_BOXES:
+                raise AssemblyError(f"not an MP4 file (starts with {header[:8].hex()})")
+            if box_size < 8:
+                raise AssemblyError(f"corrupt MP4: box {kind!r} of size {box_size} at {offset}")
+            if offset + box_size > size:
+                raise AssemblyError(
+                    f"truncated MP4: box {kind.decode('latin-1')!r} at {offset} needs {box_size} bytes, "
+                    f"{size - offset} left"
+                )
+            kinds.append(kind)
+            offset += box_size
+    return kinds

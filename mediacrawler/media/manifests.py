@@ -1,0 +1,1197 @@
+"""Video manifests → one model of renditions, and the rule that picks one.
+
+Every source a platform can hand us becomes a :class:`Manifest`: its video and audio :class:`Rendition` s (codec,
+width, height, bandwidth, frame rate) and, for each, *how to fetch it* (:data:`Fetch`):
+
+- :class:`SingleFile`: one file, a primary URL plus backups (Bilibili ``backupUrl``, DASH ``SegmentBase``,
+  progressive MP4). ``init_range``/``index_range`` are informational (the file is fetched whole, in Range segments
+  when large, by the segmented downloader);
+- :class:`SegmentedFetch`: an optional :class:`InitSection` plus an ordered list of :class:`Segment` s (HLS media
+  playlists, DASH ``SegmentTemplate``/``SegmentTimeline``/``SegmentList``). Segments may be byte ranges and may be
+  AES-128 encrypted (:class:`KeyInfo`, the IV already resolved);
+- :class:`PlaylistRef`: an HLS master playlist's variant, whose media playlist still has to be fetched and handed
+  to :func:`parse_hls_media` (then :func:`with_fetch`).
+
+The parsers are pure (text/JSON in, model out) and refuse hostile input **before expanding it**
+(:class:`ManifestLimits`, reliability F5): the manifest's size is capped; HLS ``#EXTINF`` lines are counted with
+``str.count`` before the m3u8 library sees the text; a DASH ``SegmentTimeline`` is counted arithmetically from its
+``r`` values (``r="1000000000"`` is refused after a handful of integer operations) and a ``SegmentTemplate`` is
+expanded lazily, only for the rendition that is selected (:meth:`SegmentedFetch.segments`); MPDs carrying a DTD or
+entity declarations are refused before the XML parser runs; every segment, init, key and base URL must resolve to an
+allowed scheme (http/https); declared durations and byte sizes are capped. A refusal raises :class:`ManifestError`
+with a reason.
+
+Scope decisions (documented here because they are policy, not accident):
+
+- Multi-Period MPDs are refused (``ManifestError("multi-period MPD …")``): the platforms we crawl serve one Period
+  per video, and concatenating Periods is where ad-insertion and the 2,800-Period DoS live.
+- Live streams are refused: an MPD with ``type="dynamic"``, an HLS media playlist without ``#EXT-X-ENDLIST``.
+- HLS encryption other than AES-128 (SAMPLE-AES, DRM key formats) is refused.
+- Bilibili ``dash.dolby``/``dash.flac`` audio (premium-only, other codecs) is ignored; ``durl`` with more than one
+  part (legacy segmented FLV) is refused.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from urllib.parse import urljoin, urlsplit
+
+import m3u8
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+__all__ = [
+    "DEFAULT_CODEC_PREFERENCE",
+    "DEFAULT_MAX_HEIGHT",
+    "ByteRange",
+    "Fetch",
+    "InitSection",
+    "KeyInfo",
+    "Manifest",
+    "ManifestError",
+    "ManifestLimits",
+    "PlaylistRef",
+    "Rendition",
+    "Segment",
+    "SegmentedFetch",
+    "Selection",
+    "SingleFile",
+    "TemplateSpec",
+    "codec_family",
+    "iv_for_sequence",
+    "parse_bilibili_playurl",
+    "parse_dash",
+    "parse_hls",
+    "parse_hls_media",
+    "progressive_variants",
+    "select",
+    "with_fetch",
+]
+
+#: ``MEDIA_VIDEO_MAX_HEIGHT`` default.
+DEFAULT_MAX_HEIGHT = 1080
+#: ``MEDIA_VIDEO_CODECS`` default: H.264 plays everywhere, then HEVC, then AV1.
+DEFAULT_CODEC_PREFERENCE: tuple[str, ...] = ("avc1", "hevc", "av01")
+
+Kind = Literal["video", "audio"]
+Source = Literal["hls", "dash", "bilibili", "progressive"]
+
+
+class ManifestError(ValueError):
+    """A manifest we refuse or cannot understand; ``reason`` says why (it goes on the asset as its failure)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+# --------------------------------------------------------------------------------------------------- limits
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestLimits:
+    """Caps applied to every manifest before it is expanded (reliability F5).
+
+    ``max_segments`` bounds the segments of one rendition (``MEDIA_MANIFEST_MAX_SEGMENTS``), ``max_duration`` the
+    declared duration in seconds (``MEDIA_MANIFEST_MAX_DURATION``), ``max_bytes`` the declared byte sizes (byte
+    ranges, Bilibili ``durl.size``; ``MEDIA_MANIFEST_MAX_BYTES``; the downloader enforces the bytes actually
+    received), ``max_manifest_chars`` the manifest text itself, ``max_manifest_tags`` the markup of an MPD (its
+    ``<`` characters: every ``S`` and ``SegmentURL`` of all Representations together, counted with ``str.count``
+    before the XML parser builds anything), ``max_renditions`` the variants/Representations.
+    ``allowed_schemes`` is the allow-list for every URL a manifest makes us fetch.
+    """
+
+    max_segments: int = 20_000
+    max_duration: float = 6 * 3600.0
+    max_bytes: int = 8 * 1024**3
+    max_manifest_chars: int = 16 * 1024 * 1024
+    max_manifest_tags: int = 200_000
+    max_renditions: int = 64
+    allowed_schemes: frozenset[str] = frozenset({"http", "https"})
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> ManifestLimits:
+        """The limits from ``MEDIA_MANIFEST_*`` settings (defaults as above)."""
+        d = cls()
+        return cls(
+            max_segments=settings.getint("MEDIA_MANIFEST_MAX_SEGMENTS", d.max_segments),
+            max_duration=settings.getfloat("MEDIA_MANIFEST_MAX_DURATION", d.max_duration),
+            max_bytes=settings.getint("MEDIA_MANIFEST_MAX_BYTES", d.max_bytes),
+            max_manifest_chars=settings.getint("MEDIA_MANIFEST_MAX_CHARS", d.max_manifest_chars),
+            max_manifest_tags=settings.getint("MEDIA_MANIFEST_MAX_TAGS", d.max_manifest_tags),
+            max_renditions=settings.getint("MEDIA_MANIFEST_MAX_RENDITIONS", d.max_renditions),
+        )
+
+    def check_url(self, url: str, *, what: str) -> str:
+        """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
+        if _CONTROL.search(url):
+            raise ManifestError(f"{what} URL contains whitespace or control characters: {url[:100]!r}")
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in self.allowed_schemes:
+            raise ManifestError(f"{what} URL scheme {parts.scheme or '(none)'!r} not allowed: {url[:100]!r}")
+        if not parts.hostname:
+            raise ManifestError(f"{what} URL has no host: {url[:100]!r}")
+        return url
+
+    def check_text(self, text: str, *, what: str) -> None:
+        if len(text) > self.max_manifest_chars:
+            raise ManifestError(f"{what} is {len(text)} characters, over the cap of {self.max_manifest_chars}")
+
+    def check_count(self, count: int, *, what: str) -> None:
+        if count > self.max_segments:
+            raise ManifestError(f"{what}: {count} segments, over the cap of {self.max_segments}")
+
+    def check_duration(self, seconds: float | None, *, what: str) -> None:
+        if seconds is not None and not (0 <= seconds <= self.max_duration):
+            raise ManifestError(f"{what}: duration {seconds:.0f} s outside 0..{self.max_duration:.0f} s")
+
+    def check_bytes(self, size: int, *, what: str) -> None:
+        if size > self.max_bytes:
+            raise ManifestError(f"{what}: {size} declared bytes, over the cap of {self.max_bytes}")
+
+
+_DEFAULT_LIMITS = ManifestLimits()
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+# A relative reference that joins by plain concatenation: no scheme (no ":"), not absolute, no dot segments.
+_PLAIN_RELATIVE = re.compile(r"(?![./])[A-Za-z0-9_\-~%!$&'()*+,;=@]+(?:/[A-Za-z0-9_\-~%!$&'()*+,;=@]+)*"
+                             r"(?:\.[A-Za-z0-9_\-~%!$&'()*+,;=@]+)*(?:\?[^#\s]*)?")
+
+
+class _Resolver:
+    """``urljoin(base, ref)`` + the scheme check, with a fast path for the common case of thousands of plain
+    relative segment names (``seg-00042.ts``): concatenation onto the base's directory, checked once."""
+
+    def __init__(self, base_url: str, *, limits: ManifestLimits, what: str) -> None:
+        self.base_url = base_url
+        self.limits = limits
+        self.what = what
+        split = urlsplit(base_url)
+        self._dir: str | None = None
+        if split.scheme.lower() in limits.allowed_schemes and split.hostname:
+            self._dir = base_url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] + "/"
+            if "//" not in self._dir:
+                self._dir = None
+
+    def __call__(self, ref: str) -> str:
+        ref = ref.strip()
+        if self._dir is not None and _PLAIN_RELATIVE.fullmatch(ref) and "/." not in ref:
+            return self._dir + ref
+        return self.limits.check_url(urljoin(self.base_url, ref), what=self.what)
+
+# ---------------------------------------------------------------------------------------------------- model
+
+
+@dataclass(frozen=True, slots=True)
+class ByteRange:
+    """``length`` bytes from ``start`` (HLS ``len@off``; DASH ``first-last`` is converted)."""
+
+    start: int
+    length: int
+
+    @property
+    def end(self) -> int:
+        """The last byte, inclusive (as in an HTTP ``Range`` header)."""
+        return self.start + self.length - 1
+
+    def header(self) -> str:
+        """The value of a ``Range`` request header for this range."""
+        return f"bytes={self.start}-{self.end}"
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    """How a segment is encrypted: AES-128-CBC with the 16-byte key at ``url`` and this 16-byte ``iv``."""
+
+    method: str
+    url: str
+    iv: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class InitSection:
+    """The initialization segment of fragmented MP4 (HLS ``EXT-X-MAP``, DASH ``Initialization``)."""
+
+    url: str
+    byte_range: ByteRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One media segment, in playback order; ``index`` is its 0-based position (the ledger's key)."""
+
+    index: int
+    url: str
+    duration: float | None
+    byte_range: ByteRange | None = None
+    key: KeyInfo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateSpec:
+    """A DASH ``SegmentTemplate`` reduced to what expansion needs. ``runs`` are ``(t, d, n)``: ``n`` segments of
+    ``d`` ticks starting at tick ``t`` (a ``SegmentTimeline`` with its repeats resolved, or one run for a fixed
+    ``@duration``)."""
+
+    base_url: str
+    media: str
+    representation_id: str
+    bandwidth: int | None
+    start_number: int
+    timescale: int
+    runs: tuple[tuple[int, int, int], ...]
+    last_duration: float | None = None  # the final segment of a fixed-@duration template may be shorter
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentedFetch:
+    """A list of segments (plus an optional init section). ``count`` and ``duration`` are known without
+    expansion; :meth:`segments` builds the list (explicit lists are stored, templates expanded on demand)."""
+
+    count: int
+    duration: float | None
+    init: InitSection | None = None
+    explicit: tuple[Segment, ...] = ()
+    template: TemplateSpec | None = None
+    limits: ManifestLimits = field(default=_DEFAULT_LIMITS, repr=False, compare=False)
+
+    def segments(self) -> list[Segment]:
+        """The segments in playback order (``index`` 0..count-1)."""
+        if self.template is None:
+            return list(self.explicit)
+        return list(_expand_template(self.template, limits=self.limits))
+
+
+@dataclass(frozen=True, slots=True)
+class SingleFile:
+    """One file: ``urls[0]`` is the primary URL, the rest are backups serving the same bytes."""
+
+    urls: tuple[str, ...]
+    size: int | None = None
+    init_range: ByteRange | None = None
+    index_range: ByteRange | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PlaylistRef:
+    """An HLS media playlist still to be fetched (a master playlist's variant or alternative audio)."""
+
+    url: str
+
+
+Fetch: TypeAlias = SingleFile | SegmentedFetch | PlaylistRef
+
+
+@dataclass(frozen=True, slots=True)
+class Rendition:
+    """One encoding of the video or of its audio.
+
+    ``codecs`` is the declared RFC 6381 string (``avc1.640032``), ``codec`` its family (``avc1``, ``hevc``,
+    ``av01``, ``vp9``, ``mp4a``…; see :func:`codec_family`). ``has_audio`` marks a video rendition that carries its
+    own audio (HLS muxed TS, progressive MP4): no separate audio is selected for it. ``container`` is ``ts``,
+    ``mp4`` (fragmented or not), ``webm`` or ``flv`` where known.
+    """
+
+    kind: Kind
+    id: str
+    fetch: Fetch
+    codecs: str | None = None
+    codec: str | None = None
+    width: int | None = None
+    height: int | None = None
+    bandwidth: int | None = None
+    frame_rate: float | None = None
+    has_audio: bool = False
+    container: str | None = None
+    group: str | None = None
+    default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """All renditions of one video; ``duration`` in seconds where the manifest declares it."""
+
+    source: Source
+    video: tuple[Rendition, ...]
+    audio: tuple[Rendition, ...] = ()
+    duration: float | None = None
+
+
+def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
+    """``rendition`` (a :class:`PlaylistRef`) with the segments of its fetched media playlist ``media``."""
+    if not media.video and not media.audio:
+        raise ManifestError("media playlist has no segments")
+    inner = (media.video or media.audio)[0]
+    container = inner.container or rendition.container
+    return replace(rendition, fetch=inner.fetch, container=container)
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+_VIDEO_FAMILIES = {
+    "avc1": "avc1",
+    "avc3": "avc1",
+    "h264": "avc1",
+    "hvc1": "hevc",
+    "hev1": "hevc",
+    "hevc": "hevc",
+    "h265": "hevc",
+    "av01": "av01",
+    "av1": "av01",
+    "vp09": "vp9",
+    "vp9": "vp9",
+    "vp08": "vp8",
+    "vp8": "vp8",
+    "dvh1": "dvh1",
+    "dvhe": "dvh1",
+}
+_AUDIO_FAMILIES = {
+    "mp4a": "mp4a",
+    "aac": "mp4a",
+    "ac-3": "ac-3",
+    "ec-3": "ec-3",
+    "opus": "opus",
+    "flac": "flac",
+    "mp3": "mp3",
+}
+# Bilibili's codecid when "codecs" is missing.
+_BILIBILI_CODECID = {7: "avc1", 12: "hevc", 13: "av01"}
+# Bilibili qn → nominal height, for durl (which carries no width/height).
+_BILIBILI_QN_HEIGHT = {6: 240, 16: 360, 32: 480, 64: 720, 74: 720, 80: 1080, 112: 1080, 116: 1080, 120: 2160,
+                       125: 2160, 126: 2160, 127: 4320}
+
+
+def codec_family(codecs: str | None) -> str | None:
+    """The family of the first codec in an RFC 6381 list: ``avc1.640032`` → ``avc1``, ``hev1.1.6.L150.90`` →
+    ``hevc``, ``mp4a.40.2`` → ``mp4a``; None when unknown."""
+    if not codecs:
+        return None
+    first = codecs.split(",")[0].strip().lower()
+    prefix = first.split(".")[0]
+    return _VIDEO_FAMILIES.get(prefix) or _AUDIO_FAMILIES.get(prefix)
+
+
+def _split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
+    """(video codecs entry, audio codecs entry) of an RFC 6381 list."""
+    video = audio = None
+    for entry in (codecs or "").split(","):
+        entry = entry.strip()
+        prefix = entry.split(".")[0].lower()
+        if prefix in _VIDEO_FAMILIES and video is None:
+            video = entry
+        elif prefix in _AUDIO_FAMILIES and audio is None:
+            audio = entry
+    return video, audio
+
+
+def _normalize_preference(preference: Iterable[str]) -> list[str]:
+    return [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in preference]
+
+
+def iv_for_sequence(sequence: int) -> bytes:
+    """The implicit AES-128 IV of an HLS segment: its media sequence number, big-endian in 16 bytes (RFC 8216
+    §5.2)."""
+    return sequence.to_bytes(16, "big")
+
+
+def _parse_iv(value: str) -> bytes:
+    text = value.strip()
+    if text[:2].lower() == "0x":
+        text = text[2:]
+    try:
+        raw = bytes.fromhex(text.rjust(32, "0"))
+    except ValueError:
+        raise ManifestError(f"bad EXT-X-KEY IV {value!r}") from None
+    if len(raw) != 16:
+        raise ManifestError(f"EXT-X-KEY IV is not 16 bytes: {value!r}")
+    return raw
+
+
+def _int(value: Any, *, what: str) -> int:
+    """An integer attribute; tolerates ``1e9``-style spellings (so a huge count is *refused*, not misparsed)."""
+    if isinstance(value, bool):
+        raise ManifestError(f"{what}: not an integer: {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except (TypeError, ValueError):
+        pass
+    try:
+        number = float(str(value).strip())
+    except (TypeError, ValueError):
+        raise ManifestError(f"{what}: not an integer: {value!r}") from None
+    if not math.isfinite(number) or not number.is_integer():
+        raise ManifestError(f"{what}: not an integer: {value!r}")
+    return int(number)
+
+
+def _opt_int(value: Any, *, what: str) -> int | None:
+    if value is None or value == "":
+        return None
+    return _int(value, what=what)
+
+
+def _frame_rate(value: Any) -> float | None:
+    """``29.970``, ``30000/1001`` or a number → frames per second."""
+    if value is None or value == "":
+        return None
+    try:
+        if isinstance(value, str) and "/" in value:
+            num, den = value.split("/", 1)
+            rate = float(Fraction(int(num), int(den)))
+        else:
+            rate = float(value)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+_ISO_DURATION = re.compile(
+    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+)
+
+
+def _iso_duration(value: str | None) -> float | None:
+    """An xs:duration (``PT1H2M3.5S``, ``P1DT2H``) in seconds; years and months are refused (not fixed length)."""
+    if value is None:
+        return None
+    match = _ISO_DURATION.fullmatch(value.strip())
+    if not match or value.strip() in ("P", "PT"):
+        raise ManifestError(f"unsupported duration {value!r}")
+    parts = {k: float(v) if v else 0.0 for k, v in match.groupdict().items()}
+    return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+
+
+def _dash_range(value: str | None, *, what: str) -> ByteRange | None:
+    """A DASH ``first-last`` byte range (inclusive) → :class:`ByteRange`."""
+    if not value:
+        return None
+    first, sep, last = str(value).strip().partition("-")
+    if not sep:
+        raise ManifestError(f"{what}: bad byte range {value!r}")
+    start, end = _int(first, what=what), _int(last, what=what)
+    if start < 0 or end < start:
+        raise ManifestError(f"{what}: bad byte range {value!r}")
+    return ByteRange(start, end - start + 1)
+
+
+# ------------------------------------------------------------------------------------------------------ HLS
+
+
+def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """An HLS playlist → :class:`Manifest`.
+
+    A master playlist gives one video rendition per ``EXT-X-STREAM-INF`` (fetch: :class:`PlaylistRef`) and one
+    audio rendition per ``EXT-X-MEDIA:TYPE=AUDIO`` with a URI; ``duration`` is None until a media playlist is read.
+    A media playlist gives a single video rendition (``has_audio=True``: HLS TS usually muxes both; dimensions
+    unknown) whose fetch is its segments (see :func:`parse_hls_media`).
+    """
+    limits.check_text(text, what="HLS playlist")
+    if not text.lstrip("\ufeff").startswith("#EXTM3U"):
+        raise ManifestError("not an HLS playlist (no #EXTM3U)")
+    if "#EXT-X-STREAM-INF" not in text:
+        return parse_hls_media(text, base_url=base_url, limits=limits)
+    variant_lines = text.count("#EXT-X-STREAM-INF") + text.count("#EXT-X-MEDIA:")
+    if variant_lines > limits.max_renditions:
+        raise ManifestError(f"HLS master: {variant_lines} renditions, over the cap of {limits.max_renditions}")
+    try:
+        playlist = m3u8.loads(text)
+    except Exception as exc:  # noqa: BLE001 - the library raises assorted types on malformed input
+        raise ManifestError(f"unparsable HLS master playlist: {exc}") from None
+    audio_media = [m for m in playlist.media if (m.type or "").upper() == "AUDIO" and m.uri]
+    groups_with_uri = {m.group_id for m in audio_media}
+    group_codecs: dict[str, str] = {}
+    video: list[Rendition] = []
+    for i, variant in enumerate(playlist.playlists):
+        info = variant.stream_info
+        url = limits.check_url(urljoin(base_url, variant.uri.strip()), what="HLS variant")
+        vcodec, acodec = _split_codecs(info.codecs)
+        if acodec and info.audio:
+            group_codecs.setdefault(info.audio, acodec)
+        width, height = info.resolution if info.resolution else (None, None)
+        if vcodec is None and acodec is not None and info.resolution is None:
+            continue  # an audio-only variant; alternatives come from EXT-X-MEDIA
+        separate_audio = bool(info.audio) and info.audio in groups_with_uri
+        video.append(
+            Rendition(
+                kind="video",
+                id=f"hls-{i}",
+                fetch=PlaylistRef(url),
+                codecs=info.codecs,
+                codec=codec_family(vcodec),
+                width=width,
+                height=height,
+                bandwidth=_opt_int(info.average_bandwidth or info.bandwidth, what="BANDWIDTH"),
+                frame_rate=_frame_rate(info.frame_rate),
+                has_audio=not separate_audio and (acodec is not None or not info.codecs),
+                group=info.audio if separate_audio else None,
+            )
+        )
+    audio = [
+        Rendition(
+            kind="audio",
+            id=f"hls-audio-{m.group_id}-{m.name or i}",
+            fetch=PlaylistRef(limits.check_url(urljoin(base_url, m.uri.strip()), what="HLS audio")),
+            codecs=group_codecs.get(m.group_id),
+            codec=codec_family(group_codecs.get(m.group_id)) or None,
+            group=m.group_id,
+            default=(m.default or "").upper() == "YES",
+        )
+        for i, m in enumerate(audio_media)
+    ]
+    if not video:
+        raise ManifestError("HLS master playlist has no video variant")
+    return Manifest(source="hls", video=tuple(video), audio=tuple(audio), duration=None)
+
+
+def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """An HLS media playlist → a :class:`Manifest` with one rendition whose fetch is a :class:`SegmentedFetch`.
+
+    Handles ``EXT-X-BYTERANGE`` (offset omitted = right after the previous range of the same URI),
+    ``EXT-X-MAP`` (fMP4 init, with its byte range) and ``EXT-X-KEY`` ``METHOD=AES-128`` (IV explicit, else the
+    segment's media sequence number). The ``#EXTINF`` count is checked before the m3u8 library parses anything.
+    """
+    limits.check_text(text, what="HLS playlist")
+    limits.check_count(text.count("#EXTINF"), what="HLS media playlist")
+    try:
+        playlist = m3u8.loads(text)
+    except Exception as exc:  # noqa: BLE001 - as above
+        raise ManifestError(f"unparsable HLS media playlist: {exc}") from None
+    if playlist.is_variant:
+        raise ManifestError("expected an HLS media playlist, got a master playlist")
+    limits.check_count(len(playlist.segments), what="HLS media playlist")
+    if not playlist.is_endlist:
+        raise ManifestError("live HLS playlist (no #EXT-X-ENDLIST) is not supported")
+    total = sum(float(s.duration or 0) for s in playlist.segments)
+    limits.check_duration(total, what="HLS media playlist")
+    if not playlist.segments:
+        raise ManifestError("HLS media playlist has no segments")
+
+    sequence0 = int(playlist.media_sequence or 0)
+    segments: list[Segment] = []
+    init: InitSection | None = None
+    inits: set[InitSection] = set()
+    declared_bytes = 0
+    last_end: dict[str, int] = {}
+    key_cache: dict[tuple[str, str | None], str] = {}
+    resolve = _Resolver(base_url, limits=limits, what="HLS segment")
+    for i, seg in enumerate(playlist.segments):
+        url = resolve(seg.uri)
+        byte_range = None
+        if seg.byterange:
+            length_text, _, offset_text = str(seg.byterange).partition("@")
+            length = _int(length_text, what="EXT-X-BYTERANGE")
+            offset = _int(offset_text, what="EXT-X-BYTERANGE") if offset_text else last_end.get(url, 0)
+            if length <= 0 or offset < 0:
+                raise ManifestError(f"bad EXT-X-BYTERANGE {seg.byterange!r}")
+            byte_range = ByteRange(offset, length)
+            last_end[url] = offset + length
+            declared_bytes += length
+        key = None
+        if seg.key is not None and (seg.key.method or "NONE").upper() != "NONE":
+            method = seg.key.method.upper()
+            if method != "AES-128" or (seg.key.keyformat and seg.key.keyformat != "identity"):
+                raise ManifestError(f"unsupported HLS encryption {seg.key.method} {seg.key.keyformat or ''}".strip())
+            if not seg.key.uri:
+                raise ManifestError("EXT-X-KEY AES-128 without a URI")
+            cache_key = (seg.key.uri, None)
+            key_url = key_cache.get(cache_key)
+            if key_url is None:
+                key_url = limits.check_url(urljoin(base_url, seg.key.uri.strip()), what="HLS key")
+                key_cache[cache_key] = key_url
+            iv = _parse_iv(seg.key.iv) if seg.key.iv else iv_for_sequence(sequence0 + i)
+            key = KeyInfo(method="AES-128", url=key_url, iv=iv)
+        if seg.init_section is not None:
+            init_range = None
+            if seg.init_section.byterange:
+                ln, _, off = str(seg.init_section.byterange).partition("@")
+                init_range = ByteRange(_int(off or 0, what="EXT-X-MAP"), _int(ln, what="EXT-X-MAP"))
+            section = InitSection(
+                url=limits.check_url(urljoin(base_url, seg.init_section.uri.strip()), what="HLS init"),
+                byte_range=init_range,
+            )
+            inits.add(section)
+            init = init or section
+        segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range, key=key))
+    if len(inits) > 1:
+        # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
+        raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
+    limits.check_bytes(declared_bytes, what="HLS media playlist")
+    fetch = SegmentedFetch(count=len(segments), duration=total, init=init, explicit=tuple(segments), limits=limits)
+    rendition = Rendition(
+        kind="video", id="hls-media", fetch=fetch, has_audio=True, container="mp4" if init else "ts"
+    )
+    return Manifest(source="hls", video=(rendition,), audio=(), duration=total)
+
+
+# ----------------------------------------------------------------------------------------------------- DASH
+
+_XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_TEMPLATE_ID = re.compile(r"\$(RepresentationID|Number|Time|Bandwidth)(?:%0(\d{1,2})d)?\$|\$\$")
+
+
+def _local(tag: Any) -> str:
+    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+
+
+def _children(elem: ET.Element | None, name: str) -> list[ET.Element]:
+    if elem is None:
+        return []
+    return [c for c in elem if _local(c.tag) == name]
+
+
+def _child(elem: ET.Element | None, name: str) -> ET.Element | None:
+    found = _children(elem, name)
+    return found[0] if found else None
+
+
+def _substitute(
+    template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
+    partial: bool = False,
+) -> str:
+    """Fill a DASH template's identifiers; ``partial`` leaves ``$Number$``/``$Time$``/``$$`` for a second pass."""
+
+    def repl(match: re.Match[str]) -> str:
+        name, width = match.group(1), match.group(2)
+        if name is None:
+            return "$$" if partial else "$"
+        if partial and name in ("Number", "Time"):
+            return match.group(0)
+        value: Any
+        if name == "RepresentationID":
+            return rep_id
+        value = {"Number": number, "Time": time_, "Bandwidth": bandwidth}[name]
+        if value is None:
+            raise ManifestError(f"SegmentTemplate uses ${name}$ but the manifest gives no value for it")
+        return f"{value:0{width}d}" if width else str(value)
+
+    return _TEMPLATE_ID.sub(repl, template)
+
+
+def _expand_template(spec: TemplateSpec, *, limits: ManifestLimits) -> Iterator[Segment]:
+    # The per-Representation identifiers are filled once; per segment only digits go in, then the URL is resolved
+    # (and scheme-checked, unless it is a plain relative name on an already-checked base).
+    media = _substitute(spec.media, rep_id=spec.representation_id, bandwidth=spec.bandwidth, number=None,
+                        time_=None, partial=True)
+    resolve = _Resolver(spec.base_url, limits=limits, what="DASH segment")
+    index = 0
+    total = sum(n for _, _, n in spec.runs)
+    for t, d, n in spec.runs:
+        for k in range(n):
+            url = resolve(_substitute(media, rep_id="", bandwidth=None, number=spec.start_number + index,
+                                      time_=t + k * d))
+            duration = d / spec.timescale
+            if index == total - 1 and spec.last_duration is not None:
+                duration = spec.last_duration
+            yield Segment(index=index, url=url, duration=duration)
+            index += 1
+
+
+@dataclass(slots=True)
+class _Inherited:
+    """SegmentTemplate/SegmentList/SegmentBase as inherited down Period → AdaptationSet → Representation."""
+
+    template_attrs: dict[str, str] = field(default_factory=dict)
+    timeline: ET.Element | None = None
+    template_init: ET.Element | None = None
+    segment_list: ET.Element | None = None
+    segment_base: ET.Element | None = None
+
+    def descend(self, elem: ET.Element) -> _Inherited:
+        out = _Inherited(dict(self.template_attrs), self.timeline, self.template_init, self.segment_list,
+                         self.segment_base)
+        template = _child(elem, "SegmentTemplate")
+        if template is not None:
+            out.template_attrs.update(template.attrib)
+            out.timeline = _first(_child(template, "SegmentTimeline"), out.timeline)
+            out.template_init = _first(_child(template, "Initialization"), out.template_init)
+        out.segment_list = _first(_child(elem, "SegmentList"), out.segment_list)
+        out.segment_base = _first(_child(elem, "SegmentBase"), out.segment_base)
+        return out
+
+
+def _first(elem: ET.Element | None, fallback: ET.Element | None) -> ET.Element | None:
+    # Not ``elem or fallback``: an Element without children is falsy.
+    return elem if elem is not None else fallback
+
+
+def _base_urls(elem: ET.Element, parent: str) -> list[str]:
+    return [urljoin(parent, (b.text or "").strip()) for b in _children(elem, "BaseURL") if (b.text or "").strip()]
+
+
+def _timeline_runs(
+    timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits, what: str
+) -> tuple[tuple[int, int, int], ...]:
+    """``SegmentTimeline`` → ``(t, d, n)`` runs, counted arithmetically: nothing is expanded here, and the count
+    is checked after every ``S``, so ``r="1000000000"`` costs a few integer operations."""
+    entries = _children(timeline, "S")
+    limits.check_count(len(entries), what=what)
+    runs: list[tuple[int, int, int]] = []
+    total = 0
+    cursor = 0
+    for i, s in enumerate(entries):
+        t = _int(s.get("t"), what=f"{what} S@t") if s.get("t") is not None else cursor
+        d = _int(s.get("d"), what=f"{what} S@d")
+        r = _int(s.get("r", "0"), what=f"{what} S@r")
+        if d <= 0 or t < 0:
+            raise ManifestError(f"{what}: bad SegmentTimeline entry t={t} d={d}")
+        if r < -1:
+            raise ManifestError(f"{what}: bad SegmentTimeline repeat r={r}")
+        if r == -1:
+            next_t = entries[i + 1].get("t") if i + 1 < len(entries) else None
+            end = _int(next_t, what=f"{what} S@t") if next_t is not None else period_end
+            if end is None:
+                raise ManifestError(f"{what}: S@r=-1 with no known end")
+            n = max(0, -(-(end - t) // d))  # ceil
+        else:
+            n = r + 1
+        total += n
+        limits.check_count(total, what=what)
+        runs.append((t, d, n))
+        cursor = t + d * n
+    if runs:
+        limits.check_duration((cursor - runs[0][0]) / timescale, what=what)
+    return tuple(runs)
+
+
+def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """A static, single-Period DASH MPD → :class:`Manifest`.
+
+    Segment addressing: ``SegmentTemplate`` with ``$Number$`` (``startNumber``, fixed ``@duration``) or ``$Time$``
+    (``SegmentTimeline`` with ``r``, including ``r=-1`` to the next ``S@t`` or the Period end), ``$Number%05d$``
+    widths, ``$RepresentationID$``/``$Bandwidth$``; ``SegmentList`` (``SegmentURL@media/@mediaRange``);
+    ``SegmentBase`` (``indexRange``, ``Initialization@range``) and bare ``BaseURL`` as a single file. Templates,
+    lists and bases are inherited Period → AdaptationSet → Representation; ``BaseURL`` is resolved at MPD,
+    Period, AdaptationSet and Representation level (several ``BaseURL`` on a Representation are backups).
+    Refused: DTDs/entities, ``type="dynamic"``, more than one Period (see the module docstring).
+    """
+    limits.check_text(xml_text, what="MPD")
+    if _XML_DECL.search(xml_text):
+        raise ManifestError("MPD declares a DTD or entities; refused")
+    tags = xml_text.count("<")  # every element costs at least one; a few ms for 16 MiB
+    if tags > limits.max_manifest_tags:
+        raise ManifestError(f"MPD has {tags} tags, over the cap of {limits.max_manifest_tags}")
+    try:
+        root = ET.fromstring(xml_text)
+    except ET.ParseError as exc:
+        raise ManifestError(f"unparsable MPD: {exc}") from None
+    if _local(root.tag) != "MPD":
+        raise ManifestError(f"not an MPD (root element {_local(root.tag)!r})")
+    if (root.get("type") or "static") != "static":
+        raise ManifestError("live MPD (type=dynamic) is not supported")
+    periods = _children(root, "Period")
+    if len(periods) != 1:
+        raise ManifestError(f"multi-period MPD ({len(periods)} Periods) is not supported" if periods
+                            else "MPD has no Period")
+    period = periods[0]
+    duration = _iso_duration(root.get("mediaPresentationDuration"))
+    period_start = _iso_duration(period.get("start")) or 0.0
+    period_duration = _iso_duration(period.get("duration"))
+    if period_duration is None and duration is not None:
+        period_duration = max(0.0, duration - period_start)
+    limits.check_duration(duration, what="MPD")
+    limits.check_duration(period_duration, what="MPD Period")
+    representations = sum(len(_children(a, "Representation")) for a in _children(period, "AdaptationSet"))
+    if representations > limits.max_renditions:
+        raise ManifestError(f"MPD: {representations} Representations, over the cap of {limits.max_renditions}")
+
+    mpd_base = (_base_urls(root, base_url) or [base_url])[0]
+    period_base = (_base_urls(period, mpd_base) or [mpd_base])[0]
+    period_inh = _Inherited().descend(period)
+    video: list[Rendition] = []
+    audio: list[Rendition] = []
+    for aset in _children(period, "AdaptationSet"):
+        aset_base = (_base_urls(aset, period_base) or [period_base])[0]
+        aset_inh = period_inh.descend(aset)
+        for rep in _children(aset, "Representation"):
+            kind = _dash_kind(aset, rep)
+            if kind is None:
+                continue  # text, images, unknown
+            rep_id = rep.get("id") or f"rep-{len(video) + len(audio)}"
+            rep_urls = _base_urls(rep, aset_base) or [aset_base]
+            what = f"MPD Representation {rep_id!r}"
+            for url in rep_urls:
+                limits.check_url(url, what=f"{what} BaseURL")
+            bandwidth = _opt_int(rep.get("bandwidth"), what=f"{what} bandwidth")
+            fetch = _dash_fetch(
+                aset_inh.descend(rep), urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
+                period_duration=period_duration, limits=limits, what=what,
+            )
+            codecs = rep.get("codecs") or aset.get("codecs")
+            mime = rep.get("mimeType") or aset.get("mimeType") or ""
+            rendition = Rendition(
+                kind=kind,
+                id=rep_id,
+                fetch=fetch,
+                codecs=codecs,
+                codec=codec_family(codecs),
+                width=_opt_int(rep.get("width") or aset.get("width"), what=f"{what} width"),
+                height=_opt_int(rep.get("height") or aset.get("height"), what=f"{what} height"),
+                bandwidth=bandwidth,
+                frame_rate=_frame_rate(rep.get("frameRate") or aset.get("frameRate")),
+                container=mime.split("/", 1)[1] if "/" in mime else None,
+            )
+            (video if kind == "video" else audio).append(rendition)
+    if not video:
+        raise ManifestError("MPD has no video Representation")
+    if duration is None:
+        duration = period_duration
+    if duration is None:
+        durations = [r.fetch.duration for r in video if isinstance(r.fetch, SegmentedFetch) and r.fetch.duration]
+        duration = max(durations) if durations else None
+    return Manifest(source="dash", video=tuple(video), audio=tuple(audio), duration=duration)
+
+
+def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
+    content = (aset.get("contentType") or "").lower()
+    mime = (rep.get("mimeType") or aset.get("mimeType") or "").lower()
+    codecs = rep.get("codecs") or aset.get("codecs")
+    for candidate in (content, mime.split("/")[0]):
+        if candidate in ("video", "audio"):
+            return candidate  # type: ignore[return-value]
+    family = codec_family(codecs)
+    if family in _VIDEO_FAMILIES.values():
+        return "video"
+    if family in _AUDIO_FAMILIES.values():
+        return "audio"
+    return None
+
+
+def _dash_fetch(
+    inh: _Inherited,
+    *,
+    urls: list[str],
+    rep_id: str,
+    bandwidth: int | None,
+    period_duration: float | None,
+    limits: ManifestLimits,
+    what: str,
+) -> Fetch:
+    base = urls[0]
+    attrs = inh.template_attrs
+    if attrs.get("media"):
+        timescale = _int(attrs.get("timescale", "1"), what=f"{what} timescale")
+        if timescale <= 0:
+            raise ManifestError(f"{what}: bad timescale {timescale}")
+        start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
+        pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
+        init = None
+        init_template = attrs.get("initialization")
+        if init_template is None and inh.template_init is not None:
+            init_template = inh.template_init.get("sourceURL")
+        if init_template:
+            init_url = urljoin(base, _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None,
+                                                 time_=None))
+            init = InitSection(limits.check_url(init_url, what=f"{what} initialization"))
+        last_duration = None
+        if inh.timeline is not None:
+            period_end = None
+            if period_duration is not None:
+                period_end = pto + math.ceil(period_duration * timescale - 1e-6)
+            runs = _timeline_runs(inh.timeline, timescale=timescale, period_end=period_end, limits=limits,
+                                  what=what)
+            total_ticks = sum(d * n for _, d, n in runs)
+            seconds = total_ticks / timescale
+        else:
+            if "$Time$" in attrs["media"]:
+                raise ManifestError(f"{what}: $Time$ template without a SegmentTimeline")
+            seg_ticks = _int(attrs.get("duration"), what=f"{what} SegmentTemplate@duration")
+            if seg_ticks <= 0:
+                raise ManifestError(f"{what}: bad SegmentTemplate@duration {seg_ticks}")
+            if period_duration is None:
+                raise ManifestError(f"{what}: SegmentTemplate@duration without a known Period duration")
+            # Count arithmetically (duration and count are both capped) before anything is built.
+            count = max(1, math.ceil(period_duration * timescale / seg_ticks - 1e-9))
+            limits.check_count(count, what=what)
+            runs = ((pto, seg_ticks, count),)
+            seconds = period_duration
+            last_duration = period_duration - (count - 1) * seg_ticks / timescale
+        count = sum(n for _, _, n in runs)
+        if count == 0:
+            raise ManifestError(f"{what}: no segments")
+        spec = TemplateSpec(
+            base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
+            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration,
+        )
+        # Check the scheme on a sample now, so a hostile template fails at parse time, not at fetch time.
+        next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
+        return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
+
+    if inh.segment_list is not None:
+        seglist = inh.segment_list
+        entries = _children(seglist, "SegmentURL")
+        limits.check_count(len(entries), what=what)
+        timescale = _int(seglist.get("timescale", "1"), what=f"{what} timescale")
+        list_ticks = _opt_int(seglist.get("duration"), what=f"{what} SegmentList@duration")
+        seg_duration = list_ticks / timescale if list_ticks and timescale > 0 else None
+        init = None
+        init_elem = _child(seglist, "Initialization")
+        if init_elem is not None:
+            init = InitSection(
+                limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""), what=f"{what} initialization"),
+                _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"),
+            )
+        segments = []
+        declared = 0
+        for i, entry in enumerate(entries):
+            byte_range = _dash_range(entry.get("mediaRange"), what=f"{what} mediaRange")
+            declared += byte_range.length if byte_range else 0
+            url = limits.check_url(urljoin(base, entry.get("media") or ""), what=f"{what} SegmentURL")
+            segments.append(Segment(index=i, url=url, duration=seg_duration, byte_range=byte_range))
+        limits.check_bytes(declared, what=what)
+        if not segments:
+            raise ManifestError(f"{what}: empty SegmentList")
+        list_seconds = seg_duration * len(segments) if seg_duration else period_duration
+        limits.check_duration(list_seconds, what=what)
+        return SegmentedFetch(count=len(segments), duration=list_seconds, init=init, explicit=tuple(segments),
+                              limits=limits)
+
+    init_range = index_range = None
+    if inh.segment_base is not None:
+        index_range = _dash_range(inh.segment_base.get("indexRange"), what=f"{what} indexRange")
+        init_elem = _child(inh.segment_base, "Initialization")
+        if init_elem is not None:
+            init_range = _dash_range(init_elem.get("range"), what=f"{what} Initialization@range")
+    return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
+
+
+# ------------------------------------------------------------------------------------------------- Bilibili
+
+
+def parse_bilibili_playurl(payload: Mapping[str, Any], *, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """Bilibili ``/x/player/wbi/playurl`` JSON (the envelope, or its ``data``; also ``window.__playinfo__``) →
+    :class:`Manifest`.
+
+    ``data.dash.video[]``/``audio[]`` become single-file renditions (``baseUrl`` then ``backupUrl`` as backups;
+    both camelCase and snake_case spellings are read; ``SegmentBase`` ranges kept); the codec comes from
+    ``codecs``, else ``codecid`` (7 avc1, 12 hevc, 13 av01). ``data.durl[]`` (one part) becomes a muxed progressive
+    rendition whose height comes from ``data.quality`` (qn). A non-zero ``code`` raises :class:`ManifestError`.
+    """
+    data: Any = payload
+    if "code" in payload:
+        if payload.get("code") != 0:
+            raise ManifestError(f"bilibili playurl error {payload.get('code')}: {payload.get('message')}")
+        # UGC videos answer in "data", PGC (bangumi) playurl in "result".
+        data = payload.get("data") or payload.get("result")
+    if not isinstance(data, Mapping):
+        raise ManifestError("bilibili playurl: no data object")
+    duration = None
+    if data.get("timelength"):
+        duration = _int(data["timelength"], what="timelength") / 1000
+    dash = data.get("dash") if isinstance(data.get("dash"), Mapping) else None
+    if duration is None and dash and dash.get("duration"):
+        duration = float(dash["duration"])
+    limits.check_duration(duration, what="bilibili playurl")
+
+    video: list[Rendition] = []
+    audio: list[Rendition] = []
+    if dash:
+        entries: list[tuple[Kind, Any]] = [("video", v) for v in dash.get("video") or []]
+        entries += [("audio", a) for a in dash.get("audio") or []]
+        if len(entries) > limits.max_renditions:
+            raise ManifestError(f"bilibili playurl: {len(entries)} streams, over the cap of {limits.max_renditions}")
+        for kind, entry in entries:
+            if not isinstance(entry, Mapping):
+                raise ManifestError("bilibili playurl: a dash stream is not an object")
+            rendition = _bilibili_stream(entry, kind=kind, limits=limits)
+            (video if kind == "video" else audio).append(rendition)
+    durl = data.get("durl") or []
+    if durl:
+        if len(durl) > 1:
+            raise ManifestError(f"bilibili playurl: durl has {len(durl)} parts (segmented FLV is not supported)")
+        part = durl[0]
+        urls = _bilibili_urls(part, limits=limits, what="bilibili durl")
+        size = _opt_int(part.get("size"), what="durl size")
+        if size is not None:
+            limits.check_bytes(size, what="bilibili durl")
+        quality = _opt_int(data.get("quality"), what="quality")
+        fmt = str(data.get("format") or "")
+        if duration is None and part.get("length"):
+            duration = _int(part["length"], what="durl length") / 1000
+        video.append(
+            Rendition(
+                kind="video",
+                id=f"durl-{quality}",
+                fetch=SingleFile(urls=urls, size=size),
+                height=_BILIBILI_QN_HEIGHT.get(quality or -1),
+                has_audio=True,
+                container="flv" if fmt.startswith("flv") else "mp4",
+            )
+        )
+    if not video:
+        raise ManifestError("bilibili playurl: no video stream (neither dash.video nor durl)")
+    return Manifest(source="bilibili", video=tuple(video), audio=tuple(audio), duration=duration)
+
+
+def _bilibili_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: str) -> tuple[str, ...]:
+    primary = entry.get("baseUrl") or entry.get("base_url") or entry.get("url")
+    if not primary:
+        raise ManifestError(f"{what}: no URL")
+    backups = entry.get("backupUrl") or entry.get("backup_url") or []
+    urls: list[str] = []
+    for url in [primary, *backups]:
+        if isinstance(url, str) and url and url not in urls:
+            urls.append(limits.check_url(url.strip(), what=what))
+    return tuple(urls)
+
+
+def _bilibili_stream(entry: Mapping[str, Any], *, kind: Kind, limits: ManifestLimits) -> Rendition:
+    stream_id = entry.get("id")
+    what = f"bilibili {kind} {stream_id}"
+    urls = _bilibili_urls(entry, limits=limits, what=what)
+    seg_base = entry.get("SegmentBase") or entry.get("segment_base") or {}
+    init_range = _dash_range(seg_base.get("Initialization") or seg_base.get("initialization"), what=what)
+    index_range = _dash_range(seg_base.get("indexRange") or seg_base.get("index_range"), what=what)
+    codecs = entry.get("codecs") or None
+    codecid = _opt_int(entry.get("codecid"), what=f"{what} codecid")
+    family = codec_family(codecs) or (_BILIBILI_CODECID.get(codecid or -1) if kind == "video" else None)
+    mime = str(entry.get("mimeType") or entry.get("mime_type") or "")
+    return Rendition(
+        kind=kind,
+        id=f"{stream_id}-{codecid}" if kind == "video" and codecid is not None else str(stream_id),
+        fetch=SingleFile(urls=urls, init_range=init_range, index_range=index_range),
+        codecs=codecs,
+        codec=family,
+        width=_opt_int(entry.get("width"), what=f"{what} width") or None,
+        height=_opt_int(entry.get("height"), what=f"{what} height") or None,
+        bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
+        frame_rate=_frame_rate(entry.get("frameRate") or entry.get("frame_rate")),
+        container=mime.split("/", 1)[1] if "/" in mime else "mp4",
+    )
+
+
+# ----------------------------------------------------------------------------------------------- progressive
+
+#: Nominal heights of named qualities (Weibo ``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``; ``hd`` on Weibo is
+#: below 720p). Labels with an explicit ``720p``/``1080p`` win over these.
+_NAMED_HEIGHTS = {"8k": 4320, "4k": 2160, "uhd": 2160, "2k": 1440, "qhd": 1440, "fhd": 1080, "hd": 480, "sd": 360,
+                  "ld": 240}
+_HEIGHT_IN_LABEL = re.compile(r"(?<![0-9])(\d{3,4})p(?![a-z])", re.IGNORECASE)
+
+
+def _label_height(label: str) -> int | None:
+    match = _HEIGHT_IN_LABEL.search(label)
+    if match:
+        return int(match.group(1))
+    for token in re.split(r"[^a-z0-9]+", label.lower()):
+        if token in _NAMED_HEIGHTS:
+            return _NAMED_HEIGHTS[token]
+    return None
+
+
+def progressive_variants(
+    variants: Mapping[str, Any] | Iterable[tuple[str, Any]],
+    *,
+    duration: float | None = None,
+    limits: ManifestLimits = _DEFAULT_LIMITS,
+) -> Manifest:
+    """Progressive MP4 URLs keyed by a quality label → :class:`Manifest` of muxed single-file renditions.
+
+    ``variants`` is e.g. Weibo's ``media_info`` (``{"mp4_720p_mp4": url, "mp4_hd_url": url, …}``) or
+    ``(label, url)`` pairs. Heights come from the label: ``720p``/``1080p`` digits, else ``fhd`` 1080, ``hd``
+    480, ``sd`` 360, ``ld`` 240 (nominal; only their order matters for selection); unknown labels get no height
+    and rank lowest; ``hevc``/``h265`` in a label marks the codec. Empty, non-string and scheme-less values (Weibo's
+    ``media_info`` mixes URLs with other fields) and ``.m3u8`` URLs (HLS: use :func:`parse_hls`) are skipped;
+    the same URL under two labels is kept once, under the label with the larger height. A disallowed scheme
+    raises :class:`ManifestError`. ``duration`` (e.g. ``media_info.duration``) is carried for verification.
+    """
+    limits.check_duration(duration, what="progressive")
+    pairs = list(variants.items()) if isinstance(variants, Mapping) else list(variants)
+    best: dict[str, Rendition] = {}
+    for label, url in pairs:
+        if not isinstance(url, str) or not url.strip():
+            continue
+        url = url.strip()
+        if not re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", url):
+            continue  # not a URL at all (media_info also holds "horizontal", "12万次观看", …)
+        limits.check_url(url, what=f"progressive {label}")
+        if ".m3u8" in urlsplit(url).path.lower():
+            continue
+        height = _label_height(str(label))
+        tokens = set(re.split(r"[^a-z0-9]+", str(label).lower()))
+        rendition = Rendition(
+            kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height, has_audio=True,
+            container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None,
+        )
+        known = best.get(url)
+        if known is None or (height or 0) > (known.height or 0):
+            best[url] = rendition
+        if len(best) > limits.max_renditions:
+            raise ManifestError(f"progressive: over {limits.max_renditions} variants")
+    if not best:
+        raise ManifestError("no progressive MP4 variant")
+    return Manifest(source="progressive", video=tuple(best.values()), duration=duration)
+
+
+# --------------------------------------------------------------------------------------------------- select
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The renditions chosen for one video; ``audio`` is None when the video carries its own (or none exists)."""
+
+    video: Rendition
+    audio: Rendition | None
+
+    def describe(self) -> dict[str, Any]:
+        """What is recorded on the asset about the choice."""
+        return {
+            "height": self.video.height,
+            "width": self.video.width,
+            "codec": self.video.codec,
+            "codecs": self.video.codecs,
+            "bitrate": self.video.bandwidth,
+            "frame_rate": self.video.frame_rate,
+            "rendition": self.video.id,
+            "audio_codec": self.audio.codec if self.audio else None,
+            "audio_bitrate": self.audio.bandwidth if self.audio else None,
+            "audio_rendition": self.audio.id if self.audio else None,
+        }
+
+
+def select(
+    manifest: Manifest,
+    *,
+    max_height: int = DEFAULT_MAX_HEIGHT,
+    codec_preference: Sequence[str] = DEFAULT_CODEC_PREFERENCE,
+) -> Selection:
+    """Pick one video rendition and, if it has no audio of its own, one audio rendition. Deterministic:
+
+    1. Video candidates are the renditions whose height is ≤ ``max_height`` (a rendition of unknown height is a
+       candidate and ranks as height 0). Among them the highest height wins; among equal heights the codec that
+       comes first in ``codec_preference`` (families: ``avc1``, ``hevc``, ``av01``…; aliases such as ``h264`` and
+       ``hvc1`` are understood; codecs not listed rank after all listed ones); then the highest bandwidth; then
+       the earliest in the manifest.
+    2. If no rendition is ≤ ``max_height``, the smallest one is taken (lowest height, then codec preference, then
+       the *lowest* bandwidth): we never skip a video for being too good, we take the least of it.
+    3. Audio, when the video has none: the highest bandwidth among the audio renditions of the video's group (HLS
+       ``AUDIO`` group; all renditions when it names none or the group is empty); ties go to ``DEFAULT=YES``, then
+       manifest order.
+    """
+    if not manifest.video:
+        raise ManifestError("manifest has no video rendition")
+    preference = _normalize_preference(codec_preference)
+
+    def codec_rank(r: Rendition) -> int:
+        return preference.index(r.codec) if r.codec in preference else len(preference)
+
+    order = {id(r): i for i, r in enumerate(manifest.video)}
+    fitting = [r for r in manifest.video if r.height is None or r.height <= max_height]
+    if fitting:
+        video = min(fitting, key=lambda r: (-(r.height or 0), codec_rank(r), -(r.bandwidth or 0), order[id(r)]))
+    else:
+        video = min(manifest.video, key=lambda r: (r.height or 0, codec_rank(r), r.bandwidth or 0, order[id(r)]))
+    audio = None
+    if not video.has_audio and manifest.audio:
+        pool = [a for a in manifest.audio if video.group and a.group == video.group] or list(manifest.audio)
+        audio_order = {id(a): i for i, a in enumerate(manifest.audio)}
+        audio = min(pool, key=lambda a: (-(a.bandwidth or 0), not a.default, audio_order[id(a)]))
+    return Selection(video=video, audio=audio)
+
