@@ -20,7 +20,7 @@ ROBOTSTXT_OBEY = False  # API endpoints, not pages; access stays rate-limited be
 CONCURRENT_REQUESTS = 16
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
 DOWNLOAD_DELAY = 0.5
-RANDOMIZE_DOWNLOAD_DELAY = True
+DOWNLOAD_DELAY_JITTER = 0.5  # each delay drawn from 0.5x to 1.5x DOWNLOAD_DELAY
 AUTOTHROTTLE_ENABLED = True
 AUTOTHROTTLE_START_DELAY = 0.5
 AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
@@ -77,6 +77,8 @@ DOUYIN_WEB_URL = "https://www.douyin.com"
 
 # --- Item pipelines ---------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
+    # First: drops posts that an interrupted earlier run of the same job already stored.
+    "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
 }
@@ -96,8 +98,20 @@ OUTPUT_ENABLED = True
 FILES_STORE = "files"
 MEDIA_ENABLED = True
 
-# --- Checkpoints ------------------------------------------------------------------------------------------------
+# --- Checkpoints (extensions/checkpoint.py) ---------------------------------------------------------------------
+#: Keep a per-job resume checkpoint; off: none is read or written.
+CHECKPOINT_ENABLED = True
+#: Where the file backend keeps <job>.json.
 CHECKPOINT_DIR = "checkpoints"
+#: "file" ("redis" arrives with the distributed issue) or the import path of a store class with from_settings().
+CHECKPOINT_BACKEND = "file"
+#: Flush + fsync local feeds before each checkpoint write, so the checkpoint never runs ahead of the export.
+CHECKPOINT_SYNC_FEEDS = True
+# Local feeds the checkpoint can flush and fsync, with repair of a torn last JSON line.
+FEED_STORAGES = {
+    "": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
+    "file": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
+}
 
 # --- Cache and Redis --------------------------------------------------------------------------------------------
 #: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.
@@ -114,6 +128,10 @@ CACHE_RETRY_BACKOFF_BASE = 0.5
 CACHE_RETRY_BACKOFF_MAX = 8.0
 #: Seconds a session:{id} record lives unless used (every use renews it).
 SESSION_TTL = 300
+
+EXTENSIONS = {
+    "mediacrawler.extensions.checkpoint.CheckpointExtension": 500,
+}
 
 ADDONS = {
     "mediacrawler.extensions.output.DefaultOutputAddon": 0,
