@@ -1,0 +1,222 @@
+"""One large file over loopback: curl vs Scrapy's stock FilesPipeline vs our segmented download, in one run.
+
+    .venv/bin/python benchmarks/bench_large_file.py                  # 1 GiB, 3 rounds
+    .venv/bin/python benchmarks/bench_large_file.py --size 268435456 --rounds 1
+
+Starts the platform sandbox itself and downloads ``/media/blob/bench?size=N`` with
+
+- ``curl``       — ``curl -sS -o FILE URL`` (the floor for "download to a file"; no hash);
+- ``stock``      — ``scrapy`` with ``FilesPipeline`` (``FILES_STORE`` in the work dir, one item), which buffers
+                   the whole body in memory, MD5s it and writes it;
+- ``ours``       — :class:`mediacrawler.media.segments.SegmentedDownloader` with the MEDIA_SEGMENT_* defaults and
+                   MEDIA_FSYNC on: Range segments into a spool, SHA-256 overlapped with the transfer, published
+                   into the content-addressed store by rename;
+- ``ours-nofsync`` — the same with MEDIA_FSYNC off (curl and the stock pipeline do not fsync either).
+
+Each case is a whole process timed from outside (start-up included) with GNU ``/usr/bin/time`` (wall, peak RSS
+of the largest process). Cases run interleaved (A B C D, A B C D, …) after ``sync`` so that write-back of one run
+does not land in the next; medians with (min-max) and ratios per round are printed, then a Markdown table for
+docs/benchmarks.md. Every stored file is checked against the sandbox's SHA-256 of the blob.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MiB = 1024 * 1024
+CASES = ("curl", "stock", "ours", "ours-nofsync")
+
+
+# --- child processes (run as: bench_large_file.py --child stock|ours URL WORKDIR) ----------------------------
+def _child_settings(workdir: Path) -> dict[str, Any]:
+    return {
+        "LOG_LEVEL": "INFO",
+        "TELNETCONSOLE_ENABLED": False,
+        "DOWNLOAD_DELAY": 0,
+        "AUTOTHROTTLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "FILES_STORE": str(workdir / "store"),
+        # --set NAME=VALUE of the harness (e.g. MEDIA_SEGMENT_SIZE), passed through the environment.
+        **json.loads(os.environ.get("BENCH_LARGE_FILE_SETTINGS") or "{}"),
+    }
+
+
+def _child_stock(url: str, workdir: Path) -> None:
+    from scrapy import Spider
+    from scrapy.crawler import CrawlerProcess
+
+    class StockSpider(Spider):
+        name = "bench_stock"
+
+        async def start(self) -> AsyncIterator[Any]:
+            yield {"file_urls": [url]}
+
+    settings = {**_child_settings(workdir), "ITEM_PIPELINES": {"scrapy.pipelines.files.FilesPipeline": 1}}
+    process = CrawlerProcess(settings)
+    process.crawl(StockSpider)
+    process.start()
+    files = [p for p in (workdir / "store").rglob("*") if p.is_file()]
+    _report(workdir, files[0] if files else None)
+
+
+def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
+    from scrapy import Spider
+    from scrapy.crawler import CrawlerProcess
+
+    from mediacrawler.media.segments import SegmentedDownloader
+    from mediacrawler.media.store import ContentAddressedStore
+
+    stored: list[Path] = []
+    phases: dict[str, float] = {}
+
+    class OursSpider(Spider):
+        name = "bench_ours"
+
+        async def start(self) -> AsyncIterator[Any]:
+            downloader = SegmentedDownloader(self.crawler)
+            store = ContentAddressedStore(workdir / "store", fsync=fsync)
+            t0 = time.monotonic()
+            result = await downloader.download(url, key="bench/blob/1")
+            t1 = time.monotonic()
+            persisted = await downloader.publish(result, store=store)
+            phases.update(download_s=round(t1 - t0, 3), publish_s=round(time.monotonic() - t1, 3))
+            stored.append(store.abspath(persisted.relpath))
+            return
+            yield
+
+    settings = {**_child_settings(workdir), "MEDIA_FSYNC": fsync}
+    process = CrawlerProcess(settings)
+    process.crawl(OursSpider)
+    process.start()
+    _report(workdir, stored[0] if stored else None, **phases)
+
+
+def _report(workdir: Path, path: Path | None, **phases: float) -> None:
+    (workdir / "result.json").write_text(json.dumps({"path": str(path) if path else None, "phases": phases}))
+
+
+# --- the harness --------------------------------------------------------------------------------------------
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(MiB):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _timed(command: list[str], *, log: Path) -> tuple[float, float]:
+    """Run ``command`` under GNU time; return (wall seconds, peak RSS MiB)."""
+    timing = log.with_suffix(".time")
+    with open(log, "wb") as out:
+        subprocess.run(["/usr/bin/time", "-o", str(timing), "-f", "%e %M", *command], stdout=out,
+                       stderr=subprocess.STDOUT, check=True, timeout=600)
+    wall, rss_kib = timing.read_text().split()[-2:]
+    return float(wall), int(rss_kib) / 1024
+
+
+def run_case(case: str, *, url: str, workdir: Path) -> tuple[float, float, Path, dict[str, float]]:
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    workdir.mkdir(parents=True)
+    os.sync()  # write-back of the previous case must not be charged to this one
+    log = workdir.parent / f"{case}.log"
+    if case == "curl":
+        target = workdir / "blob.bin"
+        wall, rss = _timed(["curl", "-sS", "-o", str(target), url], log=log)
+        return wall, rss, target, {}
+    mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"]}[case]
+    wall, rss = _timed([sys.executable, str(Path(__file__).resolve()), "--child", *mode, url, str(workdir)],
+                       log=log)
+    result = json.loads((workdir / "result.json").read_text())
+    if not result["path"]:
+        raise SystemExit(f"{case}: no file stored; see {log}")
+    return wall, rss, Path(result["path"]), result.get("phases") or {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=1024 * MiB, help="bytes (default 1 GiB)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--workdir", default=None, help="default: a temporary directory (removed at the end)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Scrapy setting for the Scrapy cases (repeatable), e.g. MEDIA_SEGMENT_SIZE=4194304")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.set:
+        os.environ["BENCH_LARGE_FILE_SETTINGS"] = json.dumps(dict(pair.split("=", 1) for pair in args.set))
+    if args.child:
+        kind, *rest = args.child
+        if kind == "stock":
+            _child_stock(rest[0], Path(rest[1]))
+        else:
+            _child_ours(rest[1], Path(rest[2]), rest[0] == "1")
+        return
+
+    from mediacrawler.sandbox.media import blob_sha256
+    from mediacrawler.sandbox.process import start_sandbox
+
+    cases = [c for c in args.cases.split(",") if c]
+    base = Path(args.workdir or tempfile.mkdtemp(prefix="bench-large-"))
+    expected = blob_sha256("bench", args.size)
+    figures: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}
+    with start_sandbox() as sandbox:
+        url = f"{sandbox.url}/media/blob/bench?size={args.size}"
+        for round_no in range(1, args.rounds + 1):
+            for case in cases:
+                wall, rss, path, phases = run_case(case, url=url, workdir=base / case)
+                digest = _sha256(path)
+                if digest != expected or path.stat().st_size != args.size:
+                    raise SystemExit(f"{case}: stored file differs from the source ({digest} != {expected})")
+                figures[case].append((wall, rss))
+                print(f"round {round_no} {case:>13}: {wall:6.2f} s  {rss:7.1f} MiB  "
+                      f"{args.size / MiB / wall:7.1f} MiB/s  {phases or ''}", flush=True)
+                shutil.rmtree(base / case)
+    if not args.workdir:
+        shutil.rmtree(base, ignore_errors=True)
+
+    def med(case: str, i: int) -> str:
+        values = [f[i] for f in figures[case]]
+        return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+    print()
+    machine = f"{platform.node()}: {os.cpu_count()} CPU, Python {platform.python_version()}, {platform.platform()}"
+    print(f"Machine: {machine}; size {args.size} bytes; {args.rounds} rounds")
+    print("| case | wall s, median (min-max) | peak RSS MiB | MiB/s (median) |")
+    print("|---|---|---|---|")
+    for case in cases:
+        wall = statistics.median(f[0] for f in figures[case])
+        print(f"| {case} | {med(case, 0)} | {med(case, 1)} | {args.size / MiB / wall:.0f} |")
+    if "curl" in figures:
+        print()
+        for case in cases:
+            if case == "curl":
+                continue
+            ratios = [c[0] / o[0] for c, o in zip(figures["curl"], figures[case], strict=True)]
+            print(f"throughput {case} / curl (paired by round): median {statistics.median(ratios):.2f} "
+                  f"({min(ratios):.2f}-{max(ratios):.2f})")
+    if "stock" in figures:
+        for case in ("ours", "ours-nofsync"):
+            if case in figures:
+                ratios = [s[0] / o[0] for s, o in zip(figures["stock"], figures[case], strict=True)]
+                print(f"speed-up {case} vs stock FilesPipeline (paired): median {statistics.median(ratios):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

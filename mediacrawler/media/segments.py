@@ -1,0 +1,849 @@
+"""Large files as HTTP Range segments: streaming to disk, resumable, bounded memory.
+
+Scrapy buffers a whole response body in memory, so one 1 GiB video costs 1 GiB of RAM with the stock
+``FilesPipeline``, cannot resume, and retries from byte zero. Here a large asset is fetched as Range segments, each
+a normal Scrapy request sent through ``crawler.engine.download_async()`` (downloader middlewares, retries,
+timeouts, slots and throttling apply per segment), at most MEDIA_SEGMENT_CONCURRENCY of them in flight per file:
+
+1. **probe** — ``GET`` with ``Range: bytes=0-<MEDIA_SEGMENT_THRESHOLD - 1>`` (no ``HEAD``: signed CDN URLs are
+   often valid for ``GET`` only). A ``206`` gives the total size and validators; a file no larger than the
+   threshold is then already complete. A ``200`` means the server ignores Range: that body is the whole file,
+   kept within DOWNLOAD_MAXSIZE by Scrapy, and logged as such.
+2. **segments** — the rest in MEDIA_SEGMENT_SIZE pieces, each written with ``os.pwrite`` at its offset into a
+   spool file ``<spool dir>/<sha256 of the asset key>.part`` (never a remote name), in a worker thread. Memory
+   stays bounded by segment size × concurrency whatever the file size. Each ``206`` is checked: Content-Range
+   start, end and total must match the request, the ETag must not have changed; a ``416`` or a short segment is
+   an error, never "complete".
+3. **ledger** — ``.part.json`` beside the spool (:mod:`mediacrawler.media.ledger`) says which segments are in;
+   saved atomically after every segment (after an ``fdatasync`` of the spool when MEDIA_FSYNC is on).
+4. **resume** — a new run fetches only the missing segments with ``If-Range`` set to the recorded validator; a
+   changed remote (``200`` instead of ``206``, another ETag or total) discards the spool and starts over, at most
+   MEDIA_SEGMENT_MAX_RESTARTS times.
+5. **hash** — SHA-256 is computed in a worker thread by reading the spool back in file order as the contiguous
+   prefix grows, so hashing overlaps the transfer (on the second core) instead of following it.
+6. **expired URLs** — a ``403``/``410`` (signed video URLs expire mid-download) asks ``resolve(url)`` for a fresh
+   URL of the same asset and carries on with the segments already fetched, at most MEDIA_SEGMENT_MAX_RESOLVES
+   times.
+
+The result (:class:`SpoolResult`) is a complete, hashed spool file; :func:`publish_spool` moves it into the
+content-addressed store by rename. :class:`SegmentedDownloader` is the thin component around these functions that
+the media pipeline calls.
+
+Every loop is bounded: segment attempts (MEDIA_SEGMENT_RETRIES on top of Scrapy's own retries), restarts and
+resolves are counted, and each request has Scrapy's DOWNLOAD_TIMEOUT.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import hashlib
+import inspect
+import logging
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.http import Headers, Request, Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred, DeferredList
+
+from mediacrawler.media.ledger import Ledger, ledger_path, load_ledger, remove_spool, save_ledger
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+    from scrapy.statscollectors import StatsCollector
+
+    from mediacrawler.media.store import ContentStore, Persisted
+
+logger = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+#: MEDIA_SEGMENT_THRESHOLD: files up to this size come in one (probe) request; it is also the probe's length.
+DEFAULT_SEGMENT_THRESHOLD = 16 * MiB
+#: MEDIA_SEGMENT_SIZE: bytes per Range segment above the threshold.
+DEFAULT_SEGMENT_SIZE = 8 * MiB
+#: MEDIA_SEGMENT_CONCURRENCY: segments of one file in flight at once.
+DEFAULT_SEGMENT_CONCURRENCY = 4
+#: MEDIA_SEGMENT_RETRIES: extra attempts per segment after Scrapy's RetryMiddleware gave up (cut connections).
+DEFAULT_SEGMENT_RETRIES = 3
+#: MEDIA_SEGMENT_MAX_RESTARTS: how often a file that changed remotely is started over before giving up.
+DEFAULT_MAX_RESTARTS = 2
+#: MEDIA_SEGMENT_MAX_RESOLVES: how often an expired URL (403/410) is re-resolved for one download.
+DEFAULT_MAX_RESOLVES = 3
+#: Spool directory under FILES_STORE (same filesystem as ``objects/``, so publishing is a rename).
+SPOOL_DIR = "spool"
+
+#: request.meta key of a segment request: ``{"key", "start", "end", "probe"}`` (plain data).
+META_SEGMENT = "media_segment"
+
+# Statuses after which a segment is tried again (Scrapy's RetryMiddleware already retried them RETRY_TIMES).
+_TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 522, 524})
+# Statuses of an expired signed URL.
+_EXPIRED_STATUSES = frozenset({403, 410})
+# Read-back buffer of the hasher: large, so that the thread gives the GIL back to the reactor rarely (a GIL
+# hand-over can cost a whole switch interval while the reactor thread is busy).
+_HASH_CHUNK = 4 * MiB
+_HEAD_BYTES = 4096
+_CONTENT_RANGE_RE = re.compile(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", re.IGNORECASE)
+
+#: ``resolve(url)`` → a fresh URL for the same asset, or ``None`` when it cannot be re-resolved.
+Resolver = Callable[[str], Awaitable[str | None]]
+
+
+class SegmentError(Exception):
+    """A segmented download that cannot complete. ``reason`` is a short slug (``range-not-satisfiable``,
+    ``bad-content-range``, ``short-segment``, ``http-<status>``, ``download-error``, ``expired``,
+    ``remote-changed``, ``spool-busy``, ``size-mismatch``, ``disk-full``, ``store-error``)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class RemoteChanged(SegmentError):
+    """The remote file is not the version the spool holds (new ETag, new total, 200 instead of 206)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("remote-changed", detail)
+
+
+class _Expired(SegmentError):
+    def __init__(self, status: int) -> None:
+        super().__init__("expired", f"HTTP {status}")
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentConfig:
+    """The MEDIA_SEGMENT_* settings (and MEDIA_FSYNC), checked."""
+
+    threshold: int = DEFAULT_SEGMENT_THRESHOLD
+    segment_size: int = DEFAULT_SEGMENT_SIZE
+    concurrency: int = DEFAULT_SEGMENT_CONCURRENCY
+    retries: int = DEFAULT_SEGMENT_RETRIES
+    max_restarts: int = DEFAULT_MAX_RESTARTS
+    max_resolves: int = DEFAULT_MAX_RESOLVES
+    fsync: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "segment_size", "concurrency"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must be at least 1")
+        for name in ("retries", "max_restarts", "max_resolves"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must not be negative")
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> SegmentConfig:
+        """Read the settings; ``ValueError`` when one is out of range."""
+        return cls(
+            threshold=settings.getint("MEDIA_SEGMENT_THRESHOLD", DEFAULT_SEGMENT_THRESHOLD),
+            segment_size=settings.getint("MEDIA_SEGMENT_SIZE", DEFAULT_SEGMENT_SIZE),
+            concurrency=settings.getint("MEDIA_SEGMENT_CONCURRENCY", DEFAULT_SEGMENT_CONCURRENCY),
+            retries=settings.getint("MEDIA_SEGMENT_RETRIES", DEFAULT_SEGMENT_RETRIES),
+            max_restarts=settings.getint("MEDIA_SEGMENT_MAX_RESTARTS", DEFAULT_MAX_RESTARTS),
+            max_resolves=settings.getint("MEDIA_SEGMENT_MAX_RESOLVES", DEFAULT_MAX_RESOLVES),
+            fsync=settings.getbool("MEDIA_FSYNC", True),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SpoolResult:
+    """A complete, hashed spool file of one asset, ready for :func:`publish_spool`.
+
+    ``fetched_bytes`` counts body bytes received by this call (segments kept from an earlier run are
+    ``resumed_bytes``); ``segmented`` is False when the server ignored Range and sent the file in one response.
+    """
+
+    key: str
+    url: str
+    path: Path
+    size: int
+    sha256: str
+    head: bytes
+    content_type: str | None
+    etag: str | None
+    last_modified: str | None
+    segmented: bool
+    segments: int
+    fetched_bytes: int
+    resumed_bytes: int
+    restarts: int
+    resolves: int
+
+
+# --- pure helpers -------------------------------------------------------------------------------------------
+def parse_content_range(value: str | None) -> tuple[int, int, int | None] | None:
+    """``"bytes 0-99/1000"`` → ``(0, 99, 1000)`` (end inclusive; total ``None`` for ``*``); ``None`` when absent
+    or not a satisfied byte range (``bytes */1000`` included)."""
+    if not value:
+        return None
+    m = _CONTENT_RANGE_RE.fullmatch(value)
+    if m is None:
+        return None
+    start, end = int(m.group(1)), int(m.group(2))
+    total = None if m.group(3) == "*" else int(m.group(3))
+    if end < start or (total is not None and end >= total):
+        return None
+    return start, end, total
+
+
+def check_segment(*, status: int, content_range: str | None, etag: str | None, body_size: int,
+                  flags: list[str] | tuple[str, ...], start: int, end: int, total: int,
+                  expected_etag: str | None) -> None:
+    """Check the answer to ``Range: bytes=<start>-<end - 1>`` of a file of ``total`` bytes.
+
+    Returns when it is exactly those bytes. Raises :class:`RemoteChanged` for another version of the file (200
+    where 206 was asked for — the server answers ``If-Range`` that way —, another total, another ETag), and
+    :class:`SegmentError` for ``range-not-satisfiable`` (416), ``bad-content-range`` (start/end not as asked),
+    ``short-segment`` (fewer body bytes than the range, or a stopped/partial download) and ``http-<status>``.
+    """
+    if status == 416:
+        raise SegmentError("range-not-satisfiable", f"416 for bytes {start}-{end - 1} (Content-Range "
+                                                    f"{content_range!r})")
+    if status == 200:
+        raise RemoteChanged("200 with the full body instead of 206 (changed file, or Range ignored)")
+    if status != 206:
+        raise SegmentError(f"http-{status}")
+    parsed = parse_content_range(content_range)
+    if parsed is None:
+        raise SegmentError("bad-content-range", f"206 with Content-Range {content_range!r}")
+    got_start, got_end, got_total = parsed
+    if got_total is not None and got_total != total:
+        raise RemoteChanged(f"total size {got_total}, expected {total}")
+    if expected_etag and etag and etag != expected_etag:
+        raise RemoteChanged(f"ETag {etag}, expected {expected_etag}")
+    if (got_start, got_end + 1) != (start, end):
+        raise SegmentError("bad-content-range", f"asked for bytes {start}-{end - 1}, got {content_range!r}")
+    if body_size != end - start or "dataloss" in flags or "download_stopped" in flags:
+        raise SegmentError("short-segment", f"{body_size} of {end - start} bytes for bytes {start}-{end - 1}")
+
+
+def spool_path(*, spool_dir: str | os.PathLike[str], key: str) -> Path:
+    """The spool file of an asset: ``<spool_dir>/<sha256 of key>.part`` (no remote string in the name)."""
+    return Path(spool_dir) / (hashlib.sha256(key.encode("utf-8")).hexdigest() + ".part")
+
+
+def spool_dir_for(files_store: str | os.PathLike[str]) -> Path:
+    """``<FILES_STORE>/spool`` for a local FILES_STORE value (``file://`` URIs included)."""
+    base = str(files_store)
+    if "://" in base:
+        base = base.split("://", 1)[1]
+    return Path(base).absolute() / SPOOL_DIR
+
+
+def stop_unranged_body(headers: Headers, body_length: int, request: Request, spider: Any = None,
+                       **kwargs: Any) -> None:
+    """``headers_received`` handler: stop receiving the body of a segment request answered without
+    Content-Range (a 200 with the whole file, or an error page), so that a changed or Range-ignoring remote
+    never costs a whole file of memory. The response still arrives, empty and flagged ``download_stopped``."""
+    spec = request.meta.get(META_SEGMENT)
+    if spec and not spec.get("probe") and not headers.get(b"Content-Range"):
+        raise StopDownload(fail=False)
+
+
+def _header(response: Response, name: str) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value is not None else None
+
+
+def _write_at(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+def _hash_range(fd: int, digest: Any, start: int, end: int, buf: bytearray) -> None:
+    # (Worker thread.) preadv into one reused buffer: its size in memory whatever the file size. hashlib and
+    # preadv release the GIL, so this runs beside the reactor on the other core.
+    view = memoryview(buf)
+    pos = start
+    while pos < end:
+        n = os.preadv(fd, [view[: min(len(buf), end - pos)]], pos)
+        if n <= 0:
+            raise SegmentError("size-mismatch", f"spool ends at {pos}, expected {end} bytes")
+        digest.update(view[:n])
+        pos += n
+
+
+class _OrderedHasher:
+    """SHA-256 of the spool in file order, advanced in a worker thread as the contiguous prefix grows."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.digest = hashlib.sha256()
+        self.offset = 0
+        self.target = 0
+        self._task: Deferred[None] | None = None
+        # A flag, not "_task is None": without asyncio a coroutine may finish before deferred_from_coro returns.
+        self._running = False
+        self._buf = bytearray(_HASH_CHUNK)
+
+    def advance(self, end: int, *, start: int = -1, body: bytes | None = None) -> None:
+        """Hash up to ``end`` in the background (no-op when already there or on the way).
+
+        ``body``, the bytes of the segment just written at ``start``, is hashed from memory when it is next in
+        line (the common case), saving the read back from the spool; it is never kept beyond that.
+        """
+        self.target = max(self.target, end)
+        if not self._running and self.offset < self.target:
+            self._running = True
+            first = body if body is not None and start == self.offset else None
+            self._task = deferred_from_coro(self._run(first))
+
+    async def _run(self, first: bytes | None) -> None:
+        try:
+            if first is not None:
+                await run_in_thread(self.digest.update, first)
+                self.offset += len(first)
+                del first
+            # Bounded: each pass moves offset to a target that only grows up to the file size.
+            while self.offset < self.target:
+                end = self.target
+                await run_in_thread(_hash_range, self.fd, self.digest, self.offset, end, self._buf)
+                self.offset = end
+        finally:
+            self._running = False
+
+    async def wait(self) -> None:
+        """Wait for the background pass (and raise its error)."""
+        task, self._task = self._task, None
+        if task is not None:
+            await maybe_deferred_to_future(task)
+
+    async def finish(self, total: int) -> str:
+        """Hash up to ``total`` and return the hex digest."""
+        self.advance(total)
+        await self.wait()
+        if self.offset != total:
+            raise SegmentError("size-mismatch", f"hashed {self.offset} bytes, expected {total}")
+        return self.digest.hexdigest()
+
+
+def _save_durably(fd: int, path: Path, snapshot: Ledger, fsync: bool) -> None:
+    # (Worker thread.) The ledger may only claim segments whose bytes are on disk: data first, then the ledger.
+    if fsync:
+        os.fdatasync(fd)
+    save_ledger(path, snapshot, fsync=fsync)
+
+
+class _LedgerSaver:
+    """Saves the ledger after segments complete; saves coalesce (one in flight, the next one takes the newest
+    state), so a slow fsync never queues up behind the transfer."""
+
+    def __init__(self, fd: int, path: Path, ledger: Ledger, *, fsync: bool) -> None:
+        self.fd = fd
+        self.path = path
+        self.ledger = ledger
+        self.fsync = fsync
+        self._dirty = False
+        self._running = False
+        self._task: Deferred[None] | None = None
+
+    def request(self) -> None:
+        """Save the current state soon (in the background)."""
+        self._dirty = True
+        if not self._running:
+            self._running = True
+            self._task = deferred_from_coro(self._run())
+
+    async def _run(self) -> None:
+        try:
+            # Bounded: each pass clears _dirty; only completed segments set it again.
+            while self._dirty:
+                self._dirty = False
+                # Snapshot on the reactor thread: the thread must not iterate a set the reactor is changing.
+                snapshot = dataclasses.replace(self.ledger, done=set(self.ledger.done))
+                await run_in_thread(_save_durably, self.fd, self.path, snapshot, self.fsync)
+        finally:
+            self._running = False
+
+    async def flush(self) -> None:
+        """Wait until the newest state is saved (raises a save error)."""
+        # Bounded: the running pass picks up every request made before it ends; at most one more pass after.
+        for _ in range(2):
+            task, self._task = self._task, None
+            if task is not None:
+                await maybe_deferred_to_future(task)
+            if not self._dirty:
+                return
+            self.request()
+
+
+async def _gather(coros: list[Awaitable[None]]) -> list[BaseException]:
+    """Run coroutines concurrently until all have ended; return their exceptions (reactor-agnostic)."""
+    results = await maybe_deferred_to_future(
+        DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
+    return [value.value for ok, value in results if not ok]
+
+
+class _Download:
+    """The state of one ``fetch_segmented`` call (see the module docstring for the flow)."""
+
+    def __init__(self, *, url: str, key: str, crawler: Crawler, spool: Path, config: SegmentConfig,
+                 headers: dict[str, str] | None, meta: dict[str, Any] | None, resolve: Resolver | None) -> None:
+        self.url = url
+        self.key = key
+        self.crawler = crawler
+        self.spool = spool
+        self.ledger_file = ledger_path(spool)
+        self.config = config
+        self.headers = {**(headers or {}), "Accept-Encoding": "identity"}
+        self.meta = dict(meta or {})
+        self.resolve = resolve
+        self.stats: StatsCollector | None = crawler.stats
+        self.fd: int | None = None
+        self.fetched = 0
+        self.resumed = 0
+        self.restarts = 0
+        self.resolves = 0
+        self.content_type: str | None = None
+        self._probe_body: bytes | None = None
+
+    # --- bookkeeping ----------------------------------------------------------------------------------------
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.stats is not None:
+            self.stats.inc_value(f"media/segments/{key}", count)
+
+    def _close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # also releases the flock
+            self.fd = None
+
+    def _open_spool(self, *, create: bool) -> int:
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | (os.O_CREAT | os.O_TRUNC if create else 0)
+        fd = os.open(self.spool, flags, 0o600)
+        try:
+            # One writer per spool, across processes sharing FILES_STORE and within this one.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SegmentError("spool-busy", f"{self.spool} is being downloaded by another request") from None
+        self.fd = fd
+        return fd
+
+    def _request(self, *, start: int, end: int, probe: bool, validator: str | None) -> Request:
+        headers = {**self.headers, "Range": f"bytes={start}-{end - 1}"}
+        if validator:
+            headers["If-Range"] = validator
+        meta: dict[str, Any] = {
+            **self.meta,
+            META_SEGMENT: {"key": self.key, "start": start, "end": end, "probe": probe},
+        }
+        if not probe:
+            # A segment never holds more than its length in memory, and its size is expected: no warning.
+            meta["download_maxsize"] = end - start
+            meta["download_warnsize"] = 0
+        return Request(self.url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
+
+    async def _download(self, request: Request) -> Response:
+        assert self.crawler.engine is not None
+        self._inc("requests")
+        response = await self.crawler.engine.download_async(request)
+        self.fetched += len(response.body)
+        self._inc("response_bytes", len(response.body))
+        return response
+
+    async def _resolve(self, status: int) -> None:
+        if self.resolve is None:
+            raise SegmentError("expired", f"HTTP {status} and no way to re-resolve {self.url}")
+        if self.resolves >= self.config.max_resolves:
+            raise SegmentError("expired", f"HTTP {status} after {self.resolves} re-resolutions of {self.key}")
+        self.resolves += 1
+        self._inc("resolves")
+        new_url = await self.resolve(self.url)
+        if not new_url:
+            raise SegmentError("expired", f"HTTP {status}; {self.key} could not be re-resolved")
+        logger.info("Media URL of %s expired (HTTP %d); continuing with a re-resolved URL", self.key, status)
+        self.url = new_url
+
+    # --- the flow -------------------------------------------------------------------------------------------
+    async def run(self) -> SpoolResult:
+        self.spool.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # Bounded: every pass either returns, raises, or spends one restart or one resolve.
+            for _ in range(self.config.max_restarts + self.config.max_resolves + 2):
+                try:
+                    ledger = self._resume()
+                    if ledger is None:
+                        probed = await self._probe()
+                        if isinstance(probed, SpoolResult):
+                            return probed
+                        ledger = probed
+                    return await self._fetch_rest(ledger)
+                except RemoteChanged as exc:
+                    self._close()
+                    remove_spool(self.spool)
+                    if self.restarts >= self.config.max_restarts:
+                        raise SegmentError("remote-changed",
+                                           f"{exc.detail}; gave up after {self.restarts} restarts") from None
+                    self.restarts += 1
+                    self._inc("restarts")
+                    logger.warning("Remote file of %s changed (%s): starting over", self.key, exc.detail)
+            raise SegmentError("download-error", f"{self.key}: too many restarts and re-resolutions")
+        except OSError as exc:
+            reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
+            raise SegmentError(reason, f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            self._close()
+
+    def _resume(self) -> Ledger | None:
+        """The ledger of a spool this run can continue, with the spool open; else ``None`` (spool removed)."""
+        ledger = load_ledger(self.ledger_file, key=self.key)
+        if ledger is None:
+            remove_spool(self.spool)
+            return None
+        try:
+            size = os.stat(self.spool).st_size
+        except FileNotFoundError:
+            size = -1
+        if size != ledger.total or ledger.if_range is None or ledger.segment_size < 1:
+            # Without a validator a resumed spool could mix two versions of the file: start over.
+            logger.info("Download spool of %s cannot be resumed (size %d of %d, validator %r): starting over",
+                        self.key, size, ledger.total, ledger.if_range)
+            remove_spool(self.spool)
+            return None
+        self._open_spool(create=False)
+        self.resumed = ledger.done_bytes()
+        self._inc("resumed_bytes", self.resumed)
+        logger.info("Resuming %s: %d of %d bytes already in %s", self.key, self.resumed, ledger.total, self.spool)
+        return ledger
+
+    async def _probe(self) -> Ledger | SpoolResult:
+        """First ranged GET: the file when it is small (or when Range is ignored), else a new ledger."""
+        first = self.config.threshold
+        # Bounded by max_resolves: each expired answer spends one.
+        for _ in range(self.config.max_resolves + 1):
+            response = await self._download_checked(self._request(start=0, end=first, probe=True, validator=None))
+            if response.status in _EXPIRED_STATUSES:
+                await self._resolve(response.status)
+                continue
+            break
+        else:  # pragma: no cover - _resolve raises before the loop runs out
+            raise SegmentError("expired", self.url)
+        self.content_type = _header(response, "Content-Type")
+        if response.status == 200:
+            return await self._single(response)
+        if response.status == 416:
+            raise SegmentError("range-not-satisfiable", f"416 for the first bytes of {self.url} (empty file?)")
+        if response.status != 206:
+            raise SegmentError(f"http-{response.status}", self.url)
+        parsed = parse_content_range(_header(response, "Content-Range"))
+        if parsed is None or parsed[2] is None:
+            raise SegmentError("bad-content-range",
+                               f"206 with Content-Range {_header(response, 'Content-Range')!r}")
+        total = parsed[2]
+        check_segment(status=206, content_range=_header(response, "Content-Range"), etag=None,
+                      body_size=len(response.body), flags=response.flags, start=0, end=min(first, total),
+                      total=total, expected_etag=None)
+        ledger = Ledger(key=self.key, url=self.url, total=total, first=first,
+                        segment_size=self.config.segment_size, etag=_header(response, "ETag"),
+                        last_modified=_header(response, "Last-Modified"))
+        fd = self._open_spool(create=True)
+        os.ftruncate(fd, total)  # sparse: segments land at their offsets in any order
+        await run_in_thread(_write_at, fd, response.body, 0)
+        ledger.done.add(0)
+        self._probe_body = response.body  # hashed from memory by _fetch_rest, then dropped
+        if len(ledger.segments()) > 1:
+            logger.info("Downloading %s (%d bytes) as %d Range segments of %d bytes into %s", self.key, total,
+                        len(ledger.segments()) - 1, ledger.segment_size, self.spool)
+        return ledger
+
+    async def _download_checked(self, request: Request) -> Response:
+        """Download with MEDIA_SEGMENT_RETRIES extra attempts for transport errors and transient statuses."""
+        # Bounded: retries + 1 attempts.
+        for attempt in range(self.config.retries + 1):
+            last = attempt == self.config.retries
+            try:
+                response = await self._download(request)
+            except IgnoreRequest as exc:
+                raise SegmentError("download-error", f"{type(exc).__name__}: {exc}") from exc
+            except Exception as exc:  # transport errors, timeouts, data loss, after Scrapy's own retries
+                if last:
+                    raise SegmentError("download-error", f"{type(exc).__name__}: {exc}") from exc
+                self._inc("retries")
+                logger.debug("Retrying %s (%s: %s)", request, type(exc).__name__, exc)
+                continue
+            if response.status in _TRANSIENT_STATUSES and not last:
+                self._inc("retries")
+                continue
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _single(self, response: Response) -> SpoolResult:
+        """The server ignored Range: the 200 body is the whole file (Scrapy kept it within DOWNLOAD_MAXSIZE)."""
+        body = response.body
+        length = _header(response, "Content-Length")
+        if length is not None and length.strip().isdigit() and int(length) != len(body):
+            raise SegmentError("short-segment", f"{len(body)} bytes, Content-Length says {length}")
+        if "dataloss" in response.flags or "download_stopped" in response.flags:
+            raise SegmentError("short-segment", f"incomplete 200 body of {self.url}")
+        logger.info("Server ignores Range for %s: downloaded %d bytes in one response (no resume possible; "
+                    "limit DOWNLOAD_MAXSIZE)", self.url, len(body))
+        self._inc("ranges_ignored")
+        fd = self._open_spool(create=True)
+        digest = await run_in_thread(_write_and_hash, fd, body, self.config.fsync)
+        self._close()
+        return SpoolResult(key=self.key, url=self.url, path=self.spool, size=len(body), sha256=digest,
+                           head=body[:_HEAD_BYTES], content_type=self.content_type,
+                           etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"),
+                           segmented=False, segments=1, fetched_bytes=self.fetched, resumed_bytes=0,
+                           restarts=self.restarts, resolves=self.resolves)
+
+    async def _fetch_rest(self, ledger: Ledger) -> SpoolResult:
+        fd = self.fd
+        assert fd is not None
+        segments = ledger.segments()
+        hasher = _OrderedHasher(fd)
+        body, self._probe_body = self._probe_body, None
+        hasher.advance(ledger.contiguous_end(), start=0, body=body)
+        del body
+        saver = _LedgerSaver(fd, self.ledger_file, ledger, fsync=self.config.fsync)
+        if ledger.missing():
+            saver.request()  # a new spool gets its ledger before the first segment request goes out
+        try:
+            # Bounded: each round ends complete, or raises, or spends one resolve (then raises past the cap).
+            for _ in range(self.config.max_resolves + 1):
+                pending = ledger.missing()
+                if not pending:
+                    break
+                # A resumed spool's validator is checked with one request before fanning out, so that a changed
+                # file costs one stopped response, not one per worker.
+                expired = await self._round(ledger, segments, pending, hasher, saver,
+                                            solo_first=bool(self.resumed) and not self.restarts)
+                if expired is None:
+                    continue
+                await self._resolve(expired)
+                ledger.url = self.url
+            if ledger.missing():
+                raise SegmentError("expired", f"{self.key}: segments still missing after re-resolving")
+            await saver.flush()
+            digest = await hasher.finish(ledger.total)
+        finally:
+            # Never leave a thread writing to a spool that the caller may delete.
+            await _quietly(hasher.wait())
+            await _quietly(saver.flush())
+        size = os.fstat(fd).st_size
+        if size != ledger.total:
+            raise SegmentError("size-mismatch", f"spool has {size} bytes, expected {ledger.total}")
+        head = os.pread(fd, _HEAD_BYTES, 0)
+        self._inc("completed")
+        return SpoolResult(key=self.key, url=self.url, path=self.spool, size=ledger.total, sha256=digest,
+                           head=head, content_type=self.content_type, etag=ledger.etag,
+                           last_modified=ledger.last_modified,
+                           segmented=len(segments) > 1, segments=len(segments), fetched_bytes=self.fetched,
+                           resumed_bytes=self.resumed, restarts=self.restarts, resolves=self.resolves)
+
+    async def _round(self, ledger: Ledger, segments: list[tuple[int, int]], pending: list[int],
+                     hasher: _OrderedHasher, saver: _LedgerSaver, *, solo_first: bool = False) -> int | None:
+        """Fetch ``pending`` segments with MEDIA_SEGMENT_CONCURRENCY workers (the first one alone with
+        ``solo_first``). Returns the status of an expired URL (the round stopped early), ``None`` when every
+        pending segment is in; raises the first hard error."""
+        if solo_first and len(pending) > 1:
+            expired = await self._round(ledger, segments, pending[:1], hasher, saver)
+            if expired is not None:
+                return expired
+            pending = pending[1:]
+        queue = list(reversed(pending))
+        stop: list[BaseException] = []
+
+        async def worker() -> None:
+            # Bounded by the queue: every pass pops one segment.
+            while queue and not stop:
+                index = queue.pop()
+                start, end = segments[index]
+                try:
+                    body = await self._segment(ledger, index, start, end)
+                except BaseException as exc:
+                    stop.append(exc)
+                    return
+                ledger.done.add(index)
+                saver.request()
+                hasher.advance(ledger.contiguous_end(), start=start, body=body)
+                del body  # bounded memory: no segment body outlives its turn
+
+        errors = await _gather([worker() for _ in range(min(self.config.concurrency, len(pending)))])
+        errors = stop + [e for e in errors if e not in stop]
+        if not errors:
+            return None
+        # A hard error wins over a changed file, which wins over an expired URL.
+        for kind in (lambda e: not isinstance(e, SegmentError), lambda e: type(e) is SegmentError,
+                     lambda e: isinstance(e, RemoteChanged)):
+            for exc in errors:
+                if kind(exc):
+                    raise exc
+        first = errors[0]
+        assert isinstance(first, _Expired)
+        return first.status
+
+    async def _segment(self, ledger: Ledger, index: int, start: int, end: int) -> bytes:
+        """Fetch one segment, check it, write it at its offset, and return its bytes (for the hasher)."""
+        # Bounded: retries + 1 attempts for a short or cut segment (transport errors are counted inside).
+        for attempt in range(self.config.retries + 1):
+            request = self._request(start=start, end=end, probe=False, validator=ledger.if_range)
+            response = await self._download_checked(request)
+            if response.status in _EXPIRED_STATUSES:
+                raise _Expired(response.status)
+            try:
+                check_segment(status=response.status, content_range=_header(response, "Content-Range"),
+                              etag=_header(response, "ETag"), body_size=len(response.body), flags=response.flags,
+                              start=start, end=end, total=ledger.total, expected_etag=ledger.etag)
+            except SegmentError as exc:
+                if exc.reason != "short-segment" or attempt == self.config.retries:
+                    raise
+                self._inc("retries")
+                continue
+            assert self.fd is not None
+            body = response.body
+            del response
+            await run_in_thread(_write_at, self.fd, body, start)
+            self._inc("written_bytes", end - start)
+            return body
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _write_and_hash(fd: int, body: bytes, fsync: bool) -> str:
+    _write_at(fd, body, 0)
+    os.ftruncate(fd, len(body))
+    if fsync:
+        os.fdatasync(fd)
+    return hashlib.sha256(body).hexdigest()
+
+
+async def _quietly(awaitable: Awaitable[None]) -> None:
+    try:
+        await awaitable
+    except Exception:  # already reported through the main path
+        pass
+
+
+async def fetch_segmented(url: str, *, key: str, crawler: Crawler, spool_dir: str | os.PathLike[str],
+                          config: SegmentConfig | None = None, headers: dict[str, str] | None = None,
+                          meta: dict[str, Any] | None = None, resolve: Resolver | None = None) -> SpoolResult:
+    """Download ``url`` into the spool of asset ``key`` under ``spool_dir`` (see the module docstring).
+
+    Each request goes through ``crawler.engine.download_async()``; ``headers`` (e.g. Referer) and ``meta`` are
+    added to every one of them. ``resolve(url)`` is asked for a fresh URL when the current one answers 403/410.
+    Resumes from an earlier spool of ``key`` when its ledger allows. Raises :class:`SegmentError`; the spool and
+    its ledger are then kept for a later run (except after ``remote-changed``). On success the spool is complete
+    and hashed; publish it with :func:`publish_spool` or drop it with :func:`remove_spool`.
+    """
+    crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
+    download = _Download(url=url, key=key, crawler=crawler, spool=spool_path(spool_dir=spool_dir, key=key),
+                         config=config or SegmentConfig.from_settings(crawler.settings), headers=headers,
+                         meta=meta, resolve=resolve)
+    started = time.monotonic()
+    try:
+        result = await download.run()
+    except SegmentError as exc:
+        if crawler.stats is not None:
+            crawler.stats.inc_value(f"media/segments/failed/{exc.reason}")
+        raise
+    logger.debug("Spooled %s: %d bytes (%d fetched, %d resumed) in %.2fs, sha256 %s", key, result.size,
+                 result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
+    return result
+
+
+def publish_spool(result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
+    """(Blocking: call in a worker thread.) Move a complete spool into the content-addressed store by rename and
+    delete its ledger. The SHA-256 already computed is handed to the store when its ``publish_file`` accepts a
+    ``sha256`` argument (no second pass over the file); a store that hashes again must get the same digest."""
+    kwargs: dict[str, Any] = {"ext": ext}
+    if "sha256" in inspect.signature(store.publish_file).parameters:
+        kwargs["sha256"] = result.sha256
+    persisted = store.publish_file(result.path, **kwargs)
+    remove_spool(result.path)
+    if persisted.sha256 != result.sha256 or persisted.size != result.size:
+        raise SegmentError("size-mismatch", f"store saw {persisted.size} bytes / {persisted.sha256}, "
+                                            f"the download {result.size} / {result.sha256}")
+    return persisted
+
+
+def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float = 7 * 24 * 3600) -> int:
+    """Delete spools (and ledgers) untouched for ``older_than`` seconds, e.g. of assets no longer crawled;
+    return how many spools went. Spools in use are locked and skipped."""
+    cutoff = time.time() - older_than
+    removed = 0
+    for spool in Path(spool_dir).glob("*.part"):
+        try:
+            fd = os.open(spool, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            newest = max(os.fstat(fd).st_mtime, _mtime(ledger_path(spool)))
+            if newest < cutoff:
+                remove_spool(spool)
+                removed += 1
+        except BlockingIOError:
+            pass
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
+class SegmentedDownloader:
+    """The large-file path of the media pipeline: :func:`fetch_segmented` with the MEDIA_SEGMENT_* settings,
+    spooling under ``<FILES_STORE>/spool``.
+
+    Settings: MEDIA_SEGMENT_THRESHOLD (bytes; larger files are segmented, default 16 MiB), MEDIA_SEGMENT_SIZE
+    (default 8 MiB), MEDIA_SEGMENT_CONCURRENCY (segments of one file in flight, default 4), MEDIA_SEGMENT_RETRIES,
+    MEDIA_SEGMENT_MAX_RESTARTS, MEDIA_SEGMENT_MAX_RESOLVES, MEDIA_FSYNC. Peak memory per file is about
+    max(threshold, segment size × concurrency).
+
+    Expired URLs are re-resolved with the ``resolve`` argument of :meth:`download` or, without one, with the
+    spider's ``async def refresh_media_url(self, *, key: str, url: str) -> str | None`` when it has one.
+    """
+
+    def __init__(self, crawler: Crawler, *, spool_dir: str | os.PathLike[str] | None = None) -> None:
+        self.crawler = crawler
+        try:
+            self.config = SegmentConfig.from_settings(crawler.settings)
+        except ValueError as exc:
+            raise NotConfigured(str(exc)) from None
+        self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(crawler.settings.get("FILES_STORE")
+                                                                          or "files")
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SegmentedDownloader:
+        return cls(crawler)
+
+    async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None,
+                       meta: dict[str, Any] | None = None, resolve: Resolver | None = None) -> SpoolResult:
+        """Spool asset ``key`` from ``url`` (see :func:`fetch_segmented`)."""
+        if resolve is None:
+            refresh = getattr(self.crawler.spider, "refresh_media_url", None)
+            if refresh is not None:
+                async def resolve(old: str) -> str | None:
+                    return await refresh(key=key, url=old)
+        return await fetch_segmented(url, key=key, crawler=self.crawler, spool_dir=self.spool_dir,
+                                     config=self.config, headers=headers, meta=meta, resolve=resolve)
+
+    async def publish(self, result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
+        """Move a spool into ``store`` (:func:`publish_spool`, in a worker thread)."""
+        return await run_in_thread(publish_spool, result, store=store, ext=ext)
+
+    async def discard(self, result: SpoolResult) -> None:
+        """Drop a spool that will not be published (e.g. rejected content)."""
+        await run_in_thread(remove_spool, result.path)

@@ -1,0 +1,449 @@
+"""Segmented Range downloads (mediacrawler.media.segments, .ledger): pure checks, then real downloads.
+
+The download tests run a real Scrapy engine (asyncio reactor) in a subprocess — this module run as a script, see
+:func:`_main` — against the sandbox subprocess on 127.0.0.1: every segment is a real HTTP request through the
+downloader middlewares, and every check is on real files (spool, ledger, store objects) and on the sandbox's own
+request log. Blobs are a few MiB with small segments, so each run takes about a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy import Spider
+
+from mediacrawler.media.ledger import (
+    Ledger,
+    LedgerError,
+    ledger_path,
+    load_ledger,
+    plan_segments,
+    save_ledger,
+)
+from mediacrawler.media.segments import (
+    RemoteChanged,
+    SegmentConfig,
+    SegmentError,
+    check_segment,
+    parse_content_range,
+    spool_dir_for,
+    spool_path,
+    stop_unranged_body,
+)
+from mediacrawler.sandbox.media import blob_read, blob_sha256
+from mediacrawler.sandbox.process import SandboxProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+KiB = 1024
+MiB = 1024 * KiB
+
+
+# --- pure parts ---------------------------------------------------------------------------------------------
+def test_plan_segments_layout() -> None:
+    assert plan_segments(total=0, first=4, segment_size=3) == []
+    assert plan_segments(total=3, first=4, segment_size=3) == [(0, 3)]
+    assert plan_segments(total=4, first=4, segment_size=3) == [(0, 4)]
+    assert plan_segments(total=11, first=4, segment_size=3) == [(0, 4), (4, 7), (7, 10), (10, 11)]
+    with pytest.raises(ValueError):
+        plan_segments(total=10, first=0, segment_size=3)
+
+
+def test_parse_content_range() -> None:
+    assert parse_content_range("bytes 0-99/1000") == (0, 99, 1000)
+    assert parse_content_range("bytes 5-9/*") == (5, 9, None)
+    assert parse_content_range("bytes */1000") is None
+    assert parse_content_range("bytes 9-5/1000") is None
+    assert parse_content_range("bytes 0-1000/1000") is None
+    assert parse_content_range(None) is None
+
+
+def _check(**overrides: Any) -> None:
+    args: dict[str, Any] = {"status": 206, "content_range": "bytes 100-199/1000", "etag": '"a"', "body_size": 100,
+                            "flags": [], "start": 100, "end": 200, "total": 1000, "expected_etag": '"a"'}
+    args.update(overrides)
+    check_segment(**args)
+
+
+def test_check_segment_accepts_exactly_the_asked_range() -> None:
+    _check()
+    _check(etag=None)  # no ETag on the answer: the If-Range header is what protects the spool
+
+
+@pytest.mark.parametrize(("overrides", "reason"), [
+    ({"status": 416, "content_range": "bytes */1000", "body_size": 0}, "range-not-satisfiable"),
+    ({"status": 200, "content_range": None, "body_size": 0}, "remote-changed"),
+    ({"content_range": "bytes 100-199/2000"}, "remote-changed"),
+    ({"etag": '"b"'}, "remote-changed"),
+    ({"content_range": "bytes 100-149/1000", "body_size": 50}, "bad-content-range"),
+    ({"content_range": "bytes 0-99/1000"}, "bad-content-range"),
+    ({"content_range": None}, "bad-content-range"),
+    ({"body_size": 60}, "short-segment"),
+    ({"flags": ["dataloss"]}, "short-segment"),
+    ({"status": 404, "content_range": None}, "http-404"),
+])
+def test_check_segment_rejects(overrides: dict[str, Any], reason: str) -> None:
+    with pytest.raises(SegmentError) as info:
+        _check(**overrides)
+    assert info.value.reason == reason
+    assert isinstance(info.value, RemoteChanged) == (reason == "remote-changed")
+
+
+def test_stop_unranged_body_only_for_segments_without_content_range() -> None:
+    from scrapy import Request
+    from scrapy.exceptions import StopDownload
+    from scrapy.http import Headers
+
+    segment = Request("http://x/a", meta={"media_segment": {"probe": False}})
+    probe = Request("http://x/a", meta={"media_segment": {"probe": True}})
+    with pytest.raises(StopDownload):
+        stop_unranged_body(Headers({"Content-Length": "9"}), 9, segment)
+    stop_unranged_body(Headers({"Content-Range": "bytes 0-8/9"}), 9, segment)
+    stop_unranged_body(Headers({"Content-Length": "9"}), 9, probe)
+    stop_unranged_body(Headers({}), 9, Request("http://x/other"))
+
+
+def test_spool_named_by_key_hash_not_remote_name(tmp_path: Path) -> None:
+    path = spool_path(spool_dir=tmp_path, key="weibo/video/../../etc/passwd")
+    assert path.parent == tmp_path and path.suffix == ".part" and len(path.stem) == 64
+    assert ledger_path(path).name == path.name + ".json"
+    assert spool_dir_for("file:///data/files") == Path("/data/files/spool")
+
+
+def test_segment_config_validates() -> None:
+    with pytest.raises(ValueError):
+        SegmentConfig(segment_size=0)
+    with pytest.raises(ValueError):
+        SegmentConfig(retries=-1)
+
+
+def test_ledger_round_trip_and_atomic_save(tmp_path: Path) -> None:
+    path = tmp_path / "x.part.json"
+    ledger = Ledger(key="k", url="http://x/a", total=11, first=4, segment_size=3, etag='"e"',
+                    last_modified="Sun, 01 Nov 2026 00:00:00 GMT", done={0, 2})
+    save_ledger(path, ledger)
+    loaded = load_ledger(path, key="k")
+    assert loaded is not None and loaded.done == {0, 2} and loaded.missing() == [1, 3]
+    assert loaded.done_bytes() == 7 and loaded.contiguous_end() == 4 and loaded.if_range == '"e"'
+    assert [p.name for p in tmp_path.iterdir()] == ["x.part.json"]  # no temp file left behind
+    assert load_ledger(path, key="other") is None
+    weak = Ledger(key="k", url="u", total=1, first=1, segment_size=1, etag='W/"e"', last_modified="LM")
+    assert weak.if_range == "LM"  # weak ETags are not allowed in If-Range
+
+
+@pytest.mark.parametrize("content", [b"{", b"[]", b'{"version": 99}',
+                                     b'{"version":1,"key":"k","url":"u","total":5,"first":2,"segment_size":2,'
+                                     b'"etag":null,"last_modified":null,"done":[7]}'])
+def test_untrustworthy_ledger_is_ignored(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "x.part.json"
+    path.write_bytes(content)
+    assert load_ledger(path, key="k") is None
+    with pytest.raises((LedgerError, ValueError)):
+        Ledger.from_json(json.loads(content) if content != b"{" else None)
+
+
+# --- the driver: a real crawl running one segmented download -------------------------------------------------
+class SegmentSpider(Spider):
+    """Downloads one asset with :class:`SegmentedDownloader` from ``start()``, publishes it into the store, and
+    writes what happened to ``out`` (JSON)."""
+
+    name = "segments_driver"
+
+    def __init__(self, *args: Any, url: str = "", key: str = "", out: str = "", publish: str = "1",
+                 resolvable: str = "0", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.url, self.key, self.out = url, key, out
+        self.publish, self.resolvable = publish == "1", resolvable == "1"
+        self.resolved: list[str] = []
+
+    async def refresh_media_url(self, *, key: str, url: str) -> str | None:
+        """Like a spider re-reading the post: the same asset under a freshly signed URL."""
+        if not self.resolvable:
+            return None
+        fresh = f"{url.split('&sig=')[0]}&sig={len(self.resolved) + 1}"
+        self.resolved.append(fresh)
+        return fresh
+
+    async def start(self) -> AsyncIterator[Any]:
+        from mediacrawler.media.segments import SegmentedDownloader
+        from mediacrawler.media.store import ContentAddressedStore
+
+        settings = self.crawler.settings
+        downloader = SegmentedDownloader(self.crawler)
+        out: dict[str, Any] = {"ok": False}
+        try:
+            result = await downloader.download(self.url, key=self.key, headers={"Referer": "http://sandbox/"})
+            out["result"] = {k: getattr(result, k) for k in ("size", "sha256", "segmented", "segments",
+                                                             "fetched_bytes", "resumed_bytes", "restarts",
+                                                             "resolves", "url")}
+            if self.publish:
+                store = ContentAddressedStore(settings.get("FILES_STORE"), fsync=settings.getbool("MEDIA_FSYNC"))
+                persisted = await downloader.publish(result, store=store)
+                out["persisted"] = {"relpath": persisted.relpath, "sha256": persisted.sha256,
+                                    "size": persisted.size}
+            out["ok"] = True
+        except SegmentError as exc:
+            out.update(reason=exc.reason, detail=str(exc))
+        assert self.crawler.stats is not None
+        out["stats"] = {k: v for k, v in self.crawler.stats.get_stats().items()
+                        if k.startswith(("media/", "retry/", "downloader/response_status_count"))}
+        out["resolved"] = self.resolved
+        tmp = self.out + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(out, f)
+        os.replace(tmp, self.out)
+        return
+        yield  # an async generator that yields nothing: the work is the download above
+
+
+def _main() -> None:
+    from scrapy.crawler import CrawlerProcess
+
+    sys.path.insert(0, str(ROOT))
+    from tests.utils import project_settings_dict
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--publish", default="1")
+    parser.add_argument("--resolvable", default="0")
+    parser.add_argument("-s", dest="settings", action="append", default=[], help="NAME=VALUE")
+    args = parser.parse_args()
+    settings = project_settings_dict(
+        DOWNLOAD_DELAY=0, AUTOTHROTTLE_ENABLED=False, RANDOMIZE_DOWNLOAD_DELAY=False, LOG_LEVEL="INFO",
+        CONCURRENT_REQUESTS_PER_DOMAIN=16, ITEM_PIPELINES={}, TELNETCONSOLE_ENABLED=False)
+    settings.pop("ADDONS", None)
+    for pair in args.settings:
+        name, _, value = pair.partition("=")
+        settings[name] = value
+    process = CrawlerProcess(settings, install_root_handler=True)
+    process.crawl(SegmentSpider, url=args.url, key=args.key, out=args.out, publish=args.publish,
+                  resolvable=args.resolvable)
+    process.start()
+
+
+def driver_command(*, url: str, key: str, out: Path, store: Path, settings: dict[str, Any] | None = None,
+                   publish: bool = True, resolvable: bool = False) -> list[str]:
+    """The command line of one driver run (also used by test_segments_kill_resume)."""
+    command = [sys.executable, "-m", "tests.test_media_segments", "--url", url, "--key", key, "--out", str(out),
+               "--publish", "1" if publish else "0", "--resolvable", "1" if resolvable else "0",
+               "-s", f"FILES_STORE={store}"]
+    for name, value in (settings or {}).items():
+        command += ["-s", f"{name}={value}"]
+    return command
+
+
+SMALL = {"MEDIA_SEGMENT_THRESHOLD": 256 * KiB, "MEDIA_SEGMENT_SIZE": 256 * KiB, "MEDIA_SEGMENT_CONCURRENCY": 3}
+
+
+def run_driver(tmp_path: Path, *, url: str, key: str = "test/video/1", settings: dict[str, Any] | None = None,
+               publish: bool = True, resolvable: bool = False, timeout: float = 60) -> dict[str, Any]:
+    out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}.json"
+    command = driver_command(url=url, key=key, out=out, store=tmp_path / "store",
+                             settings={**SMALL, **(settings or {})}, publish=publish, resolvable=resolvable)
+    proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert out.exists(), f"driver wrote nothing (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
+    result: dict[str, Any] = json.loads(out.read_text())
+    result["log"] = proc.stderr
+    return result
+
+
+def blob_url(sandbox: SandboxProcess, name: str, size: int) -> str:
+    return f"{sandbox.url}/media/blob/{name}?size={size}"
+
+
+def stored_file(tmp_path: Path, outcome: dict[str, Any]) -> Path:
+    return tmp_path / "store" / outcome["persisted"]["relpath"]
+
+
+def spool_files(tmp_path: Path) -> list[str]:
+    spool = tmp_path / "store" / "spool"
+    return sorted(p.name for p in spool.iterdir()) if spool.exists() else []
+
+
+def media_log(sandbox: SandboxProcess, name: str) -> list[dict[str, Any]]:
+    return [e for e in sandbox.requests() if e["path"] == f"/media/blob/{name}" and e["method"] == "GET"]
+
+
+def sha256_file(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(MiB):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --- real downloads against the sandbox ----------------------------------------------------------------------
+@pytest.mark.slow
+def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size = 3 * MiB + 12345
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "clean", size))
+    assert outcome["ok"], outcome
+    expected = blob_sha256("clean", size)
+    assert outcome["result"]["sha256"] == expected and outcome["persisted"]["sha256"] == expected
+    assert sha256_file(stored_file(tmp_path, outcome)) == expected
+    assert outcome["result"]["segments"] == 13 and outcome["result"]["segmented"]
+    assert spool_files(tmp_path) == []  # no .part, no ledger after success
+    log = media_log(fresh_sandbox, "clean")
+    assert {e["status"] for e in log} == {206}
+    assert sum(e["bytes"] for e in log) == size  # every byte exactly once
+    assert log[0]["range"] == "bytes=0-262143" and log[0]["if_range"] is None
+    assert len({e["if_range"] for e in log[1:]}) == 1 and log[1]["if_range"].startswith('"')
+    assert outcome["stats"]["media/segments/completed"] == 1
+
+
+@pytest.mark.slow
+def test_cut_connections_on_a_share_of_segments(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size = 4 * MiB
+    fresh_sandbox.set_faults(media_cut_rate=0.3)
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "cuts", size), settings={"RETRY_TIMES": 1})
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256("cuts", size)
+    log = media_log(fresh_sandbox, "cuts")
+    assert any(e["aborted"] for e in log), "the sandbox cut no connection: the test tested nothing"
+    assert fresh_sandbox.stats()["cuts"] >= 2
+    assert spool_files(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_every_segment_cut_is_an_error_not_a_file(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size = 1 * MiB
+    fresh_sandbox.set_faults(media_cut_rate=1.0)
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "allcut", size),
+                         settings={"RETRY_TIMES": 0, "MEDIA_SEGMENT_RETRIES": 1})
+    assert not outcome["ok"] and outcome["reason"] == "download-error", outcome
+    assert not (tmp_path / "store" / "objects").exists() or not any((tmp_path / "store" / "objects").rglob("*.*"))
+
+
+@pytest.mark.slow
+def test_failed_run_resumes_with_only_the_missing_bytes(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size, name = 4 * MiB, "resume"
+    url = blob_url(fresh_sandbox, name, size)
+    # Run 1: a connection is cut part-way (the sandbox's cut stream with seed 1 spares the first five requests)
+    # and nothing retries it; the segments already in stay in the ledger.
+    fresh_sandbox.set_faults(media_cut_rate=0.1)
+    first = run_driver(tmp_path, url=url, settings={"MEDIA_SEGMENT_CONCURRENCY": 1, "RETRY_TIMES": 0,
+                                                    "MEDIA_SEGMENT_RETRIES": 0})
+    assert not first["ok"] and first["reason"] == "download-error", first
+    spool = spool_path(spool_dir=tmp_path / "store" / "spool", key="test/video/1")
+    ledger = load_ledger(ledger_path(spool), key="test/video/1")
+    assert ledger is not None and 0 < len(ledger.done) < len(ledger.segments())
+    # Run 2: only what is missing crosses the wire, each request validated with If-Range.
+    fresh_sandbox.reset()
+    second = run_driver(tmp_path, url=url)
+    assert second["ok"], second["log"][-3000:]
+    assert sha256_file(stored_file(tmp_path, second)) == blob_sha256(name, size)
+    log = media_log(fresh_sandbox, name)
+    assert sum(e["bytes"] for e in log) == size - ledger.done_bytes()
+    assert all(e["if_range"] == ledger.etag for e in log) and {e["status"] for e in log} == {206}
+    assert second["result"]["resumed_bytes"] == ledger.done_bytes()
+    assert spool_files(tmp_path) == []
+
+
+def _half_spool(tmp_path: Path, *, name: str, size: int, etag: str, generation: int = 0,
+                total: int | None = None) -> Ledger:
+    """A spool + ledger as a crashed run leaves them: the first half of the segments in place."""
+    spool = spool_path(spool_dir=tmp_path / "store" / "spool", key="test/video/1")
+    spool.parent.mkdir(parents=True, exist_ok=True)
+    total = size if total is None else total
+    ledger = Ledger(key="test/video/1", url="http://old/", total=total, first=256 * KiB,
+                    segment_size=256 * KiB, etag=etag)
+    with open(spool, "wb") as f:
+        f.truncate(total)
+        for index, (start, end) in enumerate(ledger.segments()):
+            if end <= size and index < len(ledger.segments()) // 2:
+                f.seek(start)
+                f.write(blob_read(name, start, end - start, generation))
+                ledger.done.add(index)
+    save_ledger(ledger_path(spool), ledger)
+    return ledger
+
+
+def _etag(sandbox: SandboxProcess, url: str) -> str:
+    import urllib.request
+
+    with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10) as response:
+        return str(response.headers["ETag"])
+
+
+@pytest.mark.slow
+def test_changed_etag_restarts_cleanly(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size, name = 2 * MiB, "flip"
+    url = blob_url(fresh_sandbox, name, size)
+    _half_spool(tmp_path, name=name, size=size, etag=_etag(fresh_sandbox, url))
+    fresh_sandbox.set_faults(media_etag_generation=1)  # "the file changed" between the runs
+    outcome = run_driver(tmp_path, url=url)
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert outcome["result"]["restarts"] == 1
+    assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256(name, size, generation=1)
+    log = media_log(fresh_sandbox, name)
+    # One request with the stale If-Range got a 200 (its body stopped at the headers, see stop_unranged_body),
+    # then a clean restart.
+    assert log[0]["status"] == 200 and log[0]["if_range"] is not None
+    assert [e["status"] for e in log[1:]] == [206] * 8
+    assert sum(e["bytes"] for e in log[1:]) == size
+    assert spool_files(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_server_ignoring_range_is_one_download(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size, name = 1 * MiB + 7, "norange"
+    fresh_sandbox.set_faults(media_ignore_range=True)
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, name, size))
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert outcome["result"]["segmented"] is False
+    assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256(name, size)
+    assert "Server ignores Range" in outcome["log"]
+    assert outcome["stats"]["media/segments/ranges_ignored"] == 1
+    assert len(media_log(fresh_sandbox, name)) == 1
+
+
+@pytest.mark.slow
+def test_416_is_an_error_not_complete(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size, name = 1 * MiB, "short"
+    url = blob_url(fresh_sandbox, name, size)
+    # A ledger that believes the file is longer than it is (same validator): the tail segments get 416.
+    _half_spool(tmp_path, name=name, size=size, etag=_etag(fresh_sandbox, url), total=2 * size)
+    outcome = run_driver(tmp_path, url=url)
+    assert not outcome["ok"] and outcome["reason"] == "range-not-satisfiable", outcome
+    assert not (tmp_path / "store" / "objects").exists() or not any((tmp_path / "store" / "objects").rglob("*.*"))
+
+
+@pytest.mark.slow
+def test_expired_url_is_re_resolved_keeping_segments(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    size, name = 3 * MiB, "signed"
+    fresh_sandbox.set_faults(media_errors=[{"status": 403, "path": f"/media/blob/{name}", "rate": 0.2}])
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, name, size) + "&sig=0", resolvable=True,
+                         settings={"MEDIA_SEGMENT_MAX_RESOLVES": 10})
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert outcome["result"]["resolves"] >= 1 and outcome["resolved"]
+    assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256(name, size)
+    log = media_log(fresh_sandbox, name)
+    assert sum(e["bytes"] for e in log if e["status"] == 206) == size  # nothing fetched twice
+    assert any(e["query"].endswith("&sig=1") for e in log)
+
+
+@pytest.mark.slow
+def test_expired_url_without_resolver_fails_and_keeps_the_spool(fresh_sandbox: SandboxProcess,
+                                                                 tmp_path: Path) -> None:
+    size, name = 2 * MiB, "expired"
+    url = blob_url(fresh_sandbox, name, size)
+    _half_spool(tmp_path, name=name, size=size, etag=_etag(fresh_sandbox, url))
+    fresh_sandbox.set_faults(media_errors=[{"status": 410, "path": f"/media/blob/{name}"}])
+    outcome = run_driver(tmp_path, url=url)
+    assert not outcome["ok"] and outcome["reason"] == "expired", outcome
+    assert len(spool_files(tmp_path)) == 2  # spool + ledger kept for the next run
+
+
+if __name__ == "__main__":
+    _main()
