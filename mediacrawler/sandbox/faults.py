@@ -34,19 +34,42 @@ Knobs (JSON keys)
 ``media_etag_generation`` int part of every media ETag and Last-Modified; change it to "change the file"
                               (blob bytes depend on it too; images and videos keep their bytes)
 ``media_ignore_range``  bool  answer ranged requests with 200 and the full body
+
+Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
+--------------------------------------------------------------------
+``bilibili_latency_ms`` int   extra delay for ``/bilibili/`` API responses
+``bilibili_api``        list  rules for the Bilibili API (a single object is accepted too); each rule::
+
+                                {"kind": "-352" | "-412" | "-404" | "412" | "5xx",
+                                 "endpoint": "playurl" (default) | "view" | "nav" | "any",
+                                 "bvid": BVID | null, "times": K | null, "rate": 0..1 | null,
+                                 "status": 503 (for "5xx")}
+
+                              kinds: ``-352`` → 200 ``{"code":-352,"message":"风控校验失败",…}``; ``-412`` → 200
+                              ``{"code":-412,"message":"请求被拦截"}``; ``-404`` → 200 ``{"code":-404,…}``;
+                              ``412`` → HTTP 412; ``5xx`` → HTTP ``status``. First matching rule with budget wins.
+``fragment_drop``       list  rules ``{"path": "/media/…" | null, "path_regex": "…" | null, "times": K | null,
+                              "rate": 0..1 | null}``: matching GETs under ``/media/`` ``hls``, ``dash``, ``bili``
+                              or ``progressive`` get 404 (``times`` null = the file is permanently missing). ``path`` matches exactly,
+                              ``path_regex`` with ``re.search``; a rule with neither matches every media segment
+                              (``.ts``/``.m4s``/``.mp4`` files, not playlists, MPDs or keys).
+``fragment_corrupt``    list  same shape; matching requests get garbage bytes of the same length (same headers,
+                              Range honoured against the garbage)
+The ``media_*`` knobs (errors, cuts, latency, ranges) apply to the video paths too.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 from .det import rng_for
 
-__all__ = ["DEFAULTS", "FaultError", "FaultState", "WeiboFault"]
+__all__ = ["DEFAULTS", "BilibiliFault", "FaultError", "FaultState", "WeiboFault"]
 
 DEFAULTS: dict[str, Any] = {
     "latency_ms": 0,
@@ -64,6 +87,11 @@ DEFAULTS: dict[str, Any] = {
     "media_cut_fraction": 0.5,
     "media_etag_generation": 0,
     "media_ignore_range": False,
+    # -- video / Bilibili (see the docstring section) --
+    "bilibili_latency_ms": 0,
+    "bilibili_api": [],
+    "fragment_drop": [],
+    "fragment_corrupt": [],
 }
 
 _WEIBO_KINDS = {"errno", "418", "432", "429", "login", "5xx"}
@@ -72,6 +100,19 @@ _ENDPOINTS = {"getIndex", "timeline", "search", "extend", "any"}
 
 class FaultError(ValueError):
     """An invalid knob or value (the control endpoint answers 400 with the message)."""
+
+
+_BILIBILI_KINDS = {"-352", "-412", "-404", "412", "5xx"}
+_BILIBILI_ENDPOINTS = {"playurl", "view", "nav", "any"}
+_SEGMENT_SUFFIXES = (".ts", ".m4s", ".mp4")
+
+
+@dataclass(frozen=True)
+class BilibiliFault:
+    """A decided Bilibili API fault: the rule ``kind`` and the HTTP ``status`` to answer with."""
+
+    kind: str
+    status: int = 200
 
 
 @dataclass(frozen=True)
@@ -122,6 +163,9 @@ def _validate(key: str, value: Any) -> Any:
     for raw in rules:
         rule = dict(raw)
         _rule_common(key, rule)
+        if key in ("bilibili_api", "fragment_drop", "fragment_corrupt"):
+            out.append(_video_rule(key, raw, rule))
+            continue
         if key == "weibo_api":
             unknown = set(rule) - {"kind", "endpoint", "page", "uid", "times", "rate", "status"}
             kind = str(rule.get("kind", ""))
@@ -140,6 +184,31 @@ def _validate(key: str, value: Any) -> Any:
             _number("media_errors.status", rule["status"], low=400, high=599, integer=True)
         out.append(rule)
     return out
+
+
+def _video_rule(key: str, raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
+    """Validate one ``bilibili_api`` / ``fragment_drop`` / ``fragment_corrupt`` rule."""
+    if key == "bilibili_api":
+        unknown = set(rule) - {"kind", "endpoint", "bvid", "times", "rate", "status"}
+        kind = str(rule.get("kind", ""))
+        if unknown or kind not in _BILIBILI_KINDS:
+            raise FaultError(f"bilibili_api rule {raw!r}: kind must be one of {sorted(_BILIBILI_KINDS)}"
+                             + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
+        rule["kind"] = kind
+        rule.setdefault("endpoint", "playurl")
+        if rule["endpoint"] not in _BILIBILI_ENDPOINTS:
+            raise FaultError(f"bilibili_api rule {raw!r}: endpoint must be one of {sorted(_BILIBILI_ENDPOINTS)}")
+        rule["status"] = _number(f"{key}.status", rule.get("status", 503), low=400, high=599, integer=True)
+        return rule
+    unknown = set(rule) - {"path", "path_regex", "times", "rate"}
+    if unknown:
+        raise FaultError(f"{key} rule {raw!r}: allowed keys path/path_regex/times/rate")
+    if rule.get("path_regex") is not None:
+        try:
+            re.compile(str(rule["path_regex"]))
+        except re.error as exc:
+            raise FaultError(f"{key} rule {raw!r}: bad path_regex: {exc}") from None
+    return rule
 
 
 class FaultState:
@@ -170,7 +239,7 @@ class FaultState:
         for key, value in validated.items():
             self.knobs[key] = value
             self._rngs.pop(key, None)
-            if key in ("weibo_api", "media_errors"):
+            if key in ("weibo_api", "media_errors", "bilibili_api", "fragment_drop", "fragment_corrupt"):
                 self._rule_hits = {k: v for k, v in self._rule_hits.items() if k[0] != key}
             if key in ("media_cut_first", "media_cut_paths"):
                 self._cut_seen.clear()
@@ -243,6 +312,35 @@ class FaultState:
         if not cut:
             cut = self._draw("media_cut_rate", self.knobs["media_cut_rate"])
         return float(self.knobs["media_cut_fraction"]) if cut else None
+
+    # -- video / Bilibili decisions ---------------------------------------------------------------------
+
+    def fragment_fault(self, path: str) -> str | None:
+        """For a GET of a video path: ``"drop"`` (answer 404), ``"corrupt"`` (garbage bytes) or ``None``."""
+        for key, outcome in (("fragment_drop", "drop"), ("fragment_corrupt", "corrupt")):
+            for index, rule in enumerate(self.knobs[key]):
+                if rule.get("path") is not None and rule["path"] != path:
+                    continue
+                if rule.get("path_regex") is not None and not re.search(rule["path_regex"], path):
+                    continue
+                if rule.get("path") is None and rule.get("path_regex") is None and not path.endswith(
+                        _SEGMENT_SUFFIXES):
+                    continue
+                if self._take_rule(key, index, rule):
+                    return outcome
+        return None
+
+    def bilibili_fault(self, endpoint: str, bvid: str | None) -> BilibiliFault | None:
+        """The fault for a Bilibili API request to ``endpoint`` (``playurl``/``view``/``nav``), if any."""
+        for index, rule in enumerate(self.knobs["bilibili_api"]):
+            if rule["endpoint"] not in ("any", endpoint):
+                continue
+            if rule.get("bvid") is not None and rule["bvid"] != bvid:
+                continue
+            if self._take_rule("bilibili_api", index, rule):
+                status = {"412": 412, "5xx": int(rule["status"])}.get(rule["kind"], 200)
+                return BilibiliFault(rule["kind"], status)
+        return None
 
     @property
     def etag_generation(self) -> int:

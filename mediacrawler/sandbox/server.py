@@ -3,7 +3,9 @@
 ::
 
     /weibo/…      m.weibo.cn API            (:mod:`.weibo_site`)
-    /media/…      images, videos, blobs     (:mod:`.media_site`)
+    /bilibili/…   api.bilibili.com          (:mod:`.bilibili_site`)
+    /media/…      images, videos, blobs     (:mod:`.media_site`; HLS/DASH/Bilibili/progressive video:
+                                             :mod:`.video_site`, which subclasses it)
     /_sandbox/…   control endpoints         (:mod:`.control`)
 
 A new platform adds ``<platform>.py`` (pure world + payloads), ``<platform>_site.py`` (a
@@ -25,10 +27,11 @@ from twisted.internet.interfaces import IReactorTime
 from twisted.web import server
 from twisted.web.resource import Resource
 
+from .bilibili_site import BilibiliResource
 from .control import ControlResource
 from .httpbase import SandboxRequest
-from .media_site import MediaResource
 from .state import SandboxState
+from .video_site import VideoMediaResource
 from .weibo_site import WeiboResource
 from .world import build_world
 
@@ -42,7 +45,7 @@ class _Index(Resource):
 
     def render_GET(self, request: server.Request) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        return json.dumps({"mounts": ["/weibo", "/media", "/_sandbox"]}).encode()
+        return json.dumps({"mounts": ["/weibo", "/bilibili", "/media", "/_sandbox"]}).encode()
 
 
 class SandboxSite(server.Site):
@@ -60,7 +63,8 @@ def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] 
     """Mount every platform and the control endpoints on one site."""
     root = _Index()
     root.putChild(b"weibo", WeiboResource(state, reactor))
-    root.putChild(b"media", MediaResource(state, reactor))
+    root.putChild(b"bilibili", BilibiliResource(state, reactor))
+    root.putChild(b"media", VideoMediaResource(state, reactor))  # MediaResource + the video mounts
     root.putChild(b"_sandbox", ControlResource(state, info or {}))
     return SandboxSite(root, state, reactor)
 
