@@ -87,6 +87,10 @@ ITEM_PIPELINES = {
 DEDUPE_ENABLED = True
 #: Seconds a seen post is remembered, counted from when it was first seen; 0 = for ever.
 DEDUPE_TTL = 86400
+#: Seconds a post stays claimed by the job emitting it, from dedupe until it is exported (then the claim is
+#: released). Must exceed the longest time an item spends in later pipelines (media downloads); bounds how long a
+#: crashed job's in-flight posts stay blocked for other jobs.
+DEDUPE_CLAIM_TTL = 3600
 
 # --- Output -----------------------------------------------------------------------------------------------------
 #: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.

@@ -221,6 +221,93 @@ def test_add_if_absent_is_atomic_across_threads(cache: Cache) -> None:
     assert sorted(everything, key=int) == ids
 
 
+def test_claim_and_release(cache: Cache) -> None:
+    assert cache.claim("c", "job-a", ttl=60) == "job-a"
+    assert cache.get("c") == b"job-a"
+    assert 59 < (cache.ttl("c") or 0) <= 60
+    assert cache.claim("c", "job-b", ttl=60) == "job-a"  # held: the holder is returned, nothing changes
+    assert cache.claim("c", "job-a", ttl=60) == "job-a"  # the holder again (a retry, a resumed run)
+    assert cache.release("c", "job-b") is False  # not b's to release
+    assert cache.get("c") == b"job-a"
+    assert cache.release("c", "job-a") is True
+    assert cache.release("c", "job-a") is False
+    assert not cache.exists("c")
+    assert cache.claim("c", "job-b", ttl=60) == "job-b"
+    assert cache.claim("forever", "jöb") == "jöb"  # no ttl: held until released
+    assert cache.ttl("forever") == math.inf
+    with pytest.raises(ValueError):
+        cache.claim("c2", "job-a", ttl=0)
+
+
+def test_claim_does_not_extend_the_holders_ttl(cache: Cache) -> None:
+    cache.claim("c", "job-a", ttl=1)
+    time.sleep(0.5)
+    assert cache.claim("c", "job-a", ttl=60) == "job-a"
+    assert (cache.ttl("c") or 0) <= 0.5
+
+
+def test_claim_expires(cache: Cache) -> None:
+    assert cache.claim("c", "job-a", ttl=1) == "job-a"
+    assert cache.claim("c", "job-b", ttl=1) == "job-a"
+    time.sleep(1.4)
+    assert cache.claim("c", "job-b", ttl=60) == "job-b"
+
+
+def test_claim_unless_in_a_set(cache: Cache) -> None:
+    cache.sadd("done", "1", ttl=60)
+    cache.sadd("done", "forever")
+    cache.sadd("done", "short", ttl=1)
+    assert cache.claim("c1", "job-a", ttl=60, unless_in=("done", "1")) is None
+    assert not cache.exists("c1")  # nothing claimed
+    assert cache.claim("cf", "job-a", ttl=60, unless_in=("done", "forever")) is None
+    assert cache.claim("c2", "job-a", ttl=60, unless_in=("done", "2")) == "job-a"
+    assert cache.claim("c2", "job-b", ttl=60, unless_in=("done", "2")) == "job-a"
+    assert cache.claim("c3", "job-a", ttl=60, unless_in=("missing-set", "3")) == "job-a"
+    # Done wins over a claim still held (a commit adds to the set before it releases).
+    cache.sadd("done", "2", ttl=60)
+    assert cache.claim("c2", "job-a", ttl=60, unless_in=("done", "2")) is None
+    time.sleep(1.4)
+    assert cache.claim("cs", "job-a", ttl=60, unless_in=("done", "short")) == "job-a"  # expired: not done
+
+
+def test_claim_wrong_type(cache: Cache) -> None:
+    cache.sadd("set", "m")
+    cache.set("str", "v")
+    with pytest.raises(WrongTypeError):
+        cache.claim("set", "job-a", ttl=60)
+    with pytest.raises(WrongTypeError):
+        cache.release("set", "job-a")
+    with pytest.raises(WrongTypeError):
+        cache.claim("c", "job-a", ttl=60, unless_in=("str", "m"))
+    cache.claim("claimed", "job-a")
+    with pytest.raises(WrongTypeError):
+        cache.sadd("claimed", "m")  # a claim is a string key
+    assert cache.release("str", "job-a") is False  # a plain string that is not the owner: left alone
+
+
+def test_claim_is_atomic_across_threads(cache: Cache) -> None:
+    keys = [f"c{i}" for i in range(200)]
+    owners = [f"job-{n}" for n in range(6)]
+    answers: list[dict[str, str | None]] = [{} for _ in owners]
+    barrier = threading.Barrier(len(owners))
+
+    def worker(n: int) -> None:
+        barrier.wait()
+        for key in keys[n % 2 :: 2] + keys:  # overlapping orders; every key asked twice by some
+            answers[n][key] = cache.claim(key, owners[n], ttl=60, unless_in=("done", key))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(len(owners))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    for key in keys:
+        holders = {answers[n][key] for n in range(len(owners))}
+        assert len(holders) == 1, (key, holders)  # every worker was told the same holder
+        (holder,) = holders
+        assert holder in owners and cache.get(key) == holder.encode()  # type: ignore[union-attr]
+
+
 def test_seed_walkthrough(cache: Cache) -> None:
     """Seed 3's example, as written, against our API."""
     session_id = str(uuid.uuid4())

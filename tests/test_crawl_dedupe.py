@@ -1,4 +1,5 @@
-"""Whole crawls with the dedupe pipeline on a real Redis: twice within the TTL, after the TTL, through an outage.
+"""Whole crawls with the dedupe pipeline on a real Redis: twice within the TTL, after the TTL, through an outage,
+and killed mid-crawl then resumed.
 
 Every crawl is a subprocess (a reactor runs once per process). The ``weibo`` tests run ``scrapy crawl weibo``
 against the platform sandbox; the last test runs this module as a script, with a spider that yields posts from
@@ -11,10 +12,12 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +188,140 @@ def _restart_redis_during(process: subprocess.Popen[str], server: Any, *, after_
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+# --- Killed mid-crawl, then the same command again -----------------------------------------------------------
+class SlowStagePipeline:
+    """Holds every item ``SLOW_STAGE_DELAY`` seconds after dedupe, as the media pipeline does while downloading."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> SlowStagePipeline:
+        return cls(crawler.settings.getfloat("SLOW_STAGE_DELAY", 0.0))
+
+    async def process_item(self, item: Any) -> Any:
+        await asyncio.sleep(self.delay)
+        return item
+
+
+KILL_PAGES, KILL_PER_PAGE = 12, 5
+KILL_JOB = f"weibo-uid-{WEIBO_UID}"
+DEDUPE_PIPELINE = "mediacrawler.pipelines.dedupe.DedupePipeline"
+
+
+class Run:
+    """One ``scrapy crawl weibo`` subprocess of the kill test; its log goes to a file, every wait is bounded."""
+
+    def __init__(self, workdir: Path, sandbox: Any, redis_url: str, out: Path) -> None:
+        argv = [
+            sys.executable, "-m", "scrapy", "crawl", "weibo", "-a", f"uid={WEIBO_UID}",
+            "-s", f"WEIBO_BASE_URL={sandbox.weibo_url}",
+            "-s", f"REDIS_URL={redis_url}", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_ENABLED=0",
+            # The project's chain, plus a stage after dedupe that holds items as long as media downloads would.
+            "-s", "ITEM_PIPELINES=" + json.dumps({
+                "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
+                "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
+                DEDUPE_PIPELINE: 200,
+                "tests.test_crawl_dedupe.SlowStagePipeline": 250,
+            }),
+            "-s", "SLOW_STAGE_DELAY=1.5",
+            "-s", f"CHECKPOINT_DIR={workdir / 'checkpoints'}",  # shared by both runs: the second one resumes
+            "-s", f"FILES_STORE={workdir / 'files'}",
+            "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=0",
+            *FAST,
+            "-o", str(out),
+        ]  # fmt: skip
+        pythonpath = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": pythonpath, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
+        self.log_path = out.with_suffix(".log")
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text("utf-8", "replace")
+
+    def wait(self, timeout: float = 90.0) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            pytest.fail(f"crawl did not end within {timeout}s:\n{self.log()[-3000:]}")
+
+    def wait_until(self, predicate: Callable[[], Any], what: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if self.proc.poll() is not None:
+                pytest.fail(f"crawl ended before {what}:\n{self.log()[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out after {timeout}s waiting for {what}:\n{self.log()[-3000:]}")
+            time.sleep(0.02)
+
+
+def _watermark(workdir: Path) -> int:
+    from mediacrawler.extensions.checkpoint import CheckpointCorrupt, FileCheckpointStore
+
+    try:
+        cp = FileCheckpointStore(workdir / "checkpoints").load(KILL_JOB)
+    except CheckpointCorrupt:
+        return 0
+    return cp.watermark if cp is not None else 0
+
+
+def _all_post_ids(paths: Sequence[Path]) -> Counter[str]:
+    ids: Counter[str] = Counter()
+    for path in paths:
+        if path.exists():
+            lines = path.read_text("utf-8").splitlines()
+            ids.update(json.loads(line)["post_id"] for line in lines if line.strip())
+    return ids
+
+
+def test_sigkill_mid_crawl_then_same_command_emits_every_post_once(
+    sandbox_factory: Callable[..., Any], redis_url: str, tmp_path: Path
+) -> None:
+    """Posts that passed dedupe but were not stored yet when the process died come again on resume: they must not
+    be dropped as "seen" (the job's own claim lets them through), and nothing stored is emitted twice."""
+    from mediacrawler.sandbox.world import build_weibo_world
+
+    sandbox = sandbox_factory(weibo_users=(WEIBO_UID,), weibo_pages=KILL_PAGES, weibo_per_page=KILL_PER_PAGE)
+    world = build_weibo_world(users=(int(WEIBO_UID),), pages=KILL_PAGES, per_page=KILL_PER_PAGE)
+    expected = {str(p.id) for p in world.timeline(int(WEIBO_UID))}
+    assert len(expected) == KILL_PAGES * KILL_PER_PAGE
+    outputs = [tmp_path / "run1.jsonl", tmp_path / "run2.jsonl"]
+
+    sandbox.set_faults(weibo_latency_ms=150)  # pages keep coming while the first ones wait in the slow stage
+    first = Run(tmp_path, sandbox, redis_url, outputs[0])
+    try:
+        # Pages 1-2 stored: the posts of the pages after them are past dedupe, waiting in the slow stage.
+        first.wait_until(lambda: _watermark(tmp_path) >= 2, "checkpoint watermark 2")
+        first.proc.send_signal(signal.SIGKILL)
+    finally:
+        if first.proc.poll() is None:
+            first.proc.kill()
+    assert first.wait() == -signal.SIGKILL
+    stored_first = _all_post_ids(outputs[:1])
+    assert len(stored_first) < len(expected), "the kill came after the crawl had stored everything"
+
+    sandbox.reset()
+    second = Run(tmp_path, sandbox, redis_url, outputs[1])
+    assert second.wait() == 0, second.log()[-3000:]
+    log = second.log()
+    assert "Traceback" not in log, log[-3000:]
+    assert "resuming at page" in log
+
+    ids = _all_post_ids(outputs)
+    duplicated = sorted(i for i, c in ids.items() if c > 1)
+    missing = sorted(expected - set(ids))
+    assert not duplicated, f"{len(duplicated)} posts stored twice, e.g. {duplicated[:5]}"
+    assert not missing, f"{len(missing)} posts lost (run 1 stored {len(stored_first)}), e.g. {missing[:5]}"
+    assert set(ids) == expected
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.zcard("mediacrawler:dedup:weibo") == len(expected)  # every post seen once stored
+        assert not client.keys("mediacrawler:dedup-claim:*")  # and no claim left behind
 
 
 # --- The outage again, without HTTP: a spider that yields posts at a fixed pace -------------------------------------

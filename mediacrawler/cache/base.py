@@ -20,6 +20,11 @@ Semantics every backend honours (``tests/test_cache.py`` runs one suite against 
   lifetime.
 - :meth:`Cache.add_if_absent` is atomic: when several workers add the same member at once, exactly one of them
   gets ``True``.
+- Claims (:meth:`Cache.claim`, :meth:`Cache.release`) are string keys whose value names their owner. A claim is
+  taken only if the key is absent, and the owner after the call is returned in the same atomic step, so of several
+  owners racing on one key exactly one is told it holds it; ``unless_in=(set_key, member)`` also refuses the claim
+  (returns ``None``) when *member* is alive in that set, checked in the same step. :meth:`Cache.release` deletes
+  the key only if it still names the caller. Both are idempotent, so a retry after a lost reply answers the same.
 - A string operation on a set key (or the reverse) raises :exc:`WrongTypeError`.
 """
 
@@ -93,6 +98,10 @@ class Cache(ABC):
 
     #: True when calls may block on I/O; callers on the reactor thread must then call from a worker thread.
     blocking: ClassVar[bool] = False
+    #: True when the state outlives this process and is seen by other processes (Redis); False when it dies with
+    #: the process (memory). Callers that order a cache write after a local write (the dedupe commit after the
+    #: feed is on disk) only need that ordering for a shared cache.
+    shared: ClassVar[bool] = False
 
     def __init__(self, *, prefix: str = DEFAULT_KEY_PREFIX) -> None:
         self.prefix = prefix
@@ -155,6 +164,30 @@ class Cache(ABC):
         exactly one is told it is new.
         """
         return self.sadd(key, member, ttl=ttl) == 1
+
+    # --- Claims (owned keys) -------------------------------------------------------------------------------------
+    @abstractmethod
+    def claim(
+        self, key: str, owner: str, ttl: float | None = None, *, unless_in: tuple[str, str] | None = None
+    ) -> str | None:
+        """Atomically claim *key* for *owner* unless someone holds it; return the owner after the call.
+
+        When *key* is absent (or expired) it is set to *owner*, expiring after *ttl* seconds, and *owner* is
+        returned. When it exists, nothing changes (its TTL is not extended) and its current owner is returned,
+        which is *owner* itself when the caller already held it (a retry, or a claim left by an earlier run of the
+        same owner). With ``unless_in=(set_key, member)``, a *member* alive in the set *set_key* means "already
+        done": nothing is claimed and ``None`` is returned. The membership check and the claim are one atomic
+        step, so a member added to the set between the two cannot slip through.
+
+        Raises :exc:`WrongTypeError` when *key* holds a set or *set_key* a string.
+        """
+
+    @abstractmethod
+    def release(self, key: str, owner: str) -> bool:
+        """Atomically delete the claim *key* if *owner* holds it; return whether it was deleted.
+
+        A claim held by someone else (or already gone) is left alone: ``False``.
+        """
 
     # --- JSON helpers ----------------------------------------------------------------------------------------------
     def get_json(self, key: str) -> Any:

@@ -195,6 +195,41 @@ class MemoryCache(Cache):
             entries = self._set_of(key, self._clock())
             return 0 if entries is None else len(entries.deadlines)
 
+    # --- Claims --------------------------------------------------------------------------------------------------
+    def claim(
+        self, key: str, owner: str, ttl: float | None = None, *, unless_in: tuple[str, str] | None = None
+    ) -> str | None:
+        data, ttl = to_bytes(owner), check_ttl(ttl)
+        with self._lock:  # one lock: the membership check and the claim are one step
+            now = self._clock()
+            if unless_in is not None:
+                set_key, member = unless_in
+                entries = self._set_of(set_key, now)
+                if entries is not None and entries.deadlines.get(str(member), -math.inf) > now:
+                    return None
+            current = self._lookup(key, now)
+            if isinstance(current, _ExpiringSet):
+                raise WrongTypeError(f"{key!r} holds a set, not a claim")
+            if current is not None:
+                return current.decode("utf-8", "replace")
+            stored = self.key(key)
+            self._values[stored] = data
+            self._set_deadline(stored, math.inf if ttl is None else now + ttl)
+            return data.decode("utf-8", "replace")
+
+    def release(self, key: str, owner: str) -> bool:
+        data = to_bytes(owner)
+        with self._lock:
+            current = self._lookup(key, self._clock())
+            if isinstance(current, _ExpiringSet):
+                raise WrongTypeError(f"{key!r} holds a set, not a claim")
+            if current != data:
+                return False
+            stored = self.key(key)
+            self._values.pop(stored, None)
+            self._deadlines.pop(stored, None)
+            return True
+
     def __len__(self) -> int:
         """How many keys are stored, expired ones already swept (for tests of boundedness)."""
         with self._lock:

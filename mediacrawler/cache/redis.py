@@ -8,6 +8,8 @@
   clock (``TIME`` inside Lua), so workers with skewed clocks agree on what has expired. One script purges expired
   members, adds the absent ones (``ZADD NX``) and sets the key to expire with its longest-lived member: the
   check-and-add is atomic and an abandoned set disappears on its own.
+- **Claims.** A claim is a plain string key holding its owner (``SET … PX``); one script checks the "already done"
+  set, reads the current owner and sets it when absent (Redis 6.2 compatible: no ``SET … NX GET``).
 - **Outages.** A connection error is retried with bounded exponential back-off (``CACHE_RETRY_TIMES``,
   ``CACHE_RETRY_BACKOFF_BASE``, ``CACHE_RETRY_BACKOFF_MAX``). The first failure of an outage is logged once at
   WARNING, the recovery at INFO, with the password masked out of the URL. A call that runs out of retries raises
@@ -15,7 +17,10 @@
   instead of each sleeping through the whole budget.
 
 Known limit: a reply lost after Redis executed a write (connection cut mid-command) makes the retry see its own
-write, so a lost ``add_if_absent`` reply reads as "already present".
+write, so a lost ``add_if_absent`` reply reads as "already present". :meth:`RedisCache.claim` and
+:meth:`RedisCache.release` do not have that problem: a retried claim finds the caller's own claim and returns its
+owner, a retried release finds nothing to delete (both answers mean what the lost one meant, except that a lost
+release reply reads as ``False``).
 """
 
 from __future__ import annotations
@@ -210,6 +215,38 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 return redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf')
 """
 
+# KEYS[1]: the claim; KEYS[2] (optional): a set. ARGV[1]: the owner. ARGV[2]: TTL in ms or "" for none.
+# ARGV[3]: the member to look for in KEYS[2]. Returns nil when the member is alive in the set (nothing claimed),
+# else the owner of the claim after the call. Redis 6.2 has no SET … NX GET, hence GET then SET inside one script.
+_CLAIM_LUA = """
+if #KEYS > 1 then
+  local s = redis.call('ZSCORE', KEYS[2], ARGV[3])
+  if s then
+    if s == 'inf' then return false end
+    local t = redis.call('TIME')
+    local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    if tonumber(s) > now then return false end
+  end
+end
+local current = redis.call('GET', KEYS[1])
+if current then return current end
+if ARGV[2] == '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+else
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return ARGV[1]
+"""
+
+# KEYS[1]: the claim. ARGV[1]: the owner. Returns 1 when the claim was the owner's and is now deleted.
+_RELEASE_LUA = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
 
 def _ms(ttl: float) -> int:
     # Round up so that a TTL never ends early; Redis needs at least 1 ms.
@@ -224,6 +261,7 @@ class RedisCache(Cache):
     """
 
     blocking = True
+    shared = True
 
     def __init__(
         self,
@@ -248,6 +286,8 @@ class RedisCache(Cache):
         self._sismember = self.client.register_script(_SISMEMBER_LUA)
         self._exists = self.client.register_script(_EXISTS_LUA)
         self._scard = self.client.register_script(_SCARD_LUA)
+        self._claim = self.client.register_script(_CLAIM_LUA)
+        self._release = self.client.register_script(_RELEASE_LUA)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> RedisCache:
@@ -339,3 +379,22 @@ class RedisCache(Cache):
 
     def scard(self, key: str) -> int:
         return int(self._call(lambda: self._scard(keys=[self.key(key)])))
+
+    # --- Claims --------------------------------------------------------------------------------------------------
+    def claim(
+        self, key: str, owner: str, ttl: float | None = None, *, unless_in: tuple[str, str] | None = None
+    ) -> str | None:
+        data, ttl = to_bytes(owner), check_ttl(ttl)
+        keys = [self.key(key)]
+        args: list[str | bytes] = [data, "" if ttl is None else str(_ms(ttl))]
+        if unless_in is not None:
+            keys.append(self.key(unless_in[0]))
+            args.append(str(unless_in[1]))
+        result = self._call(lambda: self._claim(keys=keys, args=args))
+        if result is None:
+            return None
+        return bytes(result).decode("utf-8", "replace")  # type: ignore[arg-type]
+
+    def release(self, key: str, owner: str) -> bool:
+        data = to_bytes(owner)
+        return bool(self._call(lambda: self._release(keys=[self.key(key)], args=[data])))

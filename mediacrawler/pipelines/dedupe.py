@@ -1,32 +1,67 @@
 """Item-level dedupe: drop a post already emitted (same platform and post_id) within ``DEDUPE_TTL``.
 
-Seen posts live in the cache set ``dedup:{platform}`` (member: the post id), each entry expiring ``DEDUPE_TTL``
-seconds after it was added, so a post comes back once its entry has expired and the set never outgrows the posts
-seen within one TTL. Check and add are one atomic cache call (:meth:`~mediacrawler.cache.base.Cache.add_if_absent`):
-with a shared Redis, two workers racing on one post emit it once.
+A post counts as **seen only once it was really emitted**: it enters the seen set when Scrapy reports it scraped
+(``item_scraped``, after the feed exporter took it), not when it passes this pipeline. While it is on its way
+(later pipelines, the exporter) the post is **claimed** by the job that emits it, so two workers never emit it
+twice, and a job that dies mid-flight still owns it on resume. Keys (all in the shared cache):
+
+- ``dedup:{platform}``: the seen set (member: the post id), each entry expiring ``DEDUPE_TTL`` seconds after it
+  was added, so a post comes back once its entry has expired and the set never outgrows one TTL of posts.
+- ``dedup-claim:{platform}:{post_id}``: the claim, whose value is the owner, the job key (``spider.job``, e.g.
+  ``weibo-uid-7365120894``; the spider name for spiders without one), expiring after ``DEDUPE_CLAIM_TTL`` seconds.
+
+The life of a post:
+
+1. ``process_item`` (one atomic cache call, :meth:`~mediacrawler.cache.base.Cache.claim` with ``unless_in``):
+   in the seen set → dropped (``dedupe/dropped``); else claimed if nobody holds it, and the owner after the call
+   decides: this job (a fresh claim, or a stale one left by an earlier run of the same job that died before the
+   post was stored: its resume re-emits the post and must not lose it) → passed on (``dedupe/accepted``); another
+   job → dropped as in flight elsewhere (``dedupe/claimed_elsewhere``; if that job dies, its own resume emits the
+   post, and the claim's TTL bounds the worst case). A second copy of a post already in flight in this very run
+   is dropped too (``dedupe/dropped``): a run never emits one post twice.
+2. ``item_scraped``: the post is committed: added to the seen set and its claim released (``dedupe/committed``).
+   With a shared cache (Redis), every local feed file is first flushed and fsynced
+   (:func:`mediacrawler.extensions.feeds.sync_feeds`), so the seen set never runs ahead of what the export holds
+   on disk: a hard kill between the two leaves a stored post unseen (the checkpoint recognises it on resume),
+   never a seen post unstored. Commits are coalesced to one flush and one batch of cache calls per reactor turn,
+   and the signal handler returns only once its commit is done, so the crawl closes after its last commit.
+3. ``item_dropped`` by a later pipeline, or ``item_error``: the claim is released (``dedupe/released``) so a later
+   run may emit the post. A post dropped by the checkpoint's skip pipeline (``AlreadyStored``: an interrupted
+   earlier run of this job stored it) is committed as in 2: it was emitted, by that run.
 
 When the cache stays unreachable past its retry budget, the post is **let through** unchecked and counted in
 ``dedupe/unavailable`` (with one WARNING per outage): a possible duplicate downstream is recoverable, a post lost to
-an outage is not.
+an outage is not. A commit that meets an outage is counted in ``dedupe/commit_unavailable`` (one WARNING per
+outage): the post stays unseen (it may be emitted again after its claim expires), never lost. A release that meets
+an outage is counted in ``dedupe/release_unavailable``; the claim then expires on its own.
 
-Stats: ``dedupe/accepted``, ``dedupe/dropped``, ``dedupe/unavailable``, ``dedupe/no_id`` (items without platform or
-post_id, passed on untouched; normalize drops those).
+Cache calls may block (Redis): they run in a worker thread, never on the reactor thread.
+
+Stats: ``dedupe/accepted``, ``dedupe/dropped``, ``dedupe/claimed_elsewhere``, ``dedupe/unavailable``,
+``dedupe/no_id`` (items without platform or post_id, passed on untouched; normalize drops those),
+``dedupe/committed``, ``dedupe/commit_unavailable``, ``dedupe/released``, ``dedupe/release_unavailable``.
+
+Settings: ``DEDUPE_ENABLED``, ``DEDUPE_TTL`` (seconds, 0: never forget), ``DEDUPE_CLAIM_TTL`` (seconds > 0,
+default 3600: longer than a post may take from this pipeline to the export, media downloads included).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from itemadapter import ItemAdapter
+from itemadapter import ItemAdapter, is_item
+from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import is_asyncio_available
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred
 from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
+from mediacrawler.extensions.feeds import sync_feeds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -36,15 +71,61 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DEFAULT_DEDUPE_TTL = 86400.0
+DEFAULT_CLAIM_TTL = 3600.0
+
+PostKey = tuple[str, str]  # (platform, post_id)
 
 
 def dedupe_key(platform: str) -> str:
-    """The cache set holding the ids of *platform*'s posts already seen."""
+    """The cache set holding the ids of *platform*'s posts already seen (emitted)."""
     return f"dedup:{platform}"
 
 
+def claim_key(platform: str, post_id: str) -> str:
+    """The cache key holding the owner (job key) of a post in flight."""
+    return f"dedup-claim:{platform}:{post_id}"
+
+
+class DuplicatePost(DropItem):
+    """Dropped by the dedupe pipeline: the post was already emitted (or is in flight in this run)."""
+
+
+class ClaimedElsewhere(DropItem):
+    """Dropped by the dedupe pipeline: another job holds the post's claim (it is emitting it)."""
+
+
+def _post_key(item: Any) -> PostKey | None:
+    if not is_item(item):
+        return None
+    adapter = ItemAdapter(item)
+    platform, post_id = adapter.get("platform"), adapter.get("post_id")
+    if not platform or not post_id:
+        return None
+    return str(platform), str(post_id)
+
+
+def _already_stored(exception: BaseException) -> bool:
+    """Whether *exception* is the checkpoint skip pipeline's "an earlier run of this job stored it"."""
+    try:
+        from mediacrawler.extensions.checkpoint import AlreadyStored
+    except ImportError:  # pragma: no cover - the checkpoint extension is part of the project
+        return False
+    return isinstance(exception, AlreadyStored)
+
+
+class _Batch:
+    """Posts to commit in one go, and whoever waits for that commit (futures or Deferreds)."""
+
+    __slots__ = ("posts", "task", "waiters")
+
+    def __init__(self) -> None:
+        self.posts: dict[PostKey, bool] = {}  # post → whether it was in flight through this pipeline
+        self.waiters: list[Any] = []
+        self.task: Any = None
+
+
 class DedupePipeline:
-    """Drops posts already seen within ``DEDUPE_TTL`` seconds (settings: ``DEDUPE_ENABLED``, ``DEDUPE_TTL``).
+    """Drops posts already emitted within ``DEDUPE_TTL`` seconds, or being emitted by another job (see module).
 
     ``DEDUPE_TTL = 0`` remembers posts for ever (until the set is deleted).
     """
@@ -58,14 +139,34 @@ class DedupePipeline:
         if ttl < 0:
             raise NotConfigured(f"DEDUPE_TTL must be >= 0 seconds (0: never forget), got {ttl!r}")
         self.ttl: float | None = ttl or None
+        claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL", DEFAULT_CLAIM_TTL)
+        if not claim_ttl > 0:
+            raise NotConfigured(f"DEDUPE_CLAIM_TTL must be > 0 seconds, got {claim_ttl!r}")
+        self.claim_ttl = claim_ttl
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.cache = cache_from_crawler(crawler)
+        #: The owner written into claims: the job key. None until the first item (the spider exists by then).
+        self.owner: str | None = None
+        # Posts this run let through and that have not left the pipelines yet, with the item that carries each.
+        self._in_flight: dict[PostKey, Any] = {}
+        self._batch: _Batch | None = None
         self._outage_logged = False
+        self._commit_outage_logged = False
+        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(self.item_error, signal=signals.item_error)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupePipeline:
         return cls(crawler)
+
+    def _owner(self) -> str:
+        if self.owner is None:
+            spider = getattr(self.crawler, "spider", None)
+            self.owner = str(getattr(spider, "job", None) or getattr(spider, "name", None) or "mediacrawler")
+        return self.owner
 
     async def _call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         # redis-py is blocking, and on an outage the cache sleeps through its back-off: that must happen in a
@@ -79,14 +180,22 @@ class DedupePipeline:
             return await asyncio.to_thread(func, *args, **kwargs)
         return await maybe_deferred_to_future(deferToThread(func, *args, **kwargs))
 
+    # --- In: check and claim -------------------------------------------------------------------------------------
     async def process_item(self, item: Any) -> Any:
         adapter = ItemAdapter(item)
         platform, post_id = adapter.get("platform"), adapter.get("post_id")
         if not platform or not post_id:
             self.stats.inc_value("dedupe/no_id")
             return item
+        key: PostKey = (str(platform), str(post_id))
+        if key in self._in_flight:
+            self.stats.inc_value("dedupe/dropped")
+            raise DuplicatePost(f"duplicate post {platform}:{post_id} (in flight in this run)", log_level="DEBUG")
+        owner = self._owner()
+        self._in_flight[key] = item  # reserved before the await: a second copy arriving meanwhile is dropped
+        seen = (dedupe_key(key[0]), key[1])
         try:
-            added = await self._call(self.cache.add_if_absent, dedupe_key(platform), str(post_id), ttl=self.ttl)
+            holder = await self._call(self.cache.claim, claim_key(*key), owner, ttl=self.claim_ttl, unless_in=seen)
         except CacheUnavailable as exc:
             self.stats.inc_value("dedupe/unavailable")
             if not self._outage_logged:
@@ -95,10 +204,143 @@ class DedupePipeline:
                     "dedupe: %s; letting posts through unchecked until it returns (counted in dedupe/unavailable)",
                     exc,
                 )
-            return item
+            return item  # stays in flight: committed when scraped, if the cache is back by then
+        except BaseException:
+            self._in_flight.pop(key, None)
+            raise
         self._outage_logged = False
-        if not added:
+        if holder is None:
+            self._in_flight.pop(key, None)
             self.stats.inc_value("dedupe/dropped")
-            raise DropItem(f"duplicate post {platform}:{post_id}", log_level="DEBUG")
+            raise DuplicatePost(f"duplicate post {platform}:{post_id}", log_level="DEBUG")
+        if holder != owner:
+            self._in_flight.pop(key, None)
+            self.stats.inc_value("dedupe/claimed_elsewhere")
+            raise ClaimedElsewhere(f"post {platform}:{post_id} is being emitted by job {holder}",
+                                   log_level="DEBUG")
         self.stats.inc_value("dedupe/accepted")
         return item
+
+    # --- Out: commit on success, release on failure --------------------------------------------------------------
+    async def item_scraped(self, item: Any, spider: Any = None) -> None:
+        key = _post_key(item)
+        if key is not None:
+            await self._commit(key, in_flight=True)
+
+    async def item_dropped(self, item: Any, spider: Any = None, exception: BaseException | None = None) -> None:
+        if isinstance(exception, (DuplicatePost, ClaimedElsewhere)):
+            return  # our own drop: nothing claimed
+        key = _post_key(item)
+        if key is None:
+            return
+        if exception is not None and _already_stored(exception):
+            # Dropped before this pipeline because an interrupted earlier run of this job stored it: that run
+            # emitted it, so it is seen (and the stale claim of that run is released).
+            await self._commit(key, in_flight=False)
+            return
+        await self._release(key, item)
+
+    async def item_error(self, item: Any, spider: Any = None, failure: Any = None) -> None:
+        key = _post_key(item)
+        if key is not None:
+            await self._release(key, item)
+
+    async def spider_closed(self, spider: Any = None, reason: str | None = None) -> None:
+        # Every item has left the pipelines by now; a post still listed was carried out of them by another object
+        # than the one this pipeline passed (a later pipeline replaced it before dropping it): release it too.
+        for key, item in list(self._in_flight.items()):
+            await self._release(key, item)
+
+    async def _release(self, key: PostKey, item: Any) -> None:
+        # Only the copy this pipeline passed holds the claim; another copy of the post, dropped before it got
+        # here, must not release it.
+        if self._in_flight.get(key) is not item:
+            return
+        try:
+            released = await self._call(self.cache.release, claim_key(*key), self._owner())
+        except CacheUnavailable as exc:
+            self.stats.inc_value("dedupe/release_unavailable")
+            logger.debug("dedupe: cannot release the claim of %s:%s (%s); it expires on its own", *key, exc)
+        else:
+            if released:
+                self.stats.inc_value("dedupe/released")
+        finally:
+            if self._in_flight.get(key) is item:
+                del self._in_flight[key]
+
+    async def _commit(self, key: PostKey, *, in_flight: bool) -> None:
+        """Add *key* to the next batch of commits and return once that batch is done."""
+        batch = self._batch
+        if batch is None:
+            batch = self._batch = _Batch()
+            self._schedule(batch)
+        batch.posts[key] = batch.posts.get(key, False) or in_flight
+        if is_asyncio_available():
+            waiter: Any = asyncio.get_running_loop().create_future()
+            batch.waiters.append(waiter)
+            await waiter
+        else:
+            d: Deferred[None] = Deferred()
+            batch.waiters.append(d)
+            await d
+
+    def _schedule(self, batch: _Batch) -> None:
+        # The batch runs on a later turn of the loop, after every item_scraped handler already started in this
+        # one (the feed exporter's included): what it flushes holds every post it commits.
+        if is_asyncio_available():
+            batch.task = asyncio.get_running_loop().create_task(self._flush(batch))
+        else:
+            from twisted.internet import reactor
+
+            call_later = reactor.callLater  # type: ignore[attr-defined]
+            batch.task = call_later(0, lambda: deferred_from_coro(self._flush(batch)))
+
+    async def _flush(self, batch: _Batch) -> None:
+        if self._batch is batch:
+            self._batch = None
+        posts = list(batch.posts)
+        try:
+            if self.cache.shared:
+                # The export first: a post the cache calls seen must be on disk (a memory cache dies with the
+                # process, so the order only matters for a shared one).
+                sync_feeds(self.crawler)
+            await self._call(self._commit_posts, posts)
+        except CacheUnavailable as exc:
+            self.stats.inc_value("dedupe/commit_unavailable", len(posts))
+            if not self._commit_outage_logged:
+                self._commit_outage_logged = True
+                logger.warning(
+                    "dedupe: %s; posts emitted meanwhile are not marked seen "
+                    "(counted in dedupe/commit_unavailable)",
+                    exc,
+                )
+        except Exception:
+            # A feed that cannot be synced (or a cache error): better a possible duplicate later than a post
+            # marked seen that is not stored. The claims stay and expire on their own.
+            self.stats.inc_value("dedupe/commit_failed", len(posts))
+            logger.exception("dedupe: cannot commit %d posts as seen", len(posts))
+        else:
+            self._commit_outage_logged = False
+            self.stats.inc_value("dedupe/committed", len(posts))
+        finally:
+            for key, in_flight in batch.posts.items():
+                if in_flight:
+                    self._in_flight.pop(key, None)
+            for waiter in batch.waiters:
+                if isinstance(waiter, Deferred):
+                    if not waiter.called:
+                        waiter.callback(None)
+                elif not waiter.done():
+                    waiter.set_result(None)
+
+    def _commit_posts(self, posts: Iterable[PostKey]) -> None:
+        """Seen first, then the claims released (runs in a worker thread for a blocking cache)."""
+        by_platform: dict[str, list[str]] = {}
+        for platform, post_id in posts:
+            by_platform.setdefault(platform, []).append(post_id)
+        for platform, ids in by_platform.items():
+            self.cache.sadd(dedupe_key(platform), *ids, ttl=self.ttl)
+        owner = self._owner()
+        for platform, ids in by_platform.items():
+            for post_id in ids:
+                self.cache.release(claim_key(platform, post_id), owner)
