@@ -60,6 +60,9 @@ class MediaAsset:
     width: int | None = None
     height: int | None = None
     duration: float | None = None
+    #: How ``url`` is to be read when it is not the file itself: ``"hls"`` (an m3u8), ``"dash"`` (an MPD),
+    #: ``"bilibili"`` (a playurl JSON answer). ``None``: the media pipeline decides from the response.
+    manifest: str | None = None
     # Results (media pipeline).
     sha256: str | None = None
     path: str | None = None

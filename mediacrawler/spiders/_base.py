@@ -52,6 +52,9 @@ class SpiderParams(BaseModel):
     )
     max_pages: int | None = Field(default=None, ge=1, description="Stop after fetching this many listing pages.")
     reset_checkpoint: bool = Field(default=False, description="Forget this job's checkpoint and start at page 1.")
+    max_height: int | None = Field(
+        default=None, ge=1, le=8640, description="Highest video height to download (default: MEDIA_VIDEO_MAX_HEIGHT)."
+    )
 
     @model_validator(mode="before")
     @classmethod
