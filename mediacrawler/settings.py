@@ -80,6 +80,7 @@ ITEM_PIPELINES = {
     "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
+    "mediacrawler.pipelines.media.MediaStorePipeline": 300,
 }
 
 # --- Dedupe (pipelines/dedupe.py) -------------------------------------------------------------------------------
@@ -97,9 +98,57 @@ DEDUPE_CLAIM_TTL = 3600
 OUTPUT_DIR = "output"
 OUTPUT_ENABLED = True
 
-# --- Media store ------------------------------------------------------------------------------------------------
+# --- Media store (pipelines/media.py, media/) -------------------------------------------------------------------
+#: Media root: objects/<ab>/<cd>/<sha256><ext>, the index, spool/ for partial downloads, quarantine/.
 FILES_STORE = "files"
+#: False: crawl records only; media results stay None (the pipeline raises NotConfigured).
 MEDIA_ENABLED = True
+#: Pixel cap, checked from the image header before decoding (Pillow's default).
+MEDIA_MAX_IMAGE_PIXELS = 89_478_485
+#: Media downloads in flight per host (they bypass the scheduler, so CONCURRENT_REQUESTS does not bound them).
+MEDIA_CONCURRENCY_PER_HOST = 8
+MEDIA_ALLOWED_SCHEMES = ["http", "https"]
+#: "sqlite" | "redis"; empty: redis when REDIS_URL is set, else SQLite at FILES_STORE/index.sqlite3.
+MEDIA_INDEX = ""
+MEDIA_INDEX_PATH = ""
+MEDIA_INDEX_REDIS_PREFIX = "mediacrawler:media:"
+#: fsync objects and their directories when publishing (off only for throwaway stores).
+MEDIA_FSYNC = True
+#: Bodies up to this size are checked on the reactor thread, larger ones in a worker thread.
+MEDIA_INLINE_CHECK_BYTES = 262_144
+
+# --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
+#: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.
+MEDIA_SEGMENT_THRESHOLD = 16 * 1024 * 1024
+#: Bytes per Range segment. Peak memory per file is about max(threshold, size x concurrency).
+MEDIA_SEGMENT_SIZE = 8 * 1024 * 1024
+#: Segments of one file in flight at once.
+MEDIA_SEGMENT_CONCURRENCY = 4
+#: Extra attempts per segment after RetryMiddleware gave up (cut connections, short segments, 5xx).
+MEDIA_SEGMENT_RETRIES = 3
+#: Times a file that changed remotely (new ETag/total, 200 to If-Range) is started over before failing.
+MEDIA_SEGMENT_MAX_RESTARTS = 2
+#: Times an expired URL (403/410) is re-resolved from its post during one download.
+MEDIA_SEGMENT_MAX_RESOLVES = 3
+
+# --- Video (media/manifests.py, media/assemble.py) --------------------------------------------------------------
+#: Highest video height to download; -a max_height=720 overrides it per crawl.
+MEDIA_VIDEO_MAX_HEIGHT = 1080
+#: Codec preference, best first; unlisted codecs rank last.
+MEDIA_VIDEO_CODECS = ["avc1", "hevc", "av01"]
+#: Hostile-manifest caps, applied before any segment list is expanded.
+MEDIA_MANIFEST_MAX_SEGMENTS = 20_000
+MEDIA_MANIFEST_MAX_DURATION = 6 * 3600
+MEDIA_MANIFEST_MAX_BYTES = 8 * 1024**3
+MEDIA_MANIFEST_MAX_CHARS = 16 * 1024**2
+MEDIA_MANIFEST_MAX_TAGS = 200_000
+MEDIA_MANIFEST_MAX_RENDITIONS = 64
+#: Fragments of one video in flight at once, and extra attempts per fragment.
+MEDIA_FRAGMENT_CONCURRENCY = 4
+MEDIA_FRAGMENT_RETRIES = 3
+#: The assembled file's duration must be within this share of the manifest's.
+MEDIA_VIDEO_DURATION_TOLERANCE = 0.02
+MEDIA_VIDEO_MAX_GAP = 5.0
 
 # --- Checkpoints (extensions/checkpoint.py) ---------------------------------------------------------------------
 #: Keep a per-job resume checkpoint; off: none is read or written.

@@ -321,7 +321,11 @@ def test_sigkill_mid_crawl_then_same_command_emits_every_post_once(
     assert set(ids) == expected
     with redis.Redis.from_url(redis_url) as client:
         assert client.zcard("mediacrawler:dedup:weibo") == len(expected)  # every post seen once stored
-        assert not client.keys("mediacrawler:dedup-claim:*")  # and no claim left behind
+        # No claim left behind, except one the kill caught between "seen" and "release" in run 1's commit: such a
+        # claim is inert (the seen check comes first) and expires with DEDUPE_CLAIM_TTL.
+        left = [k.decode().rsplit(":", 1)[1] for k in client.keys("mediacrawler:dedup-claim:*")]
+        assert all(client.zscore("mediacrawler:dedup:weibo", pid) is not None for pid in left), left
+        assert set(left) <= set(_all_post_ids(outputs[:1])), left
 
 
 # --- The outage again, without HTTP: a spider that yields posts at a fixed pace -------------------------------------

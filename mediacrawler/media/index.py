@@ -1,0 +1,397 @@
+"""The media index: what was fetched from where.
+
+Three relations, kept by every backend:
+
+- **objects**: ``sha256`` → object path (relative to FILES_STORE), size, mime, width, height, first/last seen;
+- **assets**: asset key (``<platform>/<kind>/<key>``, stable across signed or resized URLs) → sha256, last URL;
+- **urls**: canonical URL → sha256 and asset key; also the list of URLs to re-fetch an object from.
+
+The media pipeline asks :meth:`MediaIndex.lookup` before downloading (by asset key first, then by URL), and calls
+:meth:`MediaIndex.record` after each stored or up-to-date asset. ``verify`` walks :meth:`MediaIndex.iter_objects`
+and re-downloads from :meth:`MediaIndex.sources`.
+
+Backends: :class:`SQLiteMediaIndex` (the embedded default: one file under FILES_STORE, WAL, one writer per
+process) and :class:`RedisMediaIndex` (chosen when ``REDIS_URL`` is set, so that many workers share one index).
+Both are synchronous; the pipeline calls them from a worker thread, never on the reactor thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from w3lib.url import canonicalize_url
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy.settings import BaseSettings
+
+#: Default SQLite file name, relative to FILES_STORE.
+SQLITE_FILENAME = "index.sqlite3"
+#: Default key prefix of the Redis index (MEDIA_INDEX_REDIS_PREFIX).
+REDIS_PREFIX = "mediacrawler:media:"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRecord:
+    """One stored object as the index knows it. ``path`` is relative to FILES_STORE; times are epoch seconds."""
+
+    sha256: str
+    path: str
+    size: int
+    mime: str | None = None
+    width: int | None = None
+    height: int | None = None
+    first_seen: float | None = None
+    last_seen: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """A URL an object was fetched from (as requested, not canonicalised: signatures may depend on the exact
+    query) and the asset key it was fetched for."""
+
+    url: str
+    key: str | None = None
+
+
+def asset_index_key(*, platform: str, kind: str, key: str) -> str:
+    """The index key of an asset: ``<platform>/<kind>/<key>`` (a Weibo picture is ``weibo/image/<pid>``)."""
+    return f"{platform}/{kind}/{key}"
+
+
+@lru_cache(maxsize=8192)
+def canonical_media_url(url: str) -> str:
+    """The URL under which the index remembers a download: query arguments sorted, fragment dropped.
+
+    Cached: the pipeline canonicalises each URL twice (lookup, then record) and w3lib's parser is not cheap.
+    """
+    return canonicalize_url(url, keep_fragments=False)
+
+
+class MediaIndex(Protocol):
+    """The contract of every index backend. All methods are blocking and thread-safe."""
+
+    def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
+        """The object stored for asset ``key`` or, failing that, for canonical ``url``; ``None`` when neither
+        is known."""
+        ...
+
+    def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
+        """Remember that asset ``key`` fetched from ``url`` is ``obj`` (upsert; first_seen is kept)."""
+        ...
+
+    def get(self, sha256: str) -> ObjectRecord | None:
+        """The object with this hash, or ``None``."""
+        ...
+
+    def iter_objects(self) -> Iterator[ObjectRecord]:
+        """Every indexed object (order unspecified)."""
+        ...
+
+    def sources(self, sha256: str) -> list[SourceRecord]:
+        """Where this object was fetched from, most recently seen first."""
+        ...
+
+    def flush(self) -> None:
+        """Make every recorded row durable in the backend (a no-op where writes are immediate)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release the backend."""
+        ...
+
+
+class SQLiteMediaIndex:
+    """The embedded index: one SQLite database (WAL journal), one connection per process guarded by a lock.
+
+    WAL lets ``verify`` read while a crawl writes; ``synchronous=NORMAL`` makes a commit cost no fsync (the WAL
+    is synced at checkpoints). Writes are group-committed: :meth:`record` queues rows and one transaction writes
+    them every ``batch_size`` records or ``max_delay`` seconds (and on :meth:`flush`/:meth:`close`); lookups see
+    queued rows too. A crash loses at most the queued rows, never consistency: their files are in the store
+    already, the next crawl re-indexes them without downloading (content dedup), and ``verify`` lists them as
+    orphans until then.
+    """
+
+    _SCHEMA = """
+    CREATE TABLE IF NOT EXISTS objects (
+        sha256 TEXT PRIMARY KEY, path TEXT NOT NULL, size INTEGER NOT NULL, mime TEXT,
+        width INTEGER, height INTEGER, first_seen REAL, last_seen REAL);
+    CREATE TABLE IF NOT EXISTS assets (
+        key TEXT PRIMARY KEY, sha256 TEXT NOT NULL, url TEXT, first_seen REAL, last_seen REAL);
+    CREATE TABLE IF NOT EXISTS urls (
+        url TEXT PRIMARY KEY, sha256 TEXT NOT NULL, key TEXT, first_seen REAL, last_seen REAL, raw TEXT);
+    CREATE INDEX IF NOT EXISTS urls_by_sha256 ON urls (sha256, last_seen);
+    """
+    _UPSERT_OBJECT = (
+        "INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO UPDATE SET "
+        "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
+        "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
+        "last_seen = MAX(last_seen, excluded.last_seen)"
+    )
+    _UPSERT_ASSET = (
+        "INSERT INTO assets VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+        "sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen"
+    )
+    _UPSERT_URL = (
+        "INSERT INTO urls VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
+        "sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
+        "last_seen = excluded.last_seen, raw = excluded.raw"
+    )
+
+    def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.batch_size = max(1, batch_size)
+        self.max_delay = max_delay
+        self._lock = threading.Lock()
+        # check_same_thread=False: the pipeline calls in from worker threads; the lock serialises.
+        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        with self._lock:
+            self._db.executescript(self._SCHEMA)
+        self._objects: list[tuple[Any, ...]] = []
+        self._assets: list[tuple[Any, ...]] = []
+        self._urls: list[tuple[Any, ...]] = []
+        # Queued rows as lookups need them.
+        self._by_key: dict[str, ObjectRecord] = {}
+        self._by_url: dict[str, ObjectRecord] = {}
+        self._by_sha: dict[str, ObjectRecord] = {}
+        self._last_flush = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"SQLiteMediaIndex({str(self.path)!r})"
+
+    def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
+        canonical = canonical_media_url(url) if url else None
+        with self._lock:
+            if key and key in self._by_key:
+                return self._by_key[key]
+            row = None
+            if key:
+                row = self._db.execute(
+                    "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?", (key,)
+                ).fetchone()
+            if row is None and canonical:
+                if canonical in self._by_url:
+                    return self._by_url[canonical]
+                row = self._db.execute(
+                    "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?", (canonical,)
+                ).fetchone()
+        return ObjectRecord(*row) if row else None
+
+    def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
+        now = time.time() if seen_at is None else seen_at
+        canonical = canonical_media_url(url) if url else None
+        queued = ObjectRecord(obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height,
+                              obj.first_seen if obj.first_seen is not None else now, now)
+        with self._lock:
+            self._objects.append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
+            self._by_sha[obj.sha256] = queued
+            if key:
+                self._assets.append((key, obj.sha256, url, now, now))
+                self._by_key[key] = queued
+            if canonical:
+                self._urls.append((canonical, obj.sha256, key, now, now, url))
+                self._by_url[canonical] = queued
+            if len(self._objects) >= self.batch_size or time.monotonic() - self._last_flush >= self.max_delay:
+                self._flush_locked()
+
+    def flush(self) -> None:
+        """Write every queued record now (one transaction)."""
+        with self._lock:
+            self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        self._last_flush = time.monotonic()
+        if not self._objects:
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.executemany(self._UPSERT_OBJECT, self._objects)
+            self._db.executemany(self._UPSERT_ASSET, self._assets)
+            self._db.executemany(self._UPSERT_URL, self._urls)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        for queue in (self._objects, self._assets, self._urls):
+            queue.clear()
+        for found in (self._by_key, self._by_url, self._by_sha):
+            found.clear()
+
+    def get(self, sha256: str) -> ObjectRecord | None:
+        with self._lock:
+            self._flush_locked()
+            row = self._db.execute("SELECT * FROM objects WHERE sha256 = ?", (sha256,)).fetchone()
+        return ObjectRecord(*row) if row else None
+
+    def iter_objects(self) -> Iterator[ObjectRecord]:
+        with self._lock:
+            self._flush_locked()
+            rows = self._db.execute("SELECT * FROM objects ORDER BY sha256").fetchall()
+        for row in rows:
+            yield ObjectRecord(*row)
+
+    def sources(self, sha256: str) -> list[SourceRecord]:
+        with self._lock:
+            self._flush_locked()
+            rows = self._db.execute(
+                "SELECT COALESCE(raw, url), key FROM urls WHERE sha256 = ? ORDER BY last_seen DESC", (sha256,)
+            ).fetchall()
+        return [SourceRecord(url=r[0], key=r[1]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._flush_locked()
+            self._db.close()
+
+
+class RedisMediaIndex:
+    """The shared index in Redis, for many workers.
+
+    Keys (all under ``prefix``): ``obj:<sha256>`` hash of the object's fields; ``asset:<key>`` hash
+    (sha256, url, first/last seen); ``url:<sha1 of canonical url>`` hash (url, raw url, sha256, key, first/last seen);
+    ``src:<sha256>`` sorted set of canonical URLs scored by last seen; ``objects`` set of all sha256. A record is
+    written in one MULTI/EXEC transaction, so readers never see an asset pointing at a missing object hash.
+    Nothing here expires: the index describes files that are kept for years.
+    """
+
+    def __init__(self, client: redis.Redis, *, prefix: str = REDIS_PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"RedisMediaIndex(prefix={self.prefix!r})"
+
+    def _k(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    def _url_key(self, canonical: str) -> str:
+        # URLs can be long and carry anything; their digest makes a bounded, inert key.
+        return self._k("url", hashlib.sha1(canonical.encode()).hexdigest())  # noqa: S324 - a key, not a MAC
+
+    def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
+        sha: bytes | None = None
+        if key:
+            sha = self.client.hget(self._k("asset", key), "sha256")
+        if sha is None and url:
+            sha = self.client.hget(self._url_key(canonical_media_url(url)), "sha256")
+        return self.get(sha.decode()) if sha else None
+
+    def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
+        now = time.time() if seen_at is None else seen_at
+        fields: dict[str, Any] = {"path": obj.path, "size": obj.size, "last_seen": now}
+        for name in ("mime", "width", "height"):
+            value = getattr(obj, name)
+            if value is not None:
+                fields[name] = value
+        pipe = self.client.pipeline(transaction=True)
+        okey = self._k("obj", obj.sha256)
+        pipe.hsetnx(okey, "first_seen", now)
+        pipe.hset(okey, mapping=fields)
+        pipe.sadd(self._k("objects"), obj.sha256)
+        if key:
+            akey = self._k("asset", key)
+            pipe.hsetnx(akey, "first_seen", now)
+            pipe.hset(akey, mapping={"sha256": obj.sha256, "url": url or "", "last_seen": now})
+        if url:
+            canonical = canonical_media_url(url)
+            ukey = self._url_key(canonical)
+            pipe.hsetnx(ukey, "first_seen", now)
+            mapping: dict[str, Any] = {"url": canonical, "raw": url, "sha256": obj.sha256, "last_seen": now}
+            if key:
+                mapping["key"] = key
+            pipe.hset(ukey, mapping=mapping)
+            pipe.zadd(self._k("src", obj.sha256), {canonical: now})
+        pipe.execute()
+
+    def get(self, sha256: str) -> ObjectRecord | None:
+        raw = self.client.hgetall(self._k("obj", sha256))
+        return _object_from_hash(sha256, raw) if raw else None
+
+    def iter_objects(self) -> Iterator[ObjectRecord]:
+        for sha in self.client.sscan_iter(self._k("objects"), count=500):
+            record = self.get(sha.decode())
+            if record is not None:
+                yield record
+
+    def sources(self, sha256: str) -> list[SourceRecord]:
+        found = []
+        for canonical in self.client.zrevrange(self._k("src", sha256), 0, -1):
+            raw, key = self.client.hmget(self._url_key(canonical.decode()), ["raw", "key"])
+            found.append(SourceRecord(url=(raw or canonical).decode(), key=key.decode() if key else None))
+        return found
+
+    def flush(self) -> None:
+        pass  # every record() is one MULTI/EXEC already
+
+    def close(self) -> None:
+        # The client belongs to the process-wide pool (mediacrawler.cache.redis.get_redis); not ours to close.
+        pass
+
+
+def _object_from_hash(sha256: str, raw: Mapping[bytes, bytes]) -> ObjectRecord:
+    def opt_int(name: bytes) -> int | None:
+        v = raw.get(name)
+        return int(v) if v not in (None, b"") else None
+
+    def opt_float(name: bytes) -> float | None:
+        v = raw.get(name)
+        return float(v) if v not in (None, b"") else None
+
+    mime = raw.get(b"mime")
+    return ObjectRecord(
+        sha256=sha256,
+        path=raw[b"path"].decode(),
+        size=int(raw[b"size"]),
+        mime=mime.decode() if mime else None,
+        width=opt_int(b"width"),
+        height=opt_int(b"height"),
+        first_seen=opt_float(b"first_seen"),
+        last_seen=opt_float(b"last_seen"),
+    )
+
+
+def get_redis_client(url: str) -> redis.Redis:
+    """The process-wide Redis client for ``url`` (shared pool from :mod:`mediacrawler.cache.redis`)."""
+    from mediacrawler.cache.redis import get_redis  # noqa: PLC0415 - Redis is optional at import time
+
+    return get_redis(url)
+
+
+class IndexConfigError(ValueError):
+    """MEDIA_INDEX names no backend, or the backend lacks what it needs (e.g. ``redis`` without REDIS_URL)."""
+
+
+def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
+    """Which backend the settings select: MEDIA_INDEX if set, else ``redis`` when REDIS_URL is set, else
+    ``sqlite``."""
+    choice = (settings.get("MEDIA_INDEX") or "").strip().lower()
+    if not choice:
+        return "redis" if settings.get("REDIS_URL") else "sqlite"
+    if choice not in ("sqlite", "redis"):
+        raise IndexConfigError(f"MEDIA_INDEX must be 'sqlite' or 'redis', not {choice!r}")
+    return choice
+
+
+def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
+    """Open the index the settings select (see :func:`index_backend`). The SQLite file defaults to
+    ``<store_root>/index.sqlite3`` (MEDIA_INDEX_PATH overrides)."""
+    backend = index_backend(settings)
+    if backend == "redis":
+        url = settings.get("REDIS_URL")
+        if not url:
+            raise IndexConfigError("MEDIA_INDEX=redis needs REDIS_URL")
+        return RedisMediaIndex(get_redis_client(url), prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or REDIS_PREFIX)
+    path = settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME
+    return SQLiteMediaIndex(path)
+

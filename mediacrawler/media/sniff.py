@@ -1,0 +1,138 @@
+"""Content sniffing: what a body *is*, from its first bytes.
+
+The media store names files by their content, so the extension of a stored object comes from here and never from
+a remote URL, id or ``Content-Type`` header (a server that labels an HTML error page ``image/jpeg`` is lying, and
+a name such as ``x.desktop`` must never reach the disk). Everything here is pure: bytes in, a :class:`Sniffed` out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Family = Literal["image", "video", "audio", "text", "unknown"]
+
+#: How many leading bytes :func:`sniff` looks at; callers that stream a file read this much of its head.
+SNIFF_BYTES = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Sniffed:
+    """The type of a body as told by its magic bytes.
+
+    ``ext`` includes the dot (``".jpg"``) and is empty for anything that is not media; ``family`` tells media
+    (``image``/``video``/``audio``) from documents (``text``: HTML, JSON, XML) and ``unknown`` bytes.
+    """
+
+    mime: str
+    ext: str
+    family: Family
+
+    @property
+    def is_media(self) -> bool:
+        return self.family in ("image", "video", "audio")
+
+
+UNKNOWN = Sniffed("application/octet-stream", "", "unknown")
+
+#: Every extension :func:`sniff` can return for media; the store accepts no other (so never ``.desktop``/``.lnk``).
+MEDIA_EXTENSIONS = frozenset({
+    ".jpg", ".png", ".gif", ".webp", ".bmp", ".tif", ".avif", ".heic", ".heif", ".mp4", ".mov", ".m4a", ".webm",
+    ".mkv", ".ts", ".flv", ".avi", ".wav", ".ogg", ".flac", ".mp3", ".aac",
+})
+
+# ISO base media file brands (the four bytes after "ftyp"). Anything else with an ftyp box is still MP4-family
+# video; these only refine the type.
+_FTYP_BRANDS: dict[bytes, Sniffed] = {
+    b"qt  ": Sniffed("video/quicktime", ".mov", "video"),
+    b"M4A ": Sniffed("audio/mp4", ".m4a", "audio"),
+    b"M4B ": Sniffed("audio/mp4", ".m4a", "audio"),
+    b"dash": Sniffed("video/mp4", ".mp4", "video"),
+    b"avif": Sniffed("image/avif", ".avif", "image"),
+    b"avis": Sniffed("image/avif", ".avif", "image"),
+    b"heic": Sniffed("image/heic", ".heic", "image"),
+    b"heix": Sniffed("image/heic", ".heic", "image"),
+    b"mif1": Sniffed("image/heif", ".heif", "image"),
+    b"msf1": Sniffed("image/heif", ".heif", "image"),
+}
+_MP4 = Sniffed("video/mp4", ".mp4", "video")
+
+# Document markers, matched case-insensitively after leading whitespace and a BOM: an error page, a JSON error
+# envelope or an XML error document served in place of an image.
+_TEXT_PREFIXES: tuple[tuple[bytes, Sniffed], ...] = (
+    (b"<!doctype html", Sniffed("text/html", "", "text")),
+    (b"<html", Sniffed("text/html", "", "text")),
+    (b"<head", Sniffed("text/html", "", "text")),
+    (b"<body", Sniffed("text/html", "", "text")),
+    (b"<title", Sniffed("text/html", "", "text")),
+    (b"<script", Sniffed("text/html", "", "text")),
+    (b"<!--", Sniffed("text/html", "", "text")),
+    (b"<?xml", Sniffed("application/xml", "", "text")),
+    (b"{", Sniffed("application/json", "", "text")),
+    (b"[", Sniffed("application/json", "", "text")),
+)
+
+
+def sniff(head: bytes) -> Sniffed:
+    """Return the type of a body from its first bytes (at least 32 are needed; :data:`SNIFF_BYTES` is plenty).
+
+    Recognised media: JPEG, PNG, GIF, WebP, BMP, TIFF, AVIF/HEIF, ISO-BMFF video (MP4, MOV, M4A, fragmented MP4),
+    WebM/Matroska, MPEG-TS, FLV, MP3, AAC (ADTS), Ogg, FLAC, WAV. HTML, XML and JSON come back with family
+    ``text``; anything else is :data:`UNKNOWN`.
+    """
+    h = head
+    if h.startswith(b"\xff\xd8\xff"):
+        return Sniffed("image/jpeg", ".jpg", "image")
+    if h.startswith(b"\x89PNG\r\n\x1a\n"):
+        return Sniffed("image/png", ".png", "image")
+    if h.startswith((b"GIF87a", b"GIF89a")):
+        return Sniffed("image/gif", ".gif", "image")
+    if h[:4] == b"RIFF" and h[8:12] == b"WEBP":
+        return Sniffed("image/webp", ".webp", "image")
+    if h[:4] == b"RIFF" and h[8:12] == b"WAVE":
+        return Sniffed("audio/wav", ".wav", "audio")
+    if h[:4] == b"RIFF" and h[8:12] == b"AVI ":
+        return Sniffed("video/x-msvideo", ".avi", "video")
+    if h[4:8] == b"ftyp":
+        return _FTYP_BRANDS.get(h[8:12], _MP4)
+    # Fragmented MP4 segments and some encoders start with another top-level box.
+    if h[4:8] in (b"styp", b"moof", b"moov", b"sidx"):
+        return _MP4
+    if h.startswith(b"\x1a\x45\xdf\xa3"):
+        # EBML: the DocType element says which; default to Matroska.
+        if b"webm" in h[:64]:
+            return Sniffed("video/webm", ".webm", "video")
+        return Sniffed("video/x-matroska", ".mkv", "video")
+    if _is_mpeg_ts(h):
+        return Sniffed("video/mp2t", ".ts", "video")
+    if h.startswith(b"FLV\x01"):
+        return Sniffed("video/x-flv", ".flv", "video")
+    if h.startswith(b"BM") and len(h) >= 26 and h[6:10] == b"\0\0\0\0":
+        return Sniffed("image/bmp", ".bmp", "image")
+    if h.startswith((b"II*\x00", b"MM\x00*")):
+        return Sniffed("image/tiff", ".tif", "image")
+    if h.startswith(b"OggS"):
+        return Sniffed("audio/ogg", ".ogg", "audio")
+    if h.startswith(b"fLaC"):
+        return Sniffed("audio/flac", ".flac", "audio")
+    if h.startswith(b"ID3") or (len(h) >= 2 and h[0] == 0xFF and h[1] & 0xE0 == 0xE0 and h[1] & 0x06 != 0):
+        # An MPEG audio frame sync with a non-reserved layer; layer 0 ("reserved") is ADTS's marker below.
+        return Sniffed("audio/mpeg", ".mp3", "audio")
+    if len(h) >= 2 and h[0] == 0xFF and h[1] & 0xF6 == 0xF0:
+        return Sniffed("audio/aac", ".aac", "audio")
+    return _sniff_text(h)
+
+
+def _is_mpeg_ts(h: bytes) -> bool:
+    # 188-byte packets, each starting with the sync byte 0x47; the first two or three packets in a row are a
+    # reliable signature (a lone 0x47 is just the letter "G").
+    packets = min(len(h) // 188, 3)
+    return packets >= 2 and all(h[i * 188] == 0x47 for i in range(packets))
+
+
+def _sniff_text(h: bytes) -> Sniffed:
+    stripped = h[:512].lstrip(b"\xef\xbb\xbf").lstrip().lower()
+    for prefix, sniffed in _TEXT_PREFIXES:
+        if stripped.startswith(prefix):
+            return sniffed
+    return UNKNOWN

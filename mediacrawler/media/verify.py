@@ -1,0 +1,319 @@
+"""``mediacrawler verify [--store PATH] [--repair]``: prove that the media store holds what the index says.
+
+Every file under ``objects/`` is re-hashed (streaming) and compared with its name; the index is compared with the
+disk:
+
+- **corrupt**: a file whose SHA-256 differs from its name (bit rot, tampering, a torn write);
+- **missing**: an object the index knows that is not on disk;
+- **orphan**: a file on disk the index does not know, or whose name is not an object name at all.
+
+The exit status is 0 when all is well and 1 when anything is wrong (after ``--repair``: when anything is still
+wrong). ``--repair`` moves corrupt files to ``quarantine/`` and re-downloads them, and missing ones, from the URLs
+the index recorded, accepting only bytes with the expected hash; valid orphans are adopted into the index and
+misnamed files are quarantined.
+
+The pure part is :func:`run_verify` (store + index + fetcher in, :class:`VerifyReport` out); :func:`main` is the
+command line around it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import urlsplit
+
+from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord, open_index
+from mediacrawler.media.sniff import SNIFF_BYTES, sniff
+from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+#: Fetches a URL's body for a repair: ``fetch(url, referer)`` → bytes (raises on any failure).
+Fetcher = Callable[[str, "str | None"], bytes]
+#: Called after each file: ``progress(done_files, total_files, done_bytes)``.
+ProgressCallback = Callable[[int, int, int], None]
+
+EXIT_OK = 0
+EXIT_PROBLEMS = 1
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of a verify run. Paths are relative to the store root."""
+
+    checked: int = 0
+    bytes_checked: int = 0
+    ok: int = 0
+    corrupt: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+    adopted: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+    unrepaired: dict[str, str] = field(default_factory=dict)  # path -> why it could not be repaired
+    seconds: float = 0.0
+
+    @property
+    def found_problems(self) -> bool:
+        return bool(self.corrupt or self.missing or self.orphans)
+
+    @property
+    def clean(self) -> bool:
+        """True when nothing is wrong now: no problems, or every problem repaired."""
+        if not self.found_problems:
+            return True
+        fixed = set(self.repaired) | set(self.adopted) | set(self.quarantined)
+        problems = set(self.corrupt) | set(self.missing) | set(self.orphans)
+        return not self.unrepaired and problems <= fixed
+
+
+def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool = False,
+               fetch: Fetcher | None = None, referer_for: Callable[[SourceRecord], str | None] | None = None,
+               progress: ProgressCallback | None = None, allowed_schemes: Sequence[str] = ("http", "https"),
+               ) -> VerifyReport:
+    """Re-hash every object of ``store``, compare with ``index``, and with ``repair`` fix what can be fixed.
+
+    ``fetch`` downloads a URL for a repair (default :func:`fetch_url`); ``referer_for`` gives the Referer for a
+    source (Weibo media need one); only URLs with ``allowed_schemes`` are ever fetched.
+    """
+    started = time.monotonic()
+    report = VerifyReport()
+    indexed: dict[str, ObjectRecord] = {rec.path: rec for rec in index.iter_objects()}
+    files = list(store.iter_objects())
+    total = len(files)
+    seen: set[str] = set()
+    for n, relpath in enumerate(files, 1):
+        seen.add(relpath)
+        path = store.root / relpath
+        try:
+            name_sha, _ = parse_object_relpath(relpath)
+        except StoreError:
+            name_sha = None
+        try:
+            digest, size = hash_file(path)
+        except OSError as exc:
+            report.corrupt.append(relpath)
+            report.unrepaired[relpath] = f"unreadable: {exc}"
+            continue
+        report.checked += 1
+        report.bytes_checked += size
+        if name_sha is None or os.path.islink(path):
+            report.orphans.append(relpath)
+        elif digest != name_sha:
+            report.corrupt.append(relpath)
+        elif relpath not in indexed:
+            report.orphans.append(relpath)
+        else:
+            report.ok += 1
+        if progress is not None:
+            progress(n, total, report.bytes_checked)
+    report.missing = sorted(p for p in indexed if p not in seen)
+
+    if repair:
+        fetch = fetch or fetch_url
+        for relpath in report.corrupt:
+            if relpath in report.unrepaired:
+                continue
+            report.quarantined.append(relpath)
+            store.quarantine(relpath)
+            _refetch(relpath, store=store, index=index, fetch=fetch, referer_for=referer_for,
+                     allowed_schemes=allowed_schemes, report=report)
+        for relpath in report.missing:
+            _refetch(relpath, store=store, index=index, fetch=fetch, referer_for=referer_for,
+                     allowed_schemes=allowed_schemes, report=report)
+        for relpath in report.orphans:
+            _settle_orphan(relpath, store=store, index=index, report=report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, fetch: Fetcher,
+             referer_for: Callable[[SourceRecord], str | None] | None, allowed_schemes: Sequence[str],
+             report: VerifyReport) -> None:
+    try:
+        sha, ext = parse_object_relpath(relpath)
+    except StoreError:
+        report.unrepaired[relpath] = "not an object path"
+        return
+    sources = index.sources(sha)
+    if not sources:
+        report.unrepaired[relpath] = "no recorded URL"
+        return
+    errors = []
+    for source in sources:
+        if urlsplit(source.url).scheme.lower() not in allowed_schemes:
+            errors.append(f"{source.url}: scheme not allowed")
+            continue
+        try:
+            body = fetch(source.url, referer_for(source) if referer_for else None)
+        except Exception as exc:  # any failure of one source: try the next
+            errors.append(f"{source.url}: {type(exc).__name__}: {exc}")
+            continue
+        if hashlib.sha256(body).hexdigest() != sha:
+            errors.append(f"{source.url}: served different bytes")
+            continue
+        store.persist_bytes(body, ext=ext, sha256=sha)
+        report.repaired.append(relpath)
+        return
+    report.unrepaired[relpath] = "; ".join(errors)
+
+
+def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIndex,
+                   report: VerifyReport) -> None:
+    if relpath in report.corrupt:
+        return
+    try:
+        sha, _ = parse_object_relpath(relpath)
+    except StoreError:
+        sha = None
+    path = store.root / relpath
+    if sha is None or os.path.islink(path):
+        # Not something the store ever writes: move it out of objects/ (never delete: it may be evidence).
+        dest = store.quarantine_dir / f"orphan.{time.time_ns()}.{os.path.basename(relpath)}"
+        os.replace(path, dest)
+        report.quarantined.append(relpath)
+        return
+    with open(path, "rb") as f:
+        sniffed = sniff(f.read(SNIFF_BYTES))
+    index.record(obj=ObjectRecord(sha256=sha, path=relpath, size=path.stat().st_size, mime=sniffed.mime),
+                 key=None, url=None)
+    report.adopted.append(relpath)
+
+
+def fetch_url(url: str, referer: str | None = None, *, timeout: float = 60.0,
+              max_bytes: int = 1024 * 1024 * 1024, user_agent: str = "mediacrawler-verify") -> bytes:
+    """GET ``url`` (http/https only) and return the body; raises on a non-200 status or an oversized body."""
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ValueError(f"refusing to fetch {url!r}")
+    headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
+    if referer:
+        headers["Referer"] = referer
+    req = urllib.request.Request(url, headers=headers)  # noqa: S310 - scheme checked above
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+        if resp.status != 200:
+            raise OSError(f"HTTP {resp.status}")
+        body = resp.read(max_bytes + 1)
+    if len(body) > max_bytes:
+        raise OSError(f"body larger than {max_bytes} bytes")
+    return body
+
+
+class Progress:
+    """A progress display on ``stream``: one self-overwriting line on a terminal, a line every few seconds
+    otherwise (logs stay readable)."""
+
+    def __init__(self, stream: TextIO, *, interval: float = 0.2, log_interval: float = 5.0) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.interval = interval if self.tty else log_interval
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def __call__(self, done: int, total: int, nbytes: int) -> None:
+        now = time.monotonic()
+        if done < total and now - self.last < self.interval:
+            return
+        self.last = now
+        elapsed = max(now - self.started, 1e-9)
+        pct = 100.0 * done / total if total else 100.0
+        line = (f"verify: {done}/{total} files ({pct:5.1f}%), {nbytes / 2**20:.1f} MiB, "
+                f"{nbytes / 2**20 / elapsed:.1f} MiB/s")
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if done >= total else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
+    """The lines printed after a run: one per problem, then a summary."""
+    lines = [f"corrupt  {p}" for p in report.corrupt]
+    lines += [f"missing  {p}" for p in report.missing]
+    lines += [f"orphan   {p}" for p in report.orphans]
+    if repair:
+        lines += [f"repaired {p}" for p in report.repaired]
+        lines += [f"adopted  {p}" for p in report.adopted]
+        lines += [f"quarantined {p}" for p in report.quarantined]
+        lines += [f"UNREPAIRED {p}: {why}" for p, why in report.unrepaired.items()]
+    summary = (f"verify: {report.checked} objects, {report.bytes_checked / 2**20:.1f} MiB in {report.seconds:.1f}s: "
+               f"{report.ok} ok, {len(report.corrupt)} corrupt, {len(report.missing)} missing, "
+               f"{len(report.orphans)} orphan")
+    if repair:
+        summary += (f"; repaired {len(report.repaired)}, adopted {len(report.adopted)}, "
+                    f"quarantined {len(report.quarantined)}, unrepaired {len(report.unrepaired)}")
+    lines.append(summary)
+    lines.append("verify: OK" if report.clean else "verify: PROBLEMS FOUND")
+    return lines
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``verify`` options to ``parser`` (the CLI's subparser, or a parser of its own)."""
+    parser.add_argument("--store", metavar="PATH", help="media store root (default: FILES_STORE)")
+    parser.add_argument("--repair", action="store_true",
+                        help="quarantine corrupt files and re-download them (and missing ones) from recorded URLs")
+    parser.add_argument("--index", choices=("sqlite", "redis"), help="index backend (default: from settings)")
+    parser.add_argument("--redis-url", metavar="URL", help="Redis of the shared index (default: REDIS_URL)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress display")
+    return parser
+
+
+def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = None,
+                  out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Run ``verify`` for parsed ``args``; return the exit status."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if settings is None:
+        from scrapy.utils.project import get_project_settings  # noqa: PLC0415 - only the CLI needs it
+
+        settings = get_project_settings()
+    conf: dict[str, Any] = {
+        "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
+        "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
+        "MEDIA_INDEX_PATH": settings.get("MEDIA_INDEX_PATH"),
+        "MEDIA_INDEX_REDIS_PREFIX": settings.get("MEDIA_INDEX_REDIS_PREFIX"),
+    }
+    root = args.store or settings.get("FILES_STORE") or "files"
+    if not os.path.isdir(str(root).split("://", 1)[-1]):
+        err.write(f"verify: no media store at {root}\n")
+        return 2
+    store = ContentAddressedStore(root)
+    index = open_index(conf, store_root=store.root)
+    allowed = tuple(s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", ["http", "https"]))
+    user_agent = settings.get("USER_AGENT") or "mediacrawler-verify"
+
+    def referer_for(source: SourceRecord) -> str | None:
+        platform = (source.key or "").split("/", 1)[0]
+        return settings.get(f"{platform.upper()}_MEDIA_REFERER") if platform else None
+
+    def fetch(url: str, referer: str | None) -> bytes:
+        return fetch_url(url, referer, user_agent=user_agent,
+                         max_bytes=settings.getint("DOWNLOAD_MAXSIZE", 1024 * 1024 * 1024) or 2**40)
+
+    try:
+        report = run_verify(store=store, index=index, repair=args.repair, fetch=fetch, referer_for=referer_for,
+                            progress=None if args.no_progress else Progress(err), allowed_schemes=allowed)
+    finally:
+        index.close()
+    for line in format_report(report, repair=args.repair):
+        out.write(line + "\n")
+    return EXIT_OK if report.clean else EXIT_PROBLEMS
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``mediacrawler verify`` as a standalone entry point: parse ``argv`` and run; returns the exit status."""
+    parser = add_arguments(argparse.ArgumentParser(prog="mediacrawler verify",
+                                                   description=__doc__.split("\n\n")[0] if __doc__ else None))
+    args = parser.parse_args(argv)
+    return run_from_args(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,439 @@
+"""The media pipeline: every MediaAsset of a Post, downloaded, checked, and stored once by its SHA-256.
+
+A :class:`~scrapy.pipelines.files.FilesPipeline` subclass that overrides only its documented surface
+(``get_media_requests``, ``media_to_download``, ``media_downloaded``, ``media_failed``, ``item_completed``,
+``file_path``). For each asset:
+
+1. **identity** — ``get_media_requests`` builds one request per asset, with the asset's index key
+   (``<platform>/<kind>/<key>``) and kind in ``request.meta["media_asset"]`` and the platform's media Referer
+   (``<PLATFORM>_MEDIA_REFERER``);
+2. **index lookup** — ``media_to_download`` asks the media index (:mod:`mediacrawler.media.index`) by asset key,
+   then by canonical URL; when the object is indexed and present in the store with its size, nothing is
+   downloaded (status ``uptodate``), even if the platform now hands out another signed or resized URL;
+3. **download** — bounded per host by MEDIA_CONCURRENCY_PER_HOST (media requests bypass the scheduler, so
+   CONCURRENT_REQUESTS does not bound them);
+4. **checks** — ``media_downloaded`` rejects anything but a whole 200/206 body of the announced length whose magic
+   bytes say image/video/audio; images must decode and stay under MEDIA_MAX_IMAGE_PIXELS, read from the header
+   before decoding (:mod:`mediacrawler.media.integrity`);
+5. **store** — SHA-256 → ``objects/<ab>/<cd>/<sha256><ext>`` (temp file + fsync + link); identical bytes from
+   another URL are not written twice (status ``deduplicated``, stat ``media/dedup/content``);
+6. **record** — ``item_completed`` writes ``sha256``, ``path``, ``size``, ``mime``, ``status`` and, when failed,
+   ``error`` into each asset through ItemAdapter. A failed asset never drops the record.
+
+Checks, hashing, file writes and index calls run in a worker thread; stats are counted on the reactor thread.
+FILES_EXPIRES is not used: whether a file is up to date is the index's answer plus a size check of the object,
+and a stored object never expires (``mediacrawler verify`` re-hashes them).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import logging
+from collections.abc import Iterable
+from os import PathLike
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, cast
+from urllib.parse import urlsplit
+
+from itemadapter import ItemAdapter
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Request, Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.pipelines.files import FilesPipeline
+from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError
+from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import DeferredSemaphore
+from twisted.python.failure import Failure
+
+from mediacrawler.media.index import (
+    IndexConfigError,
+    MediaIndex,
+    ObjectRecord,
+    asset_index_key,
+    index_backend,
+    open_index,
+)
+from mediacrawler.media.integrity import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    BodyCheck,
+    MediaRejected,
+    check_body,
+    check_http,
+)
+from mediacrawler.media.sniff import SNIFF_BYTES, sniff
+from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, object_relpath, store_scheme
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.pipelines.media import MediaPipeline as _ScrapyMediaPipeline
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+#: FILES_STORE when the setting is empty.
+DEFAULT_FILES_STORE = "files"
+#: In-flight media downloads per host (MEDIA_CONCURRENCY_PER_HOST).
+DEFAULT_CONCURRENCY_PER_HOST = 8
+#: Bodies up to this size are checked on the reactor thread, larger ones in a worker (MEDIA_INLINE_CHECK_BYTES).
+DEFAULT_INLINE_CHECK_BYTES = 256 * 1024
+#: URL schemes a media URL may use (MEDIA_ALLOWED_SCHEMES); anything else is recorded as failed, never fetched.
+DEFAULT_ALLOWED_SCHEMES = ("http", "https")
+
+#: request.meta key carrying the asset's identity (plain data: index key, kind, platform key).
+META_ASSET = "media_asset"
+# request.meta key marking that this request holds a per-host download slot (released exactly once).
+_META_SLOT = "_media_slot"
+
+
+class MediaResult(FileInfo, total=False):
+    """What the pipeline learns about one asset; FileInfo's ``checksum`` is the sha256 here."""
+
+    sha256: str | None
+    size: int | None
+    mime: str | None
+    width: int | None
+    height: int | None
+    error: str | None
+
+
+class MediaDownloadFailed(FileException):
+    """A download that produced no usable body (transport error, filtered request, store error)."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+# --- pure helpers -------------------------------------------------------------------------------------------
+def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
+    """``(platform, asset)`` for every MediaAsset of a Post and of the Post it reposts, in a fixed order, minus
+    assets another component already settled (their ``status`` is set).
+
+    get_media_requests and item_completed both walk this list; that is how results are matched to assets.
+    """
+    found: list[tuple[str, ItemAdapter]] = []
+    post: Any = item
+    depth = 0
+    while post is not None and depth < 8:  # reposts nest one level in practice; the cap guards cycles
+        adapter = ItemAdapter(post)
+        platform = str(adapter.get("platform") or "unknown")
+        for media in adapter.get("media") or []:
+            asset = ItemAdapter(media)
+            if asset.get("status") is None:
+                found.append((platform, asset))
+        post = adapter.get("reposted")
+        depth += 1
+    return found
+
+
+def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None:
+    """Why ``url`` must not be requested (``invalid-url``, ``scheme-not-allowed``), or ``None`` when it may."""
+    if not isinstance(url, str) or not url:
+        return "invalid-url"
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "invalid-url"
+    if parts.scheme.lower() not in set(allowed_schemes):
+        return "scheme-not-allowed"
+    if not parts.hostname:
+        return "invalid-url"
+    return None
+
+
+def download_error_reason(exc: BaseException) -> str:
+    """A short reason code for an exception a download ended with: ``filtered`` (IgnoreRequest, e.g. offsite or
+    over DOWNLOAD_MAXSIZE), ``dataloss`` (the body ended before Content-Length), ``timeout``,
+    ``connection-error`` or ``download-error``."""
+    if isinstance(exc, IgnoreRequest):
+        return "filtered"
+    text = f"{type(exc).__name__} {exc!r}".lower()
+    if "dataloss" in text or "data loss" in text or "potentialdataloss" in text:
+        return "dataloss"
+    if "timeout" in text or "timedout" in text:
+        return "timeout"
+    if "connection" in text or "refused" in text or "dns" in text:
+        return "connection-error"
+    return "download-error"
+
+
+def media_referer(settings: BaseSettings, *, platform: str) -> str | None:
+    """The Referer to send with a platform's media requests: setting ``<PLATFORM>_MEDIA_REFERER`` or none."""
+    return settings.get(f"{platform.upper()}_MEDIA_REFERER") or None
+
+
+def build_media_request(*, url: str, platform: str, kind: str, key: str, referer: str | None) -> Request:
+    """The download request of one asset, identity in ``meta`` (plain data only, so it can be serialised).
+
+    ``Accept-Encoding: identity``: media are compressed formats already, and an identity body keeps
+    Content-Length comparable with the body (and rules out HTTP decompression bombs).
+    """
+    headers = {"Accept-Encoding": "identity"}
+    if referer:
+        headers["Referer"] = referer
+    meta = {META_ASSET: {"index_key": asset_index_key(platform=platform, kind=kind, key=key), "kind": kind,
+                         "key": key, "platform": platform}}
+    return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK)
+
+
+def result_from_record(*, url: str, obj: ObjectRecord, status: str) -> MediaResult:
+    """The pipeline result for an object already in the store."""
+    return MediaResult(url=url, path=obj.path, checksum=obj.sha256, status=status, sha256=obj.sha256,
+                       size=obj.size, mime=obj.mime, width=obj.width, height=obj.height, error=None)
+
+
+def failed_result(*, url: str, reason: str) -> MediaResult:
+    """The pipeline result for an asset that was rejected."""
+    return MediaResult(url=url, path="", checksum=None, status="failed", sha256=None, size=None, mime=None,
+                       width=None, height=None, error=reason)
+
+
+class MediaStorePipeline(FilesPipeline):
+    """Downloads every MediaAsset of a Post into the content-addressed store (see the module docstring).
+
+    Settings: FILES_STORE (store root, default ``files``), MEDIA_ENABLED (off: NotConfigured, records are crawled
+    without media), MEDIA_MAX_IMAGE_PIXELS, MEDIA_CONCURRENCY_PER_HOST, MEDIA_ALLOWED_SCHEMES, MEDIA_FSYNC,
+    MEDIA_INDEX (``sqlite``|``redis``; default redis when REDIS_URL is set), MEDIA_INDEX_PATH,
+    MEDIA_INDEX_REDIS_PREFIX, ``<PLATFORM>_MEDIA_REFERER``.
+    """
+
+    MEDIA_NAME = "media"
+    # Local paths get the content-addressed store; other FilesPipeline schemes stay listed because
+    # FilesPipeline.from_crawler configures them by name, but __init__ refuses them.
+    STORE_SCHEMES = {**FilesPipeline.STORE_SCHEMES, **STORE_SCHEMES}
+
+    def __init__(self, store_uri: str | PathLike[str] | None, download_func: None = None, *,
+                 crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("MEDIA_ENABLED", True):
+            raise NotConfigured("MEDIA_ENABLED is off: records are crawled without downloading media")
+        uri = str(store_uri or DEFAULT_FILES_STORE)
+        if store_scheme(uri) not in STORE_SCHEMES:
+            raise NotConfigured(f"FILES_STORE={uri!r}: the media store supports local paths only")
+        try:
+            self.index_backend = index_backend(settings)
+        except IndexConfigError as exc:
+            raise NotConfigured(str(exc)) from None
+        if self.index_backend == "redis" and not settings.get("REDIS_URL"):
+            raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
+        self.max_image_pixels: int = settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
+        self.concurrency_per_host: int = settings.getint("MEDIA_CONCURRENCY_PER_HOST",
+                                                         DEFAULT_CONCURRENCY_PER_HOST)
+        if self.concurrency_per_host < 1:
+            raise NotConfigured("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
+        self.inline_check_bytes: int = settings.getint("MEDIA_INLINE_CHECK_BYTES", DEFAULT_INLINE_CHECK_BYTES)
+        self.allowed_schemes: frozenset[str] = frozenset(
+            s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", list(DEFAULT_ALLOWED_SCHEMES)))
+        super().__init__(uri, crawler=crawler)
+        # FilesPipeline built it from STORE_SCHEMES; the scheme check above makes it ours.
+        self.cas: ContentAddressedStore = cast(ContentAddressedStore, self.store)
+        self.cas.fsync = settings.getbool("MEDIA_FSYNC", True)
+        self.stats = crawler.stats
+        self.index: MediaIndex | None = None
+        self.index_is_local = self.index_backend == "sqlite"
+        self._slots: dict[str, DeferredSemaphore] = {}
+        # ids of results already written to an asset (see item_completed).
+        self._reported: set[int] = set()
+
+    # --- lifecycle ------------------------------------------------------------------------------------------
+    def open_spider(self, spider: Spider | None = None) -> None:
+        super().open_spider()
+        self.index = open_index(self.crawler.settings, store_root=self.cas.root)
+        swept = self.cas.sweep_tmp()
+        if swept:
+            logger.info("Removed %d stale temporary files from %s", swept, self.cas.tmp_dir)
+        logger.info("Media store at %s, index %r", self.cas.root, self.index)
+
+    def close_spider(self, spider: Spider | None = None) -> None:
+        if self.index is not None:
+            self.index.close()
+            self.index = None
+
+    # --- FilesPipeline surface ------------------------------------------------------------------------------
+    def get_media_requests(self, item: Any, info: _ScrapyMediaPipeline.SpiderInfo) -> list[Request]:
+        requests = []
+        for platform, asset in pending_assets(item):
+            if media_url_problem(asset.get("url"), allowed_schemes=self.allowed_schemes) is None:
+                referer = media_referer(self.crawler.settings, platform=platform)
+                requests.append(build_media_request(url=asset["url"], platform=platform, kind=asset["kind"],
+                                                    key=str(asset["key"]), referer=referer))
+        return requests
+
+    async def media_to_download(self, request: Request, info: _ScrapyMediaPipeline.SpiderInfo, *,
+                                item: Any = None) -> MediaResult | None:
+        ident = request.meta.get(META_ASSET) or {}
+        try:
+            if self.index_is_local:
+                # SQLite: a primary-key read of a local file (tens of microseconds) costs less than the
+                # thread hand-off would.
+                stored = self._stored_object(key=ident.get("index_key"), url=request.url)
+            else:
+                stored = await run_in_thread(self._stored_object, key=ident.get("index_key"), url=request.url)
+        except Exception as exc:
+            # An unreachable index costs a download, never the asset.
+            self.stats.inc_value("media/index/errors")
+            logger.warning("Media index lookup failed for %s (%s); downloading", request.url, exc)
+            stored = None
+        if stored is not None:
+            logger.debug("Media up to date: %s is %s", request.url, stored.path)
+            return result_from_record(url=request.url, obj=stored, status="uptodate")
+        await self._acquire_slot(request)
+        return None
+
+    async def media_downloaded(self, response: Response, request: Request,
+                               info: _ScrapyMediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
+        self._release_slot(request)
+        self.stats.inc_value("media/response_count")
+        self.stats.inc_value("media/response_bytes", len(response.body))
+        ident = request.meta.get(META_ASSET) or {}
+        kind = ident.get("kind", "image")
+        try:
+            if len(response.body) <= self.inline_check_bytes:
+                # Small bodies are checked on the reactor thread: the checks hold the GIL anyway (Pillow's
+                # parsers are Python), and in a worker they would stall the reactor's socket calls.
+                checked = self._check(response, kind=kind)
+            else:
+                checked = await run_in_thread(self._check, response, kind=kind)
+            # Writing, fsync and the index are mostly system calls: a worker thread, off the reactor.
+            result, created = await run_in_thread(self._store, response.body, checked=checked,
+                                                  key=ident.get("index_key"), url=request.url)
+        except MediaRejected as exc:
+            logger.debug("Media rejected: %s: %s", request.url, exc)
+            return failed_result(url=request.url, reason=str(exc))
+        except OSError as exc:
+            reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
+            raise MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}") from exc
+        if created:
+            self.stats.inc_value("media/stored_bytes", result.get("size") or 0)
+        logger.debug("Media %s: %s -> %s", result["status"], request.url, result["path"])
+        return result
+
+    def media_failed(self, failure: Failure, request: Request,
+                     info: _ScrapyMediaPipeline.SpiderInfo) -> NoReturn:
+        self._release_slot(request)
+        exc = failure.value
+        if isinstance(exc, MediaDownloadFailed):
+            raise exc
+        reason = download_error_reason(exc)
+        logger.debug("Media download failed: %s: %s: %s", request.url, type(exc).__name__, exc)
+        raise MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}") from exc
+
+    def item_completed(self, results: list[FileInfoOrError], item: Any,
+                       info: _ScrapyMediaPipeline.SpiderInfo) -> Any:
+        pending = iter(results)
+        for _, asset in pending_assets(item):
+            url = asset.get("url")
+            problem = media_url_problem(url, allowed_schemes=self.allowed_schemes)
+            repeat = False
+            if problem is not None:
+                result = failed_result(url=str(url), reason=problem)
+            else:
+                ok, value = next(pending)
+                if ok:
+                    result = cast(MediaResult, value)
+                    # FilesPipeline hands the same cached result object to every request with the same
+                    # fingerprint (kept alive in its cache, so ids are stable); only the first asset that
+                    # reports it caused the download.
+                    repeat = id(result) in self._reported
+                    self._reported.add(id(result))
+                else:
+                    result = failed_result(url=url, reason=_failure_reason(cast(Failure, value)))
+            self._apply(asset, result, repeat=repeat)
+        return item
+
+    def file_path(self, request: Request, response: Response | None = None,
+                  info: _ScrapyMediaPipeline.SpiderInfo | None = None, *, item: Any = None) -> str:
+        """The object path of a response's body. Content-addressed: without the response there is no path."""
+        if response is None:
+            raise ValueError("a content-addressed path depends on the bytes: pass the response")
+        body = response.body
+        return object_relpath(sha256=hashlib.sha256(body).hexdigest(), ext=sniff(body[:SNIFF_BYTES]).ext)
+
+    # --- internals ------------------------------------------------------------------------------------------
+    def _stored_object(self, *, key: str | None, url: str) -> ObjectRecord | None:
+        """(Worker thread.) The indexed object for this asset if it is still in the store with its size; the
+        sighting (maybe a new URL for a known key) is recorded."""
+        assert self.index is not None
+        obj = self.index.lookup(key=key, url=url)
+        if obj is None or self.cas.stat(obj.path) != obj.size:
+            return None
+        self.index.record(obj=obj, key=key, url=url)
+        return obj
+
+    def _check(self, response: Response, *, kind: str) -> BodyCheck:
+        """All integrity checks of one response; raises MediaRejected."""
+        body = response.body
+        check_http(status=response.status, body_size=len(body), content_length=_header(response, "Content-Length"),
+                   content_range=_header(response, "Content-Range"), flags=response.flags)
+        return check_body(body, kind=kind, max_image_pixels=self.max_image_pixels)
+
+    def _store(self, body: bytes, *, checked: BodyCheck, key: str | None, url: str) -> tuple[MediaResult, bool]:
+        """(Worker thread.) Hash, store and index one checked body."""
+        digest = hashlib.sha256(body).hexdigest()
+        persisted = self.cas.persist_bytes(body, ext=checked.sniffed.ext, sha256=digest)
+        obj = ObjectRecord(sha256=digest, path=persisted.relpath, size=persisted.size, mime=checked.sniffed.mime,
+                           width=checked.width, height=checked.height)
+        try:
+            assert self.index is not None
+            self.index.record(obj=obj, key=key, url=url)
+        except Exception as exc:
+            # The file is safe in the store; verify will list it as an orphan until a later run indexes it.
+            logger.error("Media index write failed for %s (%s)", url, exc)
+        status = "downloaded" if persisted.created else "deduplicated"
+        return result_from_record(url=url, obj=obj, status=status), persisted.created
+
+    async def _acquire_slot(self, request: Request) -> None:
+        host = urlparse_cached(request).netloc.lower()
+        sem = self._slots.get(host)
+        if sem is None:
+            sem = self._slots[host] = DeferredSemaphore(self.concurrency_per_host)
+        await maybe_deferred_to_future(sem.acquire())
+        request.meta[_META_SLOT] = host
+
+    def _release_slot(self, request: Request) -> None:
+        # Called from media_downloaded and media_failed; FilesPipeline calls media_failed also when
+        # media_downloaded raised, so the slot is released by whichever runs first.
+        host = request.meta.pop(_META_SLOT, None)
+        if host is not None:
+            self._slots[host].release()
+
+    def _apply(self, asset: ItemAdapter, result: MediaResult, *, repeat: bool) -> None:
+        status = result["status"]
+        if repeat and status in ("downloaded", "deduplicated"):
+            status = "uptodate"
+        if status == "failed":
+            asset["status"] = "failed"
+            asset["error"] = result.get("error")
+            reason = (result.get("error") or "unknown").split(":", 1)[0]
+            self.stats.inc_value("media/failed")
+            self.stats.inc_value(f"media/failed/{reason}")
+            logger.warning("Media asset %s failed: %s", asset.get("url"), result.get("error"))
+            return
+        asset["sha256"] = result.get("sha256")
+        asset["path"] = result.get("path")
+        asset["size"] = result.get("size")
+        asset["mime"] = result.get("mime")
+        asset["status"] = status
+        asset["error"] = None
+        for dim in ("width", "height"):
+            if asset.get(dim) is None and result.get(dim) is not None:
+                asset[dim] = result.get(dim)
+        self.stats.inc_value(f"media/{status}")
+        if status == "deduplicated":
+            self.stats.inc_value("media/dedup/content")
+
+
+def _header(response: Response, name: str) -> str | None:
+    value = response.headers.get(name)
+    return value.decode("latin-1") if value is not None else None
+
+
+def _failure_reason(failure: Failure) -> str:
+    exc = failure.value
+    if isinstance(exc, (MediaDownloadFailed, MediaRejected)):
+        return str(exc)
+    return f"download-error: {type(exc).__name__}: {exc}"

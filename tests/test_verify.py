@@ -1,0 +1,159 @@
+"""``mediacrawler verify``: re-hash the store, report corrupt/missing/orphan files, repair from recorded URLs.
+
+The store is filled with real sandbox images (the bytes ``/media/img/{n}.jpg`` serves) and indexed with their
+sandbox URLs, so ``--repair`` re-downloads over real HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediacrawler.media.index import SQLiteMediaIndex, ObjectRecord, SourceRecord
+from mediacrawler.media.store import ContentAddressedStore
+from mediacrawler.media.verify import main, run_verify
+from mediacrawler.sandbox.media import generic_image
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fill(store_root: Path, base_url: str, n: int = 6) -> dict[int, str]:
+    """Store images 0..n-1 as the pipeline would; return {n: relpath}."""
+    store = ContentAddressedStore(store_root)
+    index = SQLiteMediaIndex(store_root / "index.sqlite3")
+    paths = {}
+    for i in range(n):
+        body = generic_image(i)
+        persisted = store.persist_bytes(body, ext=".jpg")
+        index.record(obj=ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
+                                      mime="image/jpeg"),
+                     key=f"bench/image/{i}", url=f"{base_url}/media/img/{i}.jpg")
+        paths[i] = persisted.relpath
+    index.close()
+    return paths
+
+
+def flip_byte(path: Path, offset: int = 200) -> None:
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("REDIS_URL", None)
+    return subprocess.run([sys.executable, "-m", "mediacrawler.media.verify", "--index", "sqlite", *args],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+
+
+def test_clean_store_passes(tmp_path: Path, sandbox: Any) -> None:
+    root = tmp_path / "files"
+    fill(root, sandbox.url)
+    proc = cli("--store", str(root))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 ok, 0 corrupt, 0 missing, 0 orphan" in proc.stdout
+    assert "verify: 6/6 files (100.0%)" in proc.stderr  # the progress display
+
+
+def test_flipped_byte_is_named_and_repaired(tmp_path: Path, fresh_sandbox: Any) -> None:
+    root = tmp_path / "files"
+    paths = fill(root, fresh_sandbox.url)
+    victim = root / paths[3]
+    good = victim.read_bytes()
+    flip_byte(victim)
+
+    proc = cli("--store", str(root))
+    assert proc.returncode == 1
+    assert f"corrupt  {paths[3]}" in proc.stdout
+    assert "1 corrupt" in proc.stdout and "PROBLEMS FOUND" in proc.stdout
+
+    proc = cli("--store", str(root), "--repair")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"repaired {paths[3]}" in proc.stdout
+    assert victim.read_bytes() == good
+    assert len(list((root / "quarantine").iterdir())) == 1  # the corrupt copy is kept aside, not deleted
+    assert [e["path"] for e in fresh_sandbox.requests()] == ["/media/img/3.jpg"]
+    assert cli("--store", str(root)).returncode == 0
+
+
+def test_missing_and_orphan(tmp_path: Path, sandbox: Any) -> None:
+    root = tmp_path / "files"
+    paths = fill(root, sandbox.url)
+    (root / paths[1]).unlink()
+    stray = ContentAddressedStore(root).persist_bytes(generic_image(99), ext=".jpg")  # stored, never indexed
+    junk = root / "objects" / "ab" / "evil.desktop"
+    junk.parent.mkdir(parents=True, exist_ok=True)
+    junk.write_bytes(b"[Desktop Entry]")
+
+    proc = cli("--store", str(root))
+    assert proc.returncode == 1
+    assert f"missing  {paths[1]}" in proc.stdout
+    assert f"orphan   {stray.relpath}" in proc.stdout
+    assert "orphan   objects/ab/evil.desktop" in proc.stdout
+
+    proc = cli("--store", str(root), "--repair")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (root / paths[1]).read_bytes() == generic_image(1)
+    assert not junk.exists()
+    assert cli("--store", str(root)).returncode == 0  # the valid orphan was adopted into the index
+
+
+def test_repair_refuses_wrong_bytes_and_unsafe_urls(tmp_path: Path) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    index = SQLiteMediaIndex(tmp_path / "files" / "index.sqlite3")
+    body = generic_image(5)
+    persisted = store.persist_bytes(body, ext=".jpg")
+    index.record(obj=ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=len(body)),
+                 key="k", url="file:///etc/passwd")
+    index.record(obj=ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=len(body)),
+                 key="k2", url="http://127.0.0.1:9/other.jpg")
+    flip_byte(store.root / persisted.relpath)
+    fetched: list[str] = []
+
+    def fetch(url: str, referer: str | None) -> bytes:
+        fetched.append(url)
+        return generic_image(6)  # a different picture: must not be accepted
+
+    report = run_verify(store=store, index=index, repair=True, fetch=fetch)
+    assert fetched == ["http://127.0.0.1:9/other.jpg"]
+    assert report.corrupt == [persisted.relpath] and not report.repaired
+    assert "scheme not allowed" in report.unrepaired[persisted.relpath]
+    assert "different bytes" in report.unrepaired[persisted.relpath]
+    assert not report.clean
+    assert not (store.root / persisted.relpath).exists()  # quarantined
+    index.close()
+
+
+def test_referer_comes_from_the_platform_of_the_source(tmp_path: Path) -> None:
+    store = ContentAddressedStore(tmp_path)
+    index = SQLiteMediaIndex(tmp_path / "index.sqlite3")
+    body = generic_image(7)
+    p = store.persist_bytes(body, ext=".jpg")
+    index.record(obj=ObjectRecord(sha256=p.sha256, path=p.relpath, size=len(body)), key="weibo/image/pid7",
+                 url="http://127.0.0.1:9/large/pid7.jpg")
+    (store.root / p.relpath).unlink()
+    seen: list[tuple[str, str | None]] = []
+
+    def fetch(url: str, referer: str | None) -> bytes:
+        seen.append((url, referer))
+        return body
+
+    def referer_for(source: SourceRecord) -> str | None:
+        return "https://m.weibo.cn/" if (source.key or "").startswith("weibo/") else None
+
+    report = run_verify(store=store, index=index, repair=True, fetch=fetch, referer_for=referer_for)
+    assert seen == [("http://127.0.0.1:9/large/pid7.jpg", "https://m.weibo.cn/")]
+    assert report.repaired == [p.relpath] and report.clean
+    assert hashlib.sha256((store.root / p.relpath).read_bytes()).hexdigest() == p.sha256
+    index.close()
+
+
+def test_no_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--store", str(tmp_path / "nope"), "--index", "sqlite"]) == 2
+    assert "no media store" in capsys.readouterr().err
