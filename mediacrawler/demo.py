@@ -46,8 +46,8 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
 
 
 def _summary_rows(crawlers: list[Any], elapsed: float) -> list[str]:
-    rows = [f"{'job':<40} {'posts':>6} {'pages':>6} {'media':>6} {'new':>5} {'MiB':>8} {'status':>10}"]
-    totals = {"posts": 0, "pages": 0, "media": 0, "new": 0, "bytes": 0}
+    rows = [f"{'job':<40} {'posts':>6} {'pages':>6} {'media':>6} {'new':>5} {'failed':>6} {'MiB':>8} {'status':>10}"]
+    totals = {"posts": 0, "pages": 0, "media": 0, "new": 0, "failed": 0, "bytes": 0}
     for crawler in crawlers:
         stats = crawler.stats.get_stats()
         spider = crawler.spider
@@ -55,18 +55,20 @@ def _summary_rows(crawlers: list[Any], elapsed: float) -> list[str]:
         row = {
             "posts": stats.get("item_scraped_count", 0),
             "pages": stats.get(f"{platform}/pages", 0),
-            "media": sum(v for k, v in stats.items() if k.startswith("media/status/")),
-            "new": stats.get("media/status/downloaded", 0),
+            "media": sum(stats.get(f"media/{s}", 0) for s in ("downloaded", "deduplicated", "uptodate", "failed")),
+            "new": stats.get("media/downloaded", 0),
+            "failed": stats.get("media/failed", 0),
             "bytes": stats.get("downloader/response_bytes", 0),
         }
         for k in totals:
             totals[k] += row[k]
         rows.append(
-            f"{spider.job:<40} {row['posts']:>6} {row['pages']:>6} {row['media']:>6} {row['new']:>5} "
+            f"{spider.job:<40} {row['posts']:>6} {row['pages']:>6} {row['media']:>6} {row['new']:>5} {row['failed']:>6} "
             f"{row['bytes'] / 2**20:>8.2f} {stats.get('finish_reason', '?'):>10}"
         )
     rows.append(
         f"{'total':<40} {totals['posts']:>6} {totals['pages']:>6} {totals['media']:>6} {totals['new']:>5} "
+        f"{totals['failed']:>6} "
         f"{totals['bytes'] / 2**20:>8.2f} {elapsed:>9.1f}s"
     )
     return rows
