@@ -53,7 +53,6 @@ import logging
 import os
 import re
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -76,6 +75,7 @@ from mediacrawler.extensions.feeds import (
     repair_torn_tail,
     sync_feeds,
 )
+from mediacrawler.fsutil import fsync_dir, write_atomic
 from mediacrawler.spiders._base import Resume
 
 if TYPE_CHECKING:
@@ -198,39 +198,9 @@ def _typed(value: Any, kind: type, *, optional: bool = False) -> Any:
 
 
 def write_json_atomic(path: Path | str, data: Any) -> None:
-    """Publish *data* as JSON at *path*: temp file in the same directory, fsync, rename, fsync of the directory.
-
-    A reader (or the next run after a kill at any instant) sees the previous complete file or the new complete file,
-    never a mix; after a power loss the rename itself is on disk once the directory is fsynced.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    payload = json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        dir_fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds (Windows)
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
-        pass
-    finally:
-        os.close(dir_fd)
+    """Publish *data* as JSON at *path* with :func:`mediacrawler.fsutil.write_atomic` (temp, fsync, rename, fsync
+    of the directory): a reader sees the previous complete file or the new one, never a mix."""
+    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8") + b"\n")
 
 
 class CheckpointStore(Protocol):
@@ -290,7 +260,7 @@ class FileCheckpointStore:
             self.path(key).unlink()
         except FileNotFoundError:
             return False
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return True
 
     def quarantine(self, key: str) -> str | None:
@@ -305,7 +275,7 @@ class FileCheckpointStore:
             os.replace(path, target)
         except FileNotFoundError:
             return None
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return str(target)
 
     def keys(self) -> list[str]:

@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mediacrawler.fsutil import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -187,37 +188,10 @@ def load_ledger(path: str | os.PathLike[str], *, key: str) -> Ledger | None:
 
 
 def save_ledger(path: str | os.PathLike[str], ledger: Ledger, *, fsync: bool = True) -> None:
-    """Write ``ledger`` to ``path`` atomically: temp file in the same directory, fsync, rename, fsync of the
-    directory (the last two only with ``fsync``; without, a crash of the machine, not of the process, may lose
-    the newest save)."""
-    target = Path(path)
+    """Write ``ledger`` to ``path`` atomically (:func:`mediacrawler.fsutil.write_atomic`; with ``fsync`` off a
+    crash of the machine, not of the process, may lose the newest save)."""
     ledger.updated = time.time()
-    data = json.dumps(ledger.to_json(), separators=(",", ":")).encode("utf-8")
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            if fsync:
-                os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    if fsync:
-        fsync_dir(target.parent)
-
-
-def fsync_dir(path: str | os.PathLike[str]) -> None:
-    """fsync a directory, so that a rename or a new entry in it survives a crash."""
-    dir_fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(path, json.dumps(ledger.to_json(), separators=(",", ":")).encode("utf-8"), fsync=fsync)
 
 
 def remove_spool(spool: str | os.PathLike[str]) -> None:

@@ -1,0 +1,51 @@
+"""Durable file publication shared by the checkpoint, the download ledger and the content store.
+
+One rule everywhere: write a temp file in the target's directory, fsync it, rename it over the target, fsync the
+directory. A reader (or the next run after a kill at any instant) then sees the previous complete file or the new
+complete file, never a mix, and after a power loss the rename itself is on disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory, so that a rename, link or new entry in it survives a crash."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:  # pragma: no cover - platforms without directory fds (Windows)
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse fsync on directories
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> None:
+    """Publish ``data`` at ``path`` atomically (see module docstring).
+
+    Without ``fsync`` the rename is still atomic for other processes, but a crash of the machine (not of the
+    process) may lose the newest write.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        fsync_dir(target.parent)
