@@ -90,9 +90,11 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
     process.crawl(crawler)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     main0 = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     process.start()
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     main1 = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # ours: the store worker process (reaped at close)
     stats = crawler.stats.get_stats() if crawler.stats else {}
     seconds = marks.get("last_item", 0.0) - marks.get("opened", 0.0)
     stored = sum(1 for p in Path(store).rglob("*") if p.is_file() and p.suffix in (".jpg", ".jpeg"))
@@ -106,6 +108,8 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
         # CPU seconds of the crawl (start-up excluded): whole process, and the reactor thread alone.
         "cpu_s": cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
         "reactor_cpu_s": main1.ru_utime + main1.ru_stime - main0.ru_utime - main0.ru_stime,
+        # CPU seconds of helper processes started by the crawl (our store worker), start-up included.
+        "child_cpu_s": kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime,
         "downloaded": stats.get("media/downloaded", stats.get("file_status_count/downloaded", 0)),
     }
 
@@ -184,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                     runs.append(res)
                     print(f"round {r} {kind:5s}: {res['images_per_s']:7.1f} images/s in-process, "
                           f"wall {res['wall_s']:.2f}s, items {res['items']}, stored {res['stored_files']}, "
-                          f"failed {res['failed']}, cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s)")
+                          f"failed {res['failed']}, cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s, "
+                          f"helper processes {res.get('child_cpu_s', 0.0):.2f}s)")
     finally:
         sandbox.stop()
 

@@ -18,12 +18,12 @@ Both are synchronous; the pipeline calls them from a worker thread, never on the
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -88,6 +88,12 @@ class MediaIndex(Protocol):
         """Remember that asset ``key`` fetched from ``url`` is ``obj`` (upsert; first_seen is kept)."""
         ...
 
+    def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
+                    seen_at: float | None = None) -> None:
+        """:meth:`record` for several ``(obj, key, url)`` at once, **durable when it returns** (one transaction;
+        the media pipeline's batch committer calls it after the objects themselves are durable)."""
+        ...
+
     def get(self, sha256: str) -> ObjectRecord | None:
         """The object with this hash, or ``None``."""
         ...
@@ -110,14 +116,18 @@ class MediaIndex(Protocol):
 
 
 class SQLiteMediaIndex:
-    """The embedded index: one SQLite database (WAL journal), one connection per process guarded by a lock.
+    """The embedded index: one SQLite database (WAL journal) per store, thread-safe.
 
-    WAL lets ``verify`` read while a crawl writes; ``synchronous=NORMAL`` makes a commit cost no fsync (the WAL
-    is synced at checkpoints). Writes are group-committed: :meth:`record` queues rows and one transaction writes
-    them every ``batch_size`` records or ``max_delay`` seconds (and on :meth:`flush`/:meth:`close`); lookups see
-    queued rows too. A crash loses at most the queued rows, never consistency: their files are in the store
-    already, the next crawl re-indexes them without downloading (content dedup), and ``verify`` lists them as
-    orphans until then.
+    WAL lets ``verify`` read while a crawl writes. Two connections: one writes (and serves ``get``,
+    ``iter_objects``, ``sources``), one serves :meth:`lookup`, so that a lookup on the reactor thread never waits
+    for a commit (or its fsync) in progress on another thread.
+
+    Writes: :meth:`record_many` (the pipeline's batch committer) writes its rows, and everything queued before
+    them, in one transaction synced to disk (``synchronous=FULL`` for that commit) before it returns.
+    :meth:`record` (sightings of objects already stored) is group-committed without a sync
+    (``synchronous=NORMAL``): rows are queued and written every ``batch_size`` records or ``max_delay`` seconds
+    when no other write is in progress, and at the next :meth:`record_many`, :meth:`flush` or :meth:`close`;
+    lookups see queued rows too. A crash loses at most those queued sightings, never consistency.
     """
 
     _SCHEMA = """
@@ -130,129 +140,196 @@ class SQLiteMediaIndex:
         url TEXT PRIMARY KEY, sha256 TEXT NOT NULL, key TEXT, first_seen REAL, last_seen REAL, raw TEXT);
     CREATE INDEX IF NOT EXISTS urls_by_sha256 ON urls (sha256, last_seen);
     """
+    # Upserts as (head, one row's placeholders, tail): a flush sends one multi-row statement per table and chunk
+    # (one sqlite3_step, so one GIL hand-over, instead of one per row).
     _UPSERT_OBJECT = (
-        "INSERT INTO objects VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (sha256) DO UPDATE SET "
-        "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
-        "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
-        "last_seen = MAX(last_seen, excluded.last_seen)"
+        "INSERT INTO objects VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)",
+        (" ON CONFLICT (sha256) DO UPDATE SET "
+         "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
+         "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
+         "last_seen = MAX(last_seen, excluded.last_seen)"),
     )
     _UPSERT_ASSET = (
-        "INSERT INTO assets VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
-        "sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen"
+        "INSERT INTO assets VALUES ", "(?, ?, ?, ?, ?)",
+        " ON CONFLICT (key) DO UPDATE SET sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen",
     )
     _UPSERT_URL = (
-        "INSERT INTO urls VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (url) DO UPDATE SET "
-        "sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
-        "last_seen = excluded.last_seen, raw = excluded.raw"
+        "INSERT INTO urls VALUES ", "(?, ?, ?, ?, ?, ?)",
+        (" ON CONFLICT (url) DO UPDATE SET sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
+         "last_seen = excluded.last_seen, raw = excluded.raw"),
     )
+    _BY_KEY = "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?"
+    _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
     def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.batch_size = max(1, batch_size)
         self.max_delay = max_delay
-        self._lock = threading.Lock()
-        # check_same_thread=False: the pipeline calls in from worker threads; the lock serialises.
-        self._db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        with self._lock:
+        # _state guards the queues (held for microseconds); _write the writing connection and every flush;
+        # _read the lookup connection. Order when nested: _write, then _state.
+        self._state = threading.Lock()
+        self._write = threading.Lock()
+        self._read = threading.Lock()
+        # check_same_thread=False: the pipeline calls in from several threads; the locks serialise.
+        self._db = self._connect()
+        with self._write:
             self._db.executescript(self._SCHEMA)
+        self._rdb = self._connect()
         self._objects: list[tuple[Any, ...]] = []
         self._assets: list[tuple[Any, ...]] = []
         self._urls: list[tuple[Any, ...]] = []
-        # Queued rows as lookups need them.
+        # Queued rows as lookups need them; an entry stays until its row is committed.
         self._by_key: dict[str, ObjectRecord] = {}
         self._by_url: dict[str, ObjectRecord] = {}
         self._by_sha: dict[str, ObjectRecord] = {}
         self._last_flush = time.monotonic()
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        return db
 
     def __repr__(self) -> str:
         return f"SQLiteMediaIndex({str(self.path)!r})"
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
         canonical = canonical_media_url(url) if url else None
-        with self._lock:
-            if key and key in self._by_key:
-                return self._by_key[key]
-            row = None
-            if key:
-                row = self._db.execute(
-                    "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?", (key,)
-                ).fetchone()
-            if row is None and canonical:
-                if canonical in self._by_url:
-                    return self._by_url[canonical]
-                row = self._db.execute(
-                    "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?", (canonical,)
-                ).fetchone()
-        return ObjectRecord(*row) if row else None
+        # Queued rows first, then the database: a row leaves the queue only after its commit, so it is always
+        # visible in one or the other.
+        if key:
+            with self._state:
+                hit = self._by_key.get(key)
+            if hit is not None:
+                return hit
+            with self._read:
+                row = self._rdb.execute(self._BY_KEY, (key,)).fetchone()
+            if row is not None:
+                return ObjectRecord(*row)
+        if canonical:
+            with self._state:
+                hit = self._by_url.get(canonical)
+            if hit is not None:
+                return hit
+            with self._read:
+                row = self._rdb.execute(self._BY_URL, (canonical,)).fetchone()
+            if row is not None:
+                return ObjectRecord(*row)
+        return None
 
     def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
         now = time.time() if seen_at is None else seen_at
+        with self._state:
+            self._queue_locked(obj, key, url, now)
+            due = len(self._objects) >= self.batch_size or time.monotonic() - self._last_flush >= self.max_delay
+        # A flush already running on another thread (the batch committer) will not take these rows, but the
+        # next one will; never wait for it here (this may be the reactor thread).
+        if due and self._write.acquire(blocking=False):
+            try:
+                self._flush_write_locked(durable=False)
+            finally:
+                self._write.release()
+
+    def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
+                    seen_at: float | None = None) -> None:
+        now = time.time() if seen_at is None else seen_at
+        with self._write:
+            with self._state:
+                for obj, key, url in records:
+                    self._queue_locked(obj, key, url, now)
+            self._flush_write_locked(durable=True)
+
+    def _queue_locked(self, obj: ObjectRecord, key: str | None, url: str | None, now: float) -> None:
         canonical = canonical_media_url(url) if url else None
         queued = ObjectRecord(obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height,
                               obj.first_seen if obj.first_seen is not None else now, now)
-        with self._lock:
-            self._objects.append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
-            self._by_sha[obj.sha256] = queued
-            if key:
-                self._assets.append((key, obj.sha256, url, now, now))
-                self._by_key[key] = queued
-            if canonical:
-                self._urls.append((canonical, obj.sha256, key, now, now, url))
-                self._by_url[canonical] = queued
-            if len(self._objects) >= self.batch_size or time.monotonic() - self._last_flush >= self.max_delay:
-                self._flush_locked()
+        self._objects.append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
+        self._by_sha[obj.sha256] = queued
+        if key:
+            self._assets.append((key, obj.sha256, url, now, now))
+            self._by_key[key] = queued
+        if canonical:
+            self._urls.append((canonical, obj.sha256, key, now, now, url))
+            self._by_url[canonical] = queued
 
     def flush(self) -> None:
-        """Write every queued record now (one transaction)."""
-        with self._lock:
-            self._flush_locked()
+        """Write every queued record now (one transaction, synced)."""
+        with self._write:
+            self._flush_write_locked(durable=True)
 
-    def _flush_locked(self) -> None:
-        self._last_flush = time.monotonic()
-        if not self._objects:
-            return
-        self._db.execute("BEGIN IMMEDIATE")
+    def _flush_write_locked(self, *, durable: bool) -> None:
+        """Commit the queued rows (caller holds ``_write``); ``durable``: sync the WAL before returning."""
+        with self._state:
+            self._last_flush = time.monotonic()
+            if not self._objects:
+                return
+            objects, assets, urls = self._objects, self._assets, self._urls
+            self._objects, self._assets, self._urls = [], [], []
+            pending = (dict(self._by_key), dict(self._by_url), dict(self._by_sha))
+        db = self._db
         try:
-            self._db.executemany(self._UPSERT_OBJECT, self._objects)
-            self._db.executemany(self._UPSERT_ASSET, self._assets)
-            self._db.executemany(self._UPSERT_URL, self._urls)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        for queue in (self._objects, self._assets, self._urls):
-            queue.clear()
-        for found in (self._by_key, self._by_url, self._by_sha):
-            found.clear()
+            if durable:
+                db.execute("PRAGMA synchronous=FULL")
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                _upsert_rows(db, self._UPSERT_OBJECT, objects)
+                _upsert_rows(db, self._UPSERT_ASSET, assets)
+                _upsert_rows(db, self._UPSERT_URL, urls)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                with self._state:  # back in the queue, ahead of anything queued meanwhile
+                    self._objects[:0], self._assets[:0], self._urls[:0] = objects, assets, urls
+                raise
+        finally:
+            if durable:
+                db.execute("PRAGMA synchronous=NORMAL")
+        with self._state:
+            # Committed: drop the lookup entries of these rows, unless a newer record replaced them meanwhile.
+            for found, before in zip((self._by_key, self._by_url, self._by_sha), pending, strict=True):
+                for name, rec in before.items():
+                    if found.get(name) is rec:
+                        del found[name]
 
     def get(self, sha256: str) -> ObjectRecord | None:
-        with self._lock:
-            self._flush_locked()
+        with self._write:
+            self._flush_write_locked(durable=False)
             row = self._db.execute("SELECT * FROM objects WHERE sha256 = ?", (sha256,)).fetchone()
         return ObjectRecord(*row) if row else None
 
     def iter_objects(self) -> Iterator[ObjectRecord]:
-        with self._lock:
-            self._flush_locked()
+        with self._write:
+            self._flush_write_locked(durable=False)
             rows = self._db.execute("SELECT * FROM objects ORDER BY sha256").fetchall()
         for row in rows:
             yield ObjectRecord(*row)
 
     def sources(self, sha256: str) -> list[SourceRecord]:
-        with self._lock:
-            self._flush_locked()
+        with self._write:
+            self._flush_write_locked(durable=False)
             rows = self._db.execute(
                 "SELECT COALESCE(raw, url), key FROM urls WHERE sha256 = ? ORDER BY last_seen DESC", (sha256,)
             ).fetchall()
         return [SourceRecord(url=r[0], key=r[1]) for r in rows]
 
     def close(self) -> None:
-        with self._lock:
-            self._flush_locked()
+        with self._write:
+            self._flush_write_locked(durable=True)
+            with self._read:
+                self._rdb.close()
             self._db.close()
+
+
+def _upsert_rows(db: sqlite3.Connection, upsert: tuple[str, ...], rows: list[tuple[Any, ...]],
+                 chunk: int = 256) -> None:
+    """Run an upsert ``(head, row placeholders, *tail)`` over ``rows`` as multi-row statements, in order (a later
+    row with the same key updates the earlier one, as with one statement per row)."""
+    head, one, *tail = upsert
+    rest = "".join(tail)
+    for start in range(0, len(rows), chunk):
+        part = rows[start:start + chunk]
+        db.execute(head + ", ".join([one] * len(part)) + rest, [v for row in part for v in row])
 
 
 class RedisMediaIndex:
@@ -313,6 +390,13 @@ class RedisMediaIndex:
             pipe.hset(ukey, mapping=mapping)
             pipe.zadd(self._k("src", obj.sha256), {canonical: now})
         pipe.execute()
+
+    def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
+                    seen_at: float | None = None) -> None:
+        # One MULTI/EXEC per record, sent in one round trip each; durable as far as the server's persistence
+        # settings (appendfsync) make any write durable.
+        for obj, key, url in records:
+            self.record(obj=obj, key=key, url=url, seen_at=seen_at)
 
     def get(self, sha256: str) -> ObjectRecord | None:
         raw = self.client.hgetall(self._k("obj", sha256))

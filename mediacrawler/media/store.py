@@ -31,7 +31,8 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -110,10 +111,56 @@ def _fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+#: fdatasync where the platform has it (file data and size, not the mtime), fsync elsewhere.
+_datasync = getattr(os, "fdatasync", os.fsync)
+
+#: Threads that sync one group's files (and then its directories) in parallel. Journaling filesystems commit
+#: concurrent syncs together (ext4 on the benchmark VM: ~460 us per file synced alone, ~90 us with 8 in flight).
+SYNC_THREADS = 8
+
+
+def _sync_dir_quietly(path: str) -> OSError | None:
+    try:
+        _fsync_dir(path)
+    except OSError as exc:
+        return exc
+    return None
+
+
+def _map_list(fn: Any, items: list[Any]) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+class Staged:
+    """A body written to ``tmp/`` by :meth:`ContentAddressedStore.stage`, not yet synced nor published.
+
+    Hand it to :meth:`ContentAddressedStore.publish` (any thread) to make it an object; until then it is only a
+    ``*.part`` file, which a crash leaves behind under ``tmp/`` (swept by :meth:`ContentAddressedStore.sweep_tmp`).
+    """
+
+    __slots__ = ("digest", "fd", "final", "new_dirs", "relpath", "size", "tmp")
+
+    def __init__(self, *, digest: str, relpath: str, size: int, final: str, tmp: str, fd: int,
+                 new_dirs: tuple[str, ...]) -> None:
+        self.digest = digest
+        self.relpath = relpath
+        self.size = size
+        self.final = final
+        self.tmp = tmp
+        self.fd = fd
+        self.new_dirs = new_dirs
+
+
 class ContentStore(Protocol):
     """What the media pipeline, ``verify`` and the large-file path need from a store."""
 
     def persist_bytes(self, data: bytes, *, ext: str, sha256: str | None = None) -> Persisted: ...
+
+    def persist_many(self, bodies: Sequence[tuple[bytes, str, str | None]]) -> list[Persisted | BaseException]: ...
+
+    def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted: ...
+
+    def publish(self, staged: Sequence[Staged]) -> list[Persisted | BaseException]: ...
 
     def publish_file(self, path: str | os.PathLike[str], *, ext: str | None = None,
                      sha256: str | None = None) -> Persisted: ...
@@ -154,6 +201,15 @@ class ContentAddressedStore:
         self._root = str(self.root)
         self._tmp = str(self.tmp_dir)
         self._seq = itertools.count()
+        self._sync_pool: ThreadPoolExecutor | None = None
+        self._sync_pool_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the sync threads (started by the first group write); the store stays usable."""
+        with self._sync_pool_lock:
+            pool, self._sync_pool = self._sync_pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     # --- paths ----------------------------------------------------------------------------------------------
     def _check_inside(self, path: Path) -> None:
@@ -170,9 +226,14 @@ class ContentAddressedStore:
     def _object_dir(self, relpath: str) -> str:
         """The absolute path of ``relpath`` (built by :func:`object_relpath`) with its two directory levels
         created, symlinks refused."""
+        return self._object_dir_created(relpath)[0]
+
+    def _object_dir_created(self, relpath: str) -> tuple[str, tuple[str, ...]]:
+        """:meth:`_object_dir`, and the directories this call created (their parents need a sync too)."""
         final = os.path.join(self._root, relpath)
         leaf = os.path.dirname(final)
         top = os.path.dirname(leaf)
+        created: tuple[str, ...] = ()
         # One level at a time, refusing symlinks: a link planted at objects/ab must not even get a directory
         # created through it. The 256 top levels are checked once per process; a leaf is checked when it
         # already existed (mkdir of a leaf inside a checked top level creates a plain directory).
@@ -184,9 +245,11 @@ class ContentAddressedStore:
             except FileExistsError:
                 if not stat.S_ISDIR(os.lstat(level).st_mode):
                     raise StoreError(f"{level} is not a plain directory inside the store") from None
+            else:
+                created += (level,)
             if level is top:
                 self._checked_dirs.add(top)
-        return final
+        return final, created
 
     def _temp_path(self, digest: str) -> str:
         # Unique per process, thread and call: no random names, no retry loop (cheaper than mkstemp).
@@ -219,26 +282,141 @@ class ContentAddressedStore:
         ``sha256`` may be passed when the caller has just computed it from ``data``. An object that already
         exists with the right size is not written again (``created=False``).
         """
+        result = self.persist_many([(data, ext, sha256)])[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def persist_many(self, bodies: Sequence[tuple[bytes, str, str | None]]) -> list[Persisted | BaseException]:
+        """Store several bodies as one group, each given as ``(data, ext, sha256 or None)``; for each, in order,
+        a :class:`Persisted` or the exception that stopped it (``OSError``, :class:`StoreError`).
+
+        :meth:`stage` each, then :meth:`publish` them together: the guarantees of :meth:`persist_bytes` at a
+        fraction of its sync cost per object.
+        """
+        results: list[Persisted | BaseException | None] = [None] * len(bodies)
+        staged: list[tuple[int, Staged]] = []
+        try:
+            for i, (data, ext, sha256) in enumerate(bodies):
+                try:
+                    outcome = self.stage(data, ext=ext, sha256=sha256)
+                except (OSError, StoreError) as exc:
+                    results[i] = exc
+                    continue
+                if isinstance(outcome, Persisted):
+                    results[i] = outcome
+                else:
+                    staged.append((i, outcome))
+        except BaseException:
+            self.discard([st for _, st in staged])
+            raise
+        for (i, _), published in zip(staged, self.publish([st for _, st in staged]), strict=True):
+            results[i] = published
+        return results  # type: ignore[return-value]
+
+    def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted:
+        """First half of storing ``data``: name it, and write it to a temp file under ``tmp/`` (no sync).
+
+        Returns :class:`Persisted` (``created=False``) when the object is already stored with its size; otherwise
+        a :class:`Staged` to :meth:`publish` (or :meth:`discard`). Cheap enough for the reactor thread with small
+        bodies: a few system calls into the page cache, no sync.
+        """
         digest = sha256 or hashlib.sha256(data).hexdigest()
         relpath = object_relpath(sha256=digest, ext=ext)
-        final = self._object_dir(relpath)
-        if self._existing_ok(final, len(data)):
-            return Persisted(digest, relpath, len(data), created=False)
+        final, new_dirs = self._object_dir_created(relpath)
+        size = len(data)
+        # In a directory created just now there is nothing to find.
+        if not (new_dirs and new_dirs[-1] == os.path.dirname(final)) and self._existing_ok(final, size):
+            return Persisted(digest, relpath, size, created=False)
         tmp = self._temp_path(digest)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                if self.fsync:
-                    os.fsync(fd)
-            finally:
-                os.close(fd)
-            created = self._link_into_place(tmp, final)
-        finally:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except BaseException:
+            os.close(fd)
             _unlink_quietly(tmp)
-        return Persisted(digest, relpath, len(data), created=created)
+            raise
+        return Staged(digest=digest, relpath=relpath, size=size, final=final, tmp=tmp, fd=fd, new_dirs=new_dirs)
+
+    def publish(self, staged: Sequence[Staged]) -> list[Persisted | BaseException]:
+        """Second half: make staged bodies objects, as one group; a :class:`Persisted` or the exception for each.
+
+        Each temp file is synced, then linked into place (never before its own bytes are durable:
+        :meth:`publish_one`), by :data:`SYNC_THREADS` threads in parallel (journaling filesystems commit
+        concurrent syncs together); then every directory that gained an entry is synced once, however many
+        objects it gained (:meth:`sync_new_entries`). When this returns, every object reported is durable under
+        its final name. A crash at any point leaves at most ``*.part`` files under ``tmp/`` and whole objects
+        under ``objects/``.
+        """
+        outcomes: list[Persisted | BaseException] = self.map_parallel(self.publish_one, list(staged))
+        return self.sync_new_entries(staged, outcomes)
+
+    def publish_one(self, st: Staged) -> Persisted | BaseException:
+        """Sync, close, link into place and unlink the temp file of one staged body, in that order. The new
+        name is durable only after :meth:`sync_new_entries`."""
+        try:
+            try:
+                if self.fsync:
+                    _datasync(st.fd)
+            finally:
+                fd, st.fd = st.fd, -1
+                if fd >= 0:
+                    os.close(fd)
+            created = self._link_into_place(st.tmp, st.final, sync=False)
+            return Persisted(st.digest, st.relpath, st.size, created=created)
+        except OSError as exc:
+            return exc
+        finally:
+            _unlink_quietly(st.tmp)
+
+    def sync_new_entries(self, staged: Sequence[Staged],
+                         outcomes: list[Persisted | BaseException]) -> list[Persisted | BaseException]:
+        """Sync, once each, the directories that gained an entry when ``staged`` were published (``outcomes``
+        from :meth:`publish_one`, in the same order); an outcome whose directory failed to sync becomes the
+        error. Returns ``outcomes``."""
+        if not self.fsync:
+            return outcomes
+        dirs: dict[str, None] = {}
+        for st, outcome in zip(staged, outcomes, strict=True):
+            if isinstance(outcome, Persisted) and outcome.created:
+                dirs[os.path.dirname(st.final)] = None
+                for d in st.new_dirs:  # a new directory is reachable once its parent is synced
+                    dirs[os.path.dirname(d)] = None
+        if dirs:
+            paths = list(dirs)
+            failed = {path: err for path, err in zip(paths, self.map_parallel(_sync_dir_quietly, paths), strict=True)
+                      if err is not None}
+            if failed:
+                for i, st in enumerate(staged):
+                    err = failed.get(os.path.dirname(st.final))
+                    if err is not None and isinstance(outcomes[i], Persisted):
+                        outcomes[i] = err
+        return outcomes
+
+    def map_parallel(self, fn: Any, items: list[Any]) -> list[Any]:
+        """``[fn(item) for item in items]`` on the store's :data:`SYNC_THREADS` threads (one task per thread,
+        not per item); exceptions propagate."""
+        if len(items) <= 1 or SYNC_THREADS <= 1:
+            return [fn(item) for item in items]
+        with self._sync_pool_lock:
+            if self._sync_pool is None:
+                self._sync_pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="media-sync")
+            pool = self._sync_pool
+        k = min(SYNC_THREADS, len(items))
+        out: list[Any] = [None] * len(items)
+        for j, part in enumerate(pool.map(_map_list, [fn] * k, [items[j::k] for j in range(k)])):
+            out[j::k] = part
+        return out
+
+    def discard(self, staged: Sequence[Staged]) -> None:
+        """Drop staged bodies that will not be published (their temp files)."""
+        for st in staged:
+            fd, st.fd = st.fd, -1
+            if fd >= 0:
+                os.close(fd)
+            _unlink_quietly(st.tmp)
 
     def publish_file(self, path: str | os.PathLike[str], *, ext: str | None = None,
                      sha256: str | None = None) -> Persisted:
@@ -293,8 +471,9 @@ class ContentAddressedStore:
         self._move_to_quarantine(final)
         return False
 
-    def _link_into_place(self, tmp: str | os.PathLike[str], final: str) -> bool:
-        """Give ``tmp`` the name ``final`` atomically; False when another writer got there first."""
+    def _link_into_place(self, tmp: str | os.PathLike[str], final: str, *, sync: bool = True) -> bool:
+        """Give ``tmp`` the name ``final`` atomically; False when another writer got there first. ``sync=False``
+        leaves the directory sync to the caller."""
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -306,7 +485,7 @@ class ContentAddressedStore:
             if os.path.exists(final):
                 return False
             os.replace(tmp, final)
-        if self.fsync:
+        if sync and self.fsync:
             _fsync_dir(os.path.dirname(final))
         return True
 

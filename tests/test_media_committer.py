@@ -1,0 +1,301 @@
+"""The batch committer and the group writes under it: store.persist_many/stage/publish, index.record_many.
+
+Real filesystem, real SQLite, real Pillow-encoded images; the crash test SIGKILLs a committer process mid-round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mediacrawler.media.committer import BatchCommitter, CommitJob
+from mediacrawler.media.index import ObjectRecord, SQLiteMediaIndex
+from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, hash_file
+
+from .test_media_units import encode
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file())
+
+
+def variant(base: bytes, n: int) -> bytes:
+    # Bytes after a JPEG's EOI are ignored by decoders: distinct hashes, same valid image.
+    return base + f"variant-{n}".encode()
+
+
+# --- store: group writes ----------------------------------------------------------------------------------------
+def test_persist_many_stores_each_once_and_reports_in_order(tmp_path: Path) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    base = encode("JPEG")
+    bodies = [variant(base, n) for n in range(20)]
+    store.persist_bytes(bodies[3], ext=".jpg")  # already stored
+    group = [(b, ".jpg", None) for b in bodies] + [(bodies[5], ".jpg", None)]  # a twin inside the group
+    results = store.persist_many(group)
+    assert all(isinstance(r, Persisted) for r in results)
+    digests = [hashlib.sha256(b).hexdigest() for b, _, _ in group]
+    assert [r.sha256 for r in results] == digests  # type: ignore[union-attr]
+    created = [r.created for r in results]  # type: ignore[union-attr]
+    assert created[3] is False and created[-1] is False and sum(created) == 19
+    for r in results:
+        assert hash_file(store.root / r.relpath)[0] == r.sha256  # type: ignore[union-attr]
+    assert len(files_under(store.objects_dir)) == 20
+    assert not list(store.tmp_dir.iterdir())
+    store.close()
+
+
+def test_persist_many_reports_errors_per_body(tmp_path: Path) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    good = encode("JPEG")
+    results = store.persist_many([(good, ".jpg", None), (b"x", ".desktop", None), (good + b"1", ".jpg", "zz")])
+    assert isinstance(results[0], Persisted) and results[0].created
+    assert not isinstance(results[1], Persisted) and not isinstance(results[2], Persisted)
+    assert len(files_under(store.objects_dir)) == 1
+    store.close()
+
+
+def test_staged_bodies_are_only_temp_files_until_published(tmp_path: Path) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    body = encode("PNG", (40, 30))
+    staged = store.stage(body, ext=".png")
+    assert isinstance(staged, Staged)
+    assert not files_under(store.objects_dir) and len(list(store.tmp_dir.glob("*.part"))) == 1
+    [done] = store.publish([staged])
+    assert isinstance(done, Persisted) and done.created
+    assert (store.root / done.relpath).read_bytes() == body
+    assert not list(store.tmp_dir.iterdir())
+    # Already stored: stage() says so and writes nothing.
+    again = store.stage(body, ext=".png")
+    assert isinstance(again, Persisted) and not again.created
+    discarded = store.stage(body + b"!", ext=".png")
+    assert isinstance(discarded, Staged)
+    store.discard([discarded])
+    assert not list(store.tmp_dir.iterdir())
+    store.close()
+
+
+# --- index: durable group commit --------------------------------------------------------------------------------
+def test_record_many_is_committed_when_it_returns(tmp_path: Path) -> None:
+    idx = SQLiteMediaIndex(tmp_path / "i.sqlite3")
+    rows = []
+    for n in range(30):
+        sha = hashlib.sha256(str(n).encode()).hexdigest()
+        rows.append((ObjectRecord(sha256=sha, path=f"objects/{sha[:2]}/{sha[2:4]}/{sha}.jpg", size=n), f"k{n}",
+                     f"http://h/{n}.jpg"))
+    idx.record(obj=rows[0][0], key="sighting", url=None)  # queued before: goes out with the group
+    idx.record_many(rows)
+    other = sqlite3.connect(tmp_path / "i.sqlite3")  # another process's view, without our queue
+    assert other.execute("SELECT COUNT(*) FROM objects").fetchone()[0] == 30
+    assert other.execute("SELECT COUNT(*) FROM assets").fetchone()[0] == 31
+    other.close()
+    assert idx.lookup(key="k7", url=None) is not None
+    assert idx.lookup(key=None, url="http://h/9.jpg") is not None
+    idx.close()
+
+
+def test_lookups_do_not_wait_for_a_commit_in_progress(tmp_path: Path) -> None:
+    idx = SQLiteMediaIndex(tmp_path / "i.sqlite3")
+    sha = "ab" * 32
+    idx.record_many([(ObjectRecord(sha256=sha, path=f"objects/ab/ab/{sha}.jpg", size=1), "k", "http://h/k")])
+    with idx._write:  # a commit (and its fsync) in progress on another thread
+        started = time.perf_counter()
+        assert idx.lookup(key="k", url=None) is not None
+        assert idx.lookup(key="missing", url="http://h/missing") is None
+        # record() queues and returns; the next flush takes the row.
+        idx.record(obj=ObjectRecord(sha256=sha, path=f"objects/ab/ab/{sha}.jpg", size=1), key="k2", url=None)
+        assert time.perf_counter() - started < 1.0
+        assert idx.lookup(key="k2", url=None) is not None  # seen from the queue
+    idx.flush()
+    assert idx.get(sha) is not None
+    idx.close()
+
+
+# --- committer --------------------------------------------------------------------------------------------------
+def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None, jobs: list[CommitJob], *,
+                  isolated: bool = False, before: object = None) -> tuple[BatchCommitter, list[CommitJob]]:
+    delivered: list[CommitJob] = []
+    done = threading.Event()
+
+    def deliver(batch: list[CommitJob]) -> None:
+        delivered.extend(batch)
+        if len(delivered) == len(jobs):
+            done.set()
+
+    committer = BatchCommitter(store=store, index=index, deliver=deliver, max_image_pixels=10_000_000,
+                               isolated=isolated)
+    committer.start()
+    if callable(before):
+        before(committer)
+    for job in jobs:
+        committer.submit(job)
+    assert done.wait(30)
+    committer.close()
+    return committer, delivered
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker-process"])
+def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path, isolated: bool) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    index = SQLiteMediaIndex(store.root / "index.sqlite3")
+    base = encode("JPEG", (120, 80))
+    jobs = [CommitJob(variant(base, n), kind="image", key=f"t/image/{n}", url=f"http://h/{n}.jpg")
+            for n in range(60)]
+    jobs.append(CommitJob(variant(base, 4), kind="image", key="t/image/again", url="http://h/again.jpg"))
+    jobs.append(CommitJob(b"<!doctype html><title>no</title>", kind="image", key="t/image/html", url="http://h/x"))
+    jobs.append(CommitJob(base[: len(base) // 2], kind="image", key="t/image/cut", url="http://h/cut.jpg"))
+    committer, delivered = run_committer(store, index, jobs, isolated=isolated)
+    assert sorted(map(id, delivered)) == sorted(map(id, jobs))
+    ok = [j for j in jobs if j.error is None]
+    assert len(ok) == 61
+    assert sum(j.created for j in ok) == 60  # the twin is not written twice
+    reasons = {getattr(j.error, "reason", None) for j in jobs if j.error is not None}
+    assert reasons == {"not-media", "corrupt-image"}
+    assert all(j.obj is not None and (j.obj.width, j.obj.height) == (120, 80) for j in ok)
+    assert committer.rounds >= 1 and committer.committed == 61
+    for job in ok:
+        assert job.obj is not None
+        assert index.lookup(key=job.key, url=None) == index.lookup(key=None, url=job.url)
+        assert hash_file(store.root / job.obj.path) == (job.obj.sha256, job.obj.size)
+    assert len(files_under(store.objects_dir)) == 60
+    assert not list(store.tmp_dir.iterdir())
+    index.close()
+    store.close()
+
+
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker-process"])
+def test_committer_delivers_store_errors(tmp_path: Path, isolated: bool) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    body = encode("JPEG")
+    sha = hashlib.sha256(body).hexdigest()
+    (store.objects_dir / sha[:2]).symlink_to(tmp_path, target_is_directory=True)  # planted: refused
+    _, delivered = run_committer(store, None, [CommitJob(body, kind="image", key=None, url="http://h/1.jpg")],
+                                 isolated=isolated)
+    assert delivered[0].obj is None and type(delivered[0].error).__name__ == "StoreError"
+    store.close()
+
+
+def test_a_dead_worker_process_falls_back_to_in_process(tmp_path: Path) -> None:
+    store = ContentAddressedStore(tmp_path / "files")
+    index = SQLiteMediaIndex(store.root / "index.sqlite3")
+    base = encode("JPEG")
+
+    def kill_worker(committer: BatchCommitter) -> None:
+        assert committer._worker is not None
+        committer._worker.proc.kill()
+        committer._worker.proc.wait()
+
+    jobs = [CommitJob(variant(base, n), kind="image", key=f"k{n}", url=f"http://h/{n}") for n in range(5)]
+    committer, delivered = run_committer(store, index, jobs, isolated=True, before=kill_worker)
+    assert all(j.error is None and j.obj is not None for j in delivered)
+    assert committer._worker is None
+    assert len(files_under(store.objects_dir)) == 5
+    index.close()
+    store.close()
+
+
+CRASH_COMMITTER = textwrap.dedent(
+    """
+    import io, os, sys, threading
+    from PIL import Image
+    from mediacrawler.media.committer import BatchCommitter, CommitJob
+    from mediacrawler.media.index import SQLiteMediaIndex
+    from mediacrawler.media.store import ContentAddressedStore
+
+    root, isolated = sys.argv[1], sys.argv[2] == "1"
+    store = ContentAddressedStore(root)
+    index = SQLiteMediaIndex(os.path.join(root, "index.sqlite3"))
+    buf = io.BytesIO()
+    Image.effect_mandelbrot((160, 120), (-2, -1.5, 1, 1.5), 50).convert("RGB").save(buf, "JPEG")
+    base = buf.getvalue()
+    room = threading.Semaphore(256)
+
+    def deliver(jobs):
+        # What a record would claim: printed only once the committer says the job is done.
+        out = "".join(f"done {j.obj.sha256} {j.key}\\n" for j in jobs if j.obj is not None)
+        sys.stdout.write(out)
+        sys.stdout.flush()
+        for _ in jobs:
+            room.release()
+
+    committer = BatchCommitter(store=store, index=index, deliver=deliver, isolated=isolated)
+    committer.start()
+    print("ready", committer._worker.proc.pid if committer._worker else 0, flush=True)
+    n = 0
+    while True:
+        room.acquire()
+        # ~200 KiB each: the kill lands inside writes and syncs, not only between them. Keys are unique per attempt:
+        # a later attempt may index a key (new bytes) and die before reporting it, which is not a lie of the first.
+        committer.submit(CommitJob(base + os.urandom(200_000 + n % 4096), kind="image", key=f"k/{os.getpid()}/{n}",
+                                   url=f"http://h/{n}.jpg"))
+        n += 1
+    """
+)
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        try:  # our grandchild is reaped by init; a zombie still answers kill(0)
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"process {pid} still running")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker-process"])
+def test_kill_9_mid_round_leaves_no_partial_object_and_no_dangling_row(tmp_path: Path, isolated: bool) -> None:
+    root = tmp_path / "files"
+    claimed: dict[str, str] = {}
+    for attempt in range(5):
+        proc = subprocess.Popen([sys.executable, "-c", CRASH_COMMITTER, str(root), "1" if isolated else "0"],
+                                stdout=subprocess.PIPE, cwd=Path(__file__).parents[1])
+        assert proc.stdout is not None
+        ready, worker_pid = proc.stdout.readline().split()
+        assert ready == b"ready"
+        time.sleep(0.4 + 0.13 * attempt)
+        proc.send_signal(signal.SIGKILL)
+        out, _ = proc.communicate()
+        if int(worker_pid):
+            # The worker finishes its round (objects without index rows: orphans) and exits on EOF.
+            wait_gone(int(worker_pid))
+        for line in out.decode().split("\n")[:-1]:  # the last line may have been cut by the kill
+            if line.startswith("done "):
+                _, sha, key = line.split()
+                claimed[key] = sha
+    assert claimed, "the committer finished nothing before being killed"
+    store = ContentAddressedStore(root)
+    # 1. Nothing partial under objects/: every file hashes to its name.
+    objects = list(store.iter_objects())
+    for rel in objects:
+        assert hash_file(store.root / rel)[0] == Path(rel).name.split(".")[0], rel
+    # 2. No index row points at a missing or different file.
+    db = sqlite3.connect(root / "index.sqlite3")
+    rows = db.execute("SELECT sha256, path, size FROM objects").fetchall()
+    assert rows
+    for sha, path, size in rows:
+        assert hash_file(store.root / path) == (sha, size), path
+    # 3. Every job reported done is indexed under its key and stored.
+    indexed = dict(db.execute("SELECT key, sha256 FROM assets").fetchall())
+    db.close()
+    for key, sha in claimed.items():
+        assert indexed.get(key) == sha, key
+    # Leftovers only under tmp/, and a sweep removes them.
+    assert store.sweep_tmp(older_than=0) >= 0
+    assert not list(store.tmp_dir.glob("*.part"))
