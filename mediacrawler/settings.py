@@ -114,8 +114,13 @@ MEDIA_INDEX_PATH = ""
 MEDIA_INDEX_REDIS_PREFIX = "mediacrawler:media:"
 #: fsync objects and their directories when publishing (off only for throwaway stores).
 MEDIA_FSYNC = True
-#: Bodies up to this size are checked on the reactor thread, larger ones in a worker thread.
+#: Bodies above this size are checked in a worker thread before the committer's round (a big decode would hold
+#: the round up); smaller ones by the committer itself.
 MEDIA_INLINE_CHECK_BYTES = 262_144
+#: Checks and file work of each committer round in a store worker process with its own GIL (off: in threads).
+MEDIA_COMMIT_PROCESS = True
+#: Most bodies per committer round (media/committer.py).
+MEDIA_COMMIT_BATCH = 256
 
 # --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
 #: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.

@@ -1,72 +1,144 @@
-"""Videos from manifests: the plan that joins :mod:`manifests`, :mod:`segments`, :mod:`assemble` and the store.
+"""Videos from manifests (and large files): the flow that joins :mod:`manifests`, :mod:`segments`, :mod:`assemble`
+and the content-addressed store.
 
-DESIGN STUB. The pure parts exist and are tested (``manifests.py``, ``assemble.py``); this module is where the
-media pipeline will drive them. The flow for one video asset (a ``MediaAsset`` whose ``kind`` is ``video`` and
-whose source is a manifest URL, a Bilibili playurl payload or a set of progressive variants):
+The media pipeline hands every ``video``/``audio`` asset that the index does not already hold to
+:class:`VideoDownloader` (``MediaStorePipeline.media_to_download``); images keep the pipeline's one-request path.
+For one asset:
 
-1. **Resolve** — the payload becomes a :class:`~mediacrawler.media.manifests.Manifest` through the matching pure
-   parser: ``parse_hls`` / ``parse_dash`` on the fetched manifest text (one Scrapy request, through the rate
-   budget, ``DOWNLOAD_MAXSIZE`` capped at ``MEDIA_MANIFEST_MAX_CHARS``), ``parse_bilibili_playurl`` on the item's
-   playurl JSON, ``progressive_variants`` on e.g. Weibo ``media_info``. All caps of :class:`ManifestLimits` apply
-   here, so a hostile manifest fails the asset (``status="failed"``, ``reason=ManifestError.reason``) before a
-   single segment request exists.
+1. **Resolve** — by ``MediaAsset.manifest``:
 
-2. **Select** — ``select(manifest, max_height=…, codec_preference=…)`` with :class:`VideoSettings` (settings,
-   overridden per crawl by ``-a max_height=720`` / ``-a video_codecs=hevc,avc1`` through the spider's typed
-   args). An HLS variant (``PlaylistRef``) costs one more request for its media playlist, then ``with_fetch``.
-   ``Selection.describe()`` goes on the asset (height, codec, bitrate, rendition ids).
+   - ``"hls"`` / ``"dash"`` / ``"bilibili"``: the manifest is fetched with one Scrapy request
+     (``crawler.engine.download_async``: downloader middlewares, retries, timeouts), with the asset's Referer and
+     ``download_maxsize`` = MEDIA_MANIFEST_MAX_CHARS, then parsed in a worker thread (``parse_hls`` /
+     ``parse_dash`` / ``parse_bilibili_playurl``; big playlists take ~0.3 s of CPU);
+   - ``None``: the asset is a file or a manifest, decided from the response. When the asset has ``alternates``
+     (other qualities of a progressive MP4, e.g. Weibo ``media_info``), ``progressive_variants`` + ``select`` pick
+     one URL first (heights read from the file names: ``720p``, ``_720``, ``hd``, ``sd``…). That URL is spooled by
+     :class:`~mediacrawler.media.segments.SegmentedDownloader` (a ranged probe; Range segments above
+     MEDIA_SEGMENT_THRESHOLD; resumable). A body starting with ``#EXTM3U`` is HLS, one holding ``<MPD`` is DASH, a
+     JSON object with ``data.dash``/``data.durl`` is a Bilibili playurl answer: parsed as above. Anything else is
+     the file itself (step 3, progressive).
 
-3. **Fetch** — per track:
+   Every cap of :class:`~mediacrawler.media.manifests.ManifestLimits` (MEDIA_MANIFEST_*) applies while parsing,
+   so a hostile manifest fails the asset (``manifest-refused: <reason>``, stat ``media/video/manifest_refused``)
+   before a single segment request exists.
 
-   - ``SingleFile`` (Bilibili DASH, SegmentBase, progressive MP4): the existing large-file path,
-     :class:`~mediacrawler.media.segments.SegmentedDownloader` (Range segments, ledger, If-Range, resume,
-     backups from ``urls[1:]`` tried in order on failure, ``refresh_media_url`` for Bilibili's 120-minute URLs).
-   - ``SegmentedFetch`` (HLS, DASH templates/lists): one Scrapy request per fragment (``Range`` header when the
-     segment has a byte range), at most ``MEDIA_FRAGMENT_CONCURRENCY`` in flight per video, each retried by
-     Scrapy's RetryMiddleware and then up to ``MEDIA_FRAGMENT_RETRIES`` more times; sent through
-     ``engine.download_async()`` and the shared rate budget like any media request. Keys (``KeyInfo.url``) are
-     fetched once per video and held in memory only. Each fragment body is decrypted
-     (``decrypt_aes128(data, key=…, iv=seg.key.iv)``) and written to the video's spool directory as
-     ``<track>/<index>.part`` by temp name + fsync + rename; then the **fragment ledger** records it.
+2. **Select** — ``select(manifest, max_height=…, codec_preference=…)`` with :class:`VideoSettings`: the spider's
+   ``args.max_height`` (``-a max_height=480``), else MEDIA_VIDEO_MAX_HEIGHT; MEDIA_VIDEO_CODECS. An HLS variant
+   (``PlaylistRef``) costs one more request for its media playlist (and one for its audio group's), parsed in a
+   worker thread and joined with ``with_fetch``. ``Selection.describe()`` becomes ``MediaAsset.rendition``.
 
-   The fragment ledger is the segment ledger's sibling (same atomic save, same "untrusted → start over" rule):
-   ``<FILES_STORE>/spool/<sha256 of asset key>.video/ledger.json`` holding the selection (rendition ids, fragment
-   counts, a fingerprint of the segment URL list without query strings, since signed query strings change
-   between runs) and, per track, the indexes done with their sizes. A restart re-parses the manifest, re-selects
-   (deterministic), and fetches only indexes missing from the ledger whose ``.part`` files exist with the
-   recorded size. If the fingerprint differs (another rendition, a re-encoded video) the spool starts over.
+3. **Fetch** — per track (video, and audio when selected separately):
 
-4. **Account** — ``ordered_parts(count=fetch.count, parts=ledger_parts)`` per track. A fragment still failing
-   after retries fails the asset with ``reason="fragment <i> of <n> failed: <why>"``; nothing is assembled from
-   an incomplete set, the spool is kept for the next run, and the crawl goes on (the asset is the unit of
-   failure, never the crawl).
+   - ``SingleFile`` (Bilibili DASH, DASH SegmentBase, progressive MP4, Bilibili ``durl``): the large-file path,
+     ``SegmentedDownloader.download`` under the key ``<asset key>#<track>`` (Range segments, ledger, If-Range,
+     resume; backups from ``urls[1:]`` tried in order when the primary fails; ``refresh_media_url`` of the spider
+     for expired URLs).
+   - ``SegmentedFetch`` (HLS, DASH templates/lists): one Scrapy request per fragment (``Range`` when the segment
+     is a byte range), at most MEDIA_FRAGMENT_CONCURRENCY in flight per video across its tracks, each retried by
+     Scrapy's RetryMiddleware and then up to MEDIA_FRAGMENT_RETRIES more times (transport errors, non-2xx, short
+     or empty bodies). AES-128 keys (``KeyInfo.url``) are fetched once per video, only when a missing fragment
+     needs them, and held in memory only. Each body is decrypted (``decrypt_aes128``) and written to the video's
+     spool directory as ``<track>/<index>.part`` (init section: ``<track>/init.part``) by temp name + fsync +
+     rename; then the **fragment ledger** records it.
 
-5. **Assemble** — ``remux_to_mp4(video_parts, audio_parts, out, init_video=…, init_audio=…)`` in a worker thread
-   (``scrapy.utils.asyncio.run_in_thread``): PyAV stream copy, ``movflags=faststart``, written as ``.part`` and
-   renamed. Init sections are fetched like fragment 0 of their track (index ``-1`` in the ledger).
+   The fragment ledger is ``<FILES_STORE>/spool/<sha256 of the asset key>.video/ledger.json``, saved atomically
+   (temp + fsync + rename + directory fsync; saves coalesce, one in flight): the asset key, a fingerprint of the
+   selection (rendition ids, fragment counts, segment URLs without query strings — signed query strings change
+   between runs — and byte ranges) and, per track, the fragment indexes done with their sizes. A restart
+   re-resolves and re-selects (deterministic) and fetches only fragments missing from the ledger or whose
+   ``.part`` is not there with the recorded size. Another fingerprint (other rendition, re-encoded video) starts
+   the directory over. The directory is locked (``flock``) while a download works in it.
 
-6. **Verify** — ``verify_mp4(out, expect_audio=…, expected_duration=manifest.duration or fetch.duration,
-   tolerance=MEDIA_VIDEO_DURATION_TOLERANCE, max_gap=MEDIA_VIDEO_MAX_GAP)``; an ``AssemblyError`` fails the asset
-   with its reason and quarantines the output. ``VideoInfo`` joins ``Selection.describe()`` on the asset.
+4. **Account** — ``ordered_parts(count=…, parts=…)`` per track. A fragment still failing after its retries stops
+   the fetch and fails the asset with ``fragment-missing: <track> fragment <i> of <n> failed: <why>``; nothing is
+   assembled from an incomplete set, the spool is kept for the next run, and the crawl goes on (the asset is the
+   unit of failure, never the crawl).
 
-7. **Store** — the verified MP4 goes into the content-addressed store like any other file (hash while copying,
-   ``objects/ab/cd/<sha256>.mp4``, index entry for the asset key), then the video's spool directory is removed.
-   A progressive single-file MP4 skips 4–5 only if it already verifies as faststart MP4; otherwise it is remuxed
-   too, so every stored video is a faststart MP4 that PyAV has opened.
+5. **Assemble** — ``remux_to_mp4`` in a worker thread (PyAV stream copy, ``movflags=faststart``, ``.part`` then
+   rename), init sections first. A single muxed file (progressive MP4, ``durl``) is not remuxed when it already
+   verifies as a faststart MP4: it is stored byte for byte.
 
-Stats (namespaced): ``media/video/selected/<height>``, ``media/video/fragments``, ``media/video/fragments_resumed``,
-``media/video/failed/<reason-kind>``, ``media/video/manifest_refused``, ``media/video/assembled``.
+6. **Verify** — ``verify_mp4`` in a worker thread: duration within MEDIA_VIDEO_DURATION_TOLERANCE of the
+   manifest's (when it declares one), no timestamp hole above MEDIA_VIDEO_MAX_GAP, both streams when audio was
+   selected (or declared in the rendition's codecs), first frame decodes. An ``AssemblyError`` fails the asset
+   (``assembly-failed: <reason>``) and drops the spool, so the next run fetches fresh bytes.
+
+7. **Store** — the verified MP4 is published into the content-addressed store (``objects/ab/cd/<sha256>.mp4``;
+   hashed while copying, or with the spool's digest for an untouched progressive file) and indexed under the
+   asset key and URL like any file; then the video's spool goes. The asset gets ``rendition`` (the selection,
+   completed with the verified width/height) and ``duration`` (measured).
+
+Audio assets (``kind="audio"``) take the same path; a file is checked by its magic bytes only (verify needs video).
+
+Stats (namespaced ``media/video/``): ``selected/<height>``, ``manifests``, ``requests``, ``fragments``,
+``fragments_resumed``, ``fragment_retries``, ``keys``, ``assembled``, ``stored_as_is``, ``manifest_refused``,
+``manifest_refused_max_ms`` (slowest refusal, ms), ``failed/<reason>``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from mediacrawler.media.manifests import DEFAULT_CODEC_PREFERENCE, DEFAULT_MAX_HEIGHT, ManifestLimits
+from itemadapter import ItemAdapter
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
+from scrapy.http import Request, Response
+from scrapy.http.request import NO_CALLBACK
+from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet.defer import Deferred, DeferredList
+
+from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
+from mediacrawler.media.index import ObjectRecord, asset_index_key
+from mediacrawler.media.integrity import MediaRejected, check_body
+from mediacrawler.fsutil import write_atomic
+from mediacrawler.media.manifests import (
+    DEFAULT_CODEC_PREFERENCE,
+    DEFAULT_MAX_HEIGHT,
+    ByteRange,
+    KeyInfo,
+    Manifest,
+    ManifestError,
+    ManifestLimits,
+    PlaylistRef,
+    Rendition,
+    SegmentedFetch,
+    Selection,
+    SingleFile,
+    parse_bilibili_playurl,
+    parse_dash,
+    parse_hls,
+    parse_hls_media,
+    progressive_variants,
+    select,
+    with_fetch,
+)
+from mediacrawler.media.segments import SegmentedDownloader, SegmentError, SpoolResult, spool_dir_for
+from mediacrawler.media.sniff import SNIFF_BYTES
 
 if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
+
+    from mediacrawler.media.assemble import VideoInfo
+    from mediacrawler.media.index import MediaIndex
+    from mediacrawler.media.store import ContentStore
+
+logger = logging.getLogger(__name__)
 
 #: MEDIA_FRAGMENT_CONCURRENCY: fragments of one video in flight at once (yt-dlp's ``-N``).
 DEFAULT_FRAGMENT_CONCURRENCY = 4
@@ -76,6 +148,16 @@ DEFAULT_FRAGMENT_RETRIES = 3
 DEFAULT_DURATION_TOLERANCE = 0.02
 #: MEDIA_VIDEO_MAX_GAP: seconds; a larger jump between consecutive video timestamps fails verification.
 DEFAULT_MAX_GAP = 5.0
+
+#: request.meta key of a fragment/manifest request: ``{"key", "track", "index"}`` (plain data).
+META_VIDEO = "media_video"
+LEDGER_NAME = "ledger.json"
+LEDGER_VERSION = 1
+_LOCK_NAME = ".lock"
+_OUT_NAME = "assembled.mp4"
+_MAX_LEDGER_BYTES = 16 * 1024 * 1024
+_INIT = -1  # the ledger index of a track's init section
+_MANIFEST_KINDS = ("hls", "dash", "bilibili")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,12 +190,831 @@ class VideoSettings:
                 codecs = tuple(override.split(",") if isinstance(override, str) else override)
         if max_height <= 0:
             raise ValueError(f"MEDIA_VIDEO_MAX_HEIGHT must be positive, not {max_height}")
+        concurrency = settings.getint("MEDIA_FRAGMENT_CONCURRENCY", DEFAULT_FRAGMENT_CONCURRENCY)
+        retries = settings.getint("MEDIA_FRAGMENT_RETRIES", DEFAULT_FRAGMENT_RETRIES)
+        if concurrency < 1 or retries < 0:
+            raise ValueError("MEDIA_FRAGMENT_CONCURRENCY must be at least 1, MEDIA_FRAGMENT_RETRIES not negative")
         return cls(
             max_height=max_height,
             codecs=codecs,
-            fragment_concurrency=settings.getint("MEDIA_FRAGMENT_CONCURRENCY", DEFAULT_FRAGMENT_CONCURRENCY),
-            fragment_retries=settings.getint("MEDIA_FRAGMENT_RETRIES", DEFAULT_FRAGMENT_RETRIES),
+            fragment_concurrency=concurrency,
+            fragment_retries=retries,
             duration_tolerance=settings.getfloat("MEDIA_VIDEO_DURATION_TOLERANCE", DEFAULT_DURATION_TOLERANCE),
             max_gap=settings.getfloat("MEDIA_VIDEO_MAX_GAP", DEFAULT_MAX_GAP),
             limits=ManifestLimits.from_settings(settings),
         )
+
+
+class VideoError(Exception):
+    """A video asset that cannot be stored; ``reason`` is a slug (``fragment-missing``, ``manifest-http-404``,
+    ``key-invalid``, ``spool-busy``…), the message adds the detail."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class VideoOutcome:
+    """What :meth:`VideoDownloader.fetch` produced: a stored object (``obj``; ``created`` False when the bytes were
+    already in the store) or an ``error`` (``"<reason>: <detail>"``), plus the rendition and measured duration."""
+
+    obj: ObjectRecord | None = None
+    created: bool = False
+    rendition: dict[str, Any] | None = None
+    duration: float | None = None
+    error: str | None = None
+
+
+# --- pure helpers -------------------------------------------------------------------------------------------
+def detect_manifest(head: bytes) -> str | None:
+    """``"hls"``, ``"dash"`` or ``"bilibili"`` (a JSON object: a playurl answer if anything) when the first bytes
+    of a response are a manifest rather than a media file; ``None`` otherwise."""
+    text = head[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if text.startswith(b"#EXTM3U"):
+        return "hls"
+    if text.startswith(b"<") and b"<MPD" in text:
+        return "dash"
+    if text.startswith(b"{"):
+        return "bilibili"
+    return None
+
+
+def progressive_label(url: str) -> str:
+    """A quality label for a progressive URL from its file name, for ``progressive_variants``: ``…/720p.mp4`` →
+    ``720p``; ``…/123_720.mp4`` → ``123_720 720p``; ``…/123_hd.mp4`` → ``123_hd`` (``hd`` is understood)."""
+    name = urlsplit(url).path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    if not re.search(r"(?<![0-9])\d{3,4}p(?![a-z])", stem, re.IGNORECASE):
+        match = re.search(r"(?:^|[_\-.])(\d{3,4})$", stem)
+        if match:
+            return f"{stem} {match.group(1)}p"
+    return stem
+
+
+def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLimits) -> Manifest:
+    """(Worker thread.) A fetched manifest body → :class:`Manifest`, through the pure parser of ``kind``."""
+    if len(data) > limits.max_manifest_chars:
+        raise ManifestError(f"{kind} manifest is {len(data)} bytes, over the cap of {limits.max_manifest_chars}")
+    text = data.decode("utf-8", "replace")
+    if kind == "hls":
+        return parse_hls(text, base_url=base_url, limits=limits)
+    if kind == "dash":
+        return parse_dash(text, base_url=base_url, limits=limits)
+    if kind == "bilibili":
+        try:
+            payload = json.loads(text)
+        except ValueError as exc:
+            raise ManifestError(f"bilibili playurl is not JSON: {exc}") from None
+        if not isinstance(payload, dict):
+            raise ManifestError("bilibili playurl is not a JSON object")
+        inner = payload.get("data") or payload.get("result") or payload
+        if payload.get("code", 0) == 0 and not (isinstance(inner, dict) and (inner.get("dash") or inner.get("durl"))):
+            raise ManifestError("JSON without data.dash or data.durl (not a playurl answer)")
+        return parse_bilibili_playurl(payload, limits=limits)
+    raise ManifestError(f"unknown manifest kind {kind!r}")
+
+
+def _strip_query(url: str) -> str:
+    return url.split("?", 1)[0].split("#", 1)[0]
+
+
+def _range_key(byte_range: ByteRange | None) -> list[int] | None:
+    return [byte_range.start, byte_range.length] if byte_range else None
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """One fragment request of a track: ``index`` (``-1`` for the init section) and where its bytes are."""
+
+    track: str
+    index: int
+    url: str
+    byte_range: ByteRange | None = None
+    key: KeyInfo | None = None
+
+
+@dataclass(slots=True)
+class FragmentPlan:
+    """The fragments of one segmented track (``count`` media fragments plus an optional init section)."""
+
+    track: str
+    rendition_id: str
+    count: int
+    init: Fragment | None
+    fragments: list[Fragment]
+
+    def all(self) -> list[Fragment]:
+        return ([self.init] if self.init else []) + self.fragments
+
+
+def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
+    """The fragment plan of a rendition whose fetch is a :class:`SegmentedFetch` (templates expanded here, for the
+    selected rendition only)."""
+    fetch = rendition.fetch
+    assert isinstance(fetch, SegmentedFetch)
+    init = Fragment(track, _INIT, fetch.init.url, fetch.init.byte_range) if fetch.init else None
+    fragments = [Fragment(track, s.index, s.url, s.byte_range, s.key) for s in fetch.segments()]
+    if len(fragments) != fetch.count or [f.index for f in fragments] != list(range(fetch.count)):
+        raise ManifestError(f"{track}: segment list does not match its declared count {fetch.count}")
+    return FragmentPlan(track=track, rendition_id=rendition.id, count=fetch.count, init=init, fragments=fragments)
+
+
+def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
+    """What must not change for a spool to be resumed: rendition ids, counts, URLs without query strings, ranges,
+    encryption key URLs (without query)."""
+    data = [
+        [p.track, p.rendition_id, p.count,
+         [[f.index, _strip_query(f.url), _range_key(f.byte_range), _strip_query(f.key.url) if f.key else None,
+           f.key.iv.hex() if f.key else None] for f in p.all()]]
+        for p in plans
+    ]
+    return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()
+
+
+def video_dir_for(spool_dir: str | os.PathLike[str], *, key: str) -> Path:
+    """The spool directory of a video: ``<spool_dir>/<sha256 of key>.video`` (no remote string in the name)."""
+    return Path(spool_dir) / (hashlib.sha256(key.encode("utf-8")).hexdigest() + ".video")
+
+
+def part_path(video_dir: Path, track: str, index: int) -> Path:
+    """Where fragment ``index`` of ``track`` is kept (``init.part`` for the init section)."""
+    return video_dir / track / ("init.part" if index == _INIT else f"{index}.part")
+
+
+# --- the fragment ledger ------------------------------------------------------------------------------------
+@dataclass
+class FragmentLedger:
+    """Which fragments of a video are on disk (see the module docstring). ``done[track][index] = size``."""
+
+    key: str
+    fingerprint: str
+    done: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": LEDGER_VERSION, "key": self.key, "fingerprint": self.fingerprint,
+                "done": {t: {str(i): s for i, s in sorted(d.items())} for t, d in sorted(self.done.items())},
+                "updated": time.time()}
+
+    @classmethod
+    def from_json(cls, data: Any) -> FragmentLedger:
+        if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
+            raise ValueError("not a fragment ledger of this version")
+        key, fingerprint, done = data.get("key"), data.get("fingerprint"), data.get("done")
+        if not isinstance(key, str) or not isinstance(fingerprint, str) or not isinstance(done, dict):
+            raise ValueError("bad key/fingerprint/done")
+        parsed: dict[str, dict[int, int]] = {}
+        for track, entries in done.items():
+            if not isinstance(entries, dict):
+                raise ValueError(f"bad entries of track {track!r}")
+            parsed[str(track)] = {int(i): int(s) for i, s in entries.items()}
+            if any(s <= 0 or i < _INIT for i, s in parsed[str(track)].items()):
+                raise ValueError("bad fragment index or size")
+        return cls(key=key, fingerprint=fingerprint, done=parsed)
+
+
+def load_fragment_ledger(path: Path, *, key: str) -> FragmentLedger | None:
+    """The ledger at ``path`` when it exists, parses and belongs to ``key``; else ``None`` (start over)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(_MAX_LEDGER_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    try:
+        if len(raw) > _MAX_LEDGER_BYTES:
+            raise ValueError("too large")
+        ledger = FragmentLedger.from_json(json.loads(raw))
+    except (ValueError, TypeError) as exc:
+        logger.warning("Ignoring unusable fragment ledger %s (%s)", path, exc)
+        return None
+    if ledger.key != key:
+        logger.warning("Ignoring fragment ledger %s: it belongs to %r, not %r", path, ledger.key, key)
+        return None
+    return ledger
+
+
+def save_fragment_ledger(path: Path, ledger: FragmentLedger, *, fsync: bool = True) -> None:
+    """(Worker thread.) Write the ledger atomically (:func:`mediacrawler.fsutil.write_atomic`)."""
+    write_atomic(path, json.dumps(ledger.to_json(), separators=(",", ":")).encode("utf-8"), fsync=fsync)
+
+
+def write_part(path: Path, data: bytes, *, fsync: bool) -> None:
+    """(Worker thread.) Put one fragment's bytes at ``path`` (temp name + fsync + rename)."""
+    write_atomic(path, data, fsync=fsync)
+
+
+def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
+    """(Worker thread.) The ledger's entries whose part file is there with the recorded size."""
+    kept: dict[str, dict[int, int]] = {}
+    for track, entries in ledger.done.items():
+        for index, size in entries.items():
+            try:
+                ok = part_path(video_dir, track, index).stat().st_size == size
+            except OSError:
+                ok = False
+            if ok:
+                kept.setdefault(track, {})[index] = size
+    return kept
+
+
+def _reset_dir(video_dir: Path) -> None:
+    """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
+    for child in video_dir.iterdir():
+        if child.name == _LOCK_NAME:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                child.unlink()
+
+
+def _remove_dir(video_dir: Path) -> None:
+    shutil.rmtree(video_dir, ignore_errors=True)
+
+
+class _LedgerSaver:
+    """Saves the fragment ledger after fragments complete; saves coalesce (one in flight, the next takes the
+    newest state), so a slow fsync never queues behind the transfer."""
+
+    def __init__(self, path: Path, ledger: FragmentLedger, *, fsync: bool) -> None:
+        self.path = path
+        self.ledger = ledger
+        self.fsync = fsync
+        self._dirty = False
+        self._running = False
+        self._task: Deferred[None] | None = None
+
+    def request(self) -> None:
+        self._dirty = True
+        if not self._running:
+            self._running = True
+            self._task = deferred_from_coro(self._run())
+
+    async def _run(self) -> None:
+        try:
+            # Bounded: each pass clears _dirty; only completed fragments set it again.
+            while self._dirty:
+                self._dirty = False
+                snapshot = FragmentLedger(key=self.ledger.key, fingerprint=self.ledger.fingerprint,
+                                          done={t: dict(d) for t, d in self.ledger.done.items()})
+                await run_in_thread(save_fragment_ledger, self.path, snapshot, fsync=self.fsync)
+        finally:
+            self._running = False
+
+    async def flush(self) -> None:
+        # Bounded: the running pass picks up every request made before it ends; at most one more pass after.
+        for _ in range(2):
+            task, self._task = self._task, None
+            if task is not None:
+                await maybe_deferred_to_future(task)
+            if not self._dirty:
+                return
+            self.request()
+
+
+async def _gather(coros: Iterable[Awaitable[None]]) -> list[BaseException]:
+    """Run coroutines concurrently until all have ended; return their exceptions (reactor-agnostic)."""
+    results = await maybe_deferred_to_future(
+        DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
+    return [value.value for ok, value in results if not ok]
+
+
+def _lock_dir(video_dir: Path) -> int:
+    video_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(video_dir / _LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise VideoError("spool-busy", f"{video_dir} is being downloaded by another request") from None
+    return fd
+
+
+# --- the component ------------------------------------------------------------------------------------------
+class VideoDownloader:
+    """The video and large-file path of the media pipeline (see the module docstring).
+
+    ``store`` is the content-addressed store, ``segments`` the large-file downloader (built from the settings,
+    spooling under ``<FILES_STORE>/spool``, when not given). Settings: MEDIA_VIDEO_*, MEDIA_MANIFEST_*,
+    MEDIA_FRAGMENT_*, MEDIA_SEGMENT_* (through ``segments``), MEDIA_FSYNC, ``<PLATFORM>_MEDIA_REFERER`` (else
+    ``<PLATFORM>_WEB_URL`` for platforms whose CDN wants a Referer, e.g. Bilibili).
+    """
+
+    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str] | None = None,
+                 segments: SegmentedDownloader | None = None) -> None:
+        self.crawler = crawler
+        self.settings = crawler.settings
+        self.store = store
+        self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(self.settings.get("FILES_STORE")
+                                                                          or "files")
+        self.segments = segments or SegmentedDownloader(crawler, spool_dir=self.spool_dir)
+        self.fsync = self.settings.getbool("MEDIA_FSYNC", True)
+        VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
+        self._config: VideoSettings | None = None
+
+    @property
+    def config(self) -> VideoSettings:
+        """The settings with the running spider's ``args`` applied (read once, when the first video comes)."""
+        if self._config is None:
+            spider = getattr(self.crawler, "spider", None)
+            self._config = VideoSettings.from_settings(self.settings,
+                                                       spider_args=getattr(spider, "args", None))
+        return self._config
+
+    def referer(self, *, platform: str, request_referer: str | None) -> str | None:
+        """The Referer of a platform's media: the one the pipeline put on the request (``<PLATFORM>_MEDIA_REFERER``),
+        else ``<PLATFORM>_WEB_URL`` + ``/`` (Bilibili's CDN answers 403 without one)."""
+        if request_referer:
+            return request_referer
+        web = self.settings.get(f"{platform.upper()}_WEB_URL")
+        return web.rstrip("/") + "/" if web else None
+
+    def _inc(self, key: str, count: int = 1) -> None:
+        if self.crawler.stats is not None:
+            self.crawler.stats.inc_value(f"media/video/{key}", count)
+
+    # --- entry point ----------------------------------------------------------------------------------------
+    async def fetch(self, url: str, *, key: str, kind: str, index: MediaIndex | None, manifest: str | None = None,
+                    alternates: Sequence[str] = (), referer: str | None = None) -> VideoOutcome:
+        """Download, check and store one ``video``/``audio`` asset (index key ``key``) from ``url``; never raises
+        for a bad asset (the outcome carries the error). ``index`` records the stored object."""
+        started = time.monotonic()
+        headers = {"Referer": referer} if referer else {}
+        try:
+            job = _VideoJob(self, url=url, key=key, kind=kind, headers=headers)
+            outcome = await job.run(manifest=manifest, alternates=alternates)
+            if outcome.obj is not None and index is not None:
+                await run_in_thread(_record, index, outcome.obj, key=key, url=url)
+        except ManifestError as exc:
+            elapsed_ms = int((time.monotonic() - started) * 1000)
+            self._inc("manifest_refused")
+            if self.crawler.stats is not None:
+                self.crawler.stats.max_value("media/video/manifest_refused_max_ms", elapsed_ms)
+            logger.debug("Manifest of %s refused after %d ms: %s", url, elapsed_ms, exc.reason)
+            return self._failed("manifest-refused", exc.reason)
+        except VideoError as exc:
+            return self._failed(exc.reason, exc.detail)
+        except SegmentError as exc:
+            return self._failed(exc.reason, exc.detail)
+        except AssemblyError as exc:
+            return self._failed("assembly-failed", exc.reason)
+        except MediaRejected as exc:
+            return self._failed(exc.reason, exc.detail)
+        except OSError as exc:
+            return self._failed("disk-full" if exc.errno == errno.ENOSPC else "store-error",
+                                f"{type(exc).__name__}: {exc}")
+        logger.debug("Video %s stored as %s in %.2fs (%s)", url, outcome.obj.path if outcome.obj else None,
+                     time.monotonic() - started, outcome.rendition)
+        return outcome
+
+    def _failed(self, reason: str, detail: str) -> VideoOutcome:
+        self._inc(f"failed/{reason}")
+        return VideoOutcome(error=f"{reason}: {detail}" if detail else reason)
+
+
+def _record(index: MediaIndex, obj: ObjectRecord, *, key: str, url: str) -> None:
+    try:
+        index.record(obj=obj, key=key, url=url)
+    except Exception as exc:
+        # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
+        logger.error("Media index write failed for %s (%s)", url, exc)
+
+
+class _VideoJob:
+    """The state of one :meth:`VideoDownloader.fetch` call."""
+
+    def __init__(self, owner: VideoDownloader, *, url: str, key: str, kind: str, headers: dict[str, str]) -> None:
+        self.owner = owner
+        self.crawler = owner.crawler
+        self.config = owner.config
+        self.limits = self.config.limits
+        self.url = url
+        self.key = key
+        self.kind = kind
+        self.headers = headers
+        self.video_dir = video_dir_for(owner.spool_dir, key=key)
+        self._keys: dict[str, bytes] = {}
+
+    # --- requests -------------------------------------------------------------------------------------------
+    def _request(self, url: str, *, byte_range: ByteRange | None = None, maxsize: int | None = None,
+                 identity: bool = True, track: str = "", index: int | None = None) -> Request:
+        headers = dict(self.headers)
+        if identity:
+            headers["Accept-Encoding"] = "identity"
+        if byte_range is not None:
+            headers["Range"] = byte_range.header()
+        meta: dict[str, Any] = {META_VIDEO: {"key": self.key, "track": track, "index": index},
+                                "download_warnsize": 0}
+        if maxsize is not None:
+            meta["download_maxsize"] = maxsize
+        return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
+
+    async def _download(self, request: Request) -> Response:
+        assert self.crawler.engine is not None
+        self.owner._inc("requests")
+        return await self.crawler.engine.download_async(request)
+
+    async def _fetch_text(self, url: str, *, what: str) -> bytes:
+        """A manifest body (one request with Scrapy's retries, size-capped)."""
+        self.owner._inc("manifests")
+        request = self._request(url, maxsize=self.limits.max_manifest_chars, identity=False, track=what)
+        try:
+            response = await self._download(request)
+        except DownloadCancelledError:
+            raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS ({self.limits.max_manifest_chars})"
+                                ) from None
+        except IgnoreRequest as exc:
+            raise VideoError("manifest-filtered", f"{type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            if "max size" in str(exc):
+                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS") from None
+            raise VideoError("manifest-download-error", f"{type(exc).__name__}: {exc}") from exc
+        if response.status != 200:
+            raise VideoError(f"manifest-http-{response.status}", url)
+        return response.body
+
+    # --- flow -----------------------------------------------------------------------------------------------
+    async def run(self, *, manifest: str | None, alternates: Sequence[str]) -> VideoOutcome:
+        if manifest is not None and manifest not in _MANIFEST_KINDS:
+            raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
+        if manifest is not None:
+            body = await self._fetch_text(self.url, what=f"{manifest} manifest")
+            parsed = await run_in_thread(parse_manifest, body, kind=manifest, base_url=self.url, limits=self.limits)
+            return await self._from_manifest(parsed, base_url=self.url)
+        chosen, selection = self._choose_progressive(alternates)
+        spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
+        detected = detect_manifest(spooled.head)
+        if detected is None:
+            return await self._progressive(spooled, selection=selection)
+        try:
+            if spooled.size > self.limits.max_manifest_chars:
+                raise ManifestError(f"{detected} manifest is {spooled.size} bytes, over the cap")
+            body = await run_in_thread(Path(spooled.path).read_bytes)
+        finally:
+            await self.owner.segments.discard(spooled)
+        parsed = await run_in_thread(parse_manifest, body, kind=detected, base_url=chosen, limits=self.limits)
+        return await self._from_manifest(parsed, base_url=chosen)
+
+    def _choose_progressive(self, alternates: Sequence[str]) -> tuple[str, Selection | None]:
+        """The URL to fetch for an asset without a declared manifest: among ``url`` + ``alternates`` (progressive
+        qualities) the selected one; the asset's own URL when there is nothing to choose."""
+        urls = [u for u in dict.fromkeys([self.url, *alternates]) if isinstance(u, str) and u]
+        if len(urls) < 2:
+            return self.url, None
+        try:
+            variants = progressive_variants([(progressive_label(u), u) for u in urls], limits=self.limits)
+        except ManifestError:
+            return self.url, None
+        selection = select(variants, max_height=self.config.max_height, codec_preference=self.config.codecs)
+        fetch = selection.video.fetch
+        assert isinstance(fetch, SingleFile)
+        return fetch.urls[0], selection
+
+    async def _from_manifest(self, parsed: Manifest, *, base_url: str) -> VideoOutcome:
+        selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
+        duration = parsed.duration
+        video = selection.video
+        audio = selection.audio
+        # HLS: the selected variant's media playlist and its audio group's, fetched side by side.
+        refs = {name: r for name, r in (("video", video), ("audio", audio))
+                if r is not None and isinstance(r.fetch, PlaylistRef)}
+        if refs:
+            resolved: dict[str, tuple[Rendition, float | None]] = {}
+
+            async def playlist(name: str, rendition: Rendition) -> None:
+                resolved[name] = await self._media_playlist(rendition, what=f"{name} playlist")
+
+            errors = await _gather(playlist(n, r) for n, r in refs.items())
+            if errors:
+                raise errors[0]
+            if "video" in resolved:
+                video, media_duration = resolved["video"]
+                duration = duration or media_duration
+            if "audio" in resolved:
+                audio = resolved["audio"][0]
+        selection = Selection(video=video, audio=audio)
+        if video.height is not None:
+            self.owner._inc(f"selected/{video.height}")
+        if isinstance(video.fetch, SegmentedFetch):
+            duration = duration or video.fetch.duration
+        tracks: list[tuple[str, Rendition]] = [("video", video)] + ([("audio", audio)] if audio else [])
+        if audio is None and isinstance(video.fetch, SingleFile):
+            # One muxed file (progressive, durl, a single SegmentBase without audio): the large-file path.
+            spooled = await self._single_file("video", video.fetch, suffix=False)
+            return await self._progressive(spooled, selection=selection, expected_duration=duration)
+        plans = [plan_track(name, r) for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
+        singles = [(name, r.fetch) for name, r in tracks if isinstance(r.fetch, SingleFile)]
+        lock = await run_in_thread(_lock_dir, self.video_dir)
+        try:
+            parts = await self._fetch_fragments(plans) if plans else {}
+            spools: dict[str, SpoolResult] = {}
+            if singles:
+                results: dict[str, SpoolResult] = {}
+
+                async def one(name: str, fetch: SingleFile) -> None:
+                    results[name] = await self._single_file(name, fetch, suffix=True)
+
+                errors = await _gather(one(n, f) for n, f in singles)
+                if errors:
+                    raise errors[0]
+                spools = results
+            inputs: dict[str, tuple[list[Path], Path | None]] = {}
+            for plan in plans:
+                got = parts[plan.track]
+                init = got.pop(_INIT, None)
+                if plan.init is not None and init is None:
+                    raise VideoError("fragment-missing", f"{plan.track} init section missing")
+                try:
+                    ordered = ordered_parts(count=plan.count, parts=got)
+                except AssemblyError as exc:
+                    raise VideoError("fragment-missing", f"{plan.track}: {exc.reason}") from None
+                inputs[plan.track] = (ordered, init)
+            for name, spooled in spools.items():
+                inputs[name] = ([spooled.path], None)
+            expect_audio = audio is not None or _declares_audio(video)
+            out = self.video_dir / _OUT_NAME
+            try:
+                info = await run_in_thread(self._assemble, inputs, out, expect_audio=expect_audio,
+                                           expected_duration=duration)
+            except AssemblyError:
+                # Corrupt bytes are not worth resuming: the next run starts this video over.
+                await run_in_thread(_reset_dir, self.video_dir)
+                for spooled in spools.values():
+                    await self.owner.segments.discard(spooled)
+                raise
+            self.owner._inc("assembled")
+            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
+            for spooled in spools.values():
+                await self.owner.segments.discard(spooled)
+            await run_in_thread(_remove_dir, self.video_dir)
+        finally:
+            os.close(lock)
+        return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
+                             selection, mime="video/mp4")
+
+    async def _media_playlist(self, rendition: Rendition, *, what: str) -> tuple[Rendition, float | None]:
+        assert isinstance(rendition.fetch, PlaylistRef)
+        url = rendition.fetch.url
+        body = await self._fetch_text(url, what=what)
+        media = await run_in_thread(_parse_media_playlist, body, base_url=url, limits=self.limits)
+        return with_fetch(rendition, media), media.duration
+
+    def _assemble(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
+                  expected_duration: float | None) -> VideoInfo:
+        """(Worker thread.) Remux the tracks into ``out`` and verify it."""
+        video_parts, init_video = inputs["video"]
+        audio_parts, init_audio = inputs.get("audio", (None, None))
+        remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio)
+        return verify_mp4(out, expect_audio=expect_audio, expected_duration=expected_duration,
+                          tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+
+    # --- single files ---------------------------------------------------------------------------------------
+    async def _single_file(self, track: str, fetch: SingleFile, *, suffix: bool) -> SpoolResult:
+        """Spool one file through the large-file path, trying the backup URLs in order."""
+        key = f"{self.key}#{track}" if suffix else self.key
+        last: SegmentError | None = None
+        for url in fetch.urls:  # bounded by the manifest's URL list (≤ a handful)
+            try:
+                spooled = await self.owner.segments.download(url, key=key, headers=self.headers)
+            except SegmentError as exc:
+                if exc.reason in ("spool-busy", "disk-full", "store-error"):
+                    raise
+                logger.debug("%s of %s failed from %s (%s); trying the next URL", track, self.key, url, exc)
+                last = exc
+                continue
+            try:
+                check_body(spooled.head, kind="audio" if track == "audio" else self.kind)
+            except MediaRejected:
+                await self.owner.segments.discard(spooled)
+                raise
+            return spooled
+        assert last is not None
+        raise last
+
+    async def _progressive(self, spooled: SpoolResult, *, selection: Selection | None,
+                           expected_duration: float | None = None) -> VideoOutcome:
+        """A complete media file in the spool: check, verify (remux when not a faststart MP4), publish."""
+        try:
+            checked = check_body(spooled.head, kind=self.kind)
+        except MediaRejected:
+            await self.owner.segments.discard(spooled)
+            raise
+        if self.kind != "video":
+            persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=checked.sniffed.ext)
+            self.owner._inc("stored_as_is")
+            return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, None,
+                                 selection, mime=checked.sniffed.mime)
+        expect_audio = selection is not None and _declares_audio(selection.video)
+        try:
+            info = await run_in_thread(verify_mp4, spooled.path, expect_audio=expect_audio,
+                                       expected_duration=expected_duration,
+                                       tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+        except AssemblyError:
+            info = None  # not an MP4 we can store as it is (FLV, TS, fragmented…): remux below
+        if info is not None and info.faststart and checked.sniffed.ext == ".mp4":
+            persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=".mp4")
+            self.owner._inc("stored_as_is")
+            return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
+                                 selection, mime="video/mp4")
+        lock = await run_in_thread(_lock_dir, self.video_dir)
+        try:
+            out = self.video_dir / _OUT_NAME
+            try:
+                info = await run_in_thread(self._assemble, {"video": ([spooled.path], None)}, out,
+                                           expect_audio=expect_audio, expected_duration=expected_duration)
+            finally:
+                await self.owner.segments.discard(spooled)
+            self.owner._inc("assembled")
+            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
+            await run_in_thread(_remove_dir, self.video_dir)
+        except AssemblyError:
+            await run_in_thread(_remove_dir, self.video_dir)
+            raise
+        finally:
+            os.close(lock)
+        return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
+                             selection, mime="video/mp4")
+
+    def _outcome(self, sha256: str, relpath: str, size: int, created: bool, info: VideoInfo | None,
+                 selection: Selection | None, *, mime: str | None) -> VideoOutcome:
+        rendition = selection.describe() if selection is not None else {}
+        if info is not None:
+            # The selection says what the manifest declared; fill what it did not (HLS media playlists, labels).
+            for name, value in (("width", info.width), ("height", info.height), ("codec", info.video_codec),
+                                ("audio_codec", info.audio_codec)):
+                if rendition.get(name) is None:
+                    rendition[name] = value
+        obj = ObjectRecord(sha256=sha256, path=relpath, size=size, mime=mime,
+                           width=info.width if info else None, height=info.height if info else None)
+        return VideoOutcome(obj=obj, created=created, rendition=rendition or None,
+                            duration=round(info.duration, 3) if info else None)
+
+    # --- fragments ------------------------------------------------------------------------------------------
+    async def _fetch_fragments(self, plans: list[FragmentPlan]) -> dict[str, dict[int, Path]]:
+        """Fetch every fragment of ``plans`` not already in the ledger; return ``{track: {index: path}}`` of all
+        fragments on disk. Raises VideoError(``fragment-missing``) when one fails for good."""
+        fingerprint = plan_fingerprint(plans)
+        ledger_file = self.video_dir / LEDGER_NAME
+        ledger = await run_in_thread(load_fragment_ledger, ledger_file, key=self.key)
+        if ledger is not None and ledger.fingerprint != fingerprint:
+            logger.info("Video %s changed rendition or segments since the spool was started: starting over",
+                        self.key)
+            ledger = None
+        if ledger is None:
+            await run_in_thread(_reset_dir, self.video_dir)
+            ledger = FragmentLedger(key=self.key, fingerprint=fingerprint)
+        else:
+            ledger.done = await run_in_thread(_existing_parts, self.video_dir, ledger)
+            resumed = sum(len(d) for d in ledger.done.values())
+            if resumed:
+                self.owner._inc("fragments_resumed", resumed)
+                logger.info("Resuming video %s: %d fragments already in %s", self.key, resumed, self.video_dir)
+        saver = _LedgerSaver(ledger_file, ledger, fsync=self.owner.fsync)
+        pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
+        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):
+            await self._fetch_key(url)
+        queue = list(reversed(pending))
+        failures: list[BaseException] = []
+        counts = {p.track: p.count for p in plans}
+
+        async def worker() -> None:
+            # Bounded by the queue: every pass pops one fragment; stops at the first fragment that failed for good.
+            while queue and not failures:
+                fragment = queue.pop()
+                try:
+                    size = await self._fragment(fragment, counts[fragment.track])
+                except BaseException as exc:
+                    failures.append(exc)
+                    return
+                ledger.done.setdefault(fragment.track, {})[fragment.index] = size
+                saver.request()
+
+        if pending:
+            saver.request()  # the ledger (with its fingerprint) exists before the first fragment is in
+        errors = await _gather(worker() for _ in range(min(self.config.fragment_concurrency, len(pending))))
+        await saver.flush()
+        for exc in failures + [e for e in errors if e not in failures]:
+            raise exc
+        return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
+                for p in plans}
+
+    async def _fetch_key(self, url: str) -> bytes:
+        key = self._keys.get(url)
+        if key is None:
+            response = await self._get_with_retries(self._request(url, maxsize=1024, track="key"), what="key")
+            if len(response.body) != 16:
+                raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
+            key = self._keys[url] = response.body
+            self.owner._inc("keys")
+        return key
+
+    async def _fragment(self, fragment: Fragment, count: int) -> int:
+        """Fetch, decrypt and write one fragment; return its size on disk."""
+        what = f"{fragment.track} " + ("init section" if fragment.index == _INIT
+                                      else f"fragment {fragment.index} of {count}")
+        request = self._request(fragment.url, byte_range=fragment.byte_range, track=fragment.track,
+                                index=fragment.index)
+        response = await self._get_with_retries(request, what=what, byte_range=fragment.byte_range)
+        data = _body_of(response, fragment.byte_range)
+        del response
+        key = self._keys[fragment.key.url] if fragment.key is not None else None
+        iv = fragment.key.iv if fragment.key is not None else b""
+        path = part_path(self.video_dir, fragment.track, fragment.index)
+        try:
+            size = await run_in_thread(_decrypt_and_write, data, path, key=key, iv=iv, fsync=self.owner.fsync)
+        except AssemblyError as exc:
+            raise VideoError("fragment-corrupt", f"{what}: {exc.reason}") from None
+        self.owner._inc("fragments")
+        return size
+
+    async def _get_with_retries(self, request: Request, *, what: str,
+                                byte_range: ByteRange | None = None) -> Response:
+        """Download with MEDIA_FRAGMENT_RETRIES extra attempts (transport errors, non-2xx, short bodies)."""
+        why = ""
+        attempts = self.config.fragment_retries + 1
+        for attempt in range(attempts):  # bounded
+            if attempt:
+                self.owner._inc("fragment_retries")
+            try:
+                response = await self._download(request)
+            except IgnoreRequest as exc:
+                raise VideoError("fragment-missing", f"{what} filtered: {type(exc).__name__}: {exc}") from exc
+            except Exception as exc:  # transport errors, timeouts, data loss, after Scrapy's own retries
+                why = f"{type(exc).__name__}: {exc}"
+                continue
+            problem = _response_problem(response, byte_range)
+            if problem is None:
+                return response
+            why = problem
+        raise VideoError("fragment-missing", f"{what} failed: {why} ({attempts} attempts)")
+
+
+def _parse_media_playlist(body: bytes, *, base_url: str, limits: ManifestLimits) -> Manifest:
+    """(Worker thread.) An HLS media playlist body → :class:`Manifest` (size-capped before decoding)."""
+    if len(body) > limits.max_manifest_chars:
+        raise ManifestError(f"HLS media playlist is {len(body)} bytes, over the cap of {limits.max_manifest_chars}")
+    return parse_hls_media(body.decode("utf-8", "replace"), base_url=base_url, limits=limits)
+
+
+def _declares_audio(rendition: Rendition) -> bool:
+    """Whether a muxed rendition's declared codecs name an audio codec (then the MP4 must have audio)."""
+    if rendition.kind != "video" or not rendition.has_audio or not rendition.codecs:
+        return False
+    return any(c.strip().lower().startswith(("mp4a", "ac-3", "ec-3", "opus", "flac", "mp3"))
+               for c in rendition.codecs.split(","))
+
+
+def _response_problem(response: Response, byte_range: ByteRange | None) -> str | None:
+    """Why a fragment response is unusable, or ``None``."""
+    if "dataloss" in response.flags or "download_stopped" in response.flags:
+        return "incomplete body"
+    if response.status == 206 and byte_range is not None:
+        value = response.headers.get(b"Content-Range", b"").decode("latin-1")
+        match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value)
+        if not match or int(match.group(1)) != byte_range.start or len(response.body) != byte_range.length:
+            return f"206 with Content-Range {value!r} for {byte_range.header()}"
+        return None
+    if response.status == 200:
+        if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:
+            return "200 without the requested range"
+        if not response.body:
+            return "empty body"
+        return None
+    return f"http-{response.status}"
+
+
+def _body_of(response: Response, byte_range: ByteRange | None) -> bytes:
+    if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
+        return response.body[byte_range.start : byte_range.start + byte_range.length]
+    return response.body
+
+
+def _decrypt_and_write(data: bytes, path: Path, *, key: bytes | None, iv: bytes, fsync: bool) -> int:
+    if key is not None:
+        data = decrypt_aes128(data, key=key, iv=iv)
+    write_part(path, data, fsync=fsync)
+    return len(data)
+
+
+def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict[str, Any]]:
+    """``(platform, fields)`` of the MediaAsset of ``item`` (a Post, reposts included) that a media request is for:
+    its ``manifest``, ``alternates`` and declared ``duration``. ``("unknown", {})`` when not found."""
+    post: Any = item
+    for _ in range(8):  # reposts nest one level in practice; the cap guards cycles
+        if post is None:
+            break
+        adapter = ItemAdapter(post)
+        platform = str(adapter.get("platform") or "unknown")
+        for media in adapter.get("media") or []:
+            asset = ItemAdapter(media)
+            if asset.get("url") != url:
+                continue
+            if index_key is not None and asset_index_key(platform=platform, kind=str(asset.get("kind")),
+                                                         key=str(asset.get("key"))) != index_key:
+                continue
+            return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
+                              "duration": asset.get("duration")}
+        post = adapter.get("reposted")
+    return "unknown", {}

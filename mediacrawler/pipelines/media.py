@@ -20,13 +20,16 @@ A :class:`~scrapy.pipelines.files.FilesPipeline` subclass that overrides only it
 6. **record** — ``item_completed`` writes ``sha256``, ``path``, ``size``, ``mime``, ``status`` and, when failed,
    ``error`` into each asset through ItemAdapter. A failed asset never drops the record.
 
-Checks, hashing, file writes and index calls run in a worker thread; stats are counted on the reactor thread.
+The reactor thread does the HTTP checks; content checks, hashing, file writes, syncs and index rows are done by the
+batch committer (:mod:`mediacrawler.media.committer`) a group at a time, by default in a store worker process, and
+a result comes back only once its object and index row are durable. Stats are counted on the reactor thread.
 FILES_EXPIRES is not used: whether a file is up to date is the index's answer plus a size check of the object,
 and a stored object never expires (``mediacrawler verify`` re-hashes them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import hashlib
 import logging
@@ -41,12 +44,13 @@ from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError
-from scrapy.utils.asyncio import run_in_thread
+from scrapy.utils.asyncio import is_asyncio_available, run_in_thread
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.defer import DeferredSemaphore
+from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.python.failure import Failure
 
+from mediacrawler.media.committer import DEFAULT_MAX_BATCH, BatchCommitter, CommitJob
 from mediacrawler.media.index import (
     IndexConfigError,
     MediaIndex,
@@ -57,13 +61,19 @@ from mediacrawler.media.index import (
 )
 from mediacrawler.media.integrity import (
     DEFAULT_MAX_IMAGE_PIXELS,
-    BodyCheck,
     MediaRejected,
     check_body,
     check_http,
 )
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
-from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, object_relpath, store_scheme
+from mediacrawler.media.store import (
+    STORE_SCHEMES,
+    ContentAddressedStore,
+    StoreError,
+    object_relpath,
+    store_scheme,
+)
+from mediacrawler.media.video import VideoDownloader, find_asset
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -77,7 +87,8 @@ logger = logging.getLogger(__name__)
 DEFAULT_FILES_STORE = "files"
 #: In-flight media downloads per host (MEDIA_CONCURRENCY_PER_HOST).
 DEFAULT_CONCURRENCY_PER_HOST = 8
-#: Bodies up to this size are checked on the reactor thread, larger ones in a worker (MEDIA_INLINE_CHECK_BYTES).
+#: Bodies up to this size are checked by the batch committer in its round, larger ones in a worker thread before
+#: (a big decode would hold up a whole round) (MEDIA_INLINE_CHECK_BYTES).
 DEFAULT_INLINE_CHECK_BYTES = 256 * 1024
 #: URL schemes a media URL may use (MEDIA_ALLOWED_SCHEMES); anything else is recorded as failed, never fetched.
 DEFAULT_ALLOWED_SCHEMES = ("http", "https")
@@ -97,6 +108,9 @@ class MediaResult(FileInfo, total=False):
     width: int | None
     height: int | None
     error: str | None
+    # Video path (mediacrawler.media.video): the chosen rendition and the measured duration.
+    rendition: dict[str, Any] | None
+    duration: float | None
 
 
 class MediaDownloadFailed(FileException):
@@ -226,6 +240,8 @@ class MediaStorePipeline(FilesPipeline):
         if self.concurrency_per_host < 1:
             raise NotConfigured("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
         self.inline_check_bytes: int = settings.getint("MEDIA_INLINE_CHECK_BYTES", DEFAULT_INLINE_CHECK_BYTES)
+        self.commit_batch: int = settings.getint("MEDIA_COMMIT_BATCH", DEFAULT_MAX_BATCH)
+        self.commit_process: bool = settings.getbool("MEDIA_COMMIT_PROCESS", True)
         self.allowed_schemes: frozenset[str] = frozenset(
             s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", list(DEFAULT_ALLOWED_SCHEMES)))
         super().__init__(uri, crawler=crawler)
@@ -235,23 +251,40 @@ class MediaStorePipeline(FilesPipeline):
         self.stats = crawler.stats
         self.index: MediaIndex | None = None
         self.index_is_local = self.index_backend == "sqlite"
+        self.committer: BatchCommitter | None = None
+        # The reactor's asyncio loop when coroutines run on asyncio (decided on the first response), else None.
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_checked = False
         self._slots: dict[str, DeferredSemaphore] = {}
         # ids of results already written to an asset (see item_completed).
         self._reported: set[int] = set()
+        # --- video and large files (mediacrawler.media.video): spool under FILES_STORE/spool ---
+        try:
+            self.video = VideoDownloader(crawler, store=self.cas, spool_dir=self.cas.root / "spool")
+        except ValueError as exc:
+            raise NotConfigured(str(exc)) from None
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def open_spider(self, spider: Spider | None = None) -> None:
         super().open_spider()
         self.index = open_index(self.crawler.settings, store_root=self.cas.root)
+        self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
+                                        max_image_pixels=self.max_image_pixels, max_batch=self.commit_batch,
+                                        isolated=self.commit_process)
+        self.committer.start()
         swept = self.cas.sweep_tmp()
         if swept:
             logger.info("Removed %d stale temporary files from %s", swept, self.cas.tmp_dir)
         logger.info("Media store at %s, index %r", self.cas.root, self.index)
 
     def close_spider(self, spider: Spider | None = None) -> None:
+        if self.committer is not None:
+            self.committer.close()
+            self.committer = None
         if self.index is not None:
             self.index.close()
             self.index = None
+        self.cas.close()
 
     # --- FilesPipeline surface ------------------------------------------------------------------------------
     def get_media_requests(self, item: Any, info: _ScrapyMediaPipeline.SpiderInfo) -> list[Request]:
@@ -282,34 +315,73 @@ class MediaStorePipeline(FilesPipeline):
             logger.debug("Media up to date: %s is %s", request.url, stored.path)
             return result_from_record(url=request.url, obj=stored, status="uptodate")
         await self._acquire_slot(request)
+        # --- video/audio: manifests, Range segments, resumable spool (mediacrawler.media.video) -------------
+        if ident.get("kind") in ("video", "audio"):
+            try:
+                return await self._download_video(request, item=item, ident=ident)
+            finally:
+                self._release_slot(request)
+        # --- end of the video hook; images: one request, media_downloaded ---------------------------------
         return None
+
+    async def _download_video(self, request: Request, *, item: Any, ident: dict[str, Any]) -> MediaResult:
+        """The video/large-file path of one asset (:class:`~mediacrawler.media.video.VideoDownloader`)."""
+        platform, fields = find_asset(item, url=request.url, index_key=ident.get("index_key"))
+        referer = request.headers.get("Referer")
+        outcome = await self.video.fetch(
+            request.url, key=ident.get("index_key") or request.url, kind=ident.get("kind", "video"),
+            index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
+            referer=self.video.referer(platform=ident.get("platform") or platform,
+                                       request_referer=referer.decode("latin-1") if referer else None))
+        if outcome.obj is None:
+            return failed_result(url=request.url, reason=outcome.error or "video-failed")
+        result = result_from_record(url=request.url, obj=outcome.obj,
+                                    status="downloaded" if outcome.created else "deduplicated")
+        result["rendition"] = outcome.rendition
+        result["duration"] = outcome.duration
+        if outcome.created:
+            self.stats.inc_value("media/stored_bytes", outcome.obj.size)
+        return result
 
     async def media_downloaded(self, response: Response, request: Request,
                                info: _ScrapyMediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
         self._release_slot(request)
+        body = response.body
+        url = request.url
         self.stats.inc_value("media/response_count")
-        self.stats.inc_value("media/response_bytes", len(response.body))
+        self.stats.inc_value("media/response_bytes", len(body))
         ident = request.meta.get(META_ASSET) or {}
         kind = ident.get("kind", "image")
         try:
-            if len(response.body) <= self.inline_check_bytes:
-                # Small bodies are checked on the reactor thread: the checks hold the GIL anyway (Pillow's
-                # parsers are Python), and in a worker they would stall the reactor's socket calls.
-                checked = self._check(response, kind=kind)
-            else:
-                checked = await run_in_thread(self._check, response, kind=kind)
-            # Writing, fsync and the index are mostly system calls: a worker thread, off the reactor.
-            result, created = await run_in_thread(self._store, response.body, checked=checked,
-                                                  key=ident.get("index_key"), url=request.url)
+            check_http(status=response.status, body_size=len(body),
+                       content_length=_header(response, "Content-Length"),
+                       content_range=_header(response, "Content-Range"), flags=response.flags)
+            checked = None
+            if len(body) > self.inline_check_bytes:
+                # A big decode would hold up the committer's whole round: checked in a worker thread first.
+                checked = await run_in_thread(check_body, body, kind=kind, max_image_pixels=self.max_image_pixels)
+            # Checks, hash, write, syncs and the index row: the batch committer, in one round with whatever else
+            # arrived meanwhile; the job comes back once its object and its index row are durable.
+            job = CommitJob(body, kind=kind, key=ident.get("index_key"), url=url, checked=checked)
+            await self._commit(job)
         except MediaRejected as exc:
-            logger.debug("Media rejected: %s: %s", request.url, exc)
-            return failed_result(url=request.url, reason=str(exc))
-        except OSError as exc:
-            reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
-            raise MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}") from exc
-        if created:
-            self.stats.inc_value("media/stored_bytes", result.get("size") or 0)
-        logger.debug("Media %s: %s -> %s", result["status"], request.url, result["path"])
+            logger.debug("Media rejected: %s: %s", url, exc)
+            return failed_result(url=url, reason=str(exc))
+        except (OSError, StoreError) as exc:
+            raise _store_failure(exc) from exc
+        if job.error is not None:
+            if isinstance(job.error, MediaRejected):
+                logger.debug("Media rejected: %s: %s", url, job.error)
+                return failed_result(url=url, reason=str(job.error))
+            if isinstance(job.error, (OSError, StoreError)):
+                raise _store_failure(job.error) from job.error
+            raise job.error
+        obj = job.obj
+        assert obj is not None
+        if job.created:
+            self.stats.inc_value("media/stored_bytes", obj.size)
+        result = result_from_record(url=url, obj=obj, status="downloaded" if job.created else "deduplicated")
+        logger.debug("Media %s: %s -> %s", result["status"], url, obj.path)
         return result
 
     def media_failed(self, failure: Failure, request: Request,
@@ -364,27 +436,27 @@ class MediaStorePipeline(FilesPipeline):
         self.index.record(obj=obj, key=key, url=url)
         return obj
 
-    def _check(self, response: Response, *, kind: str) -> BodyCheck:
-        """All integrity checks of one response; raises MediaRejected."""
-        body = response.body
-        check_http(status=response.status, body_size=len(body), content_length=_header(response, "Content-Length"),
-                   content_range=_header(response, "Content-Range"), flags=response.flags)
-        return check_body(body, kind=kind, max_image_pixels=self.max_image_pixels)
+    def _commit(self, job: CommitJob) -> Any:
+        """Queue ``job`` with the batch committer; an awaitable of the finished job (an asyncio future when
+        coroutines run on asyncio, a Deferred otherwise)."""
+        if not self._loop_checked:
+            self._loop = asyncio.get_running_loop() if is_asyncio_available() else None
+            self._loop_checked = True
+        if self.committer is None:
+            raise MediaDownloadFailed("store-error", "the media store is closed")
+        waiter: Any = self._loop.create_future() if self._loop is not None else Deferred()
+        job.waiter = waiter
+        self.committer.submit(job)
+        return waiter
 
-    def _store(self, body: bytes, *, checked: BodyCheck, key: str | None, url: str) -> tuple[MediaResult, bool]:
-        """(Worker thread.) Hash, store and index one checked body."""
-        digest = hashlib.sha256(body).hexdigest()
-        persisted = self.cas.persist_bytes(body, ext=checked.sniffed.ext, sha256=digest)
-        obj = ObjectRecord(sha256=digest, path=persisted.relpath, size=persisted.size, mime=checked.sniffed.mime,
-                           width=checked.width, height=checked.height)
-        try:
-            assert self.index is not None
-            self.index.record(obj=obj, key=key, url=url)
-        except Exception as exc:
-            # The file is safe in the store; verify will list it as an orphan until a later run indexes it.
-            logger.error("Media index write failed for %s (%s)", url, exc)
-        status = "downloaded" if persisted.created else "deduplicated"
-        return result_from_record(url=url, obj=obj, status=status), persisted.created
+    def _deliver(self, jobs: list[CommitJob]) -> None:
+        """(Committer thread.) Hand a finished round to the reactor thread: one wake-up per round."""
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(_resolve, jobs)
+        else:
+            from twisted.internet import reactor  # the installed reactor, at call time
+
+            reactor.callFromThread(_resolve, jobs)  # type: ignore[attr-defined]
 
     async def _acquire_slot(self, request: Request) -> None:
         host = urlparse_cached(request).netloc.lower()
@@ -422,9 +494,29 @@ class MediaStorePipeline(FilesPipeline):
         for dim in ("width", "height"):
             if asset.get(dim) is None and result.get(dim) is not None:
                 asset[dim] = result.get(dim)
+        # Video results (mediacrawler.media.video): the rendition chosen and the measured duration.
+        if result.get("rendition") is not None:
+            asset["rendition"] = result.get("rendition")
+        if result.get("duration") is not None:
+            asset["duration"] = result.get("duration")
         self.stats.inc_value(f"media/{status}")
         if status == "deduplicated":
             self.stats.inc_value("media/dedup/content")
+
+
+def _resolve(jobs: list[CommitJob]) -> None:
+    """(Reactor thread.) Wake the coroutine waiting for each job."""
+    for job in jobs:
+        waiter, job.waiter = job.waiter, None
+        if isinstance(waiter, Deferred):
+            waiter.callback(job)
+        elif waiter is not None and not waiter.done():
+            waiter.set_result(job)
+
+
+def _store_failure(exc: BaseException) -> MediaDownloadFailed:
+    reason = "disk-full" if isinstance(exc, OSError) and exc.errno == errno.ENOSPC else "store-error"
+    return MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}")
 
 
 def _header(response: Response, name: str) -> str | None:

@@ -5,7 +5,15 @@ URL patterns (relative to the sandbox origin)::
     /media/weibo/{size}/{pid}.{jpg|png|webp}   Weibo picture; size "large" (and mw*, original, woriginal) serves
                                                the large variant, any other size (orj360, thumbnail, orj180, …)
                                                the thumbnail. Needs a Referer header (403 without, like sinaimg).
-    /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video (H.264/AAC MP4). Needs a Referer too.
+    /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video: the progressive faststart MP4 (H.264/AAC, 4 s) of
+                                               that id at its declared height: 720 → 720p, hd → 480p, sd → 360p
+                                               (:func:`mediacrawler.sandbox.video.video_file`). Needs a Referer too.
+    /media/hostile/{case}                      hostile manifests for the video path's guards (:data:`HOSTILE`):
+                                               huge_timeline.mpd (SegmentTimeline r="1000000000"), million.m3u8
+                                               (10^6 segments, built once on first use), file_uri.m3u8,
+                                               data_uri.m3u8, gopher.m3u8, gopher.mpd. Their segment URIs that
+                                               are http point under /media/hostile/ too (404), so the request log
+                                               shows whether a client ever asked for one.
     /media/img/{n}.jpg                         generic image number n (benchmarks), no Referer needed
     /media/blob/{name}?size=N                  N deterministic pseudo-random bytes (default 1 MiB), streamed
 
@@ -26,7 +34,7 @@ from typing import Literal
 
 from twisted.web import http, server
 
-from . import media
+from . import media, video
 from .det import stable_hex
 from .httpbase import BodyProducer, SandboxResource, cut_connection, finish_with
 
@@ -36,6 +44,53 @@ _LARGE_SIZES = {"large", "original", "woriginal", "mw2000", "mw1024", "mw690"}
 _LAST_MODIFIED_BASE = 1_793_491_200  # 2026-11-01 00:00:00 UTC; each ETag generation moves it by an hour
 _MAX_BLOB = 64 * 1024**3
 _SMALL_BODY = 256 * 1024  # bodies up to this go out in one write; larger ones through the producer
+#: Weibo quality name → the sandbox video rendition of that height.
+_WEIBO_QUALITY_RENDITION = {"720": "720p", "hd": "480p", "sd": "360p"}
+_M3U8 = "application/vnd.apple.mpegurl"
+_MPD = "application/dash+xml"
+
+
+def _million_m3u8() -> bytes:
+    # 10^6 one-second segments in 16 MB: under MEDIA_MANIFEST_MAX_CHARS (16 MiB), so the segment-count cap (not
+    # the size cap) is what has to refuse it.
+    return b"#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n" + b"#EXTINF:1,\ns.ts\n" * 1_000_000 + \
+        b"#EXT-X-ENDLIST\n"
+
+
+def _hostile_m3u8(bad_uri: str) -> bytes:
+    # Two harmless http segments first: a client that fetched before validating would show them in the log.
+    lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:1", "#EXT-X-PLAYLIST-TYPE:VOD",
+             "#EXTINF:1.0,", "seg0.ts", "#EXTINF:1.0,", "seg1.ts", "#EXTINF:1.0,", bad_uri, "#EXT-X-ENDLIST"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _mpd(addressing: str, *, base: str = "") -> bytes:
+    return (
+        '<?xml version="1.0" encoding="utf-8"?>\n'
+        '<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" '
+        'type="static" mediaPresentationDuration="PT4S" minBufferTime="PT1S">\n'
+        f'{base}  <Period id="0"><AdaptationSet contentType="video" mimeType="video/mp4">\n'
+        '    <Representation id="v" codecs="avc1.42C01E" width="640" height="360" bandwidth="100000">\n'
+        f"{addressing}"
+        "    </Representation></AdaptationSet></Period>\n</MPD>\n"
+    ).encode()
+
+
+_TEMPLATE = ('      <SegmentTemplate timescale="1000" initialization="init.mp4" media="t$Time$.m4s">\n'
+             '        <SegmentTimeline><S t="0" d="1000" r="{r}"/></SegmentTimeline>\n'
+             "      </SegmentTemplate>\n")
+
+#: ``/media/hostile/{case}``: (body factory, content type). Bodies are built on first use and cached.
+HOSTILE = {
+    "huge_timeline.mpd": (lambda: _mpd(_TEMPLATE.format(r=1_000_000_000)), _MPD),
+    "million.m3u8": (_million_m3u8, _M3U8),
+    "file_uri.m3u8": (lambda: _hostile_m3u8("file:///etc/passwd"), _M3U8),
+    "data_uri.m3u8": (lambda: _hostile_m3u8("data:video/mp2t;base64,R0VUIC8="), _M3U8),
+    "gopher.m3u8": (lambda: _hostile_m3u8("gopher://127.0.0.1:70/1seg2.ts"), _M3U8),
+    "gopher.mpd": (lambda: _mpd(_TEMPLATE.format(r=3), base="  <BaseURL>gopher://127.0.0.1:70/</BaseURL>\n"),
+                   _MPD),
+}
+_hostile_cache: dict[str, bytes] = {}
 
 
 @dataclass
@@ -141,7 +196,16 @@ class MediaResource(SandboxResource):
             match = re.fullmatch(r"(\d+)_(720|hd|sd)\.mp4", parts[2])
             if match is None:
                 return None
-            return self._in_memory(media.video_bytes(match.group(1), match.group(2)), "mp4", generation)
+            found = video.video_file(["progressive", match.group(1),
+                                      f"{_WEIBO_QUALITY_RENDITION[match.group(2)]}.mp4"])
+            return None if found is None else self._in_memory(found[0], "mp4", generation)
+        if len(parts) == 2 and parts[0] == "hostile" and parts[1] in HOSTILE:
+            factory, content_type = HOSTILE[parts[1]]
+            body = _hostile_cache.get(parts[1])
+            if body is None:
+                body = _hostile_cache[parts[1]] = factory()
+            return self._validators(len(body), content_type, stable_hex("hostile", parts[1]), generation,
+                                    data=body)
         if len(parts) == 3 and parts[0] == "weibo":
             match = re.fullmatch(r"(\w+)\.(jpg|png|webp)", parts[2])
             if match is None:
