@@ -100,6 +100,7 @@ class BatchCommitter:
         #: if the helper cannot start or dies.
         self.isolated = isolated
         self._worker: StoreWorker | None = None
+        self._worker_tried = False  # one start attempt: after a failure, rounds stay in-process
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._started = False
@@ -108,15 +109,23 @@ class BatchCommitter:
         self.rounds = 0
         self.committed = 0
 
-    def start(self) -> None:
+    def start(self, *, lazy: bool = False) -> None:
+        """Start the committer thread, and with ``isolated`` the helper process: now, or with ``lazy`` on the first
+        round (a crawl without images, e.g. videos only or records only, then never pays its start-up)."""
         if not self._started:
             self._started = True
-            if self.isolated:
-                try:
-                    self._worker = StoreWorker(self.store, max_image_pixels=self.max_image_pixels)
-                except OSError as exc:
-                    logger.error("Media store worker process did not start (%s); storing in-process", exc)
+            if not lazy:
+                self._spawn_worker()
             self._thread.start()
+
+    def _spawn_worker(self) -> None:
+        if not self.isolated or self._worker_tried:
+            return
+        self._worker_tried = True
+        try:
+            self._worker = StoreWorker(self.store, max_image_pixels=self.max_image_pixels)
+        except OSError as exc:
+            logger.error("Media store worker process did not start (%s); storing in-process", exc)
 
     def submit(self, job: CommitJob) -> None:
         """Queue ``job`` (any thread); its outcome comes back through ``deliver``."""
@@ -168,6 +177,7 @@ class BatchCommitter:
     def commit(self, jobs: list[CommitJob]) -> None:
         """Check, store and index ``jobs`` as one group (the committer thread's round; callable directly)."""
         outcomes: list[Persisted | BaseException] | None = None
+        self._spawn_worker()
         if self._worker is not None:
             try:
                 outcomes = self._worker.run(jobs)

@@ -275,7 +275,7 @@ class MediaStorePipeline(FilesPipeline):
         self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
                                         max_image_pixels=self.max_image_pixels, max_batch=self.commit_batch,
                                         isolated=self.commit_process)
-        self.committer.start()
+        self.committer.start(lazy=True)
         swept = self.cas.sweep_tmp()
         if swept:
             logger.info("Removed %d stale temporary files from %s", swept, self.cas.tmp_dir)
