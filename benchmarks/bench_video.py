@@ -62,6 +62,40 @@ def missing_tools() -> list[str]:
     return fixes
 
 
+def run_ytdlp_many(urls: list[str], workdir: Path) -> list[Path]:
+    """One yt-dlp invocation for every URL (what a user does with a list of videos): start-up paid once."""
+    command = [*YT_DLP, "-N", "4", "--no-cache-dir", "--no-progress", "--quiet", "--no-warnings",
+               "--merge-output-format", "mp4", "-o", str(workdir / "out-%(autonumber)s.%(ext)s"), *urls]
+    proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=300)
+    outs = sorted(workdir.glob("out-*.mp4"))
+    if proc.returncode != 0 or len(outs) != len(urls):
+        raise RuntimeError(f"yt-dlp failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    return outs
+
+
+def run_ours_many(items: list[tuple[str, str]], workdir: Path, listing: str, settings: dict[str, str]) -> list[Path]:
+    """One crawl of one post carrying every (url, manifest) as a video asset: start-up paid once."""
+    assets = [MediaAsset(kind="video", key=f"bench-{i}-{manifest}", url=url, manifest=manifest)
+              for i, (url, manifest) in enumerate(items)]
+    posts = [Post(platform="sandbox", post_id="bench", url="https://example.invalid/bench", author=None,
+                  created_at=None, media=assets)]
+    (workdir / "posts.json").write_text(json.dumps([asdict(p) for p in posts]))
+    command = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "tests" / "spiders.py"),
+               "-a", "posts=posts.json", "-a", f"listing={listing}", "-O", "items.jsonl",
+               "-s", f"FILES_STORE={workdir / 'files'}", "-s", "LOG_LEVEL=WARNING"]
+    for name, value in settings.items():
+        command += ["-s", f"{name}={value}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SCRAPY_SETTINGS_MODULE", None)
+    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError(f"crawl failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    media = json.loads((workdir / "items.jsonl").read_text().splitlines()[0])["media"]
+    if any(a["status"] not in ("downloaded", "deduplicated") for a in media):  # equal remuxes are stored once
+        raise RuntimeError(f"crawl stored not everything: {[(a['status'], a['error']) for a in media]}")
+    return [workdir / "files" / a["path"] for a in media]
+
+
 def run_ytdlp(url: str, workdir: Path) -> Path:
     out = workdir / "out.mp4"
     command = [*YT_DLP, "-N", "4", "--no-cache-dir", "--no-progress", "--quiet", "--no-warnings",
@@ -133,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     catalog = video.video_catalog(VIDEO_ID)
     sandbox = start_sandbox(startup_timeout=30)
     times: dict[tuple[str, str], list[float]] = {(s, t): [] for s in streams for t in TOOLS}
+    batch: dict[str, list[float]] = {t: [] for t in TOOLS}
     try:
         urls = video.video_urls(sandbox.url, VIDEO_ID)
         urllib.request.urlopen(urls["hls"], timeout=30).read()  # the sandbox encodes the video on first use
@@ -154,6 +189,22 @@ def main(argv: list[str] | None = None) -> int:
                         times[(stream, tool)].append(elapsed)
                         print(f"round {rnd + 1} {stream:9s} {tool:7s} {elapsed:6.2f} s", flush=True)
                         shutil.rmtree(workdir)
+                # Every stream in one run of each tool: the same work, each tool's start-up paid once.
+                for tool in (TOOLS if rnd % 2 == 0 else tuple(reversed(TOOLS))):
+                    workdir = Path(tmp) / f"{rnd}-batch-{tool}"
+                    workdir.mkdir()
+                    started = time.monotonic()
+                    if tool == "yt-dlp":
+                        outs = run_ytdlp_many([urls[s] for s in streams], workdir)
+                    else:
+                        outs = run_ours_many([(urls[s], STREAMS[s]) for s in streams], workdir,
+                                             sandbox.url + "/", settings)
+                    elapsed = time.monotonic() - started
+                    for out in outs:
+                        check_output(out, height=720, duration=catalog.duration)
+                    batch[tool].append(elapsed)
+                    print(f"round {rnd + 1} one run   {tool:7s} {elapsed:6.2f} s", flush=True)
+                    shutil.rmtree(workdir)
     finally:
         sandbox.stop()
 
@@ -174,7 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     total_ours = [sum(times[(s, 'ours')][i] for s in streams) for i in range(args.rounds)]
     total_theirs = [sum(times[(s, 'yt-dlp')][i] for s in streams) for i in range(args.rounds)]
     ratio = statistics.median(a / b for a, b in zip(total_ours, total_theirs, strict=True))
-    print(f"| all streams | {med(total_theirs)} | {med(total_ours)} | **{ratio:.2f}** |")
+    print(f"| all streams, one run each | {med(total_theirs)} | {med(total_ours)} | **{ratio:.2f}** |")
+    one = statistics.median(a / b for a, b in zip(batch["ours"], batch["yt-dlp"], strict=True))
+    print(f"| all streams in one run | {med(batch['yt-dlp'])} | {med(batch['ours'])} | **{one:.2f}** |")
     return 0
 
 
