@@ -44,7 +44,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -341,15 +341,17 @@ def _save_durably(fd: int, path: Path, snapshot: Ledger, fsync: bool) -> None:
     save_ledger(path, snapshot, fsync=fsync)
 
 
-class _LedgerSaver:
-    """Saves the ledger after segments complete; saves coalesce (one in flight, the next one takes the newest
-    state), so a slow fsync never queues up behind the transfer."""
+class CoalescingSaver:
+    """Saves a ledger in the background as work completes; saves coalesce (one in flight, the next one takes the
+    newest state), so a slow fsync never queues up behind the transfer.
 
-    def __init__(self, fd: int, path: Path, ledger: Ledger, *, fsync: bool) -> None:
-        self.fd = fd
-        self.path = path
-        self.ledger = ledger
-        self.fsync = fsync
+    ``snapshot()`` runs on the reactor thread (the worker thread must not iterate state the reactor is changing);
+    ``save(snapshot)`` runs in a worker thread.
+    """
+
+    def __init__(self, *, snapshot: Callable[[], Any], save: Callable[[Any], None]) -> None:
+        self._snapshot = snapshot
+        self._save = save
         self._dirty = False
         self._running = False
         self._task: Deferred[None] | None = None
@@ -363,12 +365,10 @@ class _LedgerSaver:
 
     async def _run(self) -> None:
         try:
-            # Bounded: each pass clears _dirty; only completed segments set it again.
+            # Bounded: each pass clears _dirty; only completed work sets it again.
             while self._dirty:
                 self._dirty = False
-                # Snapshot on the reactor thread: the thread must not iterate a set the reactor is changing.
-                snapshot = dataclasses.replace(self.ledger, done=set(self.ledger.done))
-                await run_in_thread(_save_durably, self.fd, self.path, snapshot, self.fsync)
+                await run_in_thread(self._save, self._snapshot())
         finally:
             self._running = False
 
@@ -384,7 +384,15 @@ class _LedgerSaver:
             self.request()
 
 
-async def _gather(coros: list[Awaitable[None]]) -> list[BaseException]:
+def ledger_saver(fd: int, path: Path, ledger: Ledger, *, fsync: bool) -> CoalescingSaver:
+    """The saver of a spool's ledger: spool data synced first, then the ledger (see :func:`_save_durably`)."""
+    return CoalescingSaver(
+        snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)),
+        save=lambda snap: _save_durably(fd, path, snap, fsync),
+    )
+
+
+async def gather_all(coros: Iterable[Awaitable[None]]) -> list[BaseException]:
     """Run coroutines concurrently until all have ended; return their exceptions (reactor-agnostic)."""
     results = await maybe_deferred_to_future(
         DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
@@ -612,7 +620,7 @@ class _Download:
         body, self._probe_body = self._probe_body, None
         hasher.advance(ledger.contiguous_end(), start=0, body=body)
         del body
-        saver = _LedgerSaver(fd, self.ledger_file, ledger, fsync=self.config.fsync)
+        saver = ledger_saver(fd, self.ledger_file, ledger, fsync=self.config.fsync)
         if ledger.missing():
             saver.request()  # a new spool gets its ledger before the first segment request goes out
         try:
@@ -649,7 +657,7 @@ class _Download:
                            resumed_bytes=self.resumed, restarts=self.restarts, resolves=self.resolves)
 
     async def _round(self, ledger: Ledger, segments: list[tuple[int, int]], pending: list[int],
-                     hasher: _OrderedHasher, saver: _LedgerSaver, *, solo_first: bool = False) -> int | None:
+                     hasher: _OrderedHasher, saver: CoalescingSaver, *, solo_first: bool = False) -> int | None:
         """Fetch ``pending`` segments with MEDIA_SEGMENT_CONCURRENCY workers (the first one alone with
         ``solo_first``). Returns the status of an expired URL (the round stopped early), ``None`` when every
         pending segment is in; raises the first hard error."""
@@ -676,7 +684,7 @@ class _Download:
                 hasher.advance(ledger.contiguous_end(), start=start, body=body)
                 del body  # bounded memory: no segment body outlives its turn
 
-        errors = await _gather([worker() for _ in range(min(self.config.concurrency, len(pending)))])
+        errors = await gather_all([worker() for _ in range(min(self.config.concurrency, len(pending)))])
         errors = stop + [e for e in errors if e not in stop]
         if not errors:
             return None

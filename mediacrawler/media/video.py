@@ -88,7 +88,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,8 +99,6 @@ from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred, DeferredList
 
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord, asset_index_key
@@ -127,7 +125,14 @@ from mediacrawler.media.manifests import (
     select,
     with_fetch,
 )
-from mediacrawler.media.segments import SegmentedDownloader, SegmentError, SpoolResult, spool_dir_for
+from mediacrawler.media.segments import (
+    CoalescingSaver,
+    SegmentedDownloader,
+    SegmentError,
+    SpoolResult,
+    gather_all,
+    spool_dir_for,
+)
 from mediacrawler.media.sniff import SNIFF_BYTES
 
 if TYPE_CHECKING:
@@ -434,53 +439,6 @@ def _remove_dir(video_dir: Path) -> None:
     shutil.rmtree(video_dir, ignore_errors=True)
 
 
-class _LedgerSaver:
-    """Saves the fragment ledger after fragments complete; saves coalesce (one in flight, the next takes the
-    newest state), so a slow fsync never queues behind the transfer."""
-
-    def __init__(self, path: Path, ledger: FragmentLedger, *, fsync: bool) -> None:
-        self.path = path
-        self.ledger = ledger
-        self.fsync = fsync
-        self._dirty = False
-        self._running = False
-        self._task: Deferred[None] | None = None
-
-    def request(self) -> None:
-        self._dirty = True
-        if not self._running:
-            self._running = True
-            self._task = deferred_from_coro(self._run())
-
-    async def _run(self) -> None:
-        try:
-            # Bounded: each pass clears _dirty; only completed fragments set it again.
-            while self._dirty:
-                self._dirty = False
-                snapshot = FragmentLedger(key=self.ledger.key, fingerprint=self.ledger.fingerprint,
-                                          done={t: dict(d) for t, d in self.ledger.done.items()})
-                await run_in_thread(save_fragment_ledger, self.path, snapshot, fsync=self.fsync)
-        finally:
-            self._running = False
-
-    async def flush(self) -> None:
-        # Bounded: the running pass picks up every request made before it ends; at most one more pass after.
-        for _ in range(2):
-            task, self._task = self._task, None
-            if task is not None:
-                await maybe_deferred_to_future(task)
-            if not self._dirty:
-                return
-            self.request()
-
-
-async def _gather(coros: Iterable[Awaitable[None]]) -> list[BaseException]:
-    """Run coroutines concurrently until all have ended; return their exceptions (reactor-agnostic)."""
-    results = await maybe_deferred_to_future(
-        DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
-    return [value.value for ok, value in results if not ok]
-
-
 def _lock_dir(video_dir: Path) -> int:
     video_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(video_dir / _LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
@@ -686,7 +644,7 @@ class _VideoJob:
             async def playlist(name: str, rendition: Rendition) -> None:
                 resolved[name] = await self._media_playlist(rendition, what=f"{name} playlist")
 
-            errors = await _gather(playlist(n, r) for n, r in refs.items())
+            errors = await gather_all(playlist(n, r) for n, r in refs.items())
             if errors:
                 raise errors[0]
             if "video" in resolved:
@@ -716,7 +674,7 @@ class _VideoJob:
                 async def one(name: str, fetch: SingleFile) -> None:
                     results[name] = await self._single_file(name, fetch, suffix=True)
 
-                errors = await _gather(one(n, f) for n, f in singles)
+                errors = await gather_all(one(n, f) for n, f in singles)
                 if errors:
                     raise errors[0]
                 spools = results
@@ -871,7 +829,11 @@ class _VideoJob:
             if resumed:
                 self.owner._inc("fragments_resumed", resumed)
                 logger.info("Resuming video %s: %d fragments already in %s", self.key, resumed, self.video_dir)
-        saver = _LedgerSaver(ledger_file, ledger, fsync=self.owner.fsync)
+        saver = CoalescingSaver(
+            snapshot=lambda: FragmentLedger(key=ledger.key, fingerprint=ledger.fingerprint,
+                                            done={t: dict(d) for t, d in ledger.done.items()}),
+            save=lambda snap: save_fragment_ledger(ledger_file, snap, fsync=self.owner.fsync),
+        )
         pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
         for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):
             await self._fetch_key(url)
@@ -893,7 +855,7 @@ class _VideoJob:
 
         if pending:
             saver.request()  # the ledger (with its fingerprint) exists before the first fragment is in
-        errors = await _gather(worker() for _ in range(min(self.config.fragment_concurrency, len(pending))))
+        errors = await gather_all(worker() for _ in range(min(self.config.fragment_concurrency, len(pending))))
         await saver.flush()
         for exc in failures + [e for e in errors if e not in failures]:
             raise exc
