@@ -70,6 +70,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .det import rng_for, stable_int
+from .video import DURATION as VIDEO_DURATION
 from .media import thumbnail_size
 
 __all__ = [
@@ -494,7 +495,7 @@ class _Builder:
             id=vid,
             object_id=f"1034:{vid}",
             qualities=qualities,
-            duration=2.0,
+            duration=VIDEO_DURATION,  # what /media/weibo/video/ serves (sandbox.video)
             cover_pid=self.pid(rng, "cover"),
             title=title,
         )
