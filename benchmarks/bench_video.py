@@ -97,34 +97,11 @@ def run_ours_many(items: list[tuple[str, str]], workdir: Path, listing: str, set
 
 
 def run_ytdlp(url: str, workdir: Path) -> Path:
-    out = workdir / "out.mp4"
-    command = [*YT_DLP, "-N", "4", "--no-cache-dir", "--no-progress", "--quiet", "--no-warnings",
-               "--merge-output-format", "mp4", "-o", str(workdir / "out.%(ext)s"), url]
-    proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"yt-dlp failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    return out
+    return run_ytdlp_many([url], workdir)[0]
 
 
 def run_ours(url: str, manifest: str, workdir: Path, listing: str, settings: dict[str, str]) -> Path:
-    posts = [Post(platform="sandbox", post_id="bench", url="https://example.invalid/bench", author=None,
-                  created_at=None, media=[MediaAsset(kind="video", key=f"bench-{manifest}", url=url,
-                                                     manifest=manifest)])]
-    (workdir / "posts.json").write_text(json.dumps([asdict(p) for p in posts]))
-    command = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "tests" / "spiders.py"),
-               "-a", "posts=posts.json", "-a", f"listing={listing}", "-O", "items.jsonl",
-               "-s", f"FILES_STORE={workdir / 'files'}", "-s", "LOG_LEVEL=WARNING"]
-    for name, value in settings.items():
-        command += ["-s", f"{name}={value}"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("SCRAPY_SETTINGS_MODULE", None)
-    proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
-    if proc.returncode != 0:
-        raise RuntimeError(f"crawl failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    asset = json.loads((workdir / "items.jsonl").read_text().splitlines()[0])["media"][0]
-    if asset["status"] != "downloaded":
-        raise RuntimeError(f"crawl stored nothing: {asset['status']} {asset['error']}")
-    return workdir / "files" / asset["path"]
+    return run_ours_many([(url, manifest)], workdir, listing, settings)[0]
 
 
 def check_output(path: Path, *, height: int, duration: float) -> None:
