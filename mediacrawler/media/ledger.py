@@ -166,18 +166,27 @@ def ledger_path(spool: str | os.PathLike[str]) -> Path:
     return path.with_name(path.name + LEDGER_SUFFIX)
 
 
+def read_ledger_json(path: str | os.PathLike[str], *, max_bytes: int = _MAX_LEDGER_BYTES) -> Any:
+    """The decoded JSON of a ledger file; ``None`` when absent; ValueError when too large or not JSON (a ledger is
+    a few KB even for a 64 GiB file: anything bigger is not ours)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(max_bytes + 1)
+    except FileNotFoundError:
+        return None
+    if len(raw) > max_bytes:
+        raise ValueError("too large")
+    return json.loads(raw)
+
+
 def load_ledger(path: str | os.PathLike[str], *, key: str) -> Ledger | None:
     """The ledger at ``path`` if it exists and belongs to ``key``; ``None`` when absent or not trustworthy (a
     warning says why; the caller then starts the spool over)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_LEDGER_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    try:
-        if len(raw) > _MAX_LEDGER_BYTES:
-            raise LedgerError("too large")
-        ledger = Ledger.from_json(json.loads(raw))
+        raw = read_ledger_json(path)
+        if raw is None:
+            return None
+        ledger = Ledger.from_json(raw)
     except (LedgerError, ValueError) as exc:
         logger.warning("Ignoring unusable download ledger %s (%s)", path, exc)
         return None

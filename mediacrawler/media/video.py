@@ -102,6 +102,7 @@ from scrapy.utils.asyncio import run_in_thread
 
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord, asset_index_key
+from mediacrawler.media.ledger import read_ledger_json
 from mediacrawler.media.integrity import MediaRejected, check_body
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.manifests import (
@@ -382,14 +383,10 @@ class FragmentLedger:
 def load_fragment_ledger(path: Path, *, key: str) -> FragmentLedger | None:
     """The ledger at ``path`` when it exists, parses and belongs to ``key``; else ``None`` (start over)."""
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_LEDGER_BYTES + 1)
-    except FileNotFoundError:
-        return None
-    try:
-        if len(raw) > _MAX_LEDGER_BYTES:
-            raise ValueError("too large")
-        ledger = FragmentLedger.from_json(json.loads(raw))
+        raw = read_ledger_json(path, max_bytes=_MAX_LEDGER_BYTES)
+        if raw is None:
+            return None
+        ledger = FragmentLedger.from_json(raw)
     except (ValueError, TypeError) as exc:
         logger.warning("Ignoring unusable fragment ledger %s (%s)", path, exc)
         return None
