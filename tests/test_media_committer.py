@@ -297,5 +297,5 @@ def test_kill_9_mid_round_leaves_no_partial_object_and_no_dangling_row(tmp_path:
     for key, sha in claimed.items():
         assert indexed.get(key) == sha, key
     # Leftovers only under tmp/, and a sweep removes them.
-    assert store.sweep_tmp(older_than=0) >= 0
+    store.sweep_tmp(older_than=0)
     assert not list(store.tmp_dir.glob("*.part"))

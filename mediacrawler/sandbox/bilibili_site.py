@@ -21,22 +21,9 @@ from typing import Any
 from twisted.web import server
 
 from . import bilibili
-from .httpbase import SandboxResource, origin_of
+from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["BilibiliResource"]
-
-
-def _arg(request: server.Request, name: bytes) -> str | None:
-    values = request.args.get(name)
-    return values[0].decode("utf-8", "replace") if values else None
-
-
-def _int_arg(request: server.Request, name: bytes, default: int | None = None) -> int | None:
-    value = _arg(request, name)
-    try:
-        return int(value) if value not in (None, "") else default
-    except ValueError:
-        return default
 
 
 class BilibiliResource(SandboxResource):
@@ -46,14 +33,14 @@ class BilibiliResource(SandboxResource):
 
     def handle(self, request: server.Request) -> bytes | int:
         path = "/".join(p.decode("utf-8", "replace") for p in request.postpath)
-        bvid = _arg(request, b"bvid")
+        bvid = query_arg(request, b"bvid")
         if path in ("x/player/wbi/playurl", "x/player/playurl"):
             fault = self._fault(request, "playurl", bvid)
             if fault is not None:
                 return fault
             payload = bilibili.playurl_response(
-                bvid, _int_arg(request, b"cid"), fnval=_int_arg(request, b"fnval", 1) or 0,
-                qn=_int_arg(request, b"qn"), base=origin_of(request),
+                bvid, query_int(request, b"cid"), fnval=query_int(request, b"fnval", 1) or 0,
+                qn=query_int(request, b"qn"), base=origin_of(request),
             )
             return self._json(request, payload)
         if path == "x/web-interface/view":

@@ -28,6 +28,21 @@ def _header(request: server.Request, name: bytes) -> str | None:
     return None if value is None else value.decode("latin-1")
 
 
+def query_arg(request: server.Request, name: bytes) -> str | None:
+    """The first value of query parameter ``name``, decoded; ``None`` when absent."""
+    values = request.args.get(name)
+    return values[0].decode("utf-8", "replace") if values else None
+
+
+def query_int(request: server.Request, name: bytes, default: int | None = None) -> int | None:
+    """Query parameter ``name`` as an int; ``default`` when absent, empty or not a number."""
+    value = query_arg(request, name)
+    try:
+        return int(value) if value not in (None, "") else default
+    except ValueError:
+        return default
+
+
 def origin_of(request: server.Request) -> str:
     """``http://host:port`` as the client addressed us, so media URLs in payloads point back at this sandbox."""
     host = _header(request, b"host")

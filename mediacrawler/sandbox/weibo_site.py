@@ -19,24 +19,11 @@ from urllib.parse import quote
 from twisted.web import server
 
 from . import weibo
-from .httpbase import SandboxResource, origin_of
+from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["WeiboResource"]
 
 RATE_LIMITED: dict[str, Any] = {"ok": 0, "errno": "100005", "msg": "请求过于频繁，歇歇吧"}
-
-
-def _arg(request: server.Request, name: bytes) -> str | None:
-    values = request.args.get(name)
-    return values[0].decode("utf-8", "replace") if values else None
-
-
-def _int_arg(request: server.Request, name: bytes) -> int | None:
-    value = _arg(request, name)
-    try:
-        return int(value) if value not in (None, "") else None
-    except ValueError:
-        return None
 
 
 class WeiboResource(SandboxResource):
@@ -49,10 +36,10 @@ class WeiboResource(SandboxResource):
         world = self.state.world.weibo
         base = origin_of(request)
         if parts == ["api", "container", "getIndex"]:
-            containerid = _arg(request, b"containerid") or ""
+            containerid = query_arg(request, b"containerid") or ""
             kind = weibo.parse_containerid(containerid)
-            page = _int_arg(request, b"page")
-            since_id = _arg(request, b"since_id")
+            page = query_int(request, b"page")
+            since_id = query_arg(request, b"since_id")
             uid: int | None = None
             if kind is not None and kind[0] == "timeline":
                 uid = int(kind[1])
@@ -76,7 +63,7 @@ class WeiboResource(SandboxResource):
             fault = self._fault(request, "extend", None, None)
             if fault is not None:
                 return fault
-            return self._json(request, weibo.extend_response(world, _arg(request, b"id") or ""))
+            return self._json(request, weibo.extend_response(world, query_arg(request, b"id") or ""))
         request.setResponseCode(404)
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return b"<html><body>404 Not Found</body></html>"
