@@ -20,7 +20,7 @@ import pytest
 
 from mediacrawler.media.committer import BatchCommitter, CommitJob
 from mediacrawler.media.index import ObjectRecord, SQLiteMediaIndex
-from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, hash_file
+from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, credit_first_twin, hash_file
 
 from .test_media_units import encode
 
@@ -35,6 +35,17 @@ def variant(base: bytes, n: int) -> bytes:
 
 
 # --- store: group writes ----------------------------------------------------------------------------------------
+def test_credit_first_twin_moves_created_to_the_first_occurrence() -> None:
+    # Parallel links decide which twin "creates" the object; the report must not depend on that race.
+    a, b = "objects/aa/bb/" + "a" * 64 + ".jpg", "objects/cc/dd/" + "c" * 64 + ".jpg"
+    err = OSError(5, "EIO")
+    outcomes: list[Persisted | BaseException] = [
+        Persisted("a" * 64, a, 3, created=False), err, Persisted("c" * 64, b, 4, created=True),
+        Persisted("a" * 64, a, 3, created=True), Persisted("c" * 64, b, 4, created=False)]
+    assert credit_first_twin(outcomes) is outcomes
+    assert [o.created if isinstance(o, Persisted) else o for o in outcomes] == [True, err, True, False, False]
+
+
 def test_persist_many_stores_each_once_and_reports_in_order(tmp_path: Path) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     base = encode("JPEG")
@@ -158,6 +169,7 @@ def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path, isolated:
     ok = [j for j in jobs if j.error is None]
     assert len(ok) == 61
     assert sum(j.created for j in ok) == 60  # the twin is not written twice
+    assert jobs[4].created is True and jobs[60].created is False  # the first of the twins is credited
     reasons = {getattr(j.error, "reason", None) for j in jobs if j.error is not None}
     assert reasons == {"not-media", "corrupt-image"}
     assert all(j.obj is not None and (j.obj.width, j.obj.height) == (120, 80) for j in ok)

@@ -45,7 +45,7 @@ from typing import IO, Any
 from mediacrawler.media.index import MediaIndex, ObjectRecord
 from mediacrawler.media.integrity import DEFAULT_MAX_IMAGE_PIXELS, BodyCheck, MediaRejected, check_body
 from mediacrawler.media.sniff import Sniffed
-from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError
+from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError, credit_first_twin
 
 logger = logging.getLogger(__name__)
 
@@ -239,7 +239,7 @@ def store_group(store: ContentAddressedStore, jobs: Sequence[CommitJob], *,
                     for job, o in zip(jobs, outcomes, strict=True)]
     for job in jobs:
         job.staged = None
-    return outcomes
+    return credit_first_twin(outcomes)
 
 
 # --- the store worker process ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+import dataclasses
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
@@ -65,6 +66,26 @@ class Persisted:
     relpath: str
     size: int
     created: bool
+
+
+def credit_first_twin(outcomes: list[Persisted | BaseException]) -> list[Persisted | BaseException]:
+    """Report identical bodies of one group in order: the first of them ``created``, the rest not.
+
+    A group's bodies are linked into place by parallel threads, so which of two twins wins the link is chance;
+    the object exists once either way, and crediting the first keeps the outcome (which asset reads
+    ``downloaded``, which ``deduplicated``) the same from run to run. Rewrites ``outcomes`` in place.
+    """
+    first: dict[str, int] = {}
+    for i, outcome in enumerate(outcomes):
+        if not isinstance(outcome, Persisted):
+            continue
+        j = first.setdefault(outcome.relpath, i)
+        if j != i and outcome.created:
+            twin = outcomes[j]
+            assert isinstance(twin, Persisted)
+            outcomes[j] = dataclasses.replace(twin, created=True)
+            outcomes[i] = dataclasses.replace(outcome, created=False)
+    return outcomes
 
 
 def object_relpath(*, sha256: str, ext: str) -> str:
@@ -351,7 +372,7 @@ class ContentAddressedStore:
         under ``objects/``.
         """
         outcomes: list[Persisted | BaseException] = self.map_parallel(self.publish_one, list(staged))
-        return self.sync_new_entries(staged, outcomes)
+        return credit_first_twin(self.sync_new_entries(staged, outcomes))
 
     def publish_one(self, st: Staged) -> Persisted | BaseException:
         """Sync, close, link into place and unlink the temp file of one staged body, in that order. The new
