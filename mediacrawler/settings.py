@@ -26,6 +26,9 @@ AUTOTHROTTLE_TARGET_CONCURRENCY = 2.0
 USER_AGENT = "mediacrawler/0.1 (+https://github.com/mediacrawler/mediacrawler)"
 DOWNLOAD_TIMEOUT = 60
 TELNETCONSOLE_ENABLED = False
+# Scrapy 2.19's remote control runs Python sent over HTTP inside the crawler (which holds the user's cookies) and
+# writes its token to a job file in the user's profile directory: off, like the telnet console.
+REMOTE_CONTROL_ENABLED = False
 REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
