@@ -300,6 +300,19 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     assert log[0]["range"] == "bytes=0-262143" and log[0]["if_range"] is None
     assert len({e["if_range"] for e in log[1:]}) == 1 and log[1]["if_range"].startswith('"')
     assert outcome["stats"]["media/segments/completed"] == 1
+    assert outcome["stats"]["media/segments/sink_bodies"] == 12  # every segment after the probe, no copy
+
+
+@pytest.mark.slow
+def test_stock_http_handler_gives_the_same_file(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    # Without our download handler (a project that wires its own), bodies come in Response.body: same result.
+    size = 2 * MiB + 777
+    stock = json.dumps({"http": "scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler"})
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "stockh", size), settings={"DOWNLOAD_HANDLERS": stock})
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256("stockh", size)
+    assert "media/segments/sink_bodies" not in outcome["stats"]
+    assert outcome["result"]["fetched_bytes"] == size
 
 
 @pytest.mark.slow

@@ -9,18 +9,20 @@ timeouts, slots and throttling apply per segment), at most MEDIA_SEGMENT_CONCURR
    often valid for ``GET`` only). A ``206`` gives the total size and validators; a file no larger than the
    threshold is then already complete. A ``200`` means the server ignores Range: that body is the whole file,
    kept within DOWNLOAD_MAXSIZE by Scrapy, and logged as such.
-2. **segments** — the rest in MEDIA_SEGMENT_SIZE pieces, each written with ``os.pwrite`` at its offset into a
-   spool file ``<spool dir>/<sha256 of the asset key>.part`` (never a remote name), in a worker thread. Memory
-   stays bounded by segment size × concurrency whatever the file size. Each ``206`` is checked: Content-Range
-   start, end and total must match the request, the ETag must not have changed; a ``416`` or a short segment is
-   an error, never "complete".
+2. **segments** — the rest in MEDIA_SEGMENT_SIZE pieces. The download handler
+   (:mod:`mediacrawler.media.handler`) puts each ``206`` body into a per-worker buffer instead of building a
+   ``bytes`` body; a worker thread then writes it with ``os.pwrite`` at its offset into a spool file
+   ``<spool dir>/<sha256 of the asset key>.part`` (never a remote name). Memory stays bounded by segment size ×
+   concurrency whatever the file size. Each ``206`` is checked: Content-Range start, end and total must match the
+   request, the ETag must not have changed; a ``416`` or a short segment is an error, never "complete".
 3. **ledger** — ``.part.json`` beside the spool (:mod:`mediacrawler.media.ledger`) says which segments are in;
    saved atomically after every segment (after an ``fdatasync`` of the spool when MEDIA_FSYNC is on).
 4. **resume** — a new run fetches only the missing segments with ``If-Range`` set to the recorded validator; a
    changed remote (``200`` instead of ``206``, another ETag or total) discards the spool and starts over, at most
    MEDIA_SEGMENT_MAX_RESTARTS times.
-5. **hash** — SHA-256 is computed in a worker thread by reading the spool back in file order as the contiguous
-   prefix grows, so hashing overlaps the transfer (on the second core) instead of following it.
+5. **hash** — SHA-256 in file order, overlapping the transfer (on the second core): a segment that arrives in
+   order is hashed from memory by the thread that wrote it; the others are read back from the spool once the
+   prefix before them is complete.
 6. **expired URLs** — a ``403``/``410`` (signed video URLs expire mid-download) asks ``resolve(url)`` for a fresh
    URL of the same asset and carries on with the segments already fetched, at most MEDIA_SEGMENT_MAX_RESOLVES
    times.
@@ -43,6 +45,7 @@ import inspect
 import logging
 import os
 import re
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -57,6 +60,7 @@ from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
 
+from mediacrawler.media.handler import META_BODY_SINK, BodySink
 from mediacrawler.media.ledger import Ledger, ledger_path, load_ledger, remove_spool, save_ledger
 
 if TYPE_CHECKING:
@@ -94,6 +98,8 @@ _EXPIRED_STATUSES = frozenset({403, 410})
 # Read-back buffer of the hasher: large, so that the thread gives the GIL back to the reactor rarely (a GIL
 # hand-over can cost a whole switch interval while the reactor thread is busy).
 _HASH_CHUNK = 4 * MiB
+# Bytes per pwrite() call into a spool (see _write_at).
+_WRITE_PIECE = 128 * 1024
 _HEAD_BYTES = 4096
 _CONTENT_RANGE_RE = re.compile(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", re.IGNORECASE)
 
@@ -227,7 +233,7 @@ def check_segment(*, status: int, content_range: str | None, etag: str | None, b
         raise RemoteChanged(f"ETag {etag}, expected {expected_etag}")
     if (got_start, got_end + 1) != (start, end):
         raise SegmentError("bad-content-range", f"asked for bytes {start}-{end - 1}, got {content_range!r}")
-    if body_size != end - start or "dataloss" in flags or "download_stopped" in flags:
+    if body_size != end - start or any(f in flags for f in ("dataloss", "download_stopped", "overflow")):
         raise SegmentError("short-segment", f"{body_size} of {end - start} bytes for bytes {start}-{end - 1}")
 
 
@@ -259,10 +265,13 @@ def _header(response: Response, name: str) -> str | None:
     return value.decode("latin-1") if value is not None else None
 
 
-def _write_at(fd: int, data: bytes, offset: int) -> None:
+def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
+    # In pieces of _WRITE_PIECE: one large pwrite() lets the kernel allocate large page-cache folios, which is
+    # slower and erratic in a VM (bench_large_file, 1 GiB: 2.4-3.6 s transfer with 8 MiB calls, 1.9-2.1 s with
+    # 128 KiB calls; the extra GIL hand-overs of the smaller calls cost less).
     view = memoryview(data)
     while view:
-        written = os.pwrite(fd, view, offset)
+        written = os.pwrite(fd, view[:_WRITE_PIECE], offset)
         view = view[written:]
         offset += written
 
@@ -281,41 +290,60 @@ def _hash_range(fd: int, digest: Any, start: int, end: int, buf: bytearray) -> N
 
 
 class _OrderedHasher:
-    """SHA-256 of the spool in file order, advanced in a worker thread as the contiguous prefix grows."""
+    """SHA-256 of the spool in file order, overlapping the transfer.
+
+    A segment that arrives in order is hashed from memory by the thread that wrote it (:meth:`take`); the rest
+    are read back from the spool in a background thread once the contiguous prefix before them is complete
+    (:meth:`advance`). The digest and :attr:`offset` change only under the lock, in worker threads.
+    """
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.digest = hashlib.sha256()
         self.offset = 0
         self.target = 0
+        self._lock = threading.Lock()
+        #: Held by the thread writing a segment into the spool (see _write_and_take).
+        self.write_lock = threading.Lock()
         self._task: Deferred[None] | None = None
         # A flag, not "_task is None": without asyncio a coroutine may finish before deferred_from_coro returns.
         self._running = False
-        self._buf = bytearray(_HASH_CHUNK)
+        self._buf: bytearray | None = None
+
+    def take(self, data: bytes | memoryview, start: int) -> bool:
+        """(Worker thread.) Hash ``data``, the bytes at ``start``, if they are next in line; True when taken."""
+        with self._lock:
+            if start != self.offset or not data:
+                return False
+            self.digest.update(data)
+            self.offset += len(data)
+            return True
+
+    def _catch_up(self, end: int) -> None:
+        # (Worker thread.) Read back whatever lies between the hashed prefix and ``end``.
+        with self._lock:
+            if self.offset < end:
+                if self._buf is None:
+                    self._buf = bytearray(_HASH_CHUNK)
+                _hash_range(self.fd, self.digest, self.offset, end, self._buf)
+                self.offset = end
 
     def advance(self, end: int, *, start: int = -1, body: bytes | None = None) -> None:
-        """Hash up to ``end`` in the background (no-op when already there or on the way).
-
-        ``body``, the bytes of the segment just written at ``start``, is hashed from memory when it is next in
-        line (the common case), saving the read back from the spool; it is never kept beyond that.
-        """
+        """Hash up to ``end`` (every byte before it is in the spool) in the background; no-op when already
+        there or on the way. ``body``, the bytes at ``start``, is hashed from memory when next in line."""
         self.target = max(self.target, end)
         if not self._running and self.offset < self.target:
             self._running = True
-            first = body if body is not None and start == self.offset else None
-            self._task = deferred_from_coro(self._run(first))
+            self._task = deferred_from_coro(self._run(body if start == self.offset else None, start))
 
-    async def _run(self, first: bytes | None) -> None:
+    async def _run(self, first: bytes | None, start: int) -> None:
         try:
             if first is not None:
-                await run_in_thread(self.digest.update, first)
-                self.offset += len(first)
+                await run_in_thread(self.take, first, start)
                 del first
             # Bounded: each pass moves offset to a target that only grows up to the file size.
             while self.offset < self.target:
-                end = self.target
-                await run_in_thread(_hash_range, self.fd, self.digest, self.offset, end, self._buf)
-                self.offset = end
+                await run_in_thread(self._catch_up, self.target)
         finally:
             self._running = False
 
@@ -421,6 +449,7 @@ class _Download:
         self.resolves = 0
         self.content_type: str | None = None
         self._probe_body: bytes | None = None
+        self._buffers: list[bytearray] = []  # segment body buffers between rounds (see _round)
 
     # --- bookkeeping ----------------------------------------------------------------------------------------
     def _inc(self, key: str, count: int = 1) -> None:
@@ -444,7 +473,8 @@ class _Download:
         self.fd = fd
         return fd
 
-    def _request(self, *, start: int, end: int, probe: bool, validator: str | None) -> Request:
+    def _request(self, *, start: int, end: int, probe: bool, validator: str | None,
+                 sink: BodySink | None = None) -> Request:
         headers = {**self.headers, "Range": f"bytes={start}-{end - 1}"}
         if validator:
             headers["If-Range"] = validator
@@ -456,14 +486,21 @@ class _Download:
             # A segment never holds more than its length in memory, and its size is expected: no warning.
             meta["download_maxsize"] = end - start
             meta["download_warnsize"] = 0
+        if sink is not None:
+            meta[META_BODY_SINK] = sink
         return Request(self.url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
 
     async def _download(self, request: Request) -> Response:
         assert self.crawler.engine is not None
         self._inc("requests")
         response = await self.crawler.engine.download_async(request)
-        self.fetched += len(response.body)
-        self._inc("response_bytes", len(response.body))
+        sink = request.meta.get(META_BODY_SINK)
+        size = len(response.body)
+        if isinstance(sink, BodySink) and sink.attached:
+            size = sink.size
+            self._inc("sink_bodies")
+        self.fetched += size
+        self._inc("response_bytes", size)
         return response
 
     async def _resolve(self, status: int) -> None:
@@ -668,21 +705,28 @@ class _Download:
             pending = pending[1:]
         queue = list(reversed(pending))
         stop: list[BaseException] = []
+        need = max(segments[i][1] - segments[i][0] for i in pending)
 
         async def worker() -> None:
-            # Bounded by the queue: every pass pops one segment.
-            while queue and not stop:
-                index = queue.pop()
-                start, end = segments[index]
-                try:
-                    body = await self._segment(ledger, index, start, end)
-                except BaseException as exc:
-                    stop.append(exc)
-                    return
-                ledger.done.add(index)
-                saver.request()
-                hasher.advance(ledger.contiguous_end(), start=start, body=body)
-                del body  # bounded memory: no segment body outlives its turn
+            # One body buffer per worker, reused for each of its segments: memory is segment size x concurrency.
+            reuse = self._buffers.pop() if self._buffers else None
+            sink = BodySink(reuse if reuse is not None and len(reuse) >= need else bytearray(need))
+            try:
+                # Bounded by the queue: every pass pops one segment.
+                while queue and not stop:
+                    index = queue.pop()
+                    start, end = segments[index]
+                    try:
+                        await self._segment(ledger, index, start, end, sink, hasher)
+                    except BaseException as exc:
+                        stop.append(exc)
+                        return
+                    ledger.done.add(index)
+                    saver.request()
+                    hasher.advance(ledger.contiguous_end())
+            finally:
+                sink.reset()
+                self._buffers.append(sink.buffer)
 
         errors = await gather_all([worker() for _ in range(min(self.config.concurrency, len(pending)))])
         errors = stop + [e for e in errors if e not in stop]
@@ -698,30 +742,42 @@ class _Download:
         assert isinstance(first, _Expired)
         return first.status
 
-    async def _segment(self, ledger: Ledger, index: int, start: int, end: int) -> bytes:
-        """Fetch one segment, check it, write it at its offset, and return its bytes (for the hasher)."""
+    async def _segment(self, ledger: Ledger, index: int, start: int, end: int, sink: BodySink,
+                       hasher: _OrderedHasher) -> None:
+        """Fetch one segment into ``sink``, check it, write it at its offset and hash it when next in line."""
         # Bounded: retries + 1 attempts for a short or cut segment (transport errors are counted inside).
         for attempt in range(self.config.retries + 1):
-            request = self._request(start=start, end=end, probe=False, validator=ledger.if_range)
+            request = self._request(start=start, end=end, probe=False, validator=ledger.if_range, sink=sink)
             response = await self._download_checked(request)
             if response.status in _EXPIRED_STATUSES:
                 raise _Expired(response.status)
+            # The handler puts a 206 body into the sink; without it (another handler) it is in response.body.
+            body: bytes | memoryview = sink.view() if sink.attached else response.body
+            flags = [*response.flags, "overflow"] if sink.attached and sink.overflow else response.flags
             try:
                 check_segment(status=response.status, content_range=_header(response, "Content-Range"),
-                              etag=_header(response, "ETag"), body_size=len(response.body), flags=response.flags,
+                              etag=_header(response, "ETag"), body_size=len(body), flags=flags,
                               start=start, end=end, total=ledger.total, expected_etag=ledger.etag)
             except SegmentError as exc:
                 if exc.reason != "short-segment" or attempt == self.config.retries:
                     raise
                 self._inc("retries")
                 continue
-            assert self.fd is not None
-            body = response.body
             del response
-            await run_in_thread(_write_at, self.fd, body, start)
+            assert self.fd is not None
+            await run_in_thread(_write_and_take, self.fd, body, start, hasher)
             self._inc("written_bytes", end - start)
-            return body
+            return
         raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _write_and_take(fd: int, body: bytes | memoryview, start: int, hasher: _OrderedHasher) -> None:
+    # (Worker thread.) Write a segment, then hash it from memory if it is next in line (the spool need not be
+    # read back). One writer at a time per spool: concurrent pwrite()s to one file contend for its inode lock in the kernel,
+    # which spins (sys time 0.4 s higher per GiB in bench_large_file); a Python lock makes the others sleep.
+    with hasher.write_lock:
+        _write_at(fd, body, start)
+    hasher.take(body, start)
 
 
 def _write_and_hash(fd: int, body: bytes, fsync: bool) -> str:
