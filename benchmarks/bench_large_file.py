@@ -100,7 +100,13 @@ def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
             return
             yield
 
-    settings = {**_child_settings(workdir), "MEDIA_FSYNC": fsync}
+    from scrapy.settings import Settings
+
+    # The project's settings (download handler, MEDIA_* defaults), as in a real crawl.
+    settings = Settings()
+    settings.setmodule("mediacrawler.settings", priority="project")
+    settings.update({**_child_settings(workdir), "MEDIA_FSYNC": fsync, "ADDONS": {}, "ITEM_PIPELINES": {},
+                     "EXTENSIONS": {}})
     process = CrawlerProcess(settings)
     process.crawl(OursSpider)
     process.start()
@@ -130,11 +136,32 @@ def _timed(command: list[str], *, log: Path) -> tuple[float, float]:
     return float(wall), int(rss_kib) / 1024
 
 
-def run_case(case: str, *, url: str, workdir: Path) -> tuple[float, float, Path, dict[str, float]]:
+def _prewarm(workdir: Path, size: int) -> None:
+    """Write and delete ``size`` bytes of scratch file, so that the case about to start finds that much freshly
+    freed page cache, whatever ran before it.
+
+    On a VM with free page reporting (virtio-balloon; the machine of docs/benchmarks.md has it) memory freed more
+    than ~2 s ago has been handed back to the host, and writing a file into it costs a host fault per page: 1 GiB
+    took 1.7-2.9 s instead of 0.25 s. Without this, a case that starts writing at once (curl) gets the pages the
+    previous case just freed, and one that starts a Python process first gets cold pages.
+    """
+    scratch = workdir / "prewarm.bin"
+    block = b"\0" * (8 * MiB)
+    with open(scratch, "wb") as f:
+        for _ in range(size // len(block) + 1):
+            f.write(block)
+    scratch.unlink()
+
+
+def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0,
+             settle: float = 0.0) -> tuple[float, float, Path, dict[str, float]]:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
     os.sync()  # write-back of the previous case must not be charged to this one
+    time.sleep(settle)
+    if prewarm:
+        _prewarm(workdir, prewarm)
     log = workdir.parent / f"{case}.log"
     if case == "curl":
         target = workdir / "blob.bin"
@@ -155,6 +182,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--workdir", default=None, help="default: a temporary directory (removed at the end)")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds to wait before each case (with --no-prewarm: every case starts on cold memory)")
+    parser.add_argument("--no-prewarm", action="store_true",
+                        help="do not write and delete a scratch file of --size bytes before each case")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for the Scrapy cases (repeatable), e.g. MEDIA_SEGMENT_SIZE=4194304")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -175,16 +206,22 @@ def main() -> None:
     cases = [c for c in args.cases.split(",") if c]
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench-large-"))
     expected = blob_sha256("bench", args.size)
-    figures: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}
+    # Per case and round: (process wall s, peak RSS MiB, transfer s). Transfer is the time from the first request
+    # to the file published in the store, as the child measures it (Scrapy's ~0.7 s start-up excluded: a crawl
+    # pays it once, not per file); for curl and the stock pipeline it is the process wall time.
+    figures: dict[str, list[tuple[float, float, float]]] = {c: [] for c in cases}
     with start_sandbox() as sandbox:
         url = f"{sandbox.url}/media/blob/bench?size={args.size}"
         for round_no in range(1, args.rounds + 1):
             for case in cases:
-                wall, rss, path, phases = run_case(case, url=url, workdir=base / case)
+                wall, rss, path, phases = run_case(case, url=url, workdir=base / case,
+                                                   prewarm=0 if args.no_prewarm else args.size * 3 // 2,
+                                                   settle=args.settle)
                 digest = _sha256(path)
                 if digest != expected or path.stat().st_size != args.size:
                     raise SystemExit(f"{case}: stored file differs from the source ({digest} != {expected})")
-                figures[case].append((wall, rss))
+                transfer = round(sum(phases.values()), 3) if phases else wall
+                figures[case].append((wall, rss, transfer))
                 print(f"round {round_no} {case:>13}: {wall:6.2f} s  {rss:7.1f} MiB  "
                       f"{args.size / MiB / wall:7.1f} MiB/s  {phases or ''}", flush=True)
                 shutil.rmtree(base / case)
@@ -198,24 +235,28 @@ def main() -> None:
     print()
     machine = f"{platform.node()}: {os.cpu_count()} CPU, Python {platform.python_version()}, {platform.platform()}"
     print(f"Machine: {machine}; size {args.size} bytes; {args.rounds} rounds")
-    print("| case | wall s, median (min-max) | peak RSS MiB | MiB/s (median) |")
-    print("|---|---|---|---|")
+    print("| case | process wall s, median (min-max) | transfer s | peak RSS MiB | transfer MiB/s (median) |")
+    print("|---|---|---|---|---|")
     for case in cases:
-        wall = statistics.median(f[0] for f in figures[case])
-        print(f"| {case} | {med(case, 0)} | {med(case, 1)} | {args.size / MiB / wall:.0f} |")
+        transfer = statistics.median(f[2] for f in figures[case])
+        print(f"| {case} | {med(case, 0)} | {med(case, 2)} | {med(case, 1)} | {args.size / MiB / transfer:.0f} |")
+
+    def paired(a: str, b: str, i: int, j: int) -> str:
+        ratios = [x[i] / y[j] for x, y in zip(figures[a], figures[b], strict=True)]
+        return f"median {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
     if "curl" in figures:
         print()
         for case in cases:
             if case == "curl":
                 continue
-            ratios = [c[0] / o[0] for c, o in zip(figures["curl"], figures[case], strict=True)]
-            print(f"throughput {case} / curl (paired by round): median {statistics.median(ratios):.2f} "
-                  f"({min(ratios):.2f}-{max(ratios):.2f})")
+            print(f"throughput {case} / curl, transfer (paired by round): {paired('curl', case, 0, 2)}; "
+                  f"whole process: {paired('curl', case, 0, 0)}")
     if "stock" in figures:
         for case in ("ours", "ours-nofsync"):
             if case in figures:
-                ratios = [s[0] / o[0] for s, o in zip(figures["stock"], figures[case], strict=True)]
-                print(f"speed-up {case} vs stock FilesPipeline (paired): median {statistics.median(ratios):.2f}x")
+                print(f"speed-up {case} vs stock FilesPipeline, whole process (paired): "
+                      f"{paired('stock', case, 0, 0)}")
 
 
 if __name__ == "__main__":
