@@ -773,8 +773,8 @@ class _Download:
 
 def _write_and_take(fd: int, body: bytes | memoryview, start: int, hasher: _OrderedHasher) -> None:
     # (Worker thread.) Write a segment, then hash it from memory if it is next in line (the spool need not be
-    # read back). One writer at a time per spool: concurrent pwrite()s to one file contend for its inode lock in the kernel,
-    # which spins (sys time 0.4 s higher per GiB in bench_large_file); a Python lock makes the others sleep.
+    # read back). One writer at a time per spool: concurrent pwrite()s to one file contend for its inode lock
+    # in the kernel, which spins (0.4 s more system time per GiB in bench_large_file); a Python lock sleeps.
     with hasher.write_lock:
         _write_at(fd, body, start)
     hasher.take(body, start)
