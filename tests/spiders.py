@@ -61,8 +61,12 @@ class VideoPostsSpider(Args[VideoPostsParams], _ArgsConsumed):
     custom_settings = {
         "ITEM_PIPELINES": {"mediacrawler.pipelines.media.MediaStorePipeline": 300},
         "TELNETCONSOLE_ENABLED": False,
-        # As in the project settings: a URL from a payload never reaches these handlers.
-        "DOWNLOAD_HANDLERS": {"file": None, "data": None, "s3": None, "ftp": None},
+        "REMOTE_CONTROL_ENABLED": False,
+        # As in the project settings: a URL from a payload never reaches file/data/s3/ftp handlers, and segment
+        # bodies of large files go straight into their buffers.
+        "DOWNLOAD_HANDLERS": {"http": "mediacrawler.media.handler.MediaDownloadHandler",
+                              "https": "mediacrawler.media.handler.MediaDownloadHandler",
+                              "file": None, "data": None, "s3": None, "ftp": None},
         "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
         "FEED_EXPORT_ENCODING": "utf-8",
     }

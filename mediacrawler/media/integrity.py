@@ -12,7 +12,9 @@ without allocating its 7.5 GB of pixels.
 
 from __future__ import annotations
 
+import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
 
@@ -27,6 +29,9 @@ DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
 ACCEPTED_STATUSES = (200, 206)
 
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+# Bytes of a spooled image read for the sniff and our header parser (a JPEG's size can follow large APP segments;
+# when it is not in here, Pillow's open() reads it, still before any pixel is decoded).
+_IMAGE_HEAD_BYTES = 256 * 1024
 
 
 class MediaRejected(Exception):
@@ -95,13 +100,7 @@ def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IM
     Raises :class:`MediaRejected` with reason ``not-media`` (HTML, JSON, XML or unknown bytes),
     ``kind-mismatch``, ``image-too-large`` or ``corrupt-image``.
     """
-    sniffed = sniff(body[:4096])
-    if not sniffed.is_media:
-        raise MediaRejected("not-media", f"body is {sniffed.mime}")
-    if kind == "image" and sniffed.family != "image":
-        raise MediaRejected("kind-mismatch", f"an image asset holds {sniffed.mime}")
-    if kind in ("video", "audio") and sniffed.family == "image":
-        raise MediaRejected("kind-mismatch", f"a {kind} asset holds {sniffed.mime}")
+    sniffed = check_kind(body[:4096], kind=kind)
     if sniffed.family != "image":
         # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
         return BodyCheck(sniffed=sniffed, size=len(body))
@@ -109,16 +108,49 @@ def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IM
     return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
 
 
+def check_kind(head: bytes, *, kind: str) -> Sniffed:
+    """The magic-bytes half of :func:`check_body`: ``head`` (the first bytes) is media of the declared kind."""
+    sniffed = sniff(head[:4096])
+    if not sniffed.is_media:
+        raise MediaRejected("not-media", f"body is {sniffed.mime}")
+    if kind == "image" and sniffed.family != "image":
+        raise MediaRejected("kind-mismatch", f"an image asset holds {sniffed.mime}")
+    if kind in ("video", "audio") and sniffed.family == "image":
+        raise MediaRejected("kind-mismatch", f"a {kind} asset holds {sniffed.mime}")
+    return sniffed
+
+
+def check_image_file(path: str | os.PathLike[str], *,
+                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> BodyCheck:
+    """:func:`check_body` for an image asset held in a file (one too large for memory, spooled in Range
+    segments): same checks, same reasons, reading the file instead of a body."""
+    with open(path, "rb") as f:
+        head = f.read(_IMAGE_HEAD_BYTES)
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(0, size - 1024))
+        tail = f.read()
+    sniffed = check_kind(head, kind="image")
+    width, height = _check_image(lambda: Image.open(path), head=head, tail=tail, sniffed=sniffed,
+                                 max_image_pixels=max_image_pixels)
+    return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
+
+
 def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int) -> tuple[int, int]:
     """Return ``(width, height)`` of an image after checking the pixel cap and decoding it completely."""
-    dims = image_header_size(body)
+    return _check_image(lambda: Image.open(BytesIO(body)), head=body, tail=body[-1024:], sniffed=sniffed,
+                        max_image_pixels=max_image_pixels)
+
+
+def _check_image(open_image: Callable[[], Image.Image], *, head: bytes, tail: bytes, sniffed: Sniffed,
+                 max_image_pixels: int) -> tuple[int, int]:
+    dims = image_header_size(head)
     if dims is not None:
         _check_pixels(*dims, max_image_pixels=max_image_pixels)
     try:
         # For formats our header parser does not know, Pillow's own bomb check runs inside open(); it raises
         # DecompressionBombError above twice its MAX_IMAGE_PIXELS (caught below) and the cap is applied again
         # right after. (No warnings.catch_warnings() here: it is process-global and this runs in threads.)
-        with Image.open(BytesIO(body)) as img:
+        with open_image() as img:
             width, height = img.size
             _check_pixels(width, height, max_image_pixels=max_image_pixels)
             if img.format == "JPEG":
@@ -129,9 +161,9 @@ def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int) -> tupl
         if sniffed.mime == "image/png":
             # load() stops at the last IDAT; verify() walks every chunk's CRC up to IEND, but forgives a cut
             # inside IEND itself, so the complete IEND chunk is required as well.
-            with Image.open(BytesIO(body)) as img:
+            with open_image() as img:
                 img.verify()
-            if _PNG_IEND not in body[-1024:]:
+            if _PNG_IEND not in tail[-1024:]:
                 raise MediaRejected("corrupt-image", "PNG without a complete IEND chunk (truncated)")
     except MediaRejected:
         raise

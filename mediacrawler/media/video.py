@@ -103,7 +103,13 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord, asset_index_key
 from mediacrawler.media.ledger import read_ledger_json
-from mediacrawler.media.integrity import MediaRejected, check_body
+from mediacrawler.media.integrity import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    BodyCheck,
+    MediaRejected,
+    check_body,
+    check_image_file,
+)
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.manifests import (
     DEFAULT_CODEC_PREFERENCE,
@@ -466,6 +472,7 @@ class VideoDownloader:
                                                                           or "files")
         self.segments = segments or SegmentedDownloader(crawler, spool_dir=self.spool_dir)
         self.fsync = self.settings.getbool("MEDIA_FSYNC", True)
+        self.max_image_pixels = self.settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
         VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
         self._config: VideoSettings | None = None
 
@@ -598,7 +605,8 @@ class _VideoJob:
             body = await self._fetch_text(self.url, what=f"{manifest} manifest")
             parsed = await run_in_thread(parse_manifest, body, kind=manifest, base_url=self.url, limits=self.limits)
             return await self._from_manifest(parsed, base_url=self.url)
-        chosen, selection = self._choose_progressive(alternates)
+        # An image's alternates are other sizes of it, never a better choice than the URL the record names.
+        chosen, selection = (self.url, None) if self.kind == "image" else self._choose_progressive(alternates)
         spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
         detected = detect_manifest(spooled.head)
         if detected is None:
@@ -751,6 +759,8 @@ class _VideoJob:
     async def _progressive(self, spooled: SpoolResult, *, selection: Selection | None,
                            expected_duration: float | None = None) -> VideoOutcome:
         """A complete media file in the spool: check, verify (remux when not a faststart MP4), publish."""
+        if self.kind == "image":
+            return await self._image(spooled)
         try:
             checked = check_body(spooled.head, kind=self.kind)
         except MediaRejected:
@@ -791,6 +801,22 @@ class _VideoJob:
             os.close(lock)
         return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
                              selection, mime="video/mp4")
+
+    async def _image(self, spooled: SpoolResult) -> VideoOutcome:
+        """A large image in the spool (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the
+        checks of a small one, on the file (magic bytes, pixel cap before any decoding, full decode), then
+        published by rename."""
+        try:
+            checked: BodyCheck = await run_in_thread(check_image_file, spooled.path,
+                                                     max_image_pixels=self.owner.max_image_pixels)
+        except BaseException:
+            await self.owner.segments.discard(spooled)
+            raise
+        persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=checked.sniffed.ext)
+        self.owner._inc("stored_as_is")
+        obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
+                           mime=checked.sniffed.mime, width=checked.width, height=checked.height)
+        return VideoOutcome(obj=obj, created=persisted.created, rendition=None, duration=None)
 
     def _outcome(self, sha256: str, relpath: str, size: int, created: bool, info: VideoInfo | None,
                  selection: Selection | None, *, mime: str | None) -> VideoOutcome:

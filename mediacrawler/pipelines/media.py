@@ -11,10 +11,11 @@ A :class:`~scrapy.pipelines.files.FilesPipeline` subclass that overrides only it
    then by canonical URL; when the object is indexed and present in the store with its size, nothing is
    downloaded (status ``uptodate``), even if the platform now hands out another signed or resized URL;
 3. **download** — bounded per host by MEDIA_CONCURRENCY_PER_HOST (media requests bypass the scheduler, so
-   CONCURRENT_REQUESTS does not bound them). Images come in one request; ``video`` and ``audio`` assets leave
-   here for :class:`mediacrawler.media.video.VideoDownloader`: manifests (HLS, DASH, Bilibili playurl) resolved,
-   a rendition selected by height and codec, fragments fetched with a resumable ledger and remuxed/verified with
-   PyAV, or a single file streamed to a spool in resumable Range segments (:mod:`mediacrawler.media.segments`),
+   CONCURRENT_REQUESTS does not bound them). Images come in one request (one whose Content-Length is above
+   MEDIA_SEGMENT_THRESHOLD is stopped at its headers and takes the large-file path); ``video`` and ``audio``
+   assets leave here for :class:`mediacrawler.media.video.VideoDownloader`: manifests (HLS, DASH, Bilibili
+   playurl) resolved, a rendition selected by height and codec, fragments fetched with a resumable ledger and
+   remuxed/verified with PyAV, or a single file streamed to a spool in resumable Range segments (:mod:`mediacrawler.media.segments`),
    then published into the same store by rename;
 4. **checks** — ``media_downloaded`` rejects anything but a whole 200/206 body of the announced length whose magic
    bytes say image/video/audio; images must decode and stay under MEDIA_MAX_IMAGE_PIXELS, read from the header
@@ -43,8 +44,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, cast
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
-from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.http import Request, Response
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.pipelines.files import FilesPipeline
 from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError
@@ -69,6 +71,7 @@ from mediacrawler.media.integrity import (
     check_body,
     check_http,
 )
+from mediacrawler.media.segments import DEFAULT_SEGMENT_THRESHOLD, META_SEGMENT
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import (
     STORE_SCHEMES,
@@ -99,6 +102,8 @@ DEFAULT_ALLOWED_SCHEMES = ("http", "https")
 
 #: request.meta key carrying the asset's identity (plain data: index key, kind, platform key).
 META_ASSET = "media_asset"
+#: request.meta key set on an image request whose headers announced a body above MEDIA_SEGMENT_THRESHOLD.
+META_LARGE = "media_large"
 # request.meta key marking that this request holds a per-host download slot (released exactly once).
 _META_SLOT = "_media_slot"
 
@@ -267,6 +272,10 @@ class MediaStorePipeline(FilesPipeline):
             self.video = VideoDownloader(crawler, store=self.cas, spool_dir=self.cas.root / "spool")
         except ValueError as exc:
             raise NotConfigured(str(exc)) from None
+        # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
+        # their headers say so (see _stop_large_image): never a whole large body in memory.
+        self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", DEFAULT_SEGMENT_THRESHOLD)
+        crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def open_spider(self, spider: Spider | None = None) -> None:
@@ -347,9 +356,31 @@ class MediaStorePipeline(FilesPipeline):
             self.stats.inc_value("media/stored_bytes", outcome.obj.size)
         return result
 
+    def _stop_large_image(self, headers: Headers, body_length: int, request: Request, **kwargs: Any) -> None:
+        """``headers_received``: stop an image download whose Content-Length is above MEDIA_SEGMENT_THRESHOLD;
+        :meth:`media_downloaded` then fetches it in Range segments (a body of unknown length stays on the
+        one-request path, within DOWNLOAD_MAXSIZE)."""
+        ident = request.meta.get(META_ASSET)
+        if (ident and ident.get("kind") == "image" and META_SEGMENT not in request.meta
+                and isinstance(body_length, int) and body_length > self.segment_threshold):
+            request.meta[META_LARGE] = body_length
+            raise StopDownload(fail=False)
+
+    async def _download_large_image(self, request: Request, *, item: Any, ident: dict[str, Any]) -> MediaResult:
+        await self._acquire_slot(request)
+        try:
+            logger.debug("Large image (%d bytes): %s goes in Range segments", request.meta[META_LARGE],
+                         request.url)
+            self.stats.inc_value("media/large_images")
+            return await self._download_video(request, item=item, ident=ident)
+        finally:
+            self._release_slot(request)
+
     async def media_downloaded(self, response: Response, request: Request,
                                info: _ScrapyMediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
         self._release_slot(request)
+        if request.meta.get(META_LARGE) and "download_stopped" in response.flags:
+            return await self._download_large_image(request, item=item, ident=request.meta.get(META_ASSET) or {})
         body = response.body
         url = request.url
         self.stats.inc_value("media/response_count")

@@ -103,6 +103,24 @@ def image_bytes(key: str, fmt: str, width: int, height: int) -> bytes:
     return out.getvalue()
 
 
+#: Largest side of a /media/big/ image (a noise PNG is about 3 × side² bytes: 4096 → 48 MiB).
+MAX_BIG_SIDE = 4096
+
+
+@lru_cache(maxsize=16)
+def big_image(name: str, side: int) -> bytes:
+    """``/media/big/{name}.png?side=N``: an N×N PNG of deterministic noise, so it barely compresses and is large
+    in bytes (about 3·N² + a little): the large-image path of the media pipeline. ``side`` ≤ :data:`MAX_BIG_SIDE`."""
+    from PIL import Image
+
+    if not 1 <= side <= MAX_BIG_SIDE:
+        raise ValueError(f"side {side} out of 1..{MAX_BIG_SIDE}")
+    stream = hashlib.shake_256(f"big:{name}".encode()).digest(side * side * 3)
+    out = io.BytesIO()
+    Image.frombytes("RGB", (side, side), stream).save(out, "PNG", compress_level=1)
+    return out.getvalue()
+
+
 def generic_image(n: int) -> bytes:
     """``/media/img/{n}.jpg``: image number ``n``; distinct contents per ``n``, 160–320 px a side."""
     width = 160 + stable_int("img-w", n, bits=7)

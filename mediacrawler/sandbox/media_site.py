@@ -15,6 +15,7 @@ URL patterns (relative to the sandbox origin)::
                                                are http point under /media/hostile/ too (404), so the request log
                                                shows whether a client ever asked for one.
     /media/img/{n}.jpg                         generic image number n (benchmarks), no Referer needed
+    /media/big/{name}.png?side=N               an N×N noise PNG (about 3·N² bytes, N ≤ 4096): a large image
     /media/blob/{name}?size=N                  N deterministic pseudo-random bytes (default 1 MiB), streamed
 
 Every answer carries Content-Length, a strong ETag, Last-Modified and ``Accept-Ranges: bytes``; ``Range``
@@ -188,6 +189,12 @@ class MediaResource(SandboxResource):
                 size, "application/octet-stream", stable_hex("blob", parts[1], size), generation,
                 blob=(parts[1], generation),
             )
+        if len(parts) == 2 and parts[0] == "big":
+            match = re.fullmatch(r"([A-Za-z0-9_-]{1,64})\.png", parts[1])
+            raw = (request.args.get(b"side") or [b"512"])[0]
+            if match is None or not raw.isdigit() or not 1 <= int(raw) <= media.MAX_BIG_SIDE:
+                return None
+            return self._in_memory(media.big_image(match.group(1), int(raw)), "png", generation)
         if len(parts) == 2 and parts[0] == "img":
             match = re.fullmatch(r"(\d+)\.jpg", parts[1])
             return None if match is None else self._in_memory(media.generic_image(int(match.group(1))), "jpg",
