@@ -37,7 +37,6 @@ import time
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

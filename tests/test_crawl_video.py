@@ -44,7 +44,6 @@ from mediacrawler.sandbox import bilibili, video
 from mediacrawler.sandbox.media_site import HOSTILE
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 
-
 ROOT = Path(__file__).resolve().parents[1]
 SPIDERS = ROOT / "tests" / "spiders.py"
 VID = bilibili.BVIDS[0]  # a bvid: every source kind, Bilibili playurl included, serves this one video

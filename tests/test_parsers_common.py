@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -41,7 +41,7 @@ def test_html_to_text_keeps_breaks_and_emoji_alt() -> None:
     ],
 )
 def test_weibo_created_at_in_utc(raw: str, expected: str | None) -> None:
-    now = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
     assert parse_created_at(raw, now=now) == expected
 
 

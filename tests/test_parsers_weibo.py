@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from mediacrawler.parsers._common import PlatformError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "weibo"
 CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "input.json").exists())
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SOURCE = Source(spider="weibo", job="weibo-uid-7365120894", page=2, cursor="111")
 
 

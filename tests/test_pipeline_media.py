@@ -118,8 +118,8 @@ def test_pending_assets_walks_reposts() -> None:
 
 def test_download_error_reasons() -> None:
     from twisted.internet.error import ConnectionRefusedError, TimeoutError
-    from twisted.web._newclient import ResponseFailed, _DataLoss
     from twisted.python.failure import Failure
+    from twisted.web._newclient import ResponseFailed, _DataLoss
 
     assert download_error_reason(IgnoreRequest("offsite")) == "filtered"
     assert download_error_reason(ResponseFailed([Failure(_DataLoss())])) == "dataloss"

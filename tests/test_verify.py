@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.media.index import SQLiteMediaIndex, ObjectRecord, SourceRecord
+from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.media.verify import main, run_verify
 from mediacrawler.sandbox.media import generic_image

@@ -33,12 +33,11 @@ from scrapy.extensions.feedexport import FileFeedStorage
 from scrapy.utils.misc import load_object
 
 if TYPE_CHECKING:
+    from typing import Self
+
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from twisted.internet.defer import Deferred
-
-    # typing.Self requires Python 3.11
-    from typing_extensions import Self
 
 logger = logging.getLogger(__name__)
 

@@ -104,8 +104,9 @@ class BodySink:
 def _widen_reads(txresponse: TxResponse) -> None:
     # Twisted reads a socket 64 KiB at a time and runs the whole HTTP parser chain per read; for a long body a
     # larger read means a quarter of the Python calls per byte. Only this (persistent) connection is changed.
-    connection = getattr(getattr(txresponse, "_transport", None), "_producer", None)
-    if isinstance(getattr(connection, "bufferSize", None), int) and connection.bufferSize < RECV_BUFFER:
+    connection: Any = getattr(getattr(txresponse, "_transport", None), "_producer", None)
+    size = getattr(connection, "bufferSize", None)
+    if isinstance(size, int) and size < RECV_BUFFER:
         connection.bufferSize = RECV_BUFFER
 
 

@@ -90,7 +90,7 @@ class Ledger:
     def contiguous_end(self) -> int:
         """End offset of the longest run of done segments from byte 0 (what can be hashed already)."""
         end = 0
-        for i, (start, stop) in enumerate(self.segments()):
+        for i, (_start, stop) in enumerate(self.segments()):
             if i not in self.done:
                 break
             end = stop

@@ -21,6 +21,7 @@ filesystem exists today (:data:`STORE_SCHEMES`).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import itertools
@@ -33,7 +34,6 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-import dataclasses
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path

@@ -100,9 +100,9 @@ from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
 
+from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord, asset_index_key
-from mediacrawler.media.ledger import read_ledger_json
 from mediacrawler.media.integrity import (
     DEFAULT_MAX_IMAGE_PIXELS,
     BodyCheck,
@@ -110,7 +110,7 @@ from mediacrawler.media.integrity import (
     check_body,
     check_image_file,
 )
-from mediacrawler.fsutil import write_atomic
+from mediacrawler.media.ledger import read_ledger_json
 from mediacrawler.media.manifests import (
     DEFAULT_CODEC_PREFERENCE,
     DEFAULT_MAX_HEIGHT,

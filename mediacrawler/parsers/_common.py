@@ -9,7 +9,7 @@ import hashlib
 import html
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -84,12 +84,12 @@ def iso_utc(dt: datetime) -> str:
     """ISO 8601 in UTC with a ``Z``, second precision: the one timestamp format of every record."""
     if dt.tzinfo is None:
         raise ValueError("naive datetime: the platform's timezone must be known")
-    return dt.astimezone(timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def utc_now_iso() -> str:
     """Now, as :func:`iso_utc` writes it."""
-    return iso_utc(datetime.now(timezone.utc))
+    return iso_utc(datetime.now(UTC))
 
 
 _BR_RE = re.compile(r"<br\s*/?>", re.I)

@@ -13,7 +13,7 @@ Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
@@ -76,7 +76,7 @@ def parse_created_at(value: Any, *, now: datetime | None = None) -> str | None:
         return iso_utc(datetime.strptime(value.strip(), "%a %b %d %H:%M:%S %z %Y"))
     except ValueError:
         pass
-    dt = relative_to_absolute(value, now=now or datetime.now(timezone.utc), tz=CST)
+    dt = relative_to_absolute(value, now=now or datetime.now(UTC), tz=CST)
     return iso_utc(dt) if dt else None
 
 

@@ -40,7 +40,7 @@ import hashlib
 import logging
 from collections.abc import Iterable
 from os import PathLike
-from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter

@@ -10,7 +10,7 @@ posts are dropped with a reason and counted under ``normalize/dropped/<reason>``
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 

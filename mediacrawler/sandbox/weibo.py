@@ -70,8 +70,8 @@ from typing import Any
 from urllib.parse import quote
 
 from .det import rng_for, stable_int
-from .video import DURATION as VIDEO_DURATION
 from .media import thumbnail_size
+from .video import DURATION as VIDEO_DURATION
 
 __all__ = [
     "CST",

@@ -57,7 +57,7 @@ class WeiboParams(SpiderParams):
         return v
 
     @model_validator(mode="after")
-    def _one_target(self) -> "WeiboParams":
+    def _one_target(self) -> WeiboParams:
         if (self.uid is None) == (self.keyword is None):
             raise ValueError("give exactly one of -a uid=<digits> or -a keyword=<text>")
         return self
