@@ -65,6 +65,8 @@ PLATFORM_ERRORS_ENABLED = True
 SESSION_COOKIES_ENABLED = True
 
 DOWNLOADER_MIDDLEWARES = {
+    # Media requests into their own per-host slots, before the downloader picks a slot.
+    "mediacrawler.middlewares.media_slots.MediaSlotMiddleware": 100,
     # Before RetryMiddleware (550) on the way back, so rate-limit answers get their own back-off.
     "mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware": 560,
     # After CookiesMiddleware (700) on the way out; strips the header again before any retry copies the request.
@@ -116,6 +118,13 @@ MEDIA_ENABLED = True
 MEDIA_MAX_IMAGE_PIXELS = 89_478_485
 #: Media downloads in flight per host (they bypass the scheduler, so CONCURRENT_REQUESTS does not bound them).
 MEDIA_CONCURRENCY_PER_HOST = 8
+#: Media requests (images, Range segments, video fragments) use downloader slots "media:<host>" of their own, not
+#: the API's DOWNLOAD_DELAY/AutoThrottle pace (middlewares/media_slots.py).
+MEDIA_SLOTS_ENABLED = True
+#: Seconds between two media requests to one host (CDNs; the APIs keep DOWNLOAD_DELAY).
+MEDIA_DOWNLOAD_DELAY = 0.0
+#: Media requests in flight per host, all assets together (per asset: MEDIA_SEGMENT_CONCURRENCY).
+MEDIA_SLOT_CONCURRENCY = 16
 MEDIA_ALLOWED_SCHEMES = ["http", "https"]
 #: "sqlite" | "redis"; empty: redis when REDIS_URL is set, else SQLite at FILES_STORE/index.sqlite3.
 MEDIA_INDEX = ""

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -195,6 +196,8 @@ class SegmentSpider(Spider):
         out["stats"] = {k: v for k, v in self.crawler.stats.get_stats().items()
                         if k.startswith(("media/", "retry/", "downloader/response_status_count"))}
         out["resolved"] = self.resolved
+        assert self.crawler.engine is not None
+        out["slots"] = {k: v.delay for k, v in self.crawler.engine.downloader.slots.items()}
         tmp = self.out + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(out, f)
@@ -301,6 +304,20 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     assert len({e["if_range"] for e in log[1:]}) == 1 and log[1]["if_range"].startswith('"')
     assert outcome["stats"]["media/segments/completed"] == 1
     assert outcome["stats"]["media/segments/sink_bodies"] == 12  # every segment after the probe, no copy
+
+
+@pytest.mark.slow
+def test_segments_are_not_paced_like_the_api(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    # The API's politeness (DOWNLOAD_DELAY 2 s + AutoThrottle) would cost 22 s or more for these 12 requests;
+    # media requests run in their own slot, paced by MEDIA_DOWNLOAD_DELAY (0).
+    size = 3 * MiB
+    started = time.monotonic()
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "paced", size),
+                         settings={"DOWNLOAD_DELAY": 2, "AUTOTHROTTLE_ENABLED": True})
+    elapsed = time.monotonic() - started
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert outcome["slots"] == {"media:127.0.0.1": 0.0}
+    assert len(media_log(fresh_sandbox, "paced")) == 12 and elapsed < 15
 
 
 @pytest.mark.slow
