@@ -351,10 +351,29 @@ def test_detect_manifest(head: bytes, kind: str | None) -> None:
     ("http://h/media/weibo/video/5368968988906173_hd.mp4", 480),
     ("http://h/media/weibo/video/5368968988906173_sd.mp4", 360),
     ("http://h/v/clip.mp4", None),
+    # Weibo's CDN: hashed (or misleading) file names, the quality in the label argument.
+    ("https://f.video.weibocdn.com/o0/hd.mp4?label=mp4_720p&Expires=1", 720),
+    ("https://f.video.weibocdn.com/o0/Abc123.mp4?Expires=1&label=mp4_hd", 480),
+    ("https://f.video.weibocdn.com/o0/720.mp4?label=mp4_ld&ssig=x", 240),
 ])
 def test_progressive_label_gives_the_height(url: str, height: int | None) -> None:
     manifest = progressive_variants([(progressive_label(url), url)])
     assert manifest.video[0].height == height
+
+
+@pytest.mark.parametrize(("max_height", "label"), [(None, "mp4_720p"), (480, "mp4_ld")])
+def test_max_height_applies_to_a_parsed_weibo_video(max_height: int | None, label: str) -> None:
+    # The parser keeps URLs only; their label arguments must still drive the choice (was: 720p at any cap).
+    from mediacrawler.media.manifests import select
+
+    from .test_parsers_weibo import FIXTURES, run_case
+
+    posts = run_case(FIXTURES / "video_page_info")["posts"]
+    asset = next(m for p in posts for m in p["media"] if m["kind"] == "video" and m["alternates"])
+    urls = [asset["url"], *asset["alternates"]]
+    variants = progressive_variants([(progressive_label(u), u) for u in urls])
+    chosen = select(variants, **({"max_height": max_height} if max_height else {}))
+    assert f"label={label}" in chosen.video.fetch.urls[0]
 
 
 def test_fragment_ledger_round_trip_and_refusals(tmp_path: Path) -> None:

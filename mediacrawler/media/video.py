@@ -92,7 +92,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
@@ -254,9 +254,18 @@ def detect_manifest(head: bytes) -> str | None:
 
 
 def progressive_label(url: str) -> str:
-    """A quality label for a progressive URL from its file name, for ``progressive_variants``: ``…/720p.mp4`` →
-    ``720p``; ``…/123_720.mp4`` → ``123_720 720p``; ``…/123_hd.mp4`` → ``123_hd`` (``hd`` is understood)."""
-    name = urlsplit(url).path.rsplit("/", 1)[-1]
+    """A quality label for a progressive URL, for ``progressive_variants``.
+
+    A ``label`` query argument wins: Weibo's CDN names files by hash and says the quality there
+    (``…/o0/abc.mp4?label=mp4_720p`` → ``mp4_720p``, ``label=mp4_hd`` → ``mp4_hd``). Otherwise the file name:
+    ``…/720p.mp4`` → ``720p``; ``…/123_720.mp4`` → ``123_720 720p``; ``…/123_hd.mp4`` → ``123_hd`` (``hd`` is
+    understood).
+    """
+    parts = urlsplit(url)
+    label = next((v for k, v in parse_qsl(parts.query) if k == "label" and v), None)
+    if label is not None and re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", label):
+        return label
+    name = parts.path.rsplit("/", 1)[-1]
     stem = name.rsplit(".", 1)[0] if "." in name else name
     if not re.search(r"(?<![0-9])\d{3,4}p(?![a-z])", stem, re.IGNORECASE):
         match = re.search(r"(?:^|[_\-.])(\d{3,4})$", stem)
