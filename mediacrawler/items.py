@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 MediaKind = Literal["image", "video", "audio"]
-MediaStatus = Literal["downloaded", "uptodate", "deduplicated", "failed", "skipped"]
+MediaStatus = Literal["downloaded", "uptodate", "deduplicated", "failed"]
 
 
 @dataclass
