@@ -70,8 +70,12 @@ def test_timeline_gives_exactly_the_expected_posts(sandbox: Any, world: Any, tmp
         assert rec["author"]["id"] == str(UID)
         assert rec["created_at"].endswith("Z") and rec["created_at"] == post.created_at.astimezone(
             __import__("datetime").timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        for name in ("likes", "comments", "shares"):
-            assert rec["metrics"][name] is None or isinstance(rec["metrics"][name], int)
+        for name, raw in (("likes", post.attitudes_count), ("comments", post.comments_count),
+                          ("shares", post.reposts_count)):
+            # The sandbox writes counts as Weibo does: 1234, "1万+", "12.6万".
+            want = raw if isinstance(raw, int) else round(float(raw.rstrip("+").removesuffix("万")) * 10_000)
+            assert rec["metrics"][name] == want, (post.id, name, raw, rec["metrics"])
+        assert rec["metrics"]["views"] == (12_000 if post.video else None)  # the sandbox's "1.2万次播放"
         if post.is_long_text:  # expanded through /statuses/extend
             assert rec["extra"]["long_text"] == "expanded"
             assert rec["text"] == html_to_text(post.text)

@@ -13,6 +13,7 @@ Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -129,6 +130,17 @@ def _video(mblog: dict[str, Any]) -> MediaAsset | None:
     )
 
 
+def _views(mblog: dict[str, Any]) -> int | None:
+    """Plays of a video post: ``page_info.play_count`` is written like ``"12.6万次播放"`` (or ``"3次观看"``)."""
+    page_info = mblog.get("page_info")
+    if not isinstance(page_info, dict) or page_info.get("type") != "video":
+        return None
+    raw = page_info.get("play_count")
+    if isinstance(raw, str):
+        raw = re.sub(r"\s*次?(?:播放|观看)\s*$", "", raw.strip())
+    return parse_count(raw)
+
+
 def _int_or_none(v: Any) -> int | None:
     try:
         return int(v) if v not in (None, "") else None
@@ -198,6 +210,7 @@ def parse_mblog(
             likes=parse_count(mblog.get("attitudes_count")),
             comments=parse_count(mblog.get("comments_count")),
             shares=parse_count(mblog.get("reposts_count")),
+            views=_views(mblog),
         ),
         reposted=reposted,
         media=media,
