@@ -292,8 +292,9 @@ def test_a_page_failed_for_good_keeps_the_checkpoint_and_is_fetched_again(
 ) -> None:
     sandbox.set_faults(weibo_api=[{"kind": "5xx", "page": 7, "status": 503}])
     first = Crawl(tmp_path, sandbox)
-    first.finished()
+    assert first.wait() == 1  # the crawl went on past page 7, but the job is not complete
     assert "page 7 failed for good" in first.log()
+    assert "1 listing page(s) failed for good" in first.log()
     cp = checkpoint(tmp_path)
     assert cp is not None and cp.watermark == 6 and cp.failed_pages == [7]
     assert len(cp.stored_ids()) > 200  # everything after page 7 is stored and listed

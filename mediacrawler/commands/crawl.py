@@ -54,3 +54,10 @@ class Command(ScrapyCrawlCommand):
         if reason in FATAL_CLOSE_REASONS:
             print(f"error: {args[0]}: stopped: {reason}", file=sys.stderr)
             self.exitcode = 1
+            return
+        failed = getattr(crawler.spider, "pages_failed", 0)
+        if failed:
+            # The crawl went on past them, but the job is not complete: say so, and not with exit status 0.
+            print(f"error: {args[0]}: {failed} listing page(s) failed for good (see the log); run the same "
+                  f"command again to fetch them, the checkpoint keeps their place", file=sys.stderr)
+            self.exitcode = 1
