@@ -332,6 +332,20 @@ def test_hostile_manifests_are_refused_quickly_without_a_segment_request(tmp_pat
     assert not result.objects()
 
 
+@pytest.mark.slow
+def test_fragments_beyond_the_byte_cap_stop_the_video(tmp_path: Path, sb: SandboxProcess) -> None:
+    # A plain HLS playlist declares no sizes: the bytes actually stored are what the cap counts.
+    hls = video.video_urls(sb.url, VID)["hls"]
+    result = run_crawl(tmp_path / "crawl", [post("big", MediaAsset(kind="video", key="capped", url=hls,
+                                                                   manifest="hls"))],
+                       store=tmp_path / "files", listing=sb.url + "/", settings={"MEDIA_MANIFEST_MAX_BYTES": 20_000})
+    asset = result.asset("big")
+    assert asset["status"] == "failed" and asset["error"].startswith("too-large: "), asset
+    assert "MEDIA_MANIFEST_MAX_BYTES" in asset["error"]
+    assert not result.objects()
+    assert result.stats["media/video/failed/too-large"] == 1
+
+
 # --- pure helpers (fast) ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("head", "kind"), [
     (b"#EXTM3U\n#EXT-X-VERSION:3\n", "hls"),

@@ -101,8 +101,8 @@ class ManifestLimits:
 
     ``max_segments`` bounds the segments of one rendition (``MEDIA_MANIFEST_MAX_SEGMENTS``), ``max_duration`` the
     declared duration in seconds (``MEDIA_MANIFEST_MAX_DURATION``), ``max_bytes`` the declared byte sizes (byte
-    ranges, Bilibili ``durl.size``; ``MEDIA_MANIFEST_MAX_BYTES``; the downloader enforces the bytes actually
-    received), ``max_manifest_chars`` the manifest text itself, ``max_manifest_tags`` the markup of an MPD (its
+    ranges, Bilibili ``durl.size``; ``MEDIA_MANIFEST_MAX_BYTES``; the video downloader caps the fragment bytes it
+    actually stores by the same number), ``max_manifest_chars`` the manifest text itself, ``max_manifest_tags`` the markup of an MPD (its
     ``<`` characters: every ``S`` and ``SegmentURL`` of all Representations together, counted with ``str.count``
     before the XML parser builds anything), ``max_renditions`` the variants/Representations.
     ``allowed_schemes`` is the allow-list for every URL a manifest makes us fetch.

@@ -872,6 +872,9 @@ class _VideoJob:
         queue = list(reversed(pending))
         failures: list[BaseException] = []
         counts = {p.track: p.count for p in plans}
+        # A manifest need not declare sizes: the bytes actually stored are capped too (MEDIA_MANIFEST_MAX_BYTES),
+        # so an endless or enormous rendition stops early instead of filling the disk.
+        stored = [sum(sum(d.values()) for d in ledger.done.values())]
 
         async def worker() -> None:
             # Bounded by the queue: every pass pops one fragment; stops at the first fragment that failed for good.
@@ -879,6 +882,10 @@ class _VideoJob:
                 fragment = queue.pop()
                 try:
                     size = await self._fragment(fragment, counts[fragment.track])
+                    stored[0] += size
+                    if stored[0] > self.limits.max_bytes:
+                        raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
+                                                      f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
                 except BaseException as exc:
                     failures.append(exc)
                     return
