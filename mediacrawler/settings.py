@@ -147,6 +147,9 @@ MEDIA_SEGMENT_THRESHOLD = 16 * 1024 * 1024
 MEDIA_SEGMENT_SIZE = 8 * 1024 * 1024
 #: Segments of one file in flight at once.
 MEDIA_SEGMENT_CONCURRENCY = 4
+#: Largest file the segmented path accepts (from the announced total; refused before anything is written). A total
+#: above the free space of FILES_STORE is refused too ("disk-full").
+MEDIA_SEGMENT_MAX_FILE_SIZE = 16 * 1024**3
 #: Extra attempts per segment after RetryMiddleware gave up (cut connections, short segments, 5xx).
 MEDIA_SEGMENT_RETRIES = 3
 #: Times a file that changed remotely (new ETag/total, 200 to If-Range) is started over before failing.

@@ -307,6 +307,17 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
 
 
 @pytest.mark.slow
+def test_a_file_above_the_size_cap_is_refused_after_the_probe(fresh_sandbox: SandboxProcess,
+                                                              tmp_path: Path) -> None:
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "huge", 3 * MiB),
+                         settings={"MEDIA_SEGMENT_MAX_FILE_SIZE": 2 * MiB})
+    assert not outcome["ok"] and outcome["reason"] == "too-large", outcome
+    assert "MEDIA_SEGMENT_MAX_FILE_SIZE" in outcome["detail"]
+    assert len(media_log(fresh_sandbox, "huge")) == 1  # the probe only
+    assert spool_files(tmp_path) == []
+
+
+@pytest.mark.slow
 def test_segments_are_not_paced_like_the_api(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
     # The API's politeness (DOWNLOAD_DELAY 2 s + AutoThrottle) would cost 22 s or more for these 12 requests;
     # media requests run in their own slot, paced by MEDIA_DOWNLOAD_DELAY (0).

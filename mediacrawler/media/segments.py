@@ -85,6 +85,8 @@ DEFAULT_SEGMENT_RETRIES = 3
 DEFAULT_MAX_RESTARTS = 2
 #: MEDIA_SEGMENT_MAX_RESOLVES: how often an expired URL (403/410) is re-resolved for one download.
 DEFAULT_MAX_RESOLVES = 3
+#: MEDIA_SEGMENT_MAX_FILE_SIZE: a larger announced total is refused before anything is written ("too-large").
+DEFAULT_MAX_FILE_SIZE = 16 * 1024**3
 #: Spool directory under FILES_STORE (same filesystem as ``objects/``, so publishing is a rename).
 SPOOL_DIR = "spool"
 
@@ -141,10 +143,11 @@ class SegmentConfig:
     retries: int = DEFAULT_SEGMENT_RETRIES
     max_restarts: int = DEFAULT_MAX_RESTARTS
     max_resolves: int = DEFAULT_MAX_RESOLVES
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
     fsync: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("threshold", "segment_size", "concurrency"):
+        for name in ("threshold", "segment_size", "concurrency", "max_file_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must be at least 1")
         for name in ("retries", "max_restarts", "max_resolves"):
@@ -161,6 +164,7 @@ class SegmentConfig:
             retries=settings.getint("MEDIA_SEGMENT_RETRIES", DEFAULT_SEGMENT_RETRIES),
             max_restarts=settings.getint("MEDIA_SEGMENT_MAX_RESTARTS", DEFAULT_MAX_RESTARTS),
             max_resolves=settings.getint("MEDIA_SEGMENT_MAX_RESOLVES", DEFAULT_MAX_RESOLVES),
+            max_file_size=settings.getint("MEDIA_SEGMENT_MAX_FILE_SIZE", DEFAULT_MAX_FILE_SIZE),
             fsync=settings.getbool("MEDIA_FSYNC", True),
         )
 
@@ -595,6 +599,13 @@ class _Download:
         check_segment(status=206, content_range=_header(response, "Content-Range"), etag=None,
                       body_size=len(response.body), flags=response.flags, start=0, end=min(first, total),
                       total=total, expected_etag=None)
+        if total > self.config.max_file_size:
+            raise SegmentError("too-large", f"{self.url} announces {total} bytes, over "
+                                            f"MEDIA_SEGMENT_MAX_FILE_SIZE={self.config.max_file_size}")
+        free = _free_bytes(self.spool.parent)
+        if free is not None and total - min(first, total) > free:
+            # Refused now rather than after filling the disk: the spool is sparse until its segments arrive.
+            raise SegmentError("disk-full", f"{total} bytes to spool, {free} free under {self.spool.parent}")
         ledger = Ledger(key=self.key, url=self.url, total=total, first=first,
                         segment_size=self.config.segment_size, etag=_header(response, "ETag"),
                         last_modified=_header(response, "Last-Modified"))
@@ -778,6 +789,15 @@ def _write_and_take(fd: int, body: bytes | memoryview, start: int, hasher: _Orde
     with hasher.write_lock:
         _write_at(fd, body, start)
     hasher.take(body, start)
+
+
+def _free_bytes(path: Path) -> int | None:
+    """Bytes available to this user on the filesystem of ``path`` (``None`` when it cannot tell)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 def _write_and_hash(fd: int, body: bytes, fsync: bool) -> str:
