@@ -21,6 +21,7 @@ from mediacrawler.spiders.weibo import WeiboSpider
         ({"uid": "1", "keyword": "x"}, "exactly one of"),
         ({"keyword": "   "}, "keyword"),
         ({"uid": "1", "typo": "1"}, "typo"),
+        ({"uid": "1", "video_codecs": "avc1;rm -rf"}, "video_codecs"),
     ],
 )
 def test_invalid_arguments_give_one_line(kwargs: dict[str, str], needle: str) -> None:
@@ -30,6 +31,15 @@ def test_invalid_arguments_give_one_line(kwargs: dict[str, str], needle: str) ->
 
 def test_valid_arguments_and_private_scrapyd_args() -> None:
     assert validate_args(WeiboSpider, {"uid": "7365120894", "start": "3", "_job": "abc123"}) is None
+
+
+def test_video_codecs_argument_reaches_the_video_settings() -> None:
+    from mediacrawler.media.video import VideoSettings
+
+    assert validate_args(WeiboSpider, {"uid": "1", "video_codecs": "hevc,avc1"}) is None
+    spider = WeiboSpider.from_crawler(get_crawler(WeiboSpider), uid="1", video_codecs="hevc,avc1", max_height="480")
+    config = VideoSettings.from_settings(spider.crawler.settings, spider_args=spider.args)
+    assert config.codecs == ("hevc", "avc1") and config.max_height == 480
 
 
 def test_start_argument_does_not_shadow_the_start_coroutine() -> None:

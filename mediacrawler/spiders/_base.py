@@ -55,6 +55,10 @@ class SpiderParams(BaseModel):
     max_height: int | None = Field(
         default=None, ge=1, le=8640, description="Highest video height to download (default: MEDIA_VIDEO_MAX_HEIGHT)."
     )
+    video_codecs: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9.]{1,16}(,[A-Za-z0-9.]{1,16}){0,7}$",
+        description="Video codecs in order of preference, e.g. hevc,avc1 (default: MEDIA_VIDEO_CODECS).",
+    )
 
     @model_validator(mode="before")
     @classmethod
