@@ -60,6 +60,8 @@ class VideoPostsSpider(Args[VideoPostsParams], _ArgsConsumed):
     name = "video_posts"
     custom_settings = {
         "ITEM_PIPELINES": {"mediacrawler.pipelines.media.MediaStorePipeline": 300},
+        # As in the project settings: media requests in their own per-host slots, not at the API's pace.
+        "DOWNLOADER_MIDDLEWARES": {"mediacrawler.middlewares.media_slots.MediaSlotMiddleware": 100},
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,
         # As in the project settings: a URL from a payload never reaches file/data/s3/ftp handlers, and segment

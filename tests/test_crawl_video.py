@@ -333,6 +333,18 @@ def test_hostile_manifests_are_refused_quickly_without_a_segment_request(tmp_pat
 
 
 @pytest.mark.slow
+def test_fragments_are_not_paced_like_the_api(tmp_path: Path, sb: SandboxProcess) -> None:
+    # DOWNLOAD_DELAY paces the platform APIs; at 3 s per request this video's 10 media requests would take 27 s+.
+    hls = video.video_urls(sb.url, VID)["hls"]
+    result = run_crawl(tmp_path / "crawl", [post("paced", MediaAsset(kind="video", key="paced", url=hls,
+                                                                     manifest="hls"))],
+                       store=tmp_path / "files", listing=sb.url + "/",
+                       settings={"DOWNLOAD_DELAY": 3, "RANDOMIZE_DOWNLOAD_DELAY": "False"})
+    assert result.asset("paced")["status"] == "downloaded"
+    assert len(media_paths(sb)) >= 6 and result.seconds < 15, (len(media_paths(sb)), result.seconds)
+
+
+@pytest.mark.slow
 def test_fragments_beyond_the_byte_cap_stop_the_video(tmp_path: Path, sb: SandboxProcess) -> None:
     # A plain HLS playlist declares no sizes: the bytes actually stored are what the cap counts.
     hls = video.video_urls(sb.url, VID)["hls"]
