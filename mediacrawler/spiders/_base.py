@@ -193,7 +193,7 @@ class PlatformSpider(Spider):
         except (PlatformError, ValueError, TypeError, KeyError) as e:
             # Unparseable listing: the page fails, the crawl goes on with the next page number.
             yield from self._page_failed(page_no, cursor, f"unparseable listing: {e}")
-            yield from self._next_page(page_no, None)
+            yield from self.after_failed_page(page_no, cursor)
             return
         self._failed_streak = 0
         stats = self.crawler.stats
@@ -247,7 +247,17 @@ class PlatformSpider(Spider):
         yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
         if failure.check(PlatformRefused):
             return  # the platform refused the job itself (login required): the spider is closing
-        yield from self._next_page(page_no, None)
+        yield from self.after_failed_page(page_no, request.meta.get("mc_cursor"))
+
+    def after_failed_page(self, page_no: int, cursor: str | None) -> Iterator[Request]:
+        """What follows a listing page that failed for good: by default the next page number (the checkpoint
+        keeps the failed one for the next run).
+
+        A platform whose listing pages are reachable only through the previous page's cursor cannot skip a page:
+        its spider overrides this to stop (``return iter(())``); the run then ends unfinished at that page and the
+        next run resumes there.
+        """
+        return self._next_page(page_no, None)
 
     def _page_failed(self, page_no: int, cursor: str | None, reason: str) -> Iterator[Any]:
         self.pages_failed += 1
