@@ -333,6 +333,20 @@ def test_hostile_manifests_are_refused_quickly_without_a_segment_request(tmp_pat
 
 
 @pytest.mark.slow
+def test_progressive_video_is_held_to_its_declared_duration(tmp_path: Path, sb: SandboxProcess) -> None:
+    prog = video.video_urls(sb.url, VID)["progressive"]["480p"]
+    actual = video.video_catalog(VID).duration
+    posts = [post("right", MediaAsset(kind="video", key="dur-right", url=prog, duration=actual)),
+             post("wrong", MediaAsset(kind="video", key="dur-wrong", url=prog + "?x=1", duration=actual * 3))]
+    result = run_crawl(tmp_path / "crawl", posts, store=tmp_path / "files", listing=sb.url + "/")
+    assert result.asset("right")["status"] == "downloaded"
+    wrong = result.asset("wrong")
+    assert wrong["status"] == "failed" and wrong["error"].startswith("assembly-failed"), wrong
+    assert "duration" in wrong["error"]
+    assert len(result.objects()) == 1
+
+
+@pytest.mark.slow
 def test_fragments_are_not_paced_like_the_api(tmp_path: Path, sb: SandboxProcess) -> None:
     # DOWNLOAD_DELAY paces the platform APIs; at 3 s per request this video's 10 media requests would take 27 s+.
     hls = video.video_urls(sb.url, VID)["hls"]

@@ -508,14 +508,15 @@ class VideoDownloader:
 
     # --- entry point ----------------------------------------------------------------------------------------
     async def fetch(self, url: str, *, key: str, kind: str, index: MediaIndex | None, manifest: str | None = None,
-                    alternates: Sequence[str] = (), referer: str | None = None) -> VideoOutcome:
+                    alternates: Sequence[str] = (), referer: str | None = None,
+                    duration: float | None = None) -> VideoOutcome:
         """Download, check and store one ``video``/``audio`` asset (index key ``key``) from ``url``; never raises
         for a bad asset (the outcome carries the error). ``index`` records the stored object."""
         started = time.monotonic()
         headers = {"Referer": referer} if referer else {}
         try:
             job = _VideoJob(self, url=url, key=key, kind=kind, headers=headers)
-            outcome = await job.run(manifest=manifest, alternates=alternates)
+            outcome = await job.run(manifest=manifest, alternates=alternates, duration=duration)
             if outcome.obj is not None and index is not None:
                 await run_in_thread(_record, index, outcome.obj, key=key, url=url)
         except ManifestError as exc:
@@ -607,7 +608,8 @@ class _VideoJob:
         return response.body
 
     # --- flow -----------------------------------------------------------------------------------------------
-    async def run(self, *, manifest: str | None, alternates: Sequence[str]) -> VideoOutcome:
+    async def run(self, *, manifest: str | None, alternates: Sequence[str],
+                  duration: float | None = None) -> VideoOutcome:
         if manifest is not None and manifest not in _MANIFEST_KINDS:
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
@@ -619,7 +621,10 @@ class _VideoJob:
         spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
         detected = detect_manifest(spooled.head)
         if detected is None:
-            return await self._progressive(spooled, selection=selection)
+            # A progressive video is held to the duration its post declares (Weibo media_info.duration), like an
+            # assembled one to its manifest's.
+            declared = duration if self.kind == "video" and duration and duration > 0 else None
+            return await self._progressive(spooled, selection=selection, expected_duration=declared)
         try:
             if spooled.size > self.limits.max_manifest_chars:
                 raise ManifestError(f"{detected} manifest is {spooled.size} bytes, over the cap")

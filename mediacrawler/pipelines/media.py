@@ -345,7 +345,8 @@ class MediaStorePipeline(FilesPipeline):
             request.url, key=ident.get("index_key") or request.url, kind=ident.get("kind", "video"),
             index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
             referer=self.video.referer(platform=ident.get("platform") or platform,
-                                       request_referer=referer.decode("latin-1") if referer else None))
+                                       request_referer=referer.decode("latin-1") if referer else None),
+            duration=_number_or_none(fields.get("duration")))
         if outcome.obj is None:
             return failed_result(url=request.url, reason=outcome.error or "video-failed")
         result = result_from_record(url=request.url, obj=outcome.obj,
@@ -552,6 +553,10 @@ def _resolve(jobs: list[CommitJob]) -> None:
 def _store_failure(exc: BaseException) -> MediaDownloadFailed:
     reason = "disk-full" if isinstance(exc, OSError) and exc.errno == errno.ENOSPC else "store-error"
     return MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}")
+
+
+def _number_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _header(response: Response, name: str) -> str | None:
