@@ -17,7 +17,7 @@ import pytest
 
 from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
-from mediacrawler.media.verify import main, run_verify
+from mediacrawler.media.verify import format_report, main, run_verify
 from mediacrawler.sandbox.media import generic_image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,6 +127,8 @@ def test_repair_refuses_wrong_bytes_and_unsafe_urls(tmp_path: Path) -> None:
     assert "different bytes" in report.unrepaired[persisted.relpath]
     assert not report.clean
     assert not (store.root / persisted.relpath).exists()  # quarantined
+    lines = format_report(report, repair=True)
+    assert lines[-1] == "verify: PROBLEMS FOUND" and "crawling its post again downloads it again" in lines[-2]
     index.close()
 
 

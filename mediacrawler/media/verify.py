@@ -250,6 +250,10 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
         summary += (f"; repaired {len(report.repaired)}, adopted {len(report.adopted)}, "
                     f"quarantined {len(report.quarantined)}, unrepaired {len(report.unrepaired)}")
     lines.append(summary)
+    if repair and report.unrepaired:
+        # A video assembled from a manifest cannot be fetched back from one URL; its post can.
+        lines.append("verify: an unrepaired object (e.g. a video assembled from HLS/DASH fragments) is out of the "
+                     "store now; crawling its post again downloads it again")
     lines.append("verify: OK" if report.clean else "verify: PROBLEMS FOUND")
     return lines
 
