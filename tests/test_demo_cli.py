@@ -44,6 +44,11 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     assert len(records) == posts
     objects = sorted(p for p in (out / "files" / "objects").rglob("*") if p.is_file())
     assert objects and any(p.suffix == ".mp4" for p in objects)
+    # Every distinct content stored exactly once, and every asset pointing at a stored file with its hash.
+    assets = [m for r in records for post in (r, r.get("reposted") or {}) for m in post.get("media") or []]
+    stored = {m["sha256"]: m["path"] for m in assets if m["status"] in ("downloaded", "deduplicated", "uptodate")}
+    assert len(stored) == len(objects) and all((out / "files" / p).is_file() for p in stored.values())
+    assert all(Path(p).name.startswith(sha) for sha, p in stored.items())
 
     clean = mediacrawler("verify", "--store", str(out / "files"))
     assert clean.returncode == 0, clean.stdout + clean.stderr
