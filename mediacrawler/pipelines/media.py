@@ -15,8 +15,8 @@ A :class:`~scrapy.pipelines.files.FilesPipeline` subclass that overrides only it
    MEDIA_SEGMENT_THRESHOLD is stopped at its headers and takes the large-file path); ``video`` and ``audio``
    assets leave here for :class:`mediacrawler.media.video.VideoDownloader`: manifests (HLS, DASH, Bilibili
    playurl) resolved, a rendition selected by height and codec, fragments fetched with a resumable ledger and
-   remuxed/verified with PyAV, or a single file streamed to a spool in resumable Range segments (:mod:`mediacrawler.media.segments`),
-   then published into the same store by rename;
+   remuxed/verified with PyAV, or a single file streamed to a spool in resumable Range segments
+   (:mod:`mediacrawler.media.segments`), then published into the same store by rename;
 4. **checks** — ``media_downloaded`` rejects anything but a whole 200/206 body of the announced length whose magic
    bytes say image/video/audio; images must decode and stay under MEDIA_MAX_IMAGE_PIXELS, read from the header
    before decoding (:mod:`mediacrawler.media.integrity`);
