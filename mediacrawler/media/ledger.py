@@ -20,9 +20,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mediacrawler.fsutil import write_atomic
 
@@ -34,6 +35,7 @@ LEDGER_VERSION = 1
 LEDGER_SUFFIX = ".json"
 # A ledger is a few KB even for 64 GiB files (segment numbers); anything bigger is not ours.
 _MAX_LEDGER_BYTES = 4 * 1024 * 1024
+T = TypeVar("T")
 
 
 class LedgerError(ValueError):
@@ -179,21 +181,29 @@ def read_ledger_json(path: str | os.PathLike[str], *, max_bytes: int = _MAX_LEDG
     return json.loads(raw)
 
 
-def load_ledger(path: str | os.PathLike[str], *, key: str) -> Ledger | None:
-    """The ledger at ``path`` if it exists and belongs to ``key``; ``None`` when absent or not trustworthy (a
-    warning says why; the caller then starts the spool over)."""
+def load_owned_ledger(path: str | os.PathLike[str], *, key: str, parse: Callable[[Any], T], what: str,
+                      max_bytes: int = _MAX_LEDGER_BYTES) -> T | None:
+    """The ledger at ``path`` (``parse`` builds it from the JSON) when it exists, parses and belongs to ``key``;
+    ``None`` when absent or not trustworthy (a warning says why; the caller then starts over). Shared by the
+    download ledger here and the video fragment ledger."""
     try:
-        raw = read_ledger_json(path)
+        raw = read_ledger_json(path, max_bytes=max_bytes)
         if raw is None:
             return None
-        ledger = Ledger.from_json(raw)
-    except (LedgerError, ValueError) as exc:
-        logger.warning("Ignoring unusable download ledger %s (%s)", path, exc)
+        ledger = parse(raw)
+    except (ValueError, TypeError) as exc:  # LedgerError is a ValueError
+        logger.warning("Ignoring unusable %s %s (%s)", what, path, exc)
         return None
-    if ledger.key != key:
-        logger.warning("Ignoring download ledger %s: it belongs to %r, not %r", path, ledger.key, key)
+    owner = getattr(ledger, "key", None)
+    if owner != key:
+        logger.warning("Ignoring %s %s: it belongs to %r, not %r", what, path, owner, key)
         return None
     return ledger
+
+
+def load_ledger(path: str | os.PathLike[str], *, key: str) -> Ledger | None:
+    """The download ledger at ``path`` if it exists and belongs to ``key`` (:func:`load_owned_ledger`)."""
+    return load_owned_ledger(path, key=key, parse=Ledger.from_json, what="download ledger")
 
 
 def save_ledger(path: str | os.PathLike[str], ledger: Ledger, *, fsync: bool = True) -> None:

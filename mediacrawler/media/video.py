@@ -110,7 +110,7 @@ from mediacrawler.media.integrity import (
     check_body,
     check_image_file,
 )
-from mediacrawler.media.ledger import read_ledger_json
+from mediacrawler.media.ledger import load_owned_ledger
 from mediacrawler.media.manifests import (
     DEFAULT_CODEC_PREFERENCE,
     DEFAULT_MAX_HEIGHT,
@@ -397,18 +397,8 @@ class FragmentLedger:
 
 def load_fragment_ledger(path: Path, *, key: str) -> FragmentLedger | None:
     """The ledger at ``path`` when it exists, parses and belongs to ``key``; else ``None`` (start over)."""
-    try:
-        raw = read_ledger_json(path, max_bytes=_MAX_LEDGER_BYTES)
-        if raw is None:
-            return None
-        ledger = FragmentLedger.from_json(raw)
-    except (ValueError, TypeError) as exc:
-        logger.warning("Ignoring unusable fragment ledger %s (%s)", path, exc)
-        return None
-    if ledger.key != key:
-        logger.warning("Ignoring fragment ledger %s: it belongs to %r, not %r", path, ledger.key, key)
-        return None
-    return ledger
+    return load_owned_ledger(path, key=key, parse=FragmentLedger.from_json, what="fragment ledger",
+                             max_bytes=_MAX_LEDGER_BYTES)
 
 
 def save_fragment_ledger(path: Path, ledger: FragmentLedger, *, fsync: bool = True) -> None:
