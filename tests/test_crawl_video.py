@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from mediacrawler.media.video import (
 )
 from mediacrawler.sandbox import bilibili, video
 from mediacrawler.sandbox.media_site import HOSTILE
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 SPIDERS = ROOT / "tests" / "spiders.py"
@@ -59,20 +58,10 @@ BASE_SETTINGS = {"MEDIA_FSYNC": "False", "LOG_LEVEL": "INFO", "RETRY_TIMES": "1"
                  "BILIBILI_WEB_URL": "https://www.bilibili.com"}
 
 
-@pytest.fixture(scope="module")
-def vsandbox() -> Iterator[SandboxProcess]:
-    """A sandbox of this module's own (its request log is ours to count)."""
-    proc = start_sandbox(startup_timeout=30)
-    try:
-        yield proc
-    finally:
-        proc.stop()
-
-
 @pytest.fixture
-def sb(vsandbox: SandboxProcess) -> SandboxProcess:
-    vsandbox.reset()
-    return vsandbox
+def sb(fresh_sandbox: SandboxProcess) -> SandboxProcess:
+    """The session sandbox, reset (its request log is this test's to count)."""
+    return fresh_sandbox
 
 
 class Crawl:
