@@ -31,6 +31,9 @@ Knobs (JSON keys)
 ``media_cut_first``     int   the first K GETs of *each* media path are cut
 ``media_cut_paths``     dict  ``{"/media/…": K}``: the first K GETs of that path are cut
 ``media_cut_fraction``  float share of the response body sent before the drop (default 0.5)
+``media_stall_paths``   dict  ``{"/media/…": K}``: the first K GETs of that path send ``media_cut_fraction`` of the
+                              body, then nothing more, with the connection left open (a stalled edge: the client's
+                              timeout has to notice)
 ``media_etag_generation`` int part of every media ETag and Last-Modified; change it to "change the file"
                               (blob bytes depend on it too; images and videos keep their bytes)
 ``media_ignore_range``  bool  answer ranged requests with 200 and the full body
@@ -84,6 +87,7 @@ DEFAULTS: dict[str, Any] = {
     "media_cut_rate": 0.0,
     "media_cut_first": 0,
     "media_cut_paths": {},
+    "media_stall_paths": {},
     "media_cut_fraction": 0.5,
     "media_etag_generation": 0,
     "media_ignore_range": False,
@@ -152,7 +156,7 @@ def _validate(key: str, value: Any) -> Any:
         if not isinstance(value, bool):
             raise FaultError(f"{key} must be true or false")
         return value
-    if key == "media_cut_paths":
+    if key in ("media_cut_paths", "media_stall_paths"):
         if not isinstance(value, dict):
             raise FaultError(f"{key} must be an object {{path: count}}")
         return {str(p): _number(f"{key}[{p}]", k, low=0, high=None, integer=True) for p, k in value.items()}
@@ -221,6 +225,7 @@ class FaultState:
         self._rngs: dict[str, random.Random] = {}
         self._rule_hits: dict[tuple[str, int], int] = {}
         self._cut_seen: defaultdict[str, int] = defaultdict(int)
+        self._stall_seen: defaultdict[str, int] = defaultdict(int)
         self.reset()
 
     # -- configuration ----------------------------------------------------------------------------------
@@ -231,6 +236,7 @@ class FaultState:
         self._rngs.clear()
         self._rule_hits.clear()
         self._cut_seen.clear()
+        self._stall_seen.clear()
         self.update(self.initial)
 
     def update(self, changes: dict[str, Any]) -> dict[str, Any]:
@@ -243,6 +249,8 @@ class FaultState:
                 self._rule_hits = {k: v for k, v in self._rule_hits.items() if k[0] != key}
             if key in ("media_cut_first", "media_cut_paths"):
                 self._cut_seen.clear()
+            if key == "media_stall_paths":
+                self._stall_seen.clear()
         return self.snapshot()
 
     def snapshot(self) -> dict[str, Any]:
@@ -312,6 +320,14 @@ class FaultState:
         if not cut:
             cut = self._draw("media_cut_rate", self.knobs["media_cut_rate"])
         return float(self.knobs["media_cut_fraction"]) if cut else None
+
+    def media_stall(self, path: str) -> float | None:
+        """For a media GET: the share of the body to send before going silent (connection kept), or ``None``."""
+        wanted = self.knobs["media_stall_paths"].get(path, 0)
+        if not wanted:
+            return None
+        self._stall_seen[path] += 1
+        return float(self.knobs["media_cut_fraction"]) if self._stall_seen[path] <= wanted else None
 
     # -- video / Bilibili decisions ---------------------------------------------------------------------
 

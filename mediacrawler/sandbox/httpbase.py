@@ -81,6 +81,8 @@ class SandboxRequest(server.Request):
                 referer=_header(self, b"referer"),
                 cookie=self.requestHeaders.hasHeader(b"cookie"),  # presence only: never log a credential
                 user_agent=_header(self, b"user-agent"),
+                # Which connection: requests that share a client port came over one persistent connection.
+                client_port=getattr(self.getClientAddress(), "port", None),
                 started=state.now(),
                 ended=None,
             )
@@ -172,16 +174,19 @@ class SandboxResource(Resource):
 
 @implementer(IPullProducer)
 class BodyProducer:
-    """Streams a body in pieces with backpressure; optionally drops the connection after ``cut_after`` bytes.
+    """Streams a body in pieces with backpressure; optionally drops the connection after ``cut_after`` bytes, or
+    with ``stall`` stops sending there and leaves the connection open (until the client gives up).
 
     Registered as a pull producer: the transport asks for the next piece only once it has flushed the previous
     one, so a multi-GiB blob occupies one piece of memory at a time.
     """
 
-    def __init__(self, request: server.Request, pieces: Iterator[bytes], cut_after: int | None = None) -> None:
+    def __init__(self, request: server.Request, pieces: Iterator[bytes], cut_after: int | None = None, *,
+                 stall: bool = False) -> None:
         self.request = request
         self.pieces = pieces
         self.cut_after = cut_after
+        self.stall = stall
         self.sent = 0
         self.stopped = False
 
@@ -198,7 +203,9 @@ class BodyProducer:
         if piece is None:
             self.stopped = True
             self.request.unregisterProducer()
-            if self.cut_after is not None:
+            if self.stall:
+                self.request.channel.site.state.count("stalls")
+            elif self.cut_after is not None:
                 cut_connection(self.request)
             elif not self.request._disconnected:  # noqa: SLF001
                 self.request.finish()

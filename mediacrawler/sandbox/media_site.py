@@ -291,10 +291,14 @@ class MediaResource(SandboxResource):
             finish_with(request, b"")
             return server.NOT_DONE_YET
         cut_after: int | None = None
+        stall = False
         if entity.truncated:
             cut_after = length // 2
         else:
             fraction = self.state.faults.media_cut(path)
+            if fraction is None:
+                fraction = self.state.faults.media_stall(path)
+                stall = fraction is not None
             if fraction is not None:
                 cut_after = int(length * fraction)
         if entity.data is not None and length <= _SMALL_BODY:
@@ -303,7 +307,8 @@ class MediaResource(SandboxResource):
                 finish_with(request, body)
             else:
                 request.write(body[:cut_after])
-                cut_connection(request)
+                if not stall:
+                    cut_connection(request)
             return server.NOT_DONE_YET
-        BodyProducer(request, entity.pieces(start, length), cut_after).start()
+        BodyProducer(request, entity.pieces(start, length), cut_after, stall=stall).start()
         return server.NOT_DONE_YET

@@ -23,8 +23,8 @@ class RequestLog:
 
         {"seq": 1, "method": "GET", "path": "/media/blob/a", "query": "size=10",
          "range": "bytes=0-9" | None, "if_range": None, "referer": None, "cookie": False,
-         "user_agent": "Scrapy/…", "status": 206 | None, "bytes": 10, "finished": True, "aborted": False,
-         "started": 0.0123, "ended": 0.0150}
+         "user_agent": "Scrapy/…", "client_port": 40312, "status": 206 | None, "bytes": 10, "finished": True,
+         "aborted": False, "started": 0.0123, "ended": 0.0150}
 
     ``bytes`` counts body bytes handed to the socket (after a cut, only what was sent); ``aborted`` marks a
     response whose connection ended before it finished (a cut, or the client going away); times are seconds since
@@ -79,7 +79,7 @@ class SandboxState:
 
     def stats(self) -> dict[str, Any]:
         """``GET /_sandbox/stats``: totals since the last reset, plus lifetime totals."""
-        keys = ("requests", "api_requests", "media_requests", "bytes_sent", "media_bytes_sent", "cuts",
+        keys = ("requests", "api_requests", "media_requests", "bytes_sent", "media_bytes_sent", "cuts", "stalls",
                 "faults")
         return {
             **{k: self.counters[k] for k in keys},
