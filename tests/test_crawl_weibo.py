@@ -5,17 +5,21 @@ Expectations come from the sandbox's pure world model (same seed, same world), n
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
 from mediacrawler.parsers._common import html_to_text
+from mediacrawler.sandbox.media_site import _WEIBO_QUALITY_RENDITION
+from mediacrawler.sandbox.video import video_file
 from mediacrawler.sandbox.weibo import build_weibo_world
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,13 +28,13 @@ CANARY = "SUB=canary-0123456789abcdef0123456789"
 
 
 def crawl(tmp_path: Path, base_url: str, *args: str, env: dict[str, str] | None = None,
-          timeout: float = 120) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+          timeout: float = 120, media: bool = False) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Run `scrapy crawl weibo` in a subprocess (cwd = the project, like a user) and read its JSON Lines."""
     out = tmp_path / "out.jsonl"
     cmd = [
         sys.executable, "-m", "scrapy", "crawl", "weibo", *args,
         "-s", f"WEIBO_BASE_URL={base_url}", "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0",
-        "-s", "MEDIA_ENABLED=0", "-s", f"FILES_STORE={tmp_path / 'files'}",
+        "-s", f"MEDIA_ENABLED={int(media)}", "-s", f"FILES_STORE={tmp_path / 'files'}",
         "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}", "-s", "PLATFORM_BACKOFF_BASE=0.05",
         "-s", "PLATFORM_BACKOFF_MAX=0.5", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}", "-O", str(out),
     ]
@@ -186,3 +190,69 @@ def test_cookie_is_sent_to_the_api_only_and_never_written(sandbox: Any, tmp_path
     for text in (proc.stdout, proc.stderr, (tmp_path / "crawl.log").read_text(encoding="utf-8"),
                  json.dumps(records, ensure_ascii=False)):
         assert secret not in text
+
+
+# Video URLs that expire mid-download: small segments so that one video takes several requests, and a sandbox
+# whose signed URLs serve two GETs each.
+EXPIRING = ("-s", "MEDIA_SEGMENT_THRESHOLD=32768", "-s", "MEDIA_SEGMENT_SIZE=32768", "-s", "MEDIA_SEGMENT_CONCURRENCY=2")
+
+
+def video_requests(sandbox: Any) -> list[dict[str, Any]]:
+    return [r for r in sandbox.requests() if r["path"].startswith("/media/weibo/video/")]
+
+
+def show_requests(sandbox: Any) -> list[dict[str, Any]]:
+    return [r for r in sandbox.requests() if r["path"].endswith("/statuses/show")]
+
+
+def sandbox_video_sha256(path: str) -> str:
+    match = re.fullmatch(r"/media/weibo/video/(\d+)_(720|hd|sd)\.mp4", path)
+    assert match, path
+    found = video_file(["progressive", match.group(1), f"{_WEIBO_QUALITY_RENDITION[match.group(2)]}.mp4"])
+    assert found is not None
+    return hashlib.sha256(found[0]).hexdigest()
+
+
+@pytest.mark.slow
+def test_an_expired_video_url_is_refreshed_from_its_post(sandbox: Any, tmp_path: Path) -> None:
+    sandbox.reset()
+    sandbox.set_faults(weibo_video_url_uses=2)
+    proc, records = crawl(tmp_path, sandbox.weibo_url, "-a", f"uid={UID}", "-a", "max_pages=1", *EXPIRING,
+                          env={"WEIBO_COOKIE": CANARY}, media=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    videos = [(r, m) for r in records for m in r["media"] if m["kind"] == "video"]
+    assert videos and all(m["status"] == "downloaded" for _, m in videos), videos
+    fetched = video_requests(sandbox)
+    # Every video took more than two requests, so every one of them outlived its first URL exactly once: a 403,
+    # one /statuses/show of its post, then the remaining segments under the fresh signature (none fetched twice).
+    assert [r["status"] for r in fetched].count(403) == len(videos)
+    shows = show_requests(sandbox)
+    assert sorted(parse_qs(r["query"])["id"][0] for r in shows) == sorted(r["post_id"] for r, _ in videos)
+    assert all(r["cookie"] for r in shows) and not any(r["cookie"] for r in fetched)  # an API call, like the rest
+    for record, asset in videos:
+        served = [r for r in fetched if r["status"] == 206]
+        path = urlsplit(asset["url"]).path
+        assert {parse_qs(r["query"])["ssig"][0] for r in served if r["path"] == path} == {"1", "2"}
+        assert sum(r["bytes"] for r in served if r["path"] == path) == asset["size"]
+        stored = tmp_path / "files" / asset["path"]
+        assert hashlib.sha256(stored.read_bytes()).hexdigest() == asset["sha256"] == sandbox_video_sha256(path)
+    log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
+    assert f"'weibo/media_refresh/resolved': {len(videos)}" in log
+    assert CANARY.split("=", 1)[1] not in log
+
+
+@pytest.mark.slow
+def test_a_video_whose_post_cannot_be_read_again_fails_alone(sandbox: Any, tmp_path: Path) -> None:
+    sandbox.reset()
+    sandbox.set_faults(weibo_video_url_uses=2, weibo_api=[{"kind": "5xx", "endpoint": "show", "status": 503}])
+    proc, records = crawl(tmp_path, sandbox.weibo_url, "-a", f"uid={UID}", "-a", "max_pages=1", *EXPIRING,
+                          media=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]  # the asset fails; the crawl, its records and pictures do not
+    assert len(records) == 10
+    videos = [m for r in records for m in r["media"] if m["kind"] == "video"]
+    assert videos and all(m["status"] == "failed" and "403" in m["error"] for m in videos), videos
+    assert all(m["status"] in ("downloaded", "deduplicated") for r in records for m in r["media"] if m["kind"] == "image")
+    assert show_requests(sandbox)
+    assert not list((tmp_path / "files").glob("objects/**/*.mp4"))
+    log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
+    assert "could not read post" in log and "'weibo/media_refresh/failed'" in log

@@ -96,6 +96,9 @@ def test_cookie_is_added_at_download_time_and_stripped_before_retry(monkeypatch:
     media = Request("http://cdn.example/x.jpg")
     mw.process_request(media)
     assert b"Cookie" not in media.headers  # never to another host
+    same_host = Request(f"{BASE}/media/weibo/video/1_hd.mp4")
+    mw.process_request(same_host)
+    assert b"Cookie" not in same_host.headers  # nor to a media URL on the API's own host
     mw.process_request(req)
     mw.process_exception(req, TimeoutError())
     assert b"Cookie" not in req.headers

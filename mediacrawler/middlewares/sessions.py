@@ -1,8 +1,10 @@
 """Credentials supplied by the user, added at download time and never stored on a request.
 
 ``{PLATFORM}_COOKIE`` (e.g. ``WEIBO_COOKIE``) is read from the environment (or the setting of the same name) and
-sent only to the platform's own API host (the host of ``{PLATFORM}_BASE_URL`` or the other ``*_URL`` roots of the
-spider). The header is put on the request in :meth:`process_request`, just before the download, and taken off again
+sent only with the spider's API requests (``meta["mc_api"]``: listing pages, post details) and only to the
+platform's own API host (the host of ``{PLATFORM}_BASE_URL`` or the other ``*_URL`` roots of the spider). Media
+requests never carry it, even to that host: a CDN needs no login, and a signed media URL must not become a way to
+send the user's session elsewhere. The header is put on the request in :meth:`process_request`, just before the download, and taken off again
 in :meth:`process_response`/:meth:`process_exception`, before the retry middleware copies the request back into the
 scheduler: so a cookie never reaches JOBDIR, the Redis queue, logs or items.
 """
@@ -56,7 +58,8 @@ class SessionCookieMiddleware:
     def process_request(self, request: Request) -> None:
         if not self._ready:
             self._setup()
-        if not self._cookie or urlsplit(request.url).netloc.lower() not in self._hosts:
+        if (not self._cookie or not request.meta.get("mc_api")
+                or urlsplit(request.url).netloc.lower() not in self._hosts):
             return None
         existing = request.headers.get(b"Cookie")
         value = self._cookie if not existing else f"{existing.decode('latin-1')}; {self._cookie}"

@@ -32,6 +32,8 @@ PLATFORM = "weibo"
 CST = timezone(timedelta(hours=8))
 #: errno values that mean "slow down".
 RATE_LIMIT_ERRNOS = {"100005", "20003"}
+#: errno values of a post that is gone ("target weibo does not exist!").
+_GONE_ERRNOS = {"20101"}
 #: Video URL fields of ``page_info.media_info``, best first. Empty strings are common and skipped.
 VIDEO_FIELDS = ("mp4_720p_mp4", "mp4_hd_url", "stream_url_hd", "mp4_sd_url", "stream_url")
 POST_CARD = 9
@@ -57,6 +59,20 @@ def classify_envelope(payload: Any) -> str:
         if cards == [] or (data is None and payload.get("msg")):
             return "end"
     return "error"
+
+
+def parse_show(payload: Any) -> dict[str, Any] | None:
+    """The mblog of a ``/statuses/show?id=`` answer; ``None`` when the post does not exist (errno 20101 and the
+    like). Raises :class:`PlatformError` for rate limits and login walls."""
+    if classify_envelope(payload) != "ok":
+        if isinstance(payload, dict) and payload.get("ok") == 0 and str(payload.get("errno")) in _GONE_ERRNOS:
+            return None
+        raise_for_envelope(payload)
+        raise PlatformError("error", "unexpected /statuses/show answer")
+    data = payload.get("data")
+    if not isinstance(data, dict) or not data.get("id"):
+        raise PlatformError("error", "/statuses/show answer without a post")
+    return data
 
 
 def raise_for_envelope(payload: Any) -> str:

@@ -14,7 +14,7 @@ Knobs (JSON keys)
 
                                 {"kind": "errno" | "418" | "432" | "429" | "login" | "5xx",
                                  "endpoint": "getIndex" (default: timelines + search) | "timeline" | "search"
-                                             | "extend" | "any",
+                                             | "extend" | "show" | "any",
                                  "page": N | null (any page; since_id requests count as the page they return),
                                  "uid": UID | null, "times": K | null (first K matching requests; null = all),
                                  "rate": 0..1 | null (share of matching requests), "status": 503 (for "5xx")}
@@ -37,6 +37,10 @@ Knobs (JSON keys)
 ``media_etag_generation`` int part of every media ETag and Last-Modified; change it to "change the file"
                               (blob bytes depend on it too; images and videos keep their bytes)
 ``media_ignore_range``  bool  answer ranged requests with 200 and the full body
+``weibo_video_url_uses`` int  0 (default): Weibo video URLs are plain. N > 0: every API answer signs each video URL
+                              it renders with a fresh ``?ssig=`` token (like f.video.weibocdn.com's expiring
+                              ``Expires``/``ssig``); a token serves N media GETs, then that URL answers 403, as do
+                              unknown tokens and unsigned URLs. ``/statuses/show?id=`` gives fresh ones.
 
 Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
 --------------------------------------------------------------------
@@ -88,6 +92,7 @@ DEFAULTS: dict[str, Any] = {
     "media_cut_first": 0,
     "media_cut_paths": {},
     "media_stall_paths": {},
+    "weibo_video_url_uses": 0,
     "media_cut_fraction": 0.5,
     "media_etag_generation": 0,
     "media_ignore_range": False,
@@ -99,7 +104,7 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _WEIBO_KINDS = {"errno", "418", "432", "429", "login", "5xx"}
-_ENDPOINTS = {"getIndex", "timeline", "search", "extend", "any"}
+_ENDPOINTS = {"getIndex", "timeline", "search", "extend", "show", "any"}
 
 
 class FaultError(ValueError):
@@ -146,7 +151,7 @@ def _validate(key: str, value: Any) -> Any:
     """Check one knob and return its normalized value."""
     if key not in DEFAULTS:
         raise FaultError(f"unknown fault knob {key!r}; known: {', '.join(sorted(DEFAULTS))}")
-    if key.endswith("_ms") or key in ("media_cut_first", "media_etag_generation"):
+    if key.endswith("_ms") or key in ("media_cut_first", "media_etag_generation", "weibo_video_url_uses"):
         return _number(key, value, low=0, high=None, integer=True)
     if key.endswith("_rate") or key == "media_cut_fraction":
         return float(_number(key, value, low=0, high=1, integer=False))
@@ -283,7 +288,8 @@ class FaultState:
         return ms / 1000.0
 
     def weibo_fault(self, endpoint: str, page: int | None, uid: int | None) -> WeiboFault | None:
-        """The fault for a Weibo API request to ``endpoint`` (``timeline``/``search``/``extend``), if any."""
+        """The fault for a Weibo API request to ``endpoint`` (``timeline``/``search``/``extend``/``show``), if
+        any."""
         for index, rule in enumerate(self.knobs["weibo_api"]):
             wanted = rule["endpoint"]
             if wanted == "getIndex" and endpoint not in ("timeline", "search"):

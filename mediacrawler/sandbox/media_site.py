@@ -7,7 +7,8 @@ URL patterns (relative to the sandbox origin)::
                                                the thumbnail. Needs a Referer header (403 without, like sinaimg).
     /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video: the progressive faststart MP4 (H.264/AAC, 4 s) of
                                                that id at its declared height: 720 → 720p, hd → 480p, sd → 360p
-                                               (:func:`mediacrawler.sandbox.video.video_file`). Needs a Referer too.
+                                               (:func:`mediacrawler.sandbox.video.video_file`). Needs a Referer too,
+                                               and with ``weibo_video_url_uses`` a valid ``?ssig=`` (else 403).
     /media/hostile/{case}                      hostile manifests for the video path's guards (:data:`HOSTILE`):
                                                huge_timeline.mpd (SegmentTimeline r="1000000000"), million.m3u8
                                                (10^6 segments, built once on first use), file_uri.m3u8,
@@ -37,7 +38,7 @@ from twisted.web import http, server
 
 from . import media, video
 from .det import stable_hex
-from .httpbase import BodyProducer, SandboxResource, cut_connection, finish_with
+from .httpbase import BodyProducer, SandboxResource, cut_connection, finish_with, query_arg
 
 __all__ = ["MediaResource", "parse_range"]
 
@@ -158,6 +159,13 @@ class MediaResource(SandboxResource):
             request.setResponseCode(403)
             request.setHeader(b"content-type", b"text/html")
             return b"<html><body><h1>403 Forbidden</h1></body></html>"
+        uses = self.state.faults.knobs["weibo_video_url_uses"]
+        if uses and parts[:2] == ["weibo", "video"] and not self.state.signed.admit(
+                path, query_arg(request, b"ssig"), limit=uses, count=request.method == b"GET"):
+            # An expired, used-up or missing signature, as the video CDN answers it.
+            request.setResponseCode(403)
+            request.setHeader(b"content-type", b"text/html")
+            return b"<html><body><h1>403 Forbidden</h1><p>expired</p></body></html>"
         status = self.state.faults.media_error(path)
         if status is not None:
             self.state.count("faults")

@@ -48,6 +48,35 @@ class RequestLog:
         self.seq = 0
 
 
+class SignedUrls:
+    """Tokens of signed media URLs (the ``weibo_video_url_uses`` knob): issued per render, counted per GET."""
+
+    def __init__(self) -> None:
+        self.issued: Counter[str] = Counter()
+        self.uses: Counter[tuple[str, int]] = Counter()
+
+    def issue(self, path: str) -> int:
+        """A fresh token for ``path`` (1, 2, … per path)."""
+        self.issued[path] += 1
+        return self.issued[path]
+
+    def admit(self, path: str, token: str | None, *, limit: int, count: bool) -> bool:
+        """Whether ``token`` may fetch ``path`` now (a known token used fewer than ``limit`` times); a GET
+        (``count``) uses it up by one."""
+        if token is None or not token.isdigit() or not 1 <= int(token) <= self.issued[path]:
+            return False
+        key = (path, int(token))
+        if self.uses[key] >= limit:
+            return False
+        if count:
+            self.uses[key] += 1
+        return True
+
+    def clear(self) -> None:
+        self.issued.clear()
+        self.uses.clear()
+
+
 class SandboxState:
     """World, faults, request log and counters of one running sandbox."""
 
@@ -60,6 +89,7 @@ class SandboxState:
         self.by_status: Counter[int] = Counter()
         self.lifetime: Counter[str] = Counter()
         self.in_flight = 0
+        self.signed = SignedUrls()
 
     def now(self) -> float:
         """Seconds since start, for log timestamps."""
@@ -70,6 +100,7 @@ class SandboxState:
         self.log.clear()
         self.counters.clear()
         self.by_status.clear()
+        self.signed.clear()
         self.faults.reset()
 
     def count(self, key: str, amount: int = 1) -> None:

@@ -1049,6 +1049,14 @@ def search_response(
     }
 
 
+def show_response(world: WeiboWorld, post_id: str, base: str) -> dict[str, Any]:
+    """``/statuses/show?id=`` payload: the post as its own mblog (fresh media URLs, like the real endpoint)."""
+    post = world.posts.get(post_id)
+    if post is None or post.deleted:
+        return {"ok": 0, "errno": "20101", "msg": "target weibo does not exist!"}
+    return {"ok": 1, "data": render_mblog(world, post, base)}
+
+
 def extend_response(world: WeiboWorld, post_id: str) -> dict[str, Any]:
     """``/statuses/extend?id=`` payload: the full HTML text and the counts."""
     post = world.posts.get(post_id)

@@ -6,13 +6,16 @@ Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
     GET /weibo/api/container/getIndex?containerid=107603{uid}&since_id=X    the page after post X
     GET /weibo/api/container/getIndex?containerid=100103type%3D1%26q%3DKW&page_type=searchall&page=N   search
     GET /weibo/statuses/extend?id=ID                                        full text of a long post
+    GET /weibo/statuses/show?id=ID                                          one post (fresh media URLs)
 
-Bodies are PHP-style JSON (``\\/``, ``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the
+With the ``weibo_video_url_uses`` knob, every answer signs the video URLs it renders (``?ssig=`` token, one per
+path per answer; see :class:`mediacrawler.sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``, ``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the
 ``weibo_*`` fault knobs (:mod:`mediacrawler.sandbox.faults`) replace them with Weibo's error answers.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 from urllib.parse import quote
 
@@ -24,6 +27,7 @@ from .httpbase import SandboxResource, origin_of, query_arg, query_int
 __all__ = ["WeiboResource"]
 
 RATE_LIMITED: dict[str, Any] = {"ok": 0, "errno": "100005", "msg": "请求过于频繁，歇歇吧"}
+_VIDEO_URL = re.compile(r"(?:https?://[^/]+)?(/media/weibo/video/[0-9]+_(?:720|hd|sd)\.mp4)")
 
 
 class WeiboResource(SandboxResource):
@@ -59,6 +63,11 @@ class WeiboResource(SandboxResource):
             else:
                 payload = weibo.END_OF_LIST
             return self._json(request, payload)
+        if parts == ["statuses", "show"]:
+            fault = self._fault(request, "show", None, None)
+            if fault is not None:
+                return fault
+            return self._json(request, weibo.show_response(world, query_arg(request, b"id") or "", base))
         if parts == ["statuses", "extend"]:
             fault = self._fault(request, "extend", None, None)
             if fault is not None:
@@ -68,10 +77,24 @@ class WeiboResource(SandboxResource):
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return b"<html><body>404 Not Found</body></html>"
 
-    @staticmethod
-    def _json(request: server.Request, payload: Any) -> bytes:
+    def _json(self, request: server.Request, payload: Any) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
+        if self.state.faults.knobs["weibo_video_url_uses"] > 0:
+            payload = self._signed(payload, {})
         return weibo.dumps_php(payload)
+
+    def _signed(self, value: Any, tokens: dict[str, int]) -> Any:
+        # One fresh token per video path per answer (the same file under several fields shares it).
+        if isinstance(value, dict):
+            return {k: self._signed(v, tokens) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._signed(v, tokens) for v in value]
+        if isinstance(value, str) and (match := _VIDEO_URL.fullmatch(value)):
+            path = match.group(1)
+            if path not in tokens:
+                tokens[path] = self.state.signed.issue(path)
+            return f"{value}?ssig={tokens[path]}"
+        return value
 
     def _fault(self, request: server.Request, endpoint: str, page: int | None, uid: int | None) -> bytes | None:
         fault = self.state.faults.weibo_fault(endpoint, page, uid)

@@ -13,14 +13,19 @@ the rest the same way for all of them:
   survives JOBDIR serialization.
 - After parsing a page the spider sends :data:`mediacrawler.signals.page_parsed` (and ``page_failed`` when a page
   failed for good), which the checkpoint extension turns into a watermark.
+- Expired media URLs: the spider remembers which post each media asset came from, and
+  :meth:`PlatformSpider.refresh_media_url` (called by the large-file downloader on a 403/410 mid-download) reads
+  that post again through :meth:`~PlatformSpider.post_request` and returns the asset's fresh URL.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scrapy import Request, Spider
@@ -30,9 +35,27 @@ from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
 from mediacrawler.items import Post, Source
+from mediacrawler.media.index import asset_index_key
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
 logger = logging.getLogger(__name__)
+
+def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
+    """The URL in ``post`` (or its original) of asset ``index_key`` with the same path as ``url``."""
+    path = urlsplit(url).path
+    current: Post | None = post
+    for _ in range(8):
+        if current is None:
+            break
+        for asset in current.media:
+            if asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key) != index_key:
+                continue
+            for candidate in (asset.url, *asset.alternates):
+                if urlsplit(candidate).path == path:
+                    return candidate
+        current = current.reposted
+    return None
+
 
 class PlatformRefused(IgnoreRequest):
     """The platform refused the whole job (e.g. login required); the spider is being closed."""
@@ -114,6 +137,9 @@ class PlatformSpider(Spider):
     platform: ClassVar[str]
     params_model: ClassVar[type[SpiderParams]]
     args: Any  # set by scrapy_spider_metadata.Args before our __init__ runs
+    #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
+    #: an asset is downloaded shortly after its post is emitted).
+    media_posts_remembered: ClassVar[int] = 20_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         for key in self.params_model.model_fields:
@@ -128,6 +154,8 @@ class PlatformSpider(Spider):
         self.pages_failed = 0
         self._failed_streak = 0
         self.close_reason: str | None = None
+        #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
+        self._media_posts: OrderedDict[str, str] = OrderedDict()
 
     # --- What a platform provides ----------------------------------------------------------------------------
 
@@ -150,6 +178,15 @@ class PlatformSpider(Spider):
     def listing_headers(self) -> dict[str, str]:
         """Extra headers for listing requests (never credentials: those are added at download time)."""
         return {}
+
+    def post_request(self, post_id: str) -> Request | None:
+        """A request that fetches post ``post_id`` afresh (for :meth:`refresh_media_url`); ``None``: the platform
+        cannot."""
+        return None
+
+    def parse_post_payload(self, response: Response, source: Source) -> Post | None:
+        """Parse the answer to :meth:`post_request` (raises PlatformError or ValueError; ``None``: no such post)."""
+        return None
 
     # --- Flow ------------------------------------------------------------------------------------------------
 
@@ -212,7 +249,8 @@ class PlatformSpider(Spider):
         )
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
-        yield from page.posts
+        for post in page.posts:
+            yield self.remember_media(post)
         for post_id, raw in page.incomplete.items():
             req = self.complete_request(post_id, raw, source)
             if req is None:
@@ -269,6 +307,64 @@ class PlatformSpider(Spider):
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
         )
         return iter(())
+
+    # --- Expired media URLs ----------------------------------------------------------------------------------
+
+    def remember_media(self, post: Post) -> Post:
+        """Note the post each media asset of ``post`` (and of the post it reposts) belongs to; returns ``post``.
+
+        Platform spiders call it for every post they emit that :meth:`parse_listing` did not (posts built by
+        :meth:`post_from_raw`)."""
+        current: Post | None = post
+        for _ in range(8):  # a post and its original; the cap guards cycles
+            if current is None:
+                break
+            for asset in current.media:
+                key = asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key)
+                self._media_posts[key] = current.post_id
+                self._media_posts.move_to_end(key)
+            current = current.reposted
+        while len(self._media_posts) > self.media_posts_remembered:
+            self._media_posts.popitem(last=False)
+        return post
+
+    async def refresh_media_url(self, *, key: str, url: str) -> str | None:
+        """A fresh URL for media asset ``key`` whose ``url`` stopped working (403/410, an expired signature), or
+        ``None``.
+
+        Called by the large-file downloader (:mod:`mediacrawler.media.segments`), which keeps the segments it
+        already has. ``key`` is the asset's index key, possibly with ``#<track>``. The post is read again with
+        :meth:`post_request` (an API request: the session cookie, rate limits and back-off apply), and the URL
+        returned is the one of the same file (same path) in the fresh post: never another rendition.
+        """
+        index_key = key.split("#", 1)[0]
+        post_id = self._media_posts.get(index_key)
+        request = self.post_request(post_id) if post_id is not None else None
+        if request is None or self.crawler.engine is None:
+            return None
+        stats = self.crawler.stats
+        assert stats is not None
+        stats.inc_value(f"{self.platform}/media_refresh/requests")
+        try:
+            response = await self.crawler.engine.download_async(request)
+            if response.status != 200:
+                raise PlatformError("error", f"HTTP {response.status}")
+            fresh = self.parse_post_payload(response, self.source_for(request))
+        except Exception as exc:  # any failure means "cannot re-resolve": the asset fails, the crawl goes on
+            logger.warning("%s: could not read post %s again for a fresh URL of %s: %s", self.job, post_id,
+                           index_key, exc)
+            stats.inc_value(f"{self.platform}/media_refresh/failed")
+            return None
+        if fresh is None:
+            logger.warning("%s: post %s is gone; %s cannot be re-resolved", self.job, post_id, index_key)
+            stats.inc_value(f"{self.platform}/media_refresh/failed")
+            return None
+        self.remember_media(fresh)
+        found = _same_file(fresh, index_key=index_key, url=url)
+        stats.inc_value(f"{self.platform}/media_refresh/{'resolved' if found else 'failed'}")
+        if found is None:
+            logger.warning("%s: post %s no longer has the file of %s", self.job, post_id, index_key)
+        return found
 
     def closed(self, reason: str) -> None:
         self.close_reason = reason

@@ -4,7 +4,9 @@
     scrapy crawl weibo -a keyword=猫
 
 The API root is ``WEIBO_BASE_URL``; a login cookie, when needed, comes from the ``WEIBO_COOKIE`` environment
-variable and is added at download time by the session middleware, never stored on a request.
+variable and is added at download time by the session middleware, never stored on a request. Video URLs are signed
+and expire (``Expires``/``ssig``); a download that outlives its URL reads the post again from
+``/statuses/show?id=`` for a fresh one (:meth:`PlatformSpider.refresh_media_url`).
 """
 
 from __future__ import annotations
@@ -118,7 +120,19 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         )
 
     def post_from_raw(self, raw: dict[str, Any], source: Source, **kwargs: Any) -> Post:
-        return parser.parse_mblog(raw, source=source, fetched_at=self.now_iso(), **kwargs)
+        return self.remember_media(parser.parse_mblog(raw, source=source, fetched_at=self.now_iso(), **kwargs))
+
+    def post_request(self, post_id: str) -> Request | None:
+        return Request(
+            f"{self.base_url}/statuses/show?{urlencode({'id': post_id})}",
+            headers=self.listing_headers(),
+            meta={"mc_api": True},
+            dont_filter=True,
+        )
+
+    def parse_post_payload(self, response: Response, source: Source) -> Post | None:
+        mblog = parser.parse_show(json.loads(response.text))
+        return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso())
 
     def parse_long_text(self, response: Response) -> Any:
         source = self.source_for(response)
