@@ -49,3 +49,22 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
         raise
     if fsync:
         fsync_dir(target.parent)
+
+
+def remove_stray_temps(path: str | os.PathLike[str]) -> int:
+    """Delete the temp files :func:`write_atomic` left beside ``path`` when a process was killed mid-write;
+    returns how many. Only for a caller that owns ``path`` exclusively (e.g. holds the lock of the download it
+    belongs to): another writer's temp file in flight would be deleted too."""
+    target = Path(path)
+    removed = 0
+    try:
+        names = os.listdir(target.parent)
+    except FileNotFoundError:
+        return 0
+    prefix = f".{target.name}."
+    for name in names:
+        if name.startswith(prefix) and name.endswith(".tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target.parent / name)
+                removed += 1
+    return removed

@@ -150,6 +150,19 @@ def test_untrustworthy_ledger_is_ignored(tmp_path: Path, content: bytes) -> None
         Ledger.from_json(json.loads(content) if content != b"{" else None)
 
 
+def test_stray_temps_of_one_ledger_are_removed_and_nothing_else(tmp_path: Path) -> None:
+    from mediacrawler.fsutil import remove_stray_temps, write_atomic
+
+    ours, other = tmp_path / "a.part.json", tmp_path / "b.part.json"
+    write_atomic(ours, b"{}")
+    names = [f".{ours.name}.x1.tmp", f".{ours.name}.x2.tmp", f".{other.name}.x3.tmp", "a.part", ".a.part.json"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"left by a killed save")
+    assert remove_stray_temps(ours) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([ours.name, *names[2:]])
+    assert ours.read_bytes() == b"{}" and remove_stray_temps(tmp_path / "missing" / "x.json") == 0
+
+
 # --- the driver: a real crawl running one segmented download -------------------------------------------------
 class SegmentSpider(Spider):
     """Downloads one asset with :class:`SegmentedDownloader` from ``start()``, publishes it into the store, and

@@ -66,6 +66,9 @@ def test_sigkill_mid_download_then_resume(fresh_sandbox: SandboxProcess, tmp_pat
     after_kill = load_ledger(ledger_file, key=key)
     assert after_kill is not None and 0 < after_kill.done_bytes() < size
 
+    # A kill can also land while the ledger is being saved: its temp file stays behind (made sure of here).
+    (ledger_file.parent / f".{ledger_file.name}.k1ll3d.tmp").write_bytes(b'{"version": 1')
+
     # Run 2: a new process; it finds the spool and its ledger and fetches only the rest.
     fresh_sandbox.reset()
     out2 = tmp_path / "run2.json"
@@ -81,4 +84,4 @@ def test_sigkill_mid_download_then_resume(fresh_sandbox: SandboxProcess, tmp_pat
     # Across both runs, what was transferred twice is at most the segments in flight at the kill.
     wasted = run1_bytes + run2_bytes - size
     assert 0 <= wasted <= concurrency * segment, (run1_bytes, run2_bytes, wasted)
-    assert spool_files(tmp_path) == []
+    assert spool_files(tmp_path) == []  # no spool, no ledger, no stray temp file of a killed save

@@ -60,6 +60,7 @@ from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
 
+from mediacrawler.fsutil import remove_stray_temps
 from mediacrawler.media.handler import META_BODY_SINK, BodySink
 from mediacrawler.media.ledger import Ledger, ledger_path, load_ledger, remove_spool, save_ledger
 
@@ -475,6 +476,8 @@ class _Download:
             os.close(fd)
             raise SegmentError("spool-busy", f"{self.spool} is being downloaded by another request") from None
         self.fd = fd
+        # A run killed while saving the ledger leaves its temp file behind; nobody else writes this ledger now.
+        remove_stray_temps(self.ledger_file)
         return fd
 
     def _request(self, *, start: int, end: int, probe: bool, validator: str | None,
