@@ -27,8 +27,8 @@ UID = 7365120894
 CANARY = "SUB=canary-0123456789abcdef0123456789"
 
 
-def crawl(tmp_path: Path, base_url: str, *args: str, env: dict[str, str] | None = None,
-          timeout: float = 120, media: bool = False) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
+def crawl(tmp_path: Path, base_url: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120,
+          media: bool = False) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]]]:
     """Run `scrapy crawl weibo` in a subprocess (cwd = the project, like a user) and read its JSON Lines."""
     out = tmp_path / "out.jsonl"
     cmd = [
@@ -194,7 +194,8 @@ def test_cookie_is_sent_to_the_api_only_and_never_written(sandbox: Any, tmp_path
 
 # Video URLs that expire mid-download: small segments so that one video takes several requests, and a sandbox
 # whose signed URLs serve two GETs each.
-EXPIRING = ("-s", "MEDIA_SEGMENT_THRESHOLD=32768", "-s", "MEDIA_SEGMENT_SIZE=32768", "-s", "MEDIA_SEGMENT_CONCURRENCY=2")
+EXPIRING = ("-s", "MEDIA_SEGMENT_THRESHOLD=32768", "-s", "MEDIA_SEGMENT_SIZE=32768",
+            "-s", "MEDIA_SEGMENT_CONCURRENCY=2")
 
 
 def video_requests(sandbox: Any) -> list[dict[str, Any]]:
@@ -229,7 +230,7 @@ def test_an_expired_video_url_is_refreshed_from_its_post(sandbox: Any, tmp_path:
     shows = show_requests(sandbox)
     assert sorted(parse_qs(r["query"])["id"][0] for r in shows) == sorted(r["post_id"] for r, _ in videos)
     assert all(r["cookie"] for r in shows) and not any(r["cookie"] for r in fetched)  # an API call, like the rest
-    for record, asset in videos:
+    for _, asset in videos:
         served = [r for r in fetched if r["status"] == 206]
         path = urlsplit(asset["url"]).path
         assert {parse_qs(r["query"])["ssig"][0] for r in served if r["path"] == path} == {"1", "2"}
@@ -251,7 +252,8 @@ def test_a_video_whose_post_cannot_be_read_again_fails_alone(sandbox: Any, tmp_p
     assert len(records) == 10
     videos = [m for r in records for m in r["media"] if m["kind"] == "video"]
     assert videos and all(m["status"] == "failed" and "403" in m["error"] for m in videos), videos
-    assert all(m["status"] in ("downloaded", "deduplicated") for r in records for m in r["media"] if m["kind"] == "image")
+    images = [m for r in records for m in r["media"] if m["kind"] == "image"]
+    assert images and all(m["status"] in ("downloaded", "deduplicated") for m in images)
     assert show_requests(sandbox)
     assert not list((tmp_path / "files").glob("objects/**/*.mp4"))
     log = (tmp_path / "crawl.log").read_text(encoding="utf-8")

@@ -92,7 +92,7 @@ class SinkSpider(Spider):
             sink = BodySink(bytearray(step["capacity"]))
             heard: list[int] = []
 
-            def on_bytes(data: bytes, request: Request, spider: Spider) -> None:
+            def on_bytes(data: bytes, request: Request, spider: Spider, heard: list[int] = heard) -> None:
                 heard.append(len(data))
 
             if step.get("listen"):
@@ -103,7 +103,7 @@ class SinkSpider(Spider):
             result: dict[str, Any] = {}
             try:
                 response = await self.crawler.engine.download_async(request)
-            except Exception as exc:  # the outcome under test
+            except Exception as exc:  # noqa: BLE001 - the outcome under test
                 result["error"] = type(exc).__name__
             else:
                 body = bytes(sink.view()) if sink.attached else response.body
@@ -135,14 +135,16 @@ def _main() -> None:
     args = parser.parse_args()
     settings = project_settings_dict(
         DOWNLOAD_DELAY=0, AUTOTHROTTLE_ENABLED=False, RANDOMIZE_DOWNLOAD_DELAY=False, LOG_LEVEL="INFO",
-        RETRY_ENABLED=False, ITEM_PIPELINES={}, TELNETCONSOLE_ENABLED=False, FILES_STORE=str(Path(args.out).parent))
+        RETRY_ENABLED=False, ITEM_PIPELINES={}, TELNETCONSOLE_ENABLED=False,
+        FILES_STORE=str(Path(args.out).parent))
     settings.pop("ADDONS", None)
     process = CrawlerProcess(settings, install_root_handler=True)
     process.crawl(SinkSpider, steps=args.steps, out=args.out)
     process.start()
 
 
-def run_steps(tmp_path: Path, steps: list[dict[str, Any]], timeout: float = 60) -> tuple[list[dict[str, Any]], str]:
+def run_steps(tmp_path: Path, steps: list[dict[str, Any]],
+              timeout: float = 60) -> tuple[list[dict[str, Any]], str]:
     out = tmp_path / "out.json"
     proc = subprocess.run([sys.executable, "-m", "tests.test_media_handler", "--steps", json.dumps(steps),
                            "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
@@ -166,7 +168,7 @@ def blob_log(sb: SandboxProcess, name: str) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_sink_bodies_are_read_straight_from_the_socket(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
     ranges = [(0, 2 * MiB), (2 * MiB, 5 * MiB), (5 * MiB, 8 * MiB - 7)]
-    results, log = run_steps(tmp_path, [blob_step(fresh_sandbox, "direct", a, b) for a, b in ranges])
+    results, _ = run_steps(tmp_path, [blob_step(fresh_sandbox, "direct", a, b) for a, b in ranges])
     for (a, b), result in zip(ranges, results, strict=True):
         assert result["status"] == 206 and result["attached"] and not result["overflow"], result
         assert result["size"] == b - a and result["sha256"] == digest("direct", a, b)
@@ -184,7 +186,8 @@ def test_bytes_received_listeners_still_hear_every_byte(fresh_sandbox: SandboxPr
     steps = [blob_step(fresh_sandbox, "heard", 0, 3 * MiB, listen=True),
              blob_step(fresh_sandbox, "heard", 3 * MiB, 6 * MiB)]
     (listened, plain), _ = run_steps(tmp_path, steps)
-    assert listened["sha256"] == digest("heard", 0, 3 * MiB) and plain["sha256"] == digest("heard", 3 * MiB, 6 * MiB)
+    assert listened["sha256"] == digest("heard", 0, 3 * MiB)
+    assert plain["sha256"] == digest("heard", 3 * MiB, 6 * MiB)
     assert listened["direct"] == 0 and listened["heard"] == 3 * MiB  # the signal saw the whole body
     assert plain["direct"] > 0 and plain["heard"] == 0
 

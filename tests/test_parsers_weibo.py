@@ -33,8 +33,8 @@ def run_case(case_dir: Path) -> Any:
             mblog = weibo.parse_show(payload)
         except PlatformError as e:
             return {"error": e.kind}
-        post = None if mblog is None else weibo.parse_mblog(mblog, source=SOURCE, fetched_at="2026-11-29T12:00:00Z",
-                                                               now=NOW)
+        post = (None if mblog is None
+                else weibo.parse_mblog(mblog, source=SOURCE, fetched_at="2026-11-29T12:00:00Z", now=NOW))
         return {"post": None if post is None else dataclasses.asdict(post)}
     try:
         page = weibo.parse_index(payload, source=SOURCE, fetched_at="2026-11-29T12:00:00Z", now=NOW)

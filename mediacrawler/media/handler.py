@@ -180,8 +180,9 @@ class _DirectReads:
                 or not isinstance(decoder.contentLength, int)
                 or not isinstance(getattr(reader, "_bytes_received", None), int)):
             return False
-        connection.doRead = cls(connection=connection, protocol=protocol, parser=parser, decoder=decoder,
-                                txresponse=txresponse, reader=reader, sink=sink).doRead
+        connection.doRead = cls(  # type: ignore[method-assign]
+            connection=connection, protocol=protocol, parser=parser, decoder=decoder, txresponse=txresponse,
+            reader=reader, sink=sink).doRead
         return True
 
     def _room(self) -> int:

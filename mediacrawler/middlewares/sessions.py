@@ -4,9 +4,9 @@
 sent only with the spider's API requests (``meta["mc_api"]``: listing pages, post details) and only to the
 platform's own API host (the host of ``{PLATFORM}_BASE_URL`` or the other ``*_URL`` roots of the spider). Media
 requests never carry it, even to that host: a CDN needs no login, and a signed media URL must not become a way to
-send the user's session elsewhere. The header is put on the request in :meth:`process_request`, just before the download, and taken off again
-in :meth:`process_response`/:meth:`process_exception`, before the retry middleware copies the request back into the
-scheduler: so a cookie never reaches JOBDIR, the Redis queue, logs or items.
+send the user's session elsewhere. The header is put on the request in :meth:`process_request`, just before the
+download, and taken off again in :meth:`process_response`/:meth:`process_exception`, before the retry middleware
+copies the request back into the scheduler: so a cookie never reaches JOBDIR, the Redis queue, logs or items.
 """
 
 from __future__ import annotations

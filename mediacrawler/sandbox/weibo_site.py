@@ -9,8 +9,9 @@ Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
     GET /weibo/statuses/show?id=ID                                          one post (fresh media URLs)
 
 With the ``weibo_video_url_uses`` knob, every answer signs the video URLs it renders (``?ssig=`` token, one per
-path per answer; see :class:`mediacrawler.sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``, ``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the
-``weibo_*`` fault knobs (:mod:`mediacrawler.sandbox.faults`) replace them with Weibo's error answers.
+path per answer; see :class:`mediacrawler.sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``,
+``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the ``weibo_*`` fault knobs
+(:mod:`mediacrawler.sandbox.faults`) replace them with Weibo's error answers.
 """
 
 from __future__ import annotations

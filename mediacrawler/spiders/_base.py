@@ -185,7 +185,8 @@ class PlatformSpider(Spider):
         return None
 
     def parse_post_payload(self, response: Response, source: Source) -> Post | None:
-        """Parse the answer to :meth:`post_request` (raises PlatformError or ValueError; ``None``: no such post)."""
+        """Parse the answer to :meth:`post_request` (raises PlatformError or ValueError; ``None``: no such
+        post)."""
         return None
 
     # --- Flow ------------------------------------------------------------------------------------------------
@@ -350,7 +351,7 @@ class PlatformSpider(Spider):
             if response.status != 200:
                 raise PlatformError("error", f"HTTP {response.status}")
             fresh = self.parse_post_payload(response, self.source_for(request))
-        except Exception as exc:  # any failure means "cannot re-resolve": the asset fails, the crawl goes on
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot re-resolve": the asset fails alone
             logger.warning("%s: could not read post %s again for a fresh URL of %s: %s", self.job, post_id,
                            index_key, exc)
             stats.inc_value(f"{self.platform}/media_refresh/failed")
