@@ -243,9 +243,12 @@ def test_an_expired_video_url_is_refreshed_from_its_post(sandbox: Any, tmp_path:
 
 
 @pytest.mark.slow
-def test_a_video_whose_post_cannot_be_read_again_fails_alone(sandbox: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("fault", [{"kind": "5xx", "endpoint": "show", "status": 503},
+                                   {"kind": "login", "endpoint": "show"}])  # one post behind a login wall
+def test_a_video_whose_post_cannot_be_read_again_fails_alone(sandbox: Any, tmp_path: Path,
+                                                              fault: dict[str, Any]) -> None:
     sandbox.reset()
-    sandbox.set_faults(weibo_video_url_uses=2, weibo_api=[{"kind": "5xx", "endpoint": "show", "status": 503}])
+    sandbox.set_faults(weibo_video_url_uses=2, weibo_api=[fault])
     proc, records = crawl(tmp_path, sandbox.weibo_url, "-a", f"uid={UID}", "-a", "max_pages=1", *EXPIRING,
                           media=True)
     assert proc.returncode == 0, proc.stderr[-2000:]  # the asset fails; the crawl, its records and pictures do not
@@ -258,3 +261,4 @@ def test_a_video_whose_post_cannot_be_read_again_fails_alone(sandbox: Any, tmp_p
     assert not list((tmp_path / "files").glob("objects/**/*.mp4"))
     log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
     assert "could not read post" in log and "'weibo/media_refresh/failed'" in log
+    assert "'finish_reason': 'finished'" in log

@@ -18,10 +18,10 @@ straight into the sink — no ``bytes`` object per read, no copy, none of the se
 run per read — and counts the bytes in Twisted's body decoder and Scrapy's reader as if they had passed through
 them. The body's last byte always takes the ordinary path, so the response ends, and the connection goes back to
 the pool, exactly as before. With ``benchmarks/bench_large_file.py`` this took the transfer of 1 GiB on 2 cores
-from 2.1-2.4 s to 1.6-1.7 s (the reactor thread's CPU from ~1.0 s to ~0.3 s). It is skipped, and the body flows
-through Scrapy's reader as above, when anything listens to the ``bytes_received`` signal (it would miss those
-bytes), and never reads past ``download_maxsize``, ``download_warnsize`` or the sink's size, so those checks run
-on the ordinary path as they would have.
+from 2.1-2.4 s to 1.6-1.9 s (the reactor thread's CPU from ~1.0 s to ~0.7 s). While anything listens to the
+``bytes_received`` signal (which would miss those bytes) the body flows through Scrapy's reader as above, and a
+direct read never goes past the body, the sink's size, ``download_maxsize`` or ``download_warnsize``. The bytes
+read this way are counted in the ``media/handler/direct_read_bytes`` stat.
 
 The hook uses private parts of ``scrapy.core.downloader.handlers.http11`` (the agent class, the reader's body
 buffer) and of ``twisted.web._newclient`` (the parser's body decoder), checked when the handler starts: if an
@@ -43,12 +43,13 @@ from scrapy.core.downloader.handlers import http11
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet import main, tcp
+from twisted.internet.defer import Deferred
+from twisted.internet.interfaces import ISSLTransport
 from twisted.web import _newclient
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Request, Response
-    from twisted.internet.defer import Deferred
     from twisted.web.client import Response as TxResponse
 
 logger = logging.getLogger(__name__)
@@ -142,16 +143,23 @@ class _DirectReads:
     Installed as the connection's ``doRead`` (an instance attribute, so removing it restores Twisted's method).
     Each call reads what the socket has, up to the body's end minus one byte, into the sink, and decrements the
     body decoder's remaining length and Scrapy's byte count by the same amount, so both see the body as if it had
-    gone through them: a connection that closes early is still data loss, and Scrapy's size limits still apply.
-    It hands back to Twisted's own ``doRead`` — and is removed — as soon as anything is off: the response ended,
-    was cancelled (timeout, size limit) or replaced, or the next read would reach the body's last byte, the sink's
-    end or one of Scrapy's size limits. Those bytes then take the ordinary path and its checks.
+    gone through them: a connection that closes early is still data loss. It hands back to Twisted's own
+    ``doRead`` — and is removed — as soon as anything is off: the response ended, was cancelled (timeout, size
+    limit) or replaced, someone started listening to ``bytes_received``, or the next read would reach the body's
+    last byte or the sink's end. Those bytes then take the ordinary path and its checks. It is also removed when
+    Scrapy's reader finishes, whichever way (a short body may end without another read), so a connection back in
+    the pool never carries it.
+
+    Scrapy's ``download_maxsize`` and ``download_warnsize`` are settled from ``Content-Length`` before the body
+    starts, and a direct read never goes past ``Content-Length``; the limits are still honoured here (a read
+    stops short of them) in case a Scrapy version checks them only per chunk.
     """
 
-    __slots__ = ("connection", "decoder", "parser", "protocol", "reader", "sink", "socket", "txresponse")
+    __slots__ = ("connection", "crawler", "decoder", "parser", "protocol", "read", "reader", "sink", "socket",
+                 "txresponse")
 
-    def __init__(self, *, connection: Any, protocol: Any, parser: Any, decoder: Any, txresponse: TxResponse,
-                 reader: Any, sink: BodySink) -> None:
+    def __init__(self, *, connection: Any, protocol: Any, parser: Any, decoder: Any, txresponse: Any,
+                 reader: Any, sink: BodySink, crawler: Crawler) -> None:
         self.connection = connection
         self.socket = connection.socket
         self.protocol = protocol
@@ -160,16 +168,26 @@ class _DirectReads:
         self.txresponse = txresponse
         self.reader = reader
         self.sink = sink
+        self.crawler = crawler
+        #: Bytes this handler read (counted into the ``media/handler/direct_read_bytes`` stat when removed).
+        self.read = 0
 
     @classmethod
     def attach(cls, txresponse: TxResponse, reader: Any, sink: BodySink, crawler: Crawler) -> bool:
         """Install on ``txresponse``'s connection when it is plain TCP with a known body length."""
         if _DIRECT_READS_PROBLEM is not None or _listened(crawler, signals.bytes_received):
             return False
+        finished = getattr(reader, "_finished", None)
+        if not isinstance(finished, Deferred) or finished.called:
+            return False
         connection: Any = getattr(getattr(txresponse, "_transport", None), "_producer", None)
         if not isinstance(connection, tcp.Connection) or "doRead" in vars(connection):
             return False
-        # Plain TCP: the HTTP protocol sits right on the socket (under TLS it is a TLSMemoryBIOProtocol's).
+        # Never under TLS (the socket carries ciphertext): neither a TLS connection nor one that started TLS
+        # later (HTTPS through a proxy's CONNECT tunnel).
+        if getattr(connection, "TLS", False) or ISSLTransport.providedBy(connection):
+            return False
+        # Plain TCP: the HTTP protocol sits right on the socket.
         protocol = getattr(connection.protocol, "_wrappedProtocol", connection.protocol)
         if not isinstance(protocol, _newclient.HTTP11ClientProtocol):
             return False
@@ -180,16 +198,32 @@ class _DirectReads:
                 or not isinstance(decoder.contentLength, int)
                 or not isinstance(getattr(reader, "_bytes_received", None), int)):
             return False
-        connection.doRead = cls(  # type: ignore[method-assign]
-            connection=connection, protocol=protocol, parser=parser, decoder=decoder, txresponse=txresponse,
-            reader=reader, sink=sink).doRead
+        handler = cls(connection=connection, protocol=protocol, parser=parser, decoder=decoder,
+                      txresponse=txresponse, reader=reader, sink=sink, crawler=crawler)
+        connection.doRead = handler.doRead  # type: ignore[method-assign]
+        # First in the chain of that Deferred (Scrapy adds its own callbacks after deliverBody returns).
+        finished.addBoth(handler._reader_finished)
         return True
+
+    def _reader_finished(self, result: Any) -> Any:
+        self.detach()
+        return result
+
+    def detach(self) -> None:
+        """Give the connection back its own ``doRead`` (if this handler is still the one installed)."""
+        installed = vars(self.connection).get("doRead")
+        if getattr(installed, "__self__", None) is self:
+            del vars(self.connection)["doRead"]
+        if self.read and self.crawler.stats is not None:
+            self.crawler.stats.inc_value("media/handler/direct_read_bytes", self.read)
+            self.read = 0
 
     def _room(self) -> int:
         # How many bytes may be read directly now (<= 0: hand back to Twisted).
         reader, decoder, sink = self.reader, self.decoder, self.sink
         if (decoder.dataCallback is None or self.protocol._parser is not self.parser
-                or reader._finished.called or self.txresponse._state != "CONNECTED"):
+                or reader._finished.called or self.txresponse._state != "CONNECTED"
+                or _listened(self.crawler, signals.bytes_received)):
             return 0
         room = min(decoder.contentLength - 1, sink.capacity - sink.size)
         if reader._maxsize:
@@ -198,12 +232,12 @@ class _DirectReads:
             room = min(room, reader._warnsize - reader._bytes_received)
         return room
 
-    def doRead(self) -> Any:
+    def doRead(self) -> Any:  # noqa: N802 - Twisted's name
         room = self._room()
         if room <= 0:
-            # Twisted's own method from here on (this one is gone from the instance): the last byte, or whatever
-            # went wrong, goes through the parser and Scrapy's reader.
-            vars(self.connection).pop("doRead", None)
+            # Twisted's own method from here on: the last byte, or whatever went wrong, goes through the parser
+            # and Scrapy's reader.
+            self.detach()
             return self.connection.doRead()
         sink = self.sink
         start = sink.size
@@ -219,6 +253,7 @@ class _DirectReads:
         self.reader._bytes_received += n
         sink.size = start + n
         sink.direct += n
+        self.read += n
         return None
 
 
@@ -280,7 +315,8 @@ if _hook_available() is None:
                     sink.attached = True
                     _widen_reads(txresponse)
                     deliver(protocol)
-                    # After deliver(): the bytes that came with the headers have gone through the decoder.
+                    # Body bytes that came in the same read as the headers are decoded after this returns; the
+                    # direct reads count from the decoder's remaining length at each read, so they agree.
                     _DirectReads.attach(txresponse, protocol, sink, self._crawler)
 
                 txresponse.deliverBody = deliver_into_sink  # type: ignore[method-assign]
@@ -299,6 +335,9 @@ class MediaDownloadHandler(HTTP11DownloadHandler):
         if self._sink_problem is not None:
             logger.warning("Media bodies go through memory as usual (%s); large downloads are slower",
                            self._sink_problem)
+        elif _DIRECT_READS_PROBLEM is not None:
+            logger.warning("Segment bodies are read through Twisted's parser (%s); large downloads are slower",
+                           _DIRECT_READS_PROBLEM)
 
     async def download_request(self, request: Request) -> Response:
         sink = request.meta.get(META_BODY_SINK)

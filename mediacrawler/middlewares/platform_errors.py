@@ -10,7 +10,9 @@ this middleware only acts on the answer, for API requests (``meta["mc_api"]``):
   (``PLATFORM_BACKOFF_BASE`` doubled per attempt, at most ``PLATFORM_BACKOFF_MAX``, never less than a
   ``Retry-After``), at most ``PLATFORM_RATE_LIMIT_RETRIES`` times; then the request fails (the page fails, and a
   checkpoint keeps it);
-- login required: the spider is closed with reason ``login_required`` and one clear log line;
+- login required: the spider is closed with reason ``login_required`` and one clear log line — unless the request
+  is marked ``meta["mc_optional"]`` (it serves one asset, not the job: re-reading a post for a fresh media URL),
+  which then just fails with ``IgnoreRequest``;
 - the end of a list passes through: it is the spider's last-page signal, not an error.
 
 The back-off is carried as an absolute time in ``meta["mc_not_before"]`` (plain data, JOBDIR-safe) and waited for
@@ -106,6 +108,13 @@ class PlatformErrorsMiddleware:
         if kind == "rate_limited":
             return self._retry_later(request, "rate_limited", response)
         if kind == "login_required":
+            if request.meta.get("mc_optional"):
+                # One post behind a login wall (or a session that just expired) costs that asset, not the crawl:
+                # the listing pages, which the job needs, still close it when they hit the wall.
+                platform = getattr(self.crawler.spider, "platform", "platform")
+                assert self.crawler.stats is not None
+                self.crawler.stats.inc_value(f"{platform}/login_required/optional")
+                raise IgnoreRequest(f"login required for {request.url}")
             self._refuse(request, "login_required")
         return response
 

@@ -40,6 +40,10 @@ from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
 logger = logging.getLogger(__name__)
 
+#: Track suffixes of the keys the video downloader passes to refresh_media_url.
+_TRACKS = frozenset({"video", "audio"})
+
+
 def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
     """The URL in ``post`` (or its original) of asset ``index_key`` with the same path as ``url``."""
     path = urlsplit(url).path
@@ -181,7 +185,8 @@ class PlatformSpider(Spider):
 
     def post_request(self, post_id: str) -> Request | None:
         """A request that fetches post ``post_id`` afresh (for :meth:`refresh_media_url`); ``None``: the platform
-        cannot."""
+        cannot. Mark it ``meta["mc_api"]`` (session cookie, rate limits) and ``meta["mc_optional"]`` (a login
+        wall on it fails this asset instead of closing the spider)."""
         return None
 
     def parse_post_payload(self, response: Response, source: Source) -> Post | None:
@@ -338,13 +343,20 @@ class PlatformSpider(Spider):
         :meth:`post_request` (an API request: the session cookie, rate limits and back-off apply), and the URL
         returned is the one of the same file (same path) in the fresh post: never another rendition.
         """
-        index_key = key.split("#", 1)[0]
-        post_id = self._media_posts.get(index_key)
-        request = self.post_request(post_id) if post_id is not None else None
-        if request is None or self.crawler.engine is None:
-            return None
+        # The video downloader keys each track of an asset as "<index key>#<track>".
+        base, _, track = key.rpartition("#")
+        index_key = base if base and track in _TRACKS else key
         stats = self.crawler.stats
         assert stats is not None
+        post_id = self._media_posts.get(index_key)
+        if post_id is None:
+            logger.warning("%s: no post known for %s (not from this run, or forgotten); it cannot be re-resolved",
+                           self.job, index_key)
+            stats.inc_value(f"{self.platform}/media_refresh/unknown")
+            return None
+        request = self.post_request(post_id)
+        if request is None or self.crawler.engine is None:
+            return None
         stats.inc_value(f"{self.platform}/media_refresh/requests")
         try:
             response = await self.crawler.engine.download_async(request)

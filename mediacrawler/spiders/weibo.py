@@ -126,7 +126,7 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         return Request(
             f"{self.base_url}/statuses/show?{urlencode({'id': post_id})}",
             headers=self.listing_headers(),
-            meta={"mc_api": True},
+            meta={"mc_api": True, "mc_optional": True},
             dont_filter=True,
         )
 
