@@ -143,10 +143,12 @@ MEDIA_COMMIT_BATCH = 256
 # --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
 #: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.
 MEDIA_SEGMENT_THRESHOLD = 16 * 1024 * 1024
-#: Bytes per Range segment. Peak memory per file is about max(threshold, size x concurrency).
-MEDIA_SEGMENT_SIZE = 8 * 1024 * 1024
+#: Bytes per Range segment. Peak memory per file is about max(threshold, size x concurrency). 16 MiB x 3 was the
+#: fastest of 8 MiB x 2/3/4 and 16 MiB x 2/3 in benchmarks/bench_large_file.py (docs/benchmarks.md, session 3); a
+#: cut connection costs at most one segment of re-fetching.
+MEDIA_SEGMENT_SIZE = 16 * 1024 * 1024
 #: Segments of one file in flight at once.
-MEDIA_SEGMENT_CONCURRENCY = 4
+MEDIA_SEGMENT_CONCURRENCY = 3
 #: Largest file the segmented path accepts (from the announced total; refused before anything is written). A total
 #: above the free space of FILES_STORE is refused too ("disk-full").
 MEDIA_SEGMENT_MAX_FILE_SIZE = 16 * 1024**3

@@ -77,9 +77,9 @@ MiB = 1024 * 1024
 #: MEDIA_SEGMENT_THRESHOLD: files up to this size come in one (probe) request; it is also the probe's length.
 DEFAULT_SEGMENT_THRESHOLD = 16 * MiB
 #: MEDIA_SEGMENT_SIZE: bytes per Range segment above the threshold.
-DEFAULT_SEGMENT_SIZE = 8 * MiB
+DEFAULT_SEGMENT_SIZE = 16 * MiB
 #: MEDIA_SEGMENT_CONCURRENCY: segments of one file in flight at once.
-DEFAULT_SEGMENT_CONCURRENCY = 4
+DEFAULT_SEGMENT_CONCURRENCY = 3
 #: MEDIA_SEGMENT_RETRIES: extra attempts per segment after Scrapy's RetryMiddleware gave up (cut connections).
 DEFAULT_SEGMENT_RETRIES = 3
 #: MEDIA_SEGMENT_MAX_RESTARTS: how often a file that changed remotely is started over before giving up.
@@ -895,7 +895,7 @@ class SegmentedDownloader:
     spooling under ``<FILES_STORE>/spool``.
 
     Settings: MEDIA_SEGMENT_THRESHOLD (bytes; larger files are segmented, default 16 MiB), MEDIA_SEGMENT_SIZE
-    (default 8 MiB), MEDIA_SEGMENT_CONCURRENCY (segments of one file in flight, default 4), MEDIA_SEGMENT_RETRIES,
+    (default 16 MiB), MEDIA_SEGMENT_CONCURRENCY (segments of one file in flight, default 3), MEDIA_SEGMENT_RETRIES,
     MEDIA_SEGMENT_MAX_RESTARTS, MEDIA_SEGMENT_MAX_RESOLVES, MEDIA_FSYNC. Peak memory per file is about
     max(threshold, segment size × concurrency).
 
