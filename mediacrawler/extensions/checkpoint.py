@@ -75,7 +75,7 @@ from mediacrawler.extensions.feeds import (
     repair_torn_tail,
     sync_feeds,
 )
-from mediacrawler.fsutil import fsync_dir, write_atomic
+from mediacrawler.fsutil import fsync_dir, remove_stray_temps, write_atomic
 from mediacrawler.spiders._base import Resume
 
 if TYPE_CHECKING:
@@ -289,9 +289,7 @@ class FileCheckpointStore:
 
     def remove_stale_temps(self, key: str) -> None:
         """Delete temp files a killed writer of *key* left behind (they are never read)."""
-        for p in self.directory.glob(f".{check_key(key)}{self.suffix}.*.tmp"):
-            with contextlib.suppress(OSError):
-                p.unlink()
+        remove_stray_temps(self.path(key))
 
 
 def store_from_settings(settings: BaseSettings) -> CheckpointStore:
