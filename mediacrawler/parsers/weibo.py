@@ -103,17 +103,28 @@ def _str_id(value: Any) -> str | None:
     return str(value)
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (the platform's shapes are not a promise)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    """``value`` when it is a string, else ``""``."""
+    return value if isinstance(value, str) else ""
+
+
 def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
     assets: list[MediaAsset] = []
-    for pic in mblog.get("pics") or []:
+    pics = mblog.get("pics")
+    for pic in pics if isinstance(pics, list) else []:
         if not isinstance(pic, dict) or not pic.get("pid"):
             continue
-        large = pic.get("large") if isinstance(pic.get("large"), dict) else {}
-        small_url = pic.get("url") or ""
-        url = large.get("url") or small_url
+        large = _obj(pic.get("large"))
+        small_url = _text(pic.get("url"))
+        url = _text(large.get("url")) or small_url
         if not url:
             continue
-        geo = large.get("geo") if isinstance(large.get("geo"), dict) else (pic.get("geo") or {})
+        geo = _obj(large.get("geo")) or _obj(pic.get("geo"))
         assets.append(
             MediaAsset(
                 kind="image",
@@ -131,9 +142,8 @@ def _video(mblog: dict[str, Any]) -> MediaAsset | None:
     page_info = mblog.get("page_info")
     if not isinstance(page_info, dict) or page_info.get("type") != "video":
         return None
-    media_info = page_info.get("media_info") or {}
-    urls = [media_info.get(f) for f in VIDEO_FIELDS]
-    urls = [u for u in dict.fromkeys(urls) if isinstance(u, str) and u]
+    media_info = _obj(page_info.get("media_info"))
+    urls = [u for u in dict.fromkeys(_text(media_info.get(f)) for f in VIDEO_FIELDS) if u]
     if not urls:
         return None
     ident = page_info.get("object_id") or media_info.get("media_id") or mblog.get("id")
@@ -271,7 +281,7 @@ def parse_index(
     """
     if raise_for_envelope(payload) == "end":
         return Page(is_last=True)
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    data = _obj(payload.get("data"))
     skipped: dict[str, int] = {}
     mblogs = iter_post_cards(data.get("cards"), skipped)
     page = Page(skipped=skipped)
@@ -279,7 +289,8 @@ def parse_index(
     for mblog in mblogs:
         try:
             post = parse_mblog(mblog, source=source, fetched_at=fetched_at, now=now)
-        except ValueError:
+        except (ValueError, TypeError, AttributeError, KeyError):
+            # One malformed post is counted and skipped; it never costs the page the others.
             skipped["invalid_mblog"] = skipped.get("invalid_mblog", 0) + 1
             continue
         if post.post_id in seen:  # the same post pinned and listed again on one page
@@ -290,7 +301,7 @@ def parse_index(
             page.incomplete[post.post_id] = mblog
         else:
             page.posts.append(post)
-    info = data.get("cardlistInfo") if isinstance(data.get("cardlistInfo"), dict) else {}
+    info = _obj(data.get("cardlistInfo"))
     since_id = info.get("since_id")
     page.next_cursor = str(since_id) if since_id not in (None, "", 0, "0") else None
     # An ok page with no cards at all is as final as the ok:0 answer: there is nothing to page through.
