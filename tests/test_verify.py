@@ -6,19 +6,23 @@ sandbox URLs, so ``--repair`` re-downloads over real HTTP.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
+from scrapy.settings import Settings
 
 from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
-from mediacrawler.media.verify import format_report, main, run_verify
-from mediacrawler.sandbox.media import generic_image
+from mediacrawler.media.verify import add_arguments, format_report, main, run_from_args, run_verify
+from mediacrawler.sandbox.media import blob_read, generic_image
+from tests.utils import project_settings_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,6 +108,30 @@ def test_missing_and_orphan(tmp_path: Path, sandbox: Any) -> None:
     assert cli("--store", str(root)).returncode == 0  # the valid orphan was adopted into the index
 
 
+def test_a_large_object_is_repaired_by_streaming_past_download_maxsize(tmp_path: Path, fresh_sandbox: Any) -> None:
+    # DOWNLOAD_MAXSIZE bounds what a crawl holds in memory; a repair streams to disk, so it is not bound by it.
+    root = tmp_path / "files"
+    size = 3 * 1024 * 1024 + 17
+    store = ContentAddressedStore(root)
+    index = SQLiteMediaIndex(root / "index.sqlite3")
+    body = blob_read("repair", 0, size)
+    persisted = store.persist_bytes(body, ext="")  # random bytes: no media extension
+    index.record(obj=ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=size),
+                 key="bench/video/repair", url=f"{fresh_sandbox.url}/media/blob/repair?size={size}")
+    index.close()
+    (root / persisted.relpath).unlink()
+    args = add_arguments(argparse.ArgumentParser()).parse_args(
+        ["--store", str(root), "--repair", "--index", "sqlite", "--no-progress"])
+    out, err = io.StringIO(), io.StringIO()
+    status = run_from_args(args, settings=Settings(project_settings_dict(DOWNLOAD_MAXSIZE=1024 * 1024)),
+                           out=out, err=err)
+    assert status == 0, out.getvalue() + err.getvalue()
+    assert f"repaired {persisted.relpath}" in out.getvalue()
+    assert hashlib.sha256((root / persisted.relpath).read_bytes()).hexdigest() == persisted.sha256
+    assert list((root / "tmp").iterdir()) == []  # the download was published by rename, nothing left behind
+    assert [e["bytes"] for e in fresh_sandbox.requests()] == [size]
+
+
 def test_repair_refuses_wrong_bytes_and_unsafe_urls(tmp_path: Path) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     index = SQLiteMediaIndex(tmp_path / "files" / "index.sqlite3")
@@ -116,9 +144,9 @@ def test_repair_refuses_wrong_bytes_and_unsafe_urls(tmp_path: Path) -> None:
     flip_byte(store.root / persisted.relpath)
     fetched: list[str] = []
 
-    def fetch(url: str, referer: str | None) -> bytes:
+    def fetch(url: str, referer: str | None, dest: IO[bytes]) -> None:
         fetched.append(url)
-        return generic_image(6)  # a different picture: must not be accepted
+        dest.write(generic_image(6))  # a different picture: must not be accepted
 
     report = run_verify(store=store, index=index, repair=True, fetch=fetch)
     assert fetched == ["http://127.0.0.1:9/other.jpg"]
@@ -142,9 +170,9 @@ def test_referer_comes_from_the_platform_of_the_source(tmp_path: Path) -> None:
     (store.root / p.relpath).unlink()
     seen: list[tuple[str, str | None]] = []
 
-    def fetch(url: str, referer: str | None) -> bytes:
+    def fetch(url: str, referer: str | None, dest: IO[bytes]) -> None:
         seen.append((url, referer))
-        return body
+        dest.write(body)
 
     def referer_for(source: SourceRecord) -> str | None:
         return "https://m.weibo.cn/" if (source.key or "").startswith("weibo/") else None

@@ -10,7 +10,8 @@ disk:
 The exit status is 0 when all is well and 1 when anything is wrong (after ``--repair``: when anything is still
 wrong). ``--repair`` moves corrupt files to ``quarantine/`` and re-downloads them, and missing ones, from the URLs
 the index recorded, accepting only bytes with the expected hash; valid orphans are adopted into the index and
-misnamed files are quarantined.
+misnamed files are quarantined. A re-download streams into ``tmp/`` while it is hashed (memory stays flat, a
+multi-GiB video included, up to MEDIA_SEGMENT_MAX_FILE_SIZE) and is published by rename.
 
 The pure part is :func:`run_verify` (store + index + fetcher in, :class:`VerifyReport` out); :func:`main` is the
 command line around it.
@@ -19,14 +20,16 @@ command line around it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
 from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord, open_index
@@ -36,8 +39,11 @@ from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_fil
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
-#: Fetches a URL's body for a repair: ``fetch(url, referer)`` → bytes (raises on any failure).
-Fetcher = Callable[[str, "str | None"], bytes]
+#: Fetches a URL's body for a repair: ``fetch(url, referer, dest)`` writes the body into the binary file ``dest``
+#: (raises on any failure).
+Fetcher = Callable[[str, "str | None", IO[bytes]], None]
+#: Bytes per read of a repair download (the memory a repair needs, whatever the file size).
+_CHUNK = 1024 * 1024
 #: Called after each file: ``progress(done_files, total_files, done_bytes)``.
 ProgressCallback = Callable[[int, int, int], None]
 
@@ -152,18 +158,36 @@ def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, f
         if urlsplit(source.url).scheme.lower() not in allowed_schemes:
             errors.append(f"{source.url}: scheme not allowed")
             continue
+        fd, tmp = tempfile.mkstemp(prefix="repair.", suffix=".part", dir=store.tmp_dir)
         try:
-            body = fetch(source.url, referer_for(source) if referer_for else None)
-        except Exception as exc:  # any failure of one source: try the next
+            with os.fdopen(fd, "wb") as raw:
+                dest = _HashingWriter(raw)
+                fetch(source.url, referer_for(source) if referer_for else None, dest)
+            if dest.digest.hexdigest() != sha:
+                errors.append(f"{source.url}: served different bytes")
+                continue
+            store.publish_file(tmp, ext=ext, sha256=sha)  # a rename; the temp file is gone afterwards
+        except Exception as exc:  # noqa: BLE001 - any failure of one source: try the next
             errors.append(f"{source.url}: {type(exc).__name__}: {exc}")
             continue
-        if hashlib.sha256(body).hexdigest() != sha:
-            errors.append(f"{source.url}: served different bytes")
-            continue
-        store.persist_bytes(body, ext=ext, sha256=sha)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
         report.repaired.append(relpath)
         return
     report.unrepaired[relpath] = "; ".join(errors)
+
+
+class _HashingWriter:
+    """A binary file wrapper that SHA-256s what is written through it."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.digest = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        return self.raw.write(data)
 
 
 def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIndex,
@@ -188,9 +212,10 @@ def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIn
     report.adopted.append(relpath)
 
 
-def fetch_url(url: str, referer: str | None = None, *, timeout: float = 60.0,
-              max_bytes: int = 1024 * 1024 * 1024, user_agent: str = "mediacrawler-verify") -> bytes:
-    """GET ``url`` (http/https only) and return the body; raises on a non-200 status or an oversized body."""
+def fetch_url(url: str, referer: str | None, dest: IO[bytes], *, timeout: float = 60.0,
+              max_bytes: int = 16 * 1024**3, user_agent: str = "mediacrawler-verify") -> None:
+    """GET ``url`` (http/https only) and stream the body into ``dest`` in 1 MiB reads; raises on a non-200
+    status, a body larger than ``max_bytes`` or shorter than its ``Content-Length``."""
     if urlsplit(url).scheme.lower() not in ("http", "https"):
         raise ValueError(f"refusing to fetch {url!r}")
     headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
@@ -200,10 +225,18 @@ def fetch_url(url: str, referer: str | None = None, *, timeout: float = 60.0,
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
         if resp.status != 200:
             raise OSError(f"HTTP {resp.status}")
-        body = resp.read(max_bytes + 1)
-    if len(body) > max_bytes:
-        raise OSError(f"body larger than {max_bytes} bytes")
-    return body
+        declared = resp.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            raise OSError(f"body of {declared} bytes is larger than {max_bytes}")
+        received = 0
+        # Bounded: each pass reads at least one byte, and at most max_bytes + 1 are accepted.
+        while chunk := resp.read(_CHUNK):
+            received += len(chunk)
+            if received > max_bytes:
+                raise OSError(f"body larger than {max_bytes} bytes")
+            dest.write(chunk)
+    if declared is not None and declared.isdigit() and received != int(declared):
+        raise OSError(f"body ended after {received} of {declared} bytes")
 
 
 class Progress:
@@ -297,9 +330,10 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         platform = (source.key or "").split("/", 1)[0]
         return settings.get(f"{platform.upper()}_MEDIA_REFERER") if platform else None
 
-    def fetch(url: str, referer: str | None) -> bytes:
-        return fetch_url(url, referer, user_agent=user_agent,
-                         max_bytes=settings.getint("DOWNLOAD_MAXSIZE", 1024 * 1024 * 1024) or 2**40)
+    def fetch(url: str, referer: str | None, dest: IO[bytes]) -> None:
+        # Streamed to disk, so the cap is the large-file one, not DOWNLOAD_MAXSIZE (a limit on memory).
+        fetch_url(url, referer, dest, user_agent=user_agent,
+                  max_bytes=settings.getint("MEDIA_SEGMENT_MAX_FILE_SIZE", 16 * 1024**3))
 
     try:
         report = run_verify(store=store, index=index, repair=args.repair, fetch=fetch, referer_for=referer_for,
