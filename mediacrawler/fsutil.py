@@ -59,12 +59,12 @@ def remove_stray_temps(path: str | os.PathLike[str]) -> int:
     removed = 0
     try:
         names = os.listdir(target.parent)
-    except FileNotFoundError:
+    except OSError:  # no directory, or not readable: nothing to clean, and never a reason to fail the caller
         return 0
     prefix = f".{target.name}."
     for name in names:
         if name.startswith(prefix) and name.endswith(".tmp"):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 os.unlink(target.parent / name)
                 removed += 1
     return removed

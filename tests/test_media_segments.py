@@ -163,6 +163,38 @@ def test_stray_temps_of_one_ledger_are_removed_and_nothing_else(tmp_path: Path) 
     assert ours.read_bytes() == b"{}" and remove_stray_temps(tmp_path / "missing" / "x.json") == 0
 
 
+def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from mediacrawler.media.segments import SpoolResult, _Download
+
+    def download() -> _Download:
+        return _Download(url="http://127.0.0.1:9/v", key="test/video/1", crawler=SimpleNamespace(stats=None),  # type: ignore[arg-type]
+                         spool=spool_path(spool_dir=tmp_path, key="test/video/1"), config=SegmentConfig(),
+                         headers=None, meta=None, resolve=None)
+
+    first, second = download(), download()
+    fd = first._lock_spool()
+    os.pwrite(fd, b"segment bytes", 0)
+    save_ledger(first.ledger_file, Ledger(key="test/video/1", url="u", total=13, first=13, segment_size=13))
+    with pytest.raises(SegmentError) as busy:
+        second._lock_spool()
+    assert busy.value.reason == "spool-busy"
+    # The refused download neither truncated the spool nor touched its ledger (it used to open with O_TRUNC).
+    assert first.spool.read_bytes() == b"segment bytes" and first.ledger_file.exists()
+    result = SpoolResult(key="test/video/1", url="u", path=first.spool, size=13, sha256="0" * 64, head=b"",
+                         content_type=None, etag=None, last_modified=None, segmented=False, segments=1,
+                         fetched_bytes=13, resumed_bytes=0, restarts=0, resolves=0)
+    handed = first._hand_over(result)
+    first._close()
+    # The complete file now has a name of its own: a new download starts a new spool and cannot reach it.
+    assert handed.path.name.endswith(".done") and handed.path.read_bytes() == b"segment bytes"
+    assert not first.spool.exists() and not first.ledger_file.exists()
+    fd2 = second._lock_spool()
+    assert os.fstat(fd2).st_size == 0 and handed.path.read_bytes() == b"segment bytes"
+    second._close()
+
+
 # --- the driver: a real crawl running one segmented download -------------------------------------------------
 class SegmentSpider(Spider):
     """Downloads one asset with :class:`SegmentedDownloader` from ``start()``, publishes it into the store, and

@@ -63,3 +63,22 @@ def test_inputs_are_php_escaped() -> None:
     raw = (FIXTURES / "timeline_basic" / "input.json").read_bytes()
     assert b"\\/" in raw and b"\\u" in raw
     assert raw.isascii()
+
+
+class _Tripwire(dict):  # type: ignore[type-arg]
+    """An mblog whose ``text`` access fails the way an unforeseen shape would."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        if key == "text":
+            raise TypeError("unforeseen shape")
+        return super().get(key, default)
+
+
+def test_a_post_the_parser_trips_over_is_counted_and_the_page_keeps_the_others() -> None:
+    good = {"id": "1", "bid": "b1", "text": "ok", "user": {"id": 5}}
+    cards = [{"card_type": 9, "mblog": _Tripwire(id="2", text="x")}, {"card_type": 9, "mblog": good},
+             {"card_type": 9, "mblog": {"text": "no id"}}]
+    payload = {"ok": 1, "data": {"cards": cards}}
+    page = weibo.parse_index(payload, source=SOURCE, fetched_at="2026-11-29T12:00:00Z", now=NOW)
+    assert [p.post_id for p in page.posts] == ["1"]
+    assert page.skipped == {"malformed_mblog": 1, "invalid_mblog": 1}

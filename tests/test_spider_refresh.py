@@ -52,3 +52,21 @@ def test_an_unknown_asset_is_not_re_resolved_and_says_so() -> None:
     assert refreshed is None
     assert crawler.stats is not None and crawler.stats.get_value("weibo/media_refresh/unknown") == 1
     assert crawler.stats.get_value("weibo/media_refresh/requests") is None
+
+
+def test_a_track_key_reads_the_post_of_its_asset() -> None:
+    asked: list[str] = []
+
+    class Recording(WeiboSpider):
+        def post_request(self, post_id: str) -> None:  # type: ignore[override]
+            asked.append(post_id)  # then "cannot": no request goes out in this unit test
+            return None
+
+    crawler = get_crawler(Recording)
+    spider = Recording.from_crawler(crawler, uid="7365120894")
+    crawler.spider = spider
+    spider.remember_media(post("42", video("weibo:video:1034:7", "https://cdn/o0/hd.mp4?ssig=1")))
+    for key in ("weibo/video/weibo:video:1034:7", "weibo/video/weibo:video:1034:7#video",
+                "weibo/video/weibo:video:1034:7#audio", "weibo/video/weibo:video:1034:7#other"):
+        asyncio.run(spider.refresh_media_url(key=key, url="https://cdn/o0/hd.mp4?ssig=1"))
+    assert asked == ["42", "42", "42"]  # "#other" is not a track suffix: that key is unknown

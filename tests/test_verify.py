@@ -141,18 +141,26 @@ def test_repair_refuses_wrong_bytes_and_unsafe_urls(tmp_path: Path) -> None:
                  key="k", url="file:///etc/passwd")
     index.record(obj=ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=len(body)),
                  key="k2", url="http://127.0.0.1:9/other.jpg")
+    index.record(obj=ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=len(body)),
+                 key="k3", url="http://127.0.0.1:9/endless.jpg")
     flip_byte(store.root / persisted.relpath)
     fetched: list[str] = []
 
     def fetch(url: str, referer: str | None, dest: IO[bytes]) -> None:
         fetched.append(url)
-        dest.write(generic_image(6))  # a different picture: must not be accepted
+        if url.endswith("other.jpg"):
+            dest.write(body[:-1] + b"?")  # the same size, other bytes: must not be accepted
+            return
+        for _ in range(100):  # far more than the object: stopped at its size, before the disk fills
+            dest.write(b"\0" * 1024)
 
     report = run_verify(store=store, index=index, repair=True, fetch=fetch)
-    assert fetched == ["http://127.0.0.1:9/other.jpg"]
+    assert sorted(fetched) == ["http://127.0.0.1:9/endless.jpg", "http://127.0.0.1:9/other.jpg"]
     assert report.corrupt == [persisted.relpath] and not report.repaired
-    assert "scheme not allowed" in report.unrepaired[persisted.relpath]
-    assert "different bytes" in report.unrepaired[persisted.relpath]
+    why = report.unrepaired[persisted.relpath]
+    assert "scheme not allowed" in why and "different bytes" in why
+    assert f"body larger than the {len(body)} bytes of the object" in why
+    assert list(store.tmp_dir.iterdir()) == []  # no half-written download left behind
     assert not report.clean
     assert not (store.root / persisted.relpath).exists()  # quarantined
     lines = format_report(report, repair=True)

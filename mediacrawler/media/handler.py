@@ -1,7 +1,7 @@
 """HTTP download handler: Scrapy's HTTP/1.1 handler, with bodies that can land in a caller's buffer.
 
 Scrapy collects a response body chunk by chunk in a ``BytesIO`` and copies it into a new ``bytes`` object at the
-end. For an 8 MiB Range segment of a large video that is two copies into fresh memory (page faults, ``realloc``
+end. For a 16 MiB Range segment of a large video that is two copies into fresh memory (page faults, ``realloc``
 copies as the buffer grows); measured on 2 cores it was a third of the reactor thread's time while downloading a
 1 GiB file (``benchmarks/bench_large_file.py``), and the reactor thread is what bounds the transfer.
 

@@ -27,7 +27,10 @@ timeouts, slots and throttling apply per segment), at most MEDIA_SEGMENT_CONCURR
    URL of the same asset and carries on with the segments already fetched, at most MEDIA_SEGMENT_MAX_RESOLVES
    times.
 
-The result (:class:`SpoolResult`) is a complete, hashed spool file; :func:`publish_spool` moves it into the
+Whoever holds the spool's lock (``flock``, taken before the spool or its ledger is read) is its only writer,
+across processes sharing FILES_STORE. A complete spool is renamed, still under the lock, to a name of its own
+(``<spool>.<pid>.<random>.done``) and its ledger dropped: the result (:class:`SpoolResult`) is that complete,
+hashed file, which no other download can touch any more; :func:`publish_spool` moves it into the
 content-addressed store by rename. :class:`SegmentedDownloader` is the thin component around these functions that
 the media pipeline calls.
 
@@ -37,6 +40,7 @@ resolves are counted, and each request has Scrapy's DOWNLOAD_TIMEOUT.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import fcntl
@@ -45,6 +49,7 @@ import inspect
 import logging
 import os
 import re
+import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
@@ -466,19 +471,53 @@ class _Download:
             os.close(self.fd)  # also releases the flock
             self.fd = None
 
-    def _open_spool(self, *, create: bool) -> int:
-        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | (os.O_CREAT | os.O_TRUNC if create else 0)
-        fd = os.open(self.spool, flags, 0o600)
-        try:
-            # One writer per spool, across processes sharing FILES_STORE and within this one.
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+    def _lock_spool(self) -> int:
+        """Open (or create) the spool and take its lock before anything else touches it or its ledger.
+
+        One writer per spool, across processes sharing FILES_STORE and within this one: whoever holds the lock
+        alone may truncate the spool, write its ledger, or move it away. The file is opened without truncating
+        (truncating first would wipe a spool another download is writing) and, once locked, must still be the
+        file at the path: a holder that moved or deleted it in the meantime leaves us an orphan inode.
+        """
+        # Bounded: each pass either returns, raises, or found the path replaced under it (retry, at most twice).
+        for _ in range(3):
+            fd = os.open(self.spool, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise SegmentError("spool-busy", f"{self.spool} is being downloaded by another request") from None
+            try:
+                opened, current = os.fstat(fd), os.stat(self.spool)
+                same = (opened.st_dev, opened.st_ino) == (current.st_dev, current.st_ino)
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                # A run killed while saving the ledger leaves its temp file behind; nobody else writes it now.
+                remove_stray_temps(self.ledger_file)
+                return fd
             os.close(fd)
-            raise SegmentError("spool-busy", f"{self.spool} is being downloaded by another request") from None
-        self.fd = fd
-        # A run killed while saving the ledger leaves its temp file behind; nobody else writes this ledger now.
-        remove_stray_temps(self.ledger_file)
-        return fd
+        raise SegmentError("spool-busy", f"{self.spool} keeps being replaced by another download")
+
+    def _reset_spool(self) -> None:
+        """(Locked.) Forget what the spool holds: empty it and drop its ledger."""
+        assert self.fd is not None
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.ledger_file)
+        os.ftruncate(self.fd, 0)
+
+    def _hand_over(self, result: SpoolResult) -> SpoolResult:
+        """(Locked.) Move a complete spool to a name of its own for the caller, and drop its ledger.
+
+        After this no other download can reach the file through the spool path (a new one starts a new file), so
+        what the caller verifies and publishes is exactly what was hashed, even after the lock is released.
+        """
+        done = self.spool.with_name(f"{self.spool.name}.{os.getpid()}.{secrets.token_hex(4)}.done")
+        os.rename(self.spool, done)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.ledger_file)
+        return dataclasses.replace(result, path=done)
 
     def _request(self, *, start: int, end: int, probe: bool, validator: str | None,
                  sink: BodySink | None = None) -> Request:
@@ -527,6 +566,7 @@ class _Download:
     async def run(self) -> SpoolResult:
         self.spool.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self._lock_spool()
             # Bounded: every pass either returns, raises, or spends one restart or one resolve.
             for _ in range(self.config.max_restarts + self.config.max_resolves + 2):
                 try:
@@ -534,12 +574,11 @@ class _Download:
                     if ledger is None:
                         probed = await self._probe()
                         if isinstance(probed, SpoolResult):
-                            return probed
+                            return self._hand_over(probed)
                         ledger = probed
-                    return await self._fetch_rest(ledger)
+                    return self._hand_over(await self._fetch_rest(ledger))
                 except RemoteChanged as exc:
-                    self._close()
-                    remove_spool(self.spool)
+                    self._reset_spool()
                     if self.restarts >= self.config.max_restarts:
                         raise SegmentError("remote-changed",
                                            f"{exc.detail}; gave up after {self.restarts} restarts") from None
@@ -548,28 +587,37 @@ class _Download:
                     logger.warning("Remote file of %s changed (%s): starting over", self.key, exc.detail)
             raise SegmentError("download-error", f"{self.key}: too many restarts and re-resolutions")
         except OSError as exc:
+            self._drop_if_empty()
             reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
             raise SegmentError(reason, f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            self._drop_if_empty()
+            raise
         finally:
             self._close()
 
+    def _drop_if_empty(self) -> None:
+        """(Locked.) Remove a spool that holds nothing to resume (refused after the probe, say): no litter."""
+        if self.fd is None or self.ledger_file.exists():
+            return
+        with contextlib.suppress(OSError):
+            if os.fstat(self.fd).st_size == 0:
+                os.unlink(self.spool)
+
     def _resume(self) -> Ledger | None:
-        """The ledger of a spool this run can continue, with the spool open; else ``None`` (spool removed)."""
+        """(Locked.) The ledger of a spool this run can continue; else ``None`` (the spool emptied)."""
+        assert self.fd is not None
         ledger = load_ledger(self.ledger_file, key=self.key)
         if ledger is None:
-            remove_spool(self.spool)
+            self._reset_spool()
             return None
-        try:
-            size = os.stat(self.spool).st_size
-        except FileNotFoundError:
-            size = -1
+        size = os.fstat(self.fd).st_size
         if size != ledger.total or ledger.if_range is None or ledger.segment_size < 1:
             # Without a validator a resumed spool could mix two versions of the file: start over.
             logger.info("Download spool of %s cannot be resumed (size %d of %d, validator %r): starting over",
                         self.key, size, ledger.total, ledger.if_range)
-            remove_spool(self.spool)
+            self._reset_spool()
             return None
-        self._open_spool(create=False)
         self.resumed = ledger.done_bytes()
         self._inc("resumed_bytes", self.resumed)
         logger.info("Resuming %s: %d of %d bytes already in %s", self.key, self.resumed, ledger.total, self.spool)
@@ -612,7 +660,9 @@ class _Download:
         ledger = Ledger(key=self.key, url=self.url, total=total, first=first,
                         segment_size=self.config.segment_size, etag=_header(response, "ETag"),
                         last_modified=_header(response, "Last-Modified"))
-        fd = self._open_spool(create=True)
+        fd = self.fd
+        assert fd is not None
+        os.ftruncate(fd, 0)  # nothing of an earlier version may survive in the gaps
         os.ftruncate(fd, total)  # sparse: segments land at their offsets in any order
         await run_in_thread(_write_at, fd, response.body, 0)
         ledger.done.add(0)
@@ -654,9 +704,9 @@ class _Download:
         logger.info("Server ignores Range for %s: downloaded %d bytes in one response (no resume possible; "
                     "limit DOWNLOAD_MAXSIZE)", self.url, len(body))
         self._inc("ranges_ignored")
-        fd = self._open_spool(create=True)
+        fd = self.fd
+        assert fd is not None
         digest = await run_in_thread(_write_and_hash, fd, body, self.config.fsync)
-        self._close()
         return SpoolResult(key=self.key, url=self.url, path=self.spool, size=len(body), sha256=digest,
                            head=body[:_HEAD_BYTES], content_type=self.content_type,
                            etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"),
@@ -861,10 +911,16 @@ def publish_spool(result: SpoolResult, *, store: ContentStore, ext: str | None =
 
 
 def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float = 7 * 24 * 3600) -> int:
-    """Delete spools (and ledgers) untouched for ``older_than`` seconds, e.g. of assets no longer crawled;
-    return how many spools went. Spools in use are locked and skipped."""
+    """Delete spools (and ledgers, and their stray temp files) untouched for ``older_than`` seconds, e.g. of
+    assets no longer crawled, and completed spools (``*.done``) a crash kept from being published; return how
+    many spools went. Spools in use are locked and skipped."""
     cutoff = time.time() - older_than
     removed = 0
+    for done in Path(spool_dir).glob("*.part.*.done"):
+        with contextlib.suppress(FileNotFoundError):
+            if done.stat().st_mtime < cutoff:
+                done.unlink()
+                removed += 1
     for spool in Path(spool_dir).glob("*.part"):
         try:
             fd = os.open(spool, os.O_RDONLY)
@@ -875,6 +931,7 @@ def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float = 7 * 24
             newest = max(os.fstat(fd).st_mtime, _mtime(ledger_path(spool)))
             if newest < cutoff:
                 remove_spool(spool)
+                remove_stray_temps(ledger_path(spool))
                 removed += 1
         except BlockingIOError:
             pass

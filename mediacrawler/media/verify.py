@@ -131,10 +131,10 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
             report.quarantined.append(relpath)
             store.quarantine(relpath)
             _refetch(relpath, store=store, index=index, fetch=fetch, referer_for=referer_for,
-                     allowed_schemes=allowed_schemes, report=report)
+                     allowed_schemes=allowed_schemes, report=report, size=_known_size(indexed.get(relpath)))
         for relpath in report.missing:
             _refetch(relpath, store=store, index=index, fetch=fetch, referer_for=referer_for,
-                     allowed_schemes=allowed_schemes, report=report)
+                     allowed_schemes=allowed_schemes, report=report, size=_known_size(indexed.get(relpath)))
         for relpath in report.orphans:
             _settle_orphan(relpath, store=store, index=index, report=report)
     report.seconds = time.monotonic() - started
@@ -143,7 +143,7 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
 
 def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, fetch: Fetcher,
              referer_for: Callable[[SourceRecord], str | None] | None, allowed_schemes: Sequence[str],
-             report: VerifyReport) -> None:
+             report: VerifyReport, size: int | None = None) -> None:
     try:
         sha, ext = parse_object_relpath(relpath)
     except StoreError:
@@ -153,41 +153,70 @@ def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, f
     if not sources:
         report.unrepaired[relpath] = "no recorded URL"
         return
+    if size is not None:
+        free = _free_bytes(store.tmp_dir)
+        if free is not None and size > free:
+            report.unrepaired[relpath] = f"{size} bytes to download, {free} free"
+            return
     errors = []
     for source in sources:
         if urlsplit(source.url).scheme.lower() not in allowed_schemes:
             errors.append(f"{source.url}: scheme not allowed")
             continue
-        fd, tmp = tempfile.mkstemp(prefix="repair.", suffix=".part", dir=store.tmp_dir)
+        tmp: str | None = None
         try:
+            fd, tmp = tempfile.mkstemp(prefix="repair.", suffix=".part", dir=store.tmp_dir)
             with os.fdopen(fd, "wb") as raw:
-                dest = _HashingWriter(raw)
+                # Never more than the object the index knows: a wrong or endless body stops at that size.
+                dest = _HashingWriter(raw, limit=size)
                 fetch(source.url, referer_for(source) if referer_for else None, dest)
             if dest.digest.hexdigest() != sha:
                 errors.append(f"{source.url}: served different bytes")
                 continue
             store.publish_file(tmp, ext=ext, sha256=sha)  # a rename; the temp file is gone afterwards
-        except Exception as exc:  # noqa: BLE001 - any failure of one source: try the next
+        except Exception as exc:  # noqa: BLE001 - any failure of one source (network, disk): try the next
             errors.append(f"{source.url}: {type(exc).__name__}: {exc}")
             continue
         finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(tmp)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
         report.repaired.append(relpath)
         return
     report.unrepaired[relpath] = "; ".join(errors)
 
 
-class _HashingWriter:
-    """A binary file wrapper that SHA-256s what is written through it."""
+def _known_size(record: ObjectRecord | None) -> int | None:
+    return record.size if record is not None and isinstance(record.size, int) and record.size > 0 else None
 
-    def __init__(self, raw: IO[bytes]) -> None:
+
+def _free_bytes(path: os.PathLike[str] | str) -> int | None:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+class _HashingWriter:
+    """The ``dest`` a fetcher writes into: SHA-256s what goes through to the file, and refuses to write past
+    ``limit`` bytes (the size of the object being repaired)."""
+
+    def __init__(self, raw: IO[bytes], *, limit: int | None = None) -> None:
         self.raw = raw
         self.digest = hashlib.sha256()
+        self.limit = limit
+        self.written = 0
 
     def write(self, data: bytes) -> int:
+        self.written += len(data)
+        if self.limit is not None and self.written > self.limit:
+            raise OSError(f"body larger than the {self.limit} bytes of the object")
         self.digest.update(data)
         return self.raw.write(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
 
 
 def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIndex,

@@ -2,7 +2,7 @@
 
 DOWNLOAD_DELAY and AutoThrottle pace the platforms' APIs. Media comes from CDNs, in many requests per asset (one
 per image, one per Range segment of a large file, one per fragment of a video): at the API's pace (0.5 s a
-request, more under AutoThrottle) a 1 GiB video in 8 MiB segments would spend over a minute just waiting between
+request, more under AutoThrottle) a 1 GiB video in 16 MiB segments would spend half a minute just waiting between
 its segments, and every picture of a timeline would queue behind the one before it.
 
 A media request — one sent by the media pipeline, the large-file downloader or the video downloader, known by

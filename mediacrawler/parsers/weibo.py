@@ -13,6 +13,7 @@ Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
@@ -176,9 +177,10 @@ def _int_or_none(v: Any) -> int | None:
 
 def _float_or_none(v: Any) -> float | None:
     try:
-        return float(v) if v not in (None, "") else None
+        f = float(v) if v not in (None, "") else None
     except (TypeError, ValueError):
         return None
+    return f if f is not None and math.isfinite(f) else None
 
 
 def _is_deleted(mblog: dict[str, Any]) -> bool:
@@ -192,20 +194,25 @@ def parse_mblog(
     fetched_at: str | None = None,
     long_text: str | None = None,
     now: datetime | None = None,
+    _depth: int = 0,
 ) -> Post:
-    """One ``mblog`` as a :class:`Post`; ``long_text`` is the HTML from ``/statuses/extend`` when fetched."""
+    """One ``mblog`` as a :class:`Post`; ``long_text`` is the HTML from ``/statuses/extend`` when fetched.
+
+    A repost's ``retweeted_status`` becomes ``Post.reposted``; Weibo nests one level (a repost of a repost shows
+    the root original), so anything deeper is not followed."""
     post_id = _str_id(mblog.get("idstr")) or _str_id(mblog.get("id")) or _str_id(mblog.get("mid"))
     if post_id is None:
         raise ValueError("mblog without id")
     user = mblog.get("user") if isinstance(mblog.get("user"), dict) else None
-    author = Author(id=str(user["id"]), name=user.get("screen_name")) if user and user.get("id") else None
+    author = (Author(id=str(user["id"]), name=_text(user.get("screen_name")) or None)
+              if user and user.get("id") else None)
     bid = mblog.get("bid")
     if author and bid:
         url = f"https://weibo.com/{author.id}/{bid}"
     else:
         # Without its author (deleted originals) only the numeric detail URL identifies a post.
         url = f"https://m.weibo.cn/detail/{post_id}"
-    text_html = long_text if long_text is not None else (mblog.get("text") or "")
+    text_html = long_text if long_text is not None else _text(mblog.get("text"))
     deleted = _is_deleted(mblog)
     media: list[MediaAsset] = [] if deleted else _images(mblog)
     video = None if deleted else _video(mblog)
@@ -213,8 +220,8 @@ def parse_mblog(
         media.append(video)
     reposted = None
     rt = mblog.get("retweeted_status")
-    if isinstance(rt, dict):
-        reposted = parse_mblog(rt, source=source, fetched_at=fetched_at, now=now)
+    if isinstance(rt, dict) and _depth == 0:
+        reposted = parse_mblog(rt, source=source, fetched_at=fetched_at, now=now, _depth=1)
     extra: dict[str, Any] = {}
     for key in ("mid", "bid", "source", "region_name"):
         if mblog.get(key):
@@ -289,9 +296,13 @@ def parse_index(
     for mblog in mblogs:
         try:
             post = parse_mblog(mblog, source=source, fetched_at=fetched_at, now=now)
-        except (ValueError, TypeError, AttributeError, KeyError):
-            # One malformed post is counted and skipped; it never costs the page the others.
+        except ValueError:  # no id: not a post
             skipped["invalid_mblog"] = skipped.get("invalid_mblog", 0) + 1
+            continue
+        except (TypeError, AttributeError, KeyError):
+            # A shape this parser does not expect: counted apart (a stat to look at, maybe a parser bug), and it
+            # never costs the page its other posts.
+            skipped["malformed_mblog"] = skipped.get("malformed_mblog", 0) + 1
             continue
         if post.post_id in seen:  # the same post pinned and listed again on one page
             skipped["duplicate_on_page"] = skipped.get("duplicate_on_page", 0) + 1
