@@ -430,3 +430,21 @@ def test_fingerprint_ignores_signed_queries_but_not_renditions() -> None:
 def test_video_dir_never_holds_a_remote_string(tmp_path: Path) -> None:
     path = video_dir_for(tmp_path, key="weibo/video/../../etc/passwd")
     assert path.parent == tmp_path and re.fullmatch(r"[0-9a-f]{64}\.video", path.name)
+
+
+def test_taking_a_video_dir_clears_what_killed_writes_left(tmp_path: Path) -> None:
+    from mediacrawler.media.video import VideoError, _lock_dir
+
+    video_dir = tmp_path / "abc.video"
+    (video_dir / "video").mkdir(parents=True)
+    kept = [video_dir / LEDGER_NAME, video_dir / "video" / "3.part"]
+    stray = [video_dir / f".{LEDGER_NAME}.x1.tmp", video_dir / "video" / ".4.part.x2.tmp"]
+    for path in kept + stray:
+        path.write_bytes(b"bytes")
+    fd = _lock_dir(video_dir)
+    try:
+        assert all(p.exists() for p in kept) and not any(p.exists() for p in stray)
+        with pytest.raises(VideoError):  # and while it is held, nobody else gets it (or cleans under it)
+            _lock_dir(video_dir)
+    finally:
+        os.close(fd)

@@ -449,6 +449,11 @@ def _lock_dir(video_dir: Path) -> int:
     except BlockingIOError:
         os.close(fd)
         raise VideoError("spool-busy", f"{video_dir} is being downloaded by another request") from None
+    # Temp files of writes a killed run did not finish (ledger, fragments): every writer of this directory holds
+    # its lock, so none of them is in flight now.
+    for stray in [*video_dir.glob(".*.tmp"), *video_dir.glob("*/.*.tmp")]:
+        with contextlib.suppress(OSError):
+            stray.unlink()
     return fd
 
 
