@@ -164,12 +164,13 @@ def test_stray_temps_of_one_ledger_are_removed_and_nothing_else(tmp_path: Path) 
 
 
 def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
     from mediacrawler.media.segments import SpoolResult, _Download
 
+    class NoCrawl:  # what _Download reads of a crawler before any request
+        stats = None
+
     def download() -> _Download:
-        return _Download(url="http://127.0.0.1:9/v", key="test/video/1", crawler=SimpleNamespace(stats=None),  # type: ignore[arg-type]
+        return _Download(url="http://127.0.0.1:9/v", key="test/video/1", crawler=NoCrawl(),  # type: ignore[arg-type]
                          spool=spool_path(spool_dir=tmp_path, key="test/video/1"), config=SegmentConfig(),
                          headers=None, meta=None, resolve=None)
 
@@ -193,6 +194,24 @@ def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
     fd2 = second._lock_spool()
     assert os.fstat(fd2).st_size == 0 and handed.path.read_bytes() == b"segment bytes"
     second._close()
+
+
+def test_buffer_pool_lends_within_its_budget_first_come_first_served() -> None:
+    from mediacrawler.media.segments import BufferPool
+
+    pool = BufferPool(budget=10)
+    a, b = pool.request(4), pool.request(4)
+    assert a.called and b.called and pool.lent == 8
+    c, d = pool.request(4), pool.request(1)  # c does not fit; d would, but waits behind c (no overtaking)
+    assert not c.called and not d.called and pool.waits == 2
+    first = a.result  # type: ignore[attr-defined]
+    pool.give_back(first)
+    assert c.called and d.called and pool.lent == 9 and pool.peak == 9
+    assert c.result is first  # type: ignore[attr-defined]  # reused, not a new allocation
+    alone = BufferPool(budget=10)
+    big = alone.request(64)  # larger than the budget: granted when nothing else is lent, so it progresses
+    assert big.called and len(big.result) == 64  # type: ignore[attr-defined]
+    assert not alone.request(1).called
 
 
 # --- the driver: a real crawl running one segmented download -------------------------------------------------
@@ -349,6 +368,19 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     assert len({e["if_range"] for e in log[1:]}) == 1 and log[1]["if_range"].startswith('"')
     assert outcome["stats"]["media/segments/completed"] == 1
     assert outcome["stats"]["media/segments/sink_bodies"] == 12  # every segment after the probe, no copy
+
+
+@pytest.mark.slow
+def test_segment_buffers_stay_within_the_crawl_memory_budget(fresh_sandbox: SandboxProcess,
+                                                              tmp_path: Path) -> None:
+    # Three workers, but a budget of two buffers: the third waits for one, and the file is still right.
+    size = 3 * MiB
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "budget", size),
+                         settings={"MEDIA_SEGMENT_MEMORY": 2 * 256 * KiB})
+    assert outcome["ok"], outcome
+    assert outcome["result"]["sha256"] == blob_sha256("budget", size)
+    assert outcome["stats"]["media/segments/buffer_waits"] >= 1
+    assert outcome["stats"]["media/segments/buffer_peak_bytes"] == 2 * 256 * KiB
 
 
 @pytest.mark.slow

@@ -9,12 +9,13 @@ timeouts, slots and throttling apply per segment), at most MEDIA_SEGMENT_CONCURR
    often valid for ``GET`` only). A ``206`` gives the total size and validators; a file no larger than the
    threshold is then already complete. A ``200`` means the server ignores Range: that body is the whole file,
    kept within DOWNLOAD_MAXSIZE by Scrapy, and logged as such.
-2. **segments** — the rest in MEDIA_SEGMENT_SIZE pieces. The download handler
-   (:mod:`mediacrawler.media.handler`) puts each ``206`` body into a per-worker buffer instead of building a
-   ``bytes`` body; a worker thread then writes it with ``os.pwrite`` at its offset into a spool file
-   ``<spool dir>/<sha256 of the asset key>.part`` (never a remote name). Memory stays bounded by segment size ×
-   concurrency whatever the file size. Each ``206`` is checked: Content-Range start, end and total must match the
-   request, the ETag must not have changed; a ``416`` or a short segment is an error, never "complete".
+2. **segments** — the rest in MEDIA_SEGMENT_SIZE pieces. The download handler (:mod:`mediacrawler.media.handler`)
+   puts each ``206`` body into a per-worker buffer instead of building a ``bytes`` body; a worker thread then
+   writes it with ``os.pwrite`` at its offset into a spool file ``<spool dir>/<sha256 of the asset key>.part``
+   (never a remote name). Memory stays bounded by segment size × concurrency whatever the file size, and all files
+   together by MEDIA_SEGMENT_MEMORY (:class:`BufferPool`). Each ``206`` is checked: Content-Range start, end and
+   total must match the request, the ETag must not have changed; a ``416`` or a short segment is an error, never
+   "complete".
 3. **ledger** — ``.part.json`` beside the spool (:mod:`mediacrawler.media.ledger`) says which segments are in;
    saved atomically after every segment (after an ``fdatasync`` of the spool when MEDIA_FSYNC is on).
 4. **resume** — a new run fetches only the missing segments with ``If-Range`` set to the recorded validator; a
@@ -52,6 +53,8 @@ import re
 import secrets
 import threading
 import time
+import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +66,7 @@ from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.defer import Deferred, DeferredList, succeed
 
 from mediacrawler.fsutil import remove_stray_temps
 from mediacrawler.media.handler import META_BODY_SINK, BodySink
@@ -93,6 +96,8 @@ DEFAULT_MAX_RESTARTS = 2
 DEFAULT_MAX_RESOLVES = 3
 #: MEDIA_SEGMENT_MAX_FILE_SIZE: a larger announced total is refused before anything is written ("too-large").
 DEFAULT_MAX_FILE_SIZE = 16 * 1024**3
+#: MEDIA_SEGMENT_MEMORY: segment body buffers of all large downloads of a crawl together (see BufferPool).
+DEFAULT_SEGMENT_MEMORY = 256 * MiB
 #: Spool directory under FILES_STORE (same filesystem as ``objects/``, so publishing is a rename).
 SPOOL_DIR = "spool"
 
@@ -150,10 +155,11 @@ class SegmentConfig:
     max_restarts: int = DEFAULT_MAX_RESTARTS
     max_resolves: int = DEFAULT_MAX_RESOLVES
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    memory: int = DEFAULT_SEGMENT_MEMORY
     fsync: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("threshold", "segment_size", "concurrency", "max_file_size"):
+        for name in ("threshold", "segment_size", "concurrency", "max_file_size", "memory"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must be at least 1")
         for name in ("retries", "max_restarts", "max_resolves"):
@@ -171,6 +177,7 @@ class SegmentConfig:
             max_restarts=settings.getint("MEDIA_SEGMENT_MAX_RESTARTS", DEFAULT_MAX_RESTARTS),
             max_resolves=settings.getint("MEDIA_SEGMENT_MAX_RESOLVES", DEFAULT_MAX_RESOLVES),
             max_file_size=settings.getint("MEDIA_SEGMENT_MAX_FILE_SIZE", DEFAULT_MAX_FILE_SIZE),
+            memory=settings.getint("MEDIA_SEGMENT_MEMORY", DEFAULT_SEGMENT_MEMORY),
             fsync=settings.getbool("MEDIA_FSYNC", True),
         )
 
@@ -437,6 +444,77 @@ async def gather_all(coros: Iterable[Awaitable[None]]) -> list[BaseException]:
     return [value.value for ok, value in results if not ok]
 
 
+class BufferPool:
+    """The segment body buffers of every large download of one crawler, within MEDIA_SEGMENT_MEMORY bytes.
+
+    Per file, memory is segment size x MEDIA_SEGMENT_CONCURRENCY; this bounds the sum over all the files being
+    downloaded at once, whatever their number or hosts. A segment worker takes a buffer for its round and gives it
+    back when the round ends; while the budget is lent out, workers wait their turn (first come, first served).
+    A buffer is always granted when none is lent out, so one segment larger than the budget still progresses.
+    Returned buffers are kept for reuse as long as lent plus kept stays within the budget.
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        #: Bytes lent out now, and the most ever lent out at once.
+        self.lent = 0
+        self.peak = 0
+        self.waits = 0
+        self._kept: list[bytearray] = []
+        self._waiters: deque[tuple[int, Deferred[bytearray]]] = deque()
+
+    def request(self, size: int) -> Deferred[bytearray]:
+        """A buffer of at least ``size`` bytes, now or once enough is given back (see :meth:`give_back`)."""
+        if not self._waiters:
+            buffer = self._take(size)
+            if buffer is not None:
+                return succeed(buffer)
+        self.waits += 1
+        waiter: Deferred[bytearray] = Deferred()
+        self._waiters.append((size, waiter))
+        return waiter
+
+    def give_back(self, buffer: bytearray) -> None:
+        """Return a buffer from :meth:`request`; hands buffers to waiters that now fit, in order."""
+        self.lent -= len(buffer)
+        if self.lent + sum(map(len, self._kept)) + len(buffer) <= self.budget:
+            self._kept.append(buffer)
+        # Bounded: each pass grants one waiter or stops.
+        while self._waiters:
+            size, waiter = self._waiters[0]
+            granted = self._take(size)
+            if granted is None:
+                break
+            self._waiters.popleft()
+            waiter.callback(granted)
+
+    def _take(self, size: int) -> bytearray | None:
+        if self.lent and self.lent + size > self.budget:
+            return None
+        buffer = next((b for b in self._kept if len(b) >= size), None)
+        if buffer is not None:
+            self._kept.remove(buffer)
+        else:
+            # Kept buffers that no longer fit beside this one are dropped (freed), oldest first.
+            while self._kept and self.lent + sum(map(len, self._kept)) + size > self.budget:
+                self._kept.pop(0)
+            buffer = bytearray(size)
+        self.lent += len(buffer)
+        self.peak = max(self.peak, self.lent)
+        return buffer
+
+
+_POOLS: weakref.WeakKeyDictionary[Any, BufferPool] = weakref.WeakKeyDictionary()
+
+
+def buffer_pool_for(crawler: Crawler, budget: int = DEFAULT_SEGMENT_MEMORY) -> BufferPool:
+    """The :class:`BufferPool` of ``crawler`` (made on first use, with ``budget`` bytes)."""
+    pool = _POOLS.get(crawler)
+    if pool is None:
+        pool = _POOLS[crawler] = BufferPool(budget)
+    return pool
+
+
 class _Download:
     """The state of one ``fetch_segmented`` call (see the module docstring for the flow)."""
 
@@ -459,7 +537,7 @@ class _Download:
         self.resolves = 0
         self.content_type: str | None = None
         self._probe_body: bytes | None = None
-        self._buffers: list[bytearray] = []  # segment body buffers between rounds (see _round)
+        self.pool = buffer_pool_for(crawler, config.memory)
 
     # --- bookkeeping ----------------------------------------------------------------------------------------
     def _inc(self, key: str, count: int = 1) -> None:
@@ -772,9 +850,15 @@ class _Download:
         need = max(segments[i][1] - segments[i][0] for i in pending)
 
         async def worker() -> None:
-            # One body buffer per worker, reused for each of its segments: memory is segment size x concurrency.
-            reuse = self._buffers.pop() if self._buffers else None
-            sink = BodySink(reuse if reuse is not None and len(reuse) >= need else bytearray(need))
+            # One body buffer per worker, reused for each of its segments: memory is segment size x concurrency
+            # per file, and the crawler's pool bounds all files together.
+            requested = self.pool.request(need)
+            if not requested.called:
+                self._inc("buffer_waits")
+            buffer = await maybe_deferred_to_future(requested)
+            if self.stats is not None:
+                self.stats.max_value("media/segments/buffer_peak_bytes", self.pool.peak)
+            sink = BodySink(buffer)
             try:
                 # Bounded by the queue: every pass pops one segment.
                 while queue and not stop:
@@ -790,7 +874,7 @@ class _Download:
                     hasher.advance(ledger.contiguous_end())
             finally:
                 sink.reset()
-                self._buffers.append(sink.buffer)
+                self.pool.give_back(buffer)
 
         errors = await gather_all([worker() for _ in range(min(self.config.concurrency, len(pending)))])
         errors = stop + [e for e in errors if e not in stop]
@@ -952,9 +1036,10 @@ class SegmentedDownloader:
     spooling under ``<FILES_STORE>/spool``.
 
     Settings: MEDIA_SEGMENT_THRESHOLD (bytes; larger files are segmented, default 16 MiB), MEDIA_SEGMENT_SIZE
-    (default 16 MiB), MEDIA_SEGMENT_CONCURRENCY (segments of one file in flight, default 3), MEDIA_SEGMENT_RETRIES,
-    MEDIA_SEGMENT_MAX_RESTARTS, MEDIA_SEGMENT_MAX_RESOLVES, MEDIA_FSYNC. Peak memory per file is about
-    max(threshold, segment size × concurrency).
+    (default 16 MiB), MEDIA_SEGMENT_CONCURRENCY (segments of one file in flight, default 3), MEDIA_SEGMENT_MEMORY
+    (segment buffers of all files together, default 256 MiB), MEDIA_SEGMENT_RETRIES, MEDIA_SEGMENT_MAX_RESTARTS,
+    MEDIA_SEGMENT_MAX_RESOLVES, MEDIA_FSYNC. Peak memory per file is about max(threshold, segment size ×
+    concurrency), and all files together stay within MEDIA_SEGMENT_MEMORY plus one probe per file.
 
     Expired URLs are re-resolved with the ``resolve`` argument of :meth:`download` or, without one, with the
     spider's ``async def refresh_media_url(self, *, key: str, url: str) -> str | None`` when it has one.
