@@ -152,6 +152,8 @@ MEDIA_SEGMENT_CONCURRENCY = 3
 #: Segment body buffers of all large downloads of the crawl together, in bytes (per file it is MEDIA_SEGMENT_SIZE x
 #: MEDIA_SEGMENT_CONCURRENCY; above this, segment workers of other files wait for a buffer).
 MEDIA_SEGMENT_MEMORY = 256 * 1024 * 1024
+#: Seconds between progress lines (INFO) of one large download; 0 for none.
+MEDIA_SEGMENT_LOG_INTERVAL = 30.0
 #: Largest file the segmented path accepts (from the announced total; refused before anything is written). A total
 #: above the free space of FILES_STORE is refused too ("disk-full").
 MEDIA_SEGMENT_MAX_FILE_SIZE = 16 * 1024**3

@@ -354,8 +354,12 @@ def sha256_file(path: Path) -> str:
 @pytest.mark.slow
 def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
     size = 3 * MiB + 12345
-    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "clean", size))
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "clean", size),
+                         settings={"MEDIA_SEGMENT_LOG_INTERVAL": 0.000001})
     assert outcome["ok"], outcome
+    # A progress line per segment here (an interval of a microsecond), the last one at 100%.
+    progress = [line for line in outcome["log"].splitlines() if "Downloading test/video/1: " in line]
+    assert len(progress) == 12 and "3.0 of 3.0 MiB (100%), 13 of 13 segments, " in progress[-1]
     expected = blob_sha256("clean", size)
     assert outcome["result"]["sha256"] == expected and outcome["persisted"]["sha256"] == expected
     assert sha256_file(stored_file(tmp_path, outcome)) == expected

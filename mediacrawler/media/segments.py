@@ -98,6 +98,8 @@ DEFAULT_MAX_RESOLVES = 3
 DEFAULT_MAX_FILE_SIZE = 16 * 1024**3
 #: MEDIA_SEGMENT_MEMORY: segment body buffers of all large downloads of a crawl together (see BufferPool).
 DEFAULT_SEGMENT_MEMORY = 256 * MiB
+#: MEDIA_SEGMENT_LOG_INTERVAL: seconds between progress lines of one large download (0: none).
+DEFAULT_LOG_INTERVAL = 30.0
 #: Spool directory under FILES_STORE (same filesystem as ``objects/``, so publishing is a rename).
 SPOOL_DIR = "spool"
 
@@ -156,13 +158,14 @@ class SegmentConfig:
     max_resolves: int = DEFAULT_MAX_RESOLVES
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
     memory: int = DEFAULT_SEGMENT_MEMORY
+    log_interval: float = DEFAULT_LOG_INTERVAL
     fsync: bool = True
 
     def __post_init__(self) -> None:
         for name in ("threshold", "segment_size", "concurrency", "max_file_size", "memory"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must be at least 1")
-        for name in ("retries", "max_restarts", "max_resolves"):
+        for name in ("retries", "max_restarts", "max_resolves", "log_interval"):
             if getattr(self, name) < 0:
                 raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must not be negative")
 
@@ -178,6 +181,7 @@ class SegmentConfig:
             max_resolves=settings.getint("MEDIA_SEGMENT_MAX_RESOLVES", DEFAULT_MAX_RESOLVES),
             max_file_size=settings.getint("MEDIA_SEGMENT_MAX_FILE_SIZE", DEFAULT_MAX_FILE_SIZE),
             memory=settings.getint("MEDIA_SEGMENT_MEMORY", DEFAULT_SEGMENT_MEMORY),
+            log_interval=settings.getfloat("MEDIA_SEGMENT_LOG_INTERVAL", DEFAULT_LOG_INTERVAL),
             fsync=settings.getbool("MEDIA_FSYNC", True),
         )
 
@@ -538,6 +542,8 @@ class _Download:
         self.content_type: str | None = None
         self._probe_body: bytes | None = None
         self.pool = buffer_pool_for(crawler, config.memory)
+        self._started = time.monotonic()
+        self._last_progress = self._started
 
     # --- bookkeeping ----------------------------------------------------------------------------------------
     def _inc(self, key: str, count: int = 1) -> None:
@@ -872,6 +878,7 @@ class _Download:
                     ledger.done.add(index)
                     saver.request()
                     hasher.advance(ledger.contiguous_end())
+                    self._log_progress(ledger)
             finally:
                 sink.reset()
                 self.pool.give_back(buffer)
@@ -889,6 +896,18 @@ class _Download:
         first = errors[0]
         assert isinstance(first, _Expired)
         return first.status
+
+    def _log_progress(self, ledger: Ledger) -> None:
+        # A multi-GiB download takes minutes: say how far it is, every MEDIA_SEGMENT_LOG_INTERVAL seconds.
+        now = time.monotonic()
+        if not self.config.log_interval or now - self._last_progress < self.config.log_interval:
+            return
+        self._last_progress = now
+        done = ledger.done_bytes()
+        rate = self.fetched / max(now - self._started, 1e-6) / MiB
+        logger.info("Downloading %s: %.1f of %.1f MiB (%.0f%%), %d of %d segments, %.1f MiB/s", self.key,
+                    done / MiB, ledger.total / MiB, 100 * done / max(ledger.total, 1), len(ledger.done),
+                    len(ledger.segments()), rate)
 
     async def _segment(self, ledger: Ledger, index: int, start: int, end: int, sink: BodySink,
                        hasher: _OrderedHasher) -> None:
