@@ -68,3 +68,12 @@ def remove_stray_temps(path: str | os.PathLike[str]) -> int:
                 os.unlink(target.parent / name)
                 removed += 1
     return removed
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int | None:
+    """Bytes available to this user on the filesystem of ``path`` (``None`` when it cannot tell)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize

@@ -68,7 +68,7 @@ from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList, succeed
 
-from mediacrawler.fsutil import remove_stray_temps
+from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.handler import META_BODY_SINK, BodySink
 from mediacrawler.media.ledger import Ledger, ledger_path, load_ledger, remove_spool, save_ledger
 
@@ -737,7 +737,7 @@ class _Download:
         if total > self.config.max_file_size:
             raise SegmentError("too-large", f"{self.url} announces {total} bytes, over "
                                             f"MEDIA_SEGMENT_MAX_FILE_SIZE={self.config.max_file_size}")
-        free = _free_bytes(self.spool.parent)
+        free = free_bytes(self.spool.parent)
         if free is not None and total - min(first, total) > free:
             # Refused now rather than after filling the disk: the spool is sparse until its segments arrive.
             raise SegmentError("disk-full", f"{total} bytes to spool, {free} free under {self.spool.parent}")
@@ -947,13 +947,6 @@ def _write_and_take(fd: int, body: bytes | memoryview, start: int, hasher: _Orde
     hasher.take(body, start)
 
 
-def _free_bytes(path: Path) -> int | None:
-    """Bytes available to this user on the filesystem of ``path`` (``None`` when it cannot tell)."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
 
 
 def _write_and_hash(fd: int, body: bytes, fsync: bool) -> str:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
+from mediacrawler.fsutil import free_bytes
 from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord, open_index
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
@@ -154,7 +155,7 @@ def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, f
         report.unrepaired[relpath] = "no recorded URL"
         return
     if size is not None:
-        free = _free_bytes(store.tmp_dir)
+        free = free_bytes(store.tmp_dir)
         if free is not None and size > free:
             report.unrepaired[relpath] = f"{size} bytes to download, {free} free"
             return
@@ -189,13 +190,6 @@ def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, f
 def _known_size(record: ObjectRecord | None) -> int | None:
     return record.size if record is not None and isinstance(record.size, int) and record.size > 0 else None
 
-
-def _free_bytes(path: os.PathLike[str] | str) -> int | None:
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return None
-    return st.f_bavail * st.f_frsize
 
 
 class _HashingWriter:

@@ -34,7 +34,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.items import Post, Source
+from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.media.index import asset_index_key
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
@@ -47,18 +47,24 @@ _TRACKS = frozenset({"video", "audio"})
 def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
     """The URL in ``post`` (or its original) of asset ``index_key`` with the same path as ``url``."""
     path = urlsplit(url).path
-    current: Post | None = post
-    for _ in range(8):
-        if current is None:
-            break
-        for asset in current.media:
-            if asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key) != index_key:
-                continue
+    for key, asset, _ in _assets_with_keys(post):
+        if key == index_key:
             for candidate in (asset.url, *asset.alternates):
                 if urlsplit(candidate).path == path:
                     return candidate
-        current = current.reposted
     return None
+
+
+def _assets_with_keys(post: Post) -> Iterator[tuple[str, MediaAsset, str]]:
+    """``(index key, asset, post id)`` for every media asset of ``post`` and of the post it reposts."""
+    current: Post | None = post
+    for _ in range(8):  # a post and its original; the cap guards cycles
+        if current is None:
+            return
+        for asset in current.media:
+            key = asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key)
+            yield key, asset, current.post_id
+        current = current.reposted
 
 
 class PlatformRefused(IgnoreRequest):
@@ -321,15 +327,9 @@ class PlatformSpider(Spider):
 
         Platform spiders call it for every post they emit that :meth:`parse_listing` did not (posts built by
         :meth:`post_from_raw`)."""
-        current: Post | None = post
-        for _ in range(8):  # a post and its original; the cap guards cycles
-            if current is None:
-                break
-            for asset in current.media:
-                key = asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key)
-                self._media_posts[key] = current.post_id
-                self._media_posts.move_to_end(key)
-            current = current.reposted
+        for key, _, post_id in _assets_with_keys(post):
+            self._media_posts[key] = post_id
+            self._media_posts.move_to_end(key)
         while len(self._media_posts) > self.media_posts_remembered:
             self._media_posts.popitem(last=False)
         return post
