@@ -6,6 +6,7 @@
     /bilibili/…   api.bilibili.com          (:mod:`.bilibili_site`)
     /media/…      images, videos, blobs     (:mod:`.media_site`; HLS/DASH/Bilibili/progressive video:
                                              :mod:`.video_site`, which subclasses it)
+    /hostile/…    gzip bombs, redirect loops and chains (:mod:`.hostile_site`)
     /_sandbox/…   control endpoints         (:mod:`.control`)
 
 A new platform adds ``<platform>.py`` (pure world + payloads), ``<platform>_site.py`` (a
@@ -29,6 +30,7 @@ from twisted.web.resource import Resource
 
 from .bilibili_site import BilibiliResource
 from .control import ControlResource
+from .hostile_site import HostileResource
 from .httpbase import SandboxRequest
 from .state import SandboxState
 from .video_site import VideoMediaResource
@@ -45,7 +47,7 @@ class _Index(Resource):
 
     def render_GET(self, request: server.Request) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        return json.dumps({"mounts": ["/weibo", "/bilibili", "/media", "/_sandbox"]}).encode()
+        return json.dumps({"mounts": ["/weibo", "/bilibili", "/media", "/hostile", "/_sandbox"]}).encode()
 
 
 class SandboxSite(server.Site):
@@ -65,6 +67,7 @@ def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] 
     root.putChild(b"weibo", WeiboResource(state, reactor))
     root.putChild(b"bilibili", BilibiliResource(state, reactor))
     root.putChild(b"media", VideoMediaResource(state, reactor))  # MediaResource + the video mounts
+    root.putChild(b"hostile", HostileResource(state, reactor))  # hardening tests: bombs, redirect loops
     root.putChild(b"_sandbox", ControlResource(state, info or {}))
     return SandboxSite(root, state, reactor)
 
