@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from mediacrawler.parsers._common import html_to_text, iso_utc, job_slug, parse_count, strip_url
+from mediacrawler.parsers._common import clean_id, html_to_text, iso_utc, job_slug, parse_count, strip_url
 from mediacrawler.parsers.weibo import classify_envelope, parse_created_at
 
 
@@ -76,3 +76,28 @@ def test_strip_url() -> None:
 )
 def test_classify_envelope(payload: object, kind: str) -> None:
     assert classify_envelope(payload) == kind
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (5104383848731003, "5104383848731003"),
+        ("5104383848731003", "5104383848731003"),
+        (" Z1aB1cE1a ", "Z1aB1cE1a"),
+        ("BV1xx411c7mD", "BV1xx411c7mD"),
+        (0, "0"),
+        (-1, None),
+        (True, None),
+        (False, None),
+        ([1, 2], None),
+        ({"a": 1}, None),
+        (1.5, None),
+        ("", None),
+        ("../../etc", None),
+        ("a/b", None),
+        ("x" * 65, None),
+        (None, None),
+    ],
+)
+def test_clean_id(value: object, expected: str | None) -> None:
+    assert clean_id(value) == expected

@@ -18,6 +18,7 @@ from mediacrawler.items import Post
 __all__ = [
     "Page",
     "PlatformError",
+    "clean_id",
     "html_to_text",
     "iso_utc",
     "job_slug",
@@ -54,6 +55,24 @@ class Page:
     # Raw platform objects of posts that need a second request before they are complete (e.g. Weibo long text),
     # keyed by post id. Plain JSON data, so a request can carry them through JOBDIR.
     incomplete: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+_ID_RE = re.compile(r"[0-9A-Za-z_-]{1,64}")
+
+
+def clean_id(value: Any) -> str | None:
+    """A platform id as a string, or ``None`` when ``value`` is not one: integers (never booleans) and strings of
+    letters, digits, ``_`` and ``-`` (at most 64) pass; lists, objects, floats, ``"../x"`` and ``""`` do not.
+
+    Ids end up in file names, job keys and URLs, so nothing else is ever formatted into one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value) if value >= 0 else None
+    if isinstance(value, str):
+        value = value.strip()
+        return value if _ID_RE.fullmatch(value) else None
+    return None
 
 
 _COUNT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(万|亿|[kKmMwW])?\s*\+?\s*$")

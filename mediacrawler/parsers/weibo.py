@@ -22,6 +22,7 @@ from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
 from mediacrawler.parsers._common import (
     Page,
     PlatformError,
+    clean_id,
     html_to_text,
     iso_utc,
     parse_count,
@@ -98,12 +99,6 @@ def parse_created_at(value: Any, *, now: datetime | None = None) -> str | None:
     return iso_utc(dt) if dt else None
 
 
-def _str_id(value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    return str(value)
-
-
 def _obj(value: Any) -> dict[str, Any]:
     """``value`` when it is a JSON object, else an empty one (the platform's shapes are not a promise)."""
     return value if isinstance(value, dict) else {}
@@ -118,7 +113,8 @@ def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
     assets: list[MediaAsset] = []
     pics = mblog.get("pics")
     for pic in pics if isinstance(pics, list) else []:
-        if not isinstance(pic, dict) or not pic.get("pid"):
+        pid = clean_id(pic.get("pid")) if isinstance(pic, dict) else None
+        if pid is None:
             continue
         large = _obj(pic.get("large"))
         small_url = _text(pic.get("url"))
@@ -129,7 +125,7 @@ def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
         assets.append(
             MediaAsset(
                 kind="image",
-                key=f"weibo:{pic['pid']}",
+                key=f"weibo:{pid}",
                 url=url,
                 alternates=[small_url] if small_url and small_url != url else [],
                 width=_int_or_none(geo.get("width")),
@@ -147,7 +143,8 @@ def _video(mblog: dict[str, Any]) -> MediaAsset | None:
     urls = [u for u in dict.fromkeys(_text(media_info.get(f)) for f in VIDEO_FIELDS) if u]
     if not urls:
         return None
-    ident = page_info.get("object_id") or media_info.get("media_id") or mblog.get("id")
+    ident = (_text(page_info.get("object_id")) or clean_id(media_info.get("media_id"))
+             or clean_id(mblog.get("id")))
     return MediaAsset(
         kind="video",
         key=f"weibo:video:{ident}",
@@ -200,13 +197,13 @@ def parse_mblog(
 
     A repost's ``retweeted_status`` becomes ``Post.reposted``; Weibo nests one level (a repost of a repost shows
     the root original), so anything deeper is not followed."""
-    post_id = _str_id(mblog.get("idstr")) or _str_id(mblog.get("id")) or _str_id(mblog.get("mid"))
+    post_id = clean_id(mblog.get("idstr")) or clean_id(mblog.get("id")) or clean_id(mblog.get("mid"))
     if post_id is None:
-        raise ValueError("mblog without id")
+        raise ValueError("mblog without a usable id")
     user = mblog.get("user") if isinstance(mblog.get("user"), dict) else None
-    author = (Author(id=str(user["id"]), name=_text(user.get("screen_name")) or None)
-              if user and user.get("id") else None)
-    bid = mblog.get("bid")
+    author_id = clean_id(user.get("id")) if user else None
+    author = Author(id=author_id, name=_text(user.get("screen_name")) or None) if user and author_id else None
+    bid = clean_id(mblog.get("bid"))
     if author and bid:
         url = f"https://weibo.com/{author.id}/{bid}"
     else:
@@ -219,13 +216,18 @@ def parse_mblog(
     if video:
         media.append(video)
     reposted = None
+    extra: dict[str, Any] = {}
     rt = mblog.get("retweeted_status")
     if isinstance(rt, dict) and _depth == 0:
-        reposted = parse_mblog(rt, source=source, fetched_at=fetched_at, now=now, _depth=1)
-    extra: dict[str, Any] = {}
-    for key in ("mid", "bid", "source", "region_name"):
-        if mblog.get(key):
-            extra[key] = str(mblog[key])
+        try:
+            reposted = parse_mblog(rt, source=source, fetched_at=fetched_at, now=now, _depth=1)
+        except (ValueError, TypeError, AttributeError, KeyError):
+            # An original without a usable id (or of a shape we cannot read) costs the original, not the repost.
+            extra["reposted"] = "unavailable"
+    for key, value in (("mid", clean_id(mblog.get("mid"))), ("bid", bid),
+                       ("source", _text(mblog.get("source"))), ("region_name", _text(mblog.get("region_name")))):
+        if value:
+            extra[key] = value
     if mblog.get("isLongText"):
         extra["long_text"] = "expanded" if long_text is not None else "truncated"
     page_info = mblog.get("page_info")
