@@ -56,6 +56,9 @@ PLATFORM_BACKOFF_MAX = 120.0
 
 #: HTTP statuses that mean "slow down" on platform APIs (Weibo 418/432, Bilibili 412, everyone 429).
 PLATFORM_RATE_LIMIT_HTTP_CODES = [412, 418, 429, 432]
+#: Largest API answer (listing page, post JSON, SSR page) in bytes, on the wire and once inflated; a larger one
+#: fails that request ("too-large"). Media have MEDIA_MAXSIZE (middlewares/body_limits.py).
+PLATFORM_API_MAXSIZE = 16 * 1024 * 1024
 #: Listing pages that may fail in a row before a spider stops paginating.
 PLATFORM_MAX_FAILED_PAGES_IN_A_ROW = 3
 PLATFORM_ERRORS_ENABLED = True
@@ -71,6 +74,9 @@ DOWNLOADER_MIDDLEWARES = {
     "mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware": 560,
     # After CookiesMiddleware (700) on the way out; strips the header again before any retry copies the request.
     "mediacrawler.middlewares.sessions.SessionCookieMiddleware": 710,
+    # Scrapy's decompression with a size limit per kind of request (API pages, media): no gzip bombs.
+    "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
+    "mediacrawler.middlewares.body_limits.BodyLimitsMiddleware": 590,
 }
 
 # --- Platforms --------------------------------------------------------------------------------------------------
@@ -116,6 +122,9 @@ FILES_STORE = "files"
 MEDIA_ENABLED = True
 #: Pixel cap, checked from the image header before decoding (Pillow's default).
 MEDIA_MAX_IMAGE_PIXELS = 89_478_485
+#: Largest body of a one-request media download (an image, a video fragment), on the wire and once inflated; a
+#: larger one fails that asset ("too-large"). Range segments and manifests have their own limits below.
+MEDIA_MAXSIZE = 64 * 1024 * 1024
 #: Media downloads in flight per host (they bypass the scheduler, so CONCURRENT_REQUESTS does not bound them).
 MEDIA_CONCURRENCY_PER_HOST = 8
 #: Media requests (images, Range segments, video fragments) use downloader slots "media:<host>" of their own, not

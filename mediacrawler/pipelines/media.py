@@ -56,6 +56,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.python.failure import Failure
 
+from mediacrawler.contracts import RequestRefused
 from mediacrawler.media.committer import DEFAULT_MAX_BATCH, BatchCommitter, CommitJob
 from mediacrawler.media.index import (
     IndexConfigError,
@@ -172,6 +173,8 @@ def download_error_reason(exc: BaseException) -> str:
     """A short reason code for an exception a download ended with: ``filtered`` (IgnoreRequest, e.g. offsite or
     over DOWNLOAD_MAXSIZE), ``dataloss`` (the body ended before Content-Length), ``timeout``,
     ``connection-error`` or ``download-error``."""
+    if isinstance(exc, RequestRefused):
+        return exc.reason  # refused on purpose, with its own reason (e.g. too-large: middlewares/body_limits.py)
     if isinstance(exc, IgnoreRequest):
         return "filtered"
     text = f"{type(exc).__name__} {exc!r}".lower()
@@ -426,6 +429,8 @@ class MediaStorePipeline(FilesPipeline):
         exc = failure.value
         if isinstance(exc, MediaDownloadFailed):
             raise exc
+        if isinstance(exc, RequestRefused):
+            raise MediaDownloadFailed(exc.reason, exc.detail) from exc
         reason = download_error_reason(exc)
         logger.debug("Media download failed: %s: %s: %s", request.url, type(exc).__name__, exc)
         raise MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}") from exc
