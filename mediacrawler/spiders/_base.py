@@ -13,6 +13,9 @@ the rest the same way for all of them:
   survives JOBDIR serialization.
 - After parsing a page the spider sends :data:`mediacrawler.signals.page_parsed` (and ``page_failed`` when a page
   failed for good), which the checkpoint extension turns into a watermark.
+- Every listing request ends as parsed or failed, whatever path it takes: one that reaches neither callback nor
+  errback (dropped by the duplicate filter, e.g. a 302 back to itself; filtered by a middleware) is failed when the
+  crawl goes idle, with the reason when Scrapy said one (``request_dropped``), and the crawl goes on past it.
 - Expired media URLs: the spider remembers which post each media asset came from, and
   :meth:`PlatformSpider.refresh_media_url` (called by the large-file downloader on a 403/410 mid-download) reads
   that post again through :meth:`~PlatformSpider.post_request` and returns the asset's fresh URL.
@@ -28,8 +31,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from scrapy import Request, Spider
-from scrapy.exceptions import IgnoreRequest
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import DontCloseSpider, IgnoreRequest
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
@@ -166,6 +169,17 @@ class PlatformSpider(Spider):
         self.close_reason: str | None = None
         #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
         self._media_posts: OrderedDict[str, str] = OrderedDict()
+        #: Listing pages requested and not yet parsed or failed: page → cursor (see :meth:`spider_idle`).
+        self._listing_pending: dict[int, str | None] = {}
+        #: Why a pending page's request was dropped, when Scrapy said so (``request_dropped``).
+        self._listing_dropped: dict[int, str] = {}
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
+        crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
+        return spider
 
     # --- What a platform provides ----------------------------------------------------------------------------
 
@@ -220,6 +234,7 @@ class PlatformSpider(Spider):
 
     def listing_request(self, page: int, cursor: str | None) -> Request:
         """The request for one listing page; plain-data meta only, callbacks by method name (JOBDIR-safe)."""
+        self._listing_pending[page] = cursor
         return Request(
             self.listing_url(page, cursor),
             callback=self.parse_listing,
@@ -235,6 +250,7 @@ class PlatformSpider(Spider):
     def parse_listing(self, response: Response) -> Iterator[Any]:
         page_no: int = response.meta["mc_page"]
         cursor: str | None = response.meta.get("mc_cursor")
+        self._listing_pending.pop(page_no, None)
         self.pages_fetched += 1
         source = self.source_for(response)
         try:
@@ -293,6 +309,7 @@ class PlatformSpider(Spider):
     def listing_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
         page_no = request.meta.get("mc_page", 0)
+        self._listing_pending.pop(page_no, None)
         self.pages_fetched += 1
         yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
         if failure.check(PlatformRefused):
@@ -308,6 +325,33 @@ class PlatformSpider(Spider):
         next run resumes there.
         """
         return self._next_page(page_no, None)
+
+    def request_dropped(self, request: Request, spider: Spider, **kwargs: Any) -> None:
+        """``request_dropped``: the scheduler refused a request (the duplicate filter, e.g. a redirect back to a
+        URL already fetched). A listing page's reason is kept for :meth:`spider_idle`."""
+        page_no = request.meta.get("mc_page")
+        if spider is self and request.callback == self.parse_listing and page_no in self._listing_pending:
+            self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
+
+    def spider_idle(self, spider: Spider) -> None:
+        """``spider_idle``: nothing is in flight, so a listing page still pending will never reach its callback or
+        errback. Each is failed (the checkpoint keeps it, the exit status says so) and the crawl goes on past it as
+        after any failed page."""
+        if spider is not self or not self._listing_pending or self.close_reason is not None:
+            return
+        lost = sorted(self._listing_pending.items())
+        self._listing_pending.clear()
+        follow: list[Request] = []
+        for page_no, cursor in lost:
+            reason = self._listing_dropped.pop(page_no, "the request was dropped before it reached the spider")
+            self.pages_fetched += 1
+            self._page_failed(page_no, cursor, reason)
+            follow.extend(self.after_failed_page(page_no, cursor))
+        assert self.crawler.engine is not None
+        for request in follow:
+            self.crawler.engine.crawl(request)
+        if follow:
+            raise DontCloseSpider
 
     def _page_failed(self, page_no: int, cursor: str | None, reason: str) -> Iterator[Any]:
         self.pages_failed += 1
