@@ -43,7 +43,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from mediacrawler.media.index import MediaIndex, ObjectRecord
-from mediacrawler.media.integrity import DEFAULT_MAX_IMAGE_PIXELS, BodyCheck, MediaRejected, check_body
+from mediacrawler.media.integrity import (
+    DEFAULT_MAX_IMAGE_DECODE_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    BodyCheck,
+    MediaRejected,
+    check_body,
+)
 from mediacrawler.media.sniff import Sniffed
 from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError, credit_first_twin
 
@@ -89,11 +95,13 @@ class BatchCommitter:
 
     def __init__(self, *, store: ContentAddressedStore, index: MediaIndex | None,
                  deliver: Callable[[list[CommitJob]], None], max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+                 max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES,
                  max_batch: int = DEFAULT_MAX_BATCH, isolated: bool = False, name: str = "media-committer") -> None:
         self.store = store
         self.index = index
         self.deliver = deliver
         self.max_image_pixels = max_image_pixels
+        self.max_image_decode_bytes = max_image_decode_bytes
         self.max_batch = max(1, max_batch)
         #: With ``isolated``, the checks and file work of each round run in a helper process (:class:`StoreWorker`)
         #: with its own GIL; this thread keeps the index writes and the hand-back. Falls back to in-process work
@@ -123,7 +131,8 @@ class BatchCommitter:
             return
         self._worker_tried = True
         try:
-            self._worker = StoreWorker(self.store, max_image_pixels=self.max_image_pixels)
+            self._worker = StoreWorker(self.store, max_image_pixels=self.max_image_pixels,
+                                       max_image_decode_bytes=self.max_image_decode_bytes)
         except OSError as exc:
             logger.error("Media store worker process did not start (%s); storing in-process", exc)
 
@@ -187,7 +196,8 @@ class BatchCommitter:
                 self._worker.close()
                 self._worker = None
         if outcomes is None:
-            outcomes = store_group(self.store, jobs, max_image_pixels=self.max_image_pixels)
+            outcomes = store_group(self.store, jobs, max_image_pixels=self.max_image_pixels,
+                                   max_image_decode_bytes=self.max_image_decode_bytes)
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
         for job, outcome in zip(jobs, outcomes, strict=True):
             job.body = b""  # do not keep the bytes alive until delivery
@@ -213,7 +223,8 @@ class BatchCommitter:
 
 
 def store_group(store: ContentAddressedStore, jobs: Sequence[CommitJob], *,
-                max_image_pixels: int) -> list[Persisted | BaseException]:
+                max_image_pixels: int, max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES
+                ) -> list[Persisted | BaseException]:
     """The file work of one round, in this process: per job (on the store's sync threads) the checks still due,
     SHA-256, temp file, sync, link; then one sync per directory that gained an entry. A
     :class:`~mediacrawler.media.store.Persisted` or the exception for each job; fills ``job.checked``."""
@@ -221,7 +232,8 @@ def store_group(store: ContentAddressedStore, jobs: Sequence[CommitJob], *,
     def one(job: CommitJob) -> Persisted | BaseException:
         try:
             if job.checked is None:
-                job.checked = check_body(job.body, kind=job.kind, max_image_pixels=max_image_pixels)
+                job.checked = check_body(job.body, kind=job.kind, max_image_pixels=max_image_pixels,
+                                         max_image_decode_bytes=max_image_decode_bytes)
             staged = store.stage(job.body, ext=job.checked.sniffed.ext, sha256=hashlib.sha256(job.body).hexdigest())
         except (MediaRejected, OSError, StoreError) as exc:
             return exc
@@ -259,12 +271,13 @@ class StoreWorker:
     stop) and exits when its stdin closes, e.g. when the crawler dies.
     """
 
-    def __init__(self, store: ContentAddressedStore, *, max_image_pixels: int) -> None:
+    def __init__(self, store: ContentAddressedStore, *, max_image_pixels: int,
+                 max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> None:
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from mediacrawler.media.committer import worker_main; worker_main()",
-             str(store.root), "1" if store.fsync else "0", str(max_image_pixels)],
+             str(store.root), "1" if store.fsync else "0", str(max_image_pixels), str(max_image_decode_bytes)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._stdin: IO[bytes] = self.proc.stdin
@@ -304,12 +317,14 @@ class StoreWorker:
 
 
 def worker_main(argv: Sequence[str] | None = None) -> None:
-    """The store worker process (see :class:`StoreWorker`): ``<store root> <fsync 0|1> <max image pixels>``."""
+    """The store worker process (see :class:`StoreWorker`): ``<store root> <fsync 0|1> <max image pixels>
+    <max image decode bytes>``."""
     args = list(sys.argv[1:] if argv is None else argv)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     store = ContentAddressedStore(args[0], fsync=args[1] == "1")
     max_image_pixels = int(args[2])
+    max_image_decode_bytes = int(args[3])
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     try:
         while line := stdin.readline():
@@ -320,7 +335,9 @@ def worker_main(argv: Sequence[str] | None = None) -> None:
                     return
                 jobs.append(CommitJob(body, kind=kind, key=None, url="", checked=_checked_from_wire(checked)))
             answers = []
-            for job, outcome in zip(jobs, store_group(store, jobs, max_image_pixels=max_image_pixels), strict=True):
+            for job, outcome in zip(jobs, store_group(store, jobs, max_image_pixels=max_image_pixels,
+                                                        max_image_decode_bytes=max_image_decode_bytes),
+                                            strict=True):
                 if isinstance(outcome, Persisted):
                     answers.append({"ok": [outcome.sha256, outcome.relpath, outcome.size, outcome.created,
                                            _checked_to_wire(job.checked)]})

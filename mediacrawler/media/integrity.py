@@ -7,16 +7,21 @@ asset and counts it in stats (``media/failed/<reason>``).
 Order matters for safety: the HTTP facts and magic bytes are checked first (cheap, and an HTML page never
 reaches an image decoder); image dimensions are read from the header by our own parser and checked against the
 pixel cap *before* Pillow is asked to decode anything, so a 50,000 x 50,000 PNG of a few kilobytes is rejected
-without allocating its 7.5 GB of pixels.
+without allocating its 7.5 GB of pixels. Under the cap, an image still needs up to ``width x height x 4`` bytes
+(357 MB at the cap): above ``max_image_decode_bytes`` a PNG is checked by streaming its chunks and inflating its
+data a piece at a time (:func:`check_png_stream`), a JPEG counts at the 1/8 scale it is decoded at, and any other
+format is rejected as ``image-too-large``.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from io import BytesIO
+from typing import BinaryIO
 
 from PIL import Image
 
@@ -24,6 +29,8 @@ from mediacrawler.media.sniff import Sniffed, sniff
 
 #: Pillow's own default (``Image.MAX_IMAGE_PIXELS``), about 9459 x 9459; the MEDIA_MAX_IMAGE_PIXELS default.
 DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
+#: The MEDIA_MAX_IMAGE_DECODE_BYTES default: the most a full decode of one image may allocate for its pixels.
+DEFAULT_MAX_IMAGE_DECODE_BYTES = 64 * 1024 * 1024
 
 #: HTTP statuses whose body is the whole file. A 206 counts only when its Content-Range covers the whole file.
 ACCEPTED_STATUSES = (200, 206)
@@ -93,9 +100,11 @@ def _content_range_total(value: str | None) -> int | None:
         return None
 
 
-def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> BodyCheck:
+def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+               max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
     """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an
-    image, that it is within the pixel cap and decodes to the end.
+    image, that it is within the pixel cap and decodes to the end (with at most ``max_image_decode_bytes`` of
+    pixels in memory, see :func:`check_image`).
 
     Raises :class:`MediaRejected` with reason ``not-media`` (HTML, JSON, XML or unknown bytes),
     ``kind-mismatch``, ``image-too-large`` or ``corrupt-image``.
@@ -104,7 +113,8 @@ def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IM
     if sniffed.family != "image":
         # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
         return BodyCheck(sniffed=sniffed, size=len(body))
-    width, height = check_image(body, sniffed=sniffed, max_image_pixels=max_image_pixels)
+    width, height = check_image(body, sniffed=sniffed, max_image_pixels=max_image_pixels,
+                                max_image_decode_bytes=max_image_decode_bytes)
     return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
 
 
@@ -120,8 +130,8 @@ def check_kind(head: bytes, *, kind: str) -> Sniffed:
     return sniffed
 
 
-def check_image_file(path: str | os.PathLike[str], *,
-                     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS) -> BodyCheck:
+def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
+                     max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
     """:func:`check_body` for an image asset held in a file (one too large for memory, spooled in Range
     segments): same checks, same reasons, reading the file instead of a body."""
     with open(path, "rb") as f:
@@ -130,19 +140,33 @@ def check_image_file(path: str | os.PathLike[str], *,
         f.seek(max(0, size - 1024))
         tail = f.read()
     sniffed = check_kind(head, kind="image")
-    width, height = _check_image(lambda: Image.open(path), head=head, tail=tail, sniffed=sniffed,
-                                 max_image_pixels=max_image_pixels)
+    width, height = _check_image(lambda: Image.open(path), lambda: open(path, "rb"), head=head, tail=tail,
+                                 sniffed=sniffed, max_image_pixels=max_image_pixels,
+                                 max_image_decode_bytes=max_image_decode_bytes)
     return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
 
 
-def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int) -> tuple[int, int]:
-    """Return ``(width, height)`` of an image after checking the pixel cap and decoding it completely."""
-    return _check_image(lambda: Image.open(BytesIO(body)), head=body, tail=body[-1024:], sniffed=sniffed,
-                        max_image_pixels=max_image_pixels)
+def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int,
+                max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> tuple[int, int]:
+    """Return ``(width, height)`` of an image after checking the pixel cap and decoding it completely; one whose
+    pixels would take more than ``max_image_decode_bytes`` is streamed (PNG) or rejected (``image-too-large``)."""
+    return _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body, tail=body[-1024:],
+                        sniffed=sniffed, max_image_pixels=max_image_pixels,
+                        max_image_decode_bytes=max_image_decode_bytes)
 
 
-def _check_image(open_image: Callable[[], Image.Image], *, head: bytes, tail: bytes, sniffed: Sniffed,
-                 max_image_pixels: int) -> tuple[int, int]:
+def decoded_bytes(mode: str, width: int, height: int) -> int:
+    """Bytes Pillow allocates for the pixels of a ``width`` x ``height`` image of ``mode``."""
+    return width * height * _MODE_BYTES.get(mode, 4)
+
+
+# Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.
+_MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
+
+
+def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[], BinaryIO], *, head: bytes,
+                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int
+                 ) -> tuple[int, int]:
     dims = image_header_size(head)
     if dims is not None:
         _check_pixels(*dims, max_image_pixels=max_image_pixels)
@@ -157,8 +181,19 @@ def _check_image(open_image: Callable[[], Image.Image], *, head: bytes, tail: by
                 # Decode at 1/8 scale: every entropy-coded segment is still read (a truncated scan fails), at a
                 # fraction of the cost of a full-size decode.
                 img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
-            img.load()
-        if sniffed.mime == "image/png":
+            # open() read only the header: the size and mode say what load() would allocate (after draft()).
+            need = decoded_bytes(img.mode, *img.size)
+            streamed = need > max_image_decode_bytes
+            if streamed and img.format != "PNG":
+                raise MediaRejected(
+                    "image-too-large", f"{img.format} {width}x{height} ({img.mode}) decodes to {need} bytes, over "
+                    f"MEDIA_MAX_IMAGE_DECODE_BYTES = {max_image_decode_bytes} (raise it to accept this image)")
+            if not streamed:
+                img.load()
+        if streamed:
+            with open_stream() as f:
+                check_png_stream(f)
+        elif sniffed.mime == "image/png":
             # load() stops at the last IDAT; verify() walks every chunk's CRC up to IEND, but forgives a cut
             # inside IEND itself, so the complete IEND chunk is required as well.
             with open_image() as img:
@@ -172,6 +207,130 @@ def _check_image(open_image: Callable[[], Image.Image], *, head: bytes, tail: by
     except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError, struct.error... for bad data.
         raise MediaRejected("corrupt-image", f"{type(exc).__name__}: {exc}") from None
     return width, height
+
+
+# --- PNG in bounded memory --------------------------------------------------------------------------------------
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# Bytes read from the file, and inflated, per step: what the streamed check holds at a time (plus zlib's window).
+_PNG_STEP = 64 * 1024
+# Colour type -> (channels, allowed bit depths), from the PNG specification's IHDR table.
+_PNG_COLOUR = {0: (1, (1, 2, 4, 8, 16)), 2: (3, (8, 16)), 3: (1, (1, 2, 4, 8)), 4: (2, (8, 16)), 6: (4, (8, 16))}
+# Adam7 passes: first column, first row, column step, row step.
+_ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+
+
+def _corrupt_png(detail: str) -> MediaRejected:
+    return MediaRejected("corrupt-image", f"PNG {detail}")
+
+
+class _PngRows:
+    """The inflated IDAT stream checked as it comes: never longer than the rows of IHDR, every row's filter type
+    0-4, and (in :meth:`finish`) a zlib stream that ended (its Adler-32 checked) with exactly those rows."""
+
+    def __init__(self, ihdr: bytes) -> None:
+        width, height, depth, colour, method, filtering, interlace = struct.unpack(">IIBBBBB", ihdr)
+        channels, depths = _PNG_COLOUR.get(colour, (0, ()))
+        if not (width and height and depth in depths and method == 0 and filtering == 0 and interlace in (0, 1)):
+            raise _corrupt_png(f"IHDR {width}x{height}, bit depth {depth}, colour type {colour}, compression "
+                               f"{method}, filter {filtering}, interlace {interlace} is not valid")
+        self.width, self.height = width, height
+        bits = channels * depth
+        # Each (sub-)image row is a filter byte then ceil(columns x bits / 8) bytes; an empty Adam7 pass has none.
+        self.segments: list[tuple[int, int, int]] = []  # (first byte, end, row length) of each pass
+        pos = 0
+        for x0, y0, dx, dy in _ADAM7 if interlace else ((0, 0, 1, 1),):
+            columns, rows = -(-(width - x0) // dx), -(-(height - y0) // dy)
+            if columns > 0 and rows > 0:
+                stride = 1 + (columns * bits + 7) // 8
+                self.segments.append((pos, pos + rows * stride, stride))
+                pos += rows * stride
+        self.expected = pos
+        self.done = 0
+        self.inflater = zlib.decompressobj()
+
+    def feed(self, data: bytes) -> None:
+        if self.inflater.eof:
+            return  # bytes after the end of the zlib stream: decoders ignore them (and they are not kept)
+        while True:
+            try:
+                out = self.inflater.decompress(data, _PNG_STEP)
+            except zlib.error as exc:
+                raise _corrupt_png(f"image data does not inflate ({exc})") from None
+            self._rows(out)
+            data = self.inflater.unconsumed_tail
+            # A full output step may leave output pending inside zlib even when all input is consumed.
+            if self.inflater.eof or (not data and len(out) < _PNG_STEP):
+                return
+
+    def _rows(self, out: bytes) -> None:
+        start, end = self.done, self.done + len(out)
+        if end > self.expected:
+            raise _corrupt_png(f"image data longer than the {self.expected} bytes of its {self.width}x"
+                               f"{self.height} rows")
+        for first, last, stride in self.segments:
+            lo, hi = max(start, first), min(end, last)
+            if lo < hi:
+                at = first + -(-(lo - first) // stride) * stride  # the first filter byte at or after lo
+                if out[at - start:hi - start:stride].translate(None, b"\0\1\2\3\4"):
+                    raise _corrupt_png("row with an unknown filter type")
+        self.done = end
+
+    def finish(self) -> None:
+        if not self.inflater.eof:
+            raise _corrupt_png(f"image data ends early: {self.done} of {self.expected} bytes, no end of stream")
+        if self.done != self.expected:
+            raise _corrupt_png(f"image data is {self.done} bytes, its {self.width}x{self.height} rows need "
+                               f"{self.expected}")
+
+
+def check_png_stream(f: BinaryIO) -> tuple[int, int]:
+    """Check a whole PNG read from ``f`` holding at most a step of it: every chunk's CRC up to a complete IEND,
+    and the IDAT data inflated piece by piece to exactly the bytes its IHDR dimensions need, each row with a
+    known filter type. What the pixels are is not checked (that needs the decode this avoids).
+
+    Returns ``(width, height)``; raises :class:`MediaRejected` (``corrupt-image``).
+    """
+    if f.read(8) != _PNG_SIGNATURE:
+        raise _corrupt_png("signature missing")
+    rows: _PngRows | None = None
+    idat = "before"  # IDAT chunks must be consecutive: before -> inside -> after
+    while True:
+        head = f.read(8)
+        if len(head) < 8:
+            raise _corrupt_png("cut short before its IEND chunk (truncated)")
+        length, kind = struct.unpack(">I4s", head)
+        if length > 0x7FFFFFFF or not kind.isalpha():
+            raise _corrupt_png(f"chunk header {head!r} is not valid")
+        if (rows is None) != (kind == b"IHDR") or (kind == b"IHDR" and length != 13):
+            raise _corrupt_png("does not start with one 13-byte IHDR chunk")
+        if kind == b"IDAT":
+            if idat == "after":
+                raise _corrupt_png("IDAT chunks are not consecutive")
+            idat = "inside"
+        elif idat == "inside":
+            idat = "after"
+        crc, left, ihdr = zlib.crc32(kind), length, b""
+        while left:
+            piece = f.read(min(left, _PNG_STEP))
+            if not piece:
+                raise _corrupt_png(f"cut short inside a {kind.decode()} chunk (truncated)")
+            left -= len(piece)
+            crc = zlib.crc32(piece, crc)
+            if kind == b"IDAT":
+                assert rows is not None
+                rows.feed(piece)
+            elif kind == b"IHDR":
+                ihdr += piece
+        stored = f.read(4)
+        if len(stored) < 4 or struct.unpack(">I", stored)[0] != crc:
+            raise _corrupt_png(f"CRC mismatch in a {kind.decode()} chunk")
+        if kind == b"IHDR":
+            rows = _PngRows(ihdr)
+        elif kind == b"IEND":
+            break
+    assert rows is not None
+    rows.finish()
+    return rows.width, rows.height
 
 
 def _check_pixels(width: int, height: int, *, max_image_pixels: int) -> None:

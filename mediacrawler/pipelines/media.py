@@ -67,6 +67,7 @@ from mediacrawler.media.index import (
     open_index,
 )
 from mediacrawler.media.integrity import (
+    DEFAULT_MAX_IMAGE_DECODE_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     MediaRejected,
     check_body,
@@ -247,6 +248,8 @@ class MediaStorePipeline(FilesPipeline):
         if self.index_backend == "redis" and not settings.get("REDIS_URL"):
             raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
         self.max_image_pixels: int = settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
+        self.max_image_decode_bytes: int = settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
+                                                           DEFAULT_MAX_IMAGE_DECODE_BYTES)
         self.concurrency_per_host: int = settings.getint("MEDIA_CONCURRENCY_PER_HOST",
                                                          DEFAULT_CONCURRENCY_PER_HOST)
         if self.concurrency_per_host < 1:
@@ -285,7 +288,9 @@ class MediaStorePipeline(FilesPipeline):
         super().open_spider()
         self.index = open_index(self.crawler.settings, store_root=self.cas.root)
         self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
-                                        max_image_pixels=self.max_image_pixels, max_batch=self.commit_batch,
+                                        max_image_pixels=self.max_image_pixels,
+                                        max_image_decode_bytes=self.max_image_decode_bytes,
+                                        max_batch=self.commit_batch,
                                         isolated=self.commit_process)
         self.committer.start(lazy=True)
         swept = self.cas.sweep_tmp()
@@ -398,7 +403,8 @@ class MediaStorePipeline(FilesPipeline):
             checked = None
             if len(body) > self.inline_check_bytes:
                 # A big decode would hold up the committer's whole round: checked in a worker thread first.
-                checked = await run_in_thread(check_body, body, kind=kind, max_image_pixels=self.max_image_pixels)
+                checked = await run_in_thread(check_body, body, kind=kind, max_image_pixels=self.max_image_pixels,
+                                              max_image_decode_bytes=self.max_image_decode_bytes)
             # Checks, hash, write, syncs and the index row: the batch committer, in one round with whatever else
             # arrived meanwhile; the job comes back once its object and its index row are durable.
             job = CommitJob(body, kind=kind, key=ident.get("index_key"), url=url, checked=checked)
