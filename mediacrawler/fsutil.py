@@ -77,3 +77,18 @@ def free_bytes(path: str | os.PathLike[str]) -> int | None:
     except OSError:
         return None
     return st.f_bavail * st.f_frsize
+
+
+def writable_dir_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why files cannot be created in directory ``path`` (created if missing), or ``None`` when they can.
+
+    Tried for real (a temp file made and removed), so a read-only mount, a full disk or a file in the way all
+    show here, before a crawl depends on the directory."""
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=path)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None

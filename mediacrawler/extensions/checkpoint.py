@@ -614,9 +614,15 @@ class CheckpointExtension:
         if reason == "finished" and self.completed():
             # The export must hold every record on disk before the checkpoint goes: a kill between the two
             # would otherwise lose the last records with nothing left to say so.
-            if self.sync:
-                sync_feeds(self.crawler)
-            self.store.delete(cp.key)
+            try:
+                if self.sync:
+                    sync_feeds(self.crawler)
+                self.store.delete(cp.key)
+            except OSError as e:
+                # Kept, and behind: the next run re-fetches what this one stored and dedupe drops the repeats.
+                logger.error("%s: cannot clear checkpoint %s: %s", cp.key, self.store.location(cp.key), e)
+                self.stats.inc_value("checkpoint/write_errors")
+                return
             self.stats.set_value("checkpoint/cleared", True)
             logger.info("%s: source completed (last page %d stored); checkpoint cleared", cp.key, cp.last_page)
             return
