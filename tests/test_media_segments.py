@@ -9,10 +9,13 @@ request log. Blobs are a few MiB with small segments, so each run takes about a 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,6 +33,7 @@ from mediacrawler.media.ledger import (
     save_ledger,
 )
 from mediacrawler.media.segments import (
+    CoalescingSaver,
     RemoteChanged,
     SegmentConfig,
     SegmentError,
@@ -212,6 +216,65 @@ def test_buffer_pool_lends_within_its_budget_first_come_first_served() -> None:
     big = alone.request(64)  # larger than the budget: granted when nothing else is lent, so it progresses
     assert big.called and len(big.result) == 64  # type: ignore[attr-defined]
     assert not alone.request(1).called
+
+
+def _run_on_own_loop(coro: Any) -> Any:
+    # Not asyncio.run: that would unset the event loop of the reactor conftest installed (see test_pipeline_dedupe).
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(asyncio.wait_for(coro, 10))
+    finally:
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
+
+
+def test_saver_reports_a_generation_saved_only_once_a_save_includes_it() -> None:
+    """What segment workers wait for before their next request: ``saved(n)`` returns after the save of a snapshot
+    taken after request ``n``, not after a save that was already under way, and raises a failed save's error."""
+    state = {"value": 0}
+    saved_values: list[int] = []
+    release = threading.Event()
+
+    def save(snapshot: int) -> None:
+        assert release.wait(5), "never released"
+        if snapshot < 0:
+            raise OSError(28, "No space left on device")
+        saved_values.append(snapshot)
+
+    async def scenario() -> list[Any]:
+        saver = CoalescingSaver(snapshot=lambda: state["value"], save=save)
+        events: list[Any] = []
+        state["value"] = 1
+        first = saver.request()  # the pass saving 1 starts and blocks in save()
+        await asyncio.sleep(0.05)
+        state["value"] = 2
+        second = saver.request()  # made while that pass runs: only the next pass covers it
+
+        async def wait(name: str, generation: int) -> None:
+            await saver.saved(generation)
+            events.append((name, list(saved_values)))  # what had been saved when it returned
+
+        waits = [asyncio.ensure_future(wait("first", first)), asyncio.ensure_future(wait("second", second))]
+        await asyncio.sleep(0.05)
+        assert events == []  # nothing is reported saved before a save has finished
+        release.set()
+        await asyncio.gather(*waits)
+        await saver.saved(second)  # already saved: returns at once
+        state["value"] = -1  # the next save fails
+        third = saver.request()
+        try:
+            await saver.saved(third)
+        except OSError as exc:
+            events.append(f"error {exc.errno}")
+        with contextlib.suppress(OSError):
+            await saver.flush()
+        return events
+
+    first, second, error = _run_on_own_loop(scenario())
+    assert first[0] == "first" and 1 in first[1]
+    assert second == ("second", [1, 2])  # not released by the save of 1 that was under way when it asked
+    assert error == "error 28"
+    assert saved_values == [1, 2]
 
 
 # --- the driver: a real crawl running one segmented download -------------------------------------------------

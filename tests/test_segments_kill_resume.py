@@ -85,3 +85,59 @@ def test_sigkill_mid_download_then_resume(fresh_sandbox: SandboxProcess, tmp_pat
     wasted = run1_bytes + run2_bytes - size
     assert 0 <= wasted <= concurrency * segment, (run1_bytes, run2_bytes, wasted)
     assert spool_files(tmp_path) == []  # no spool, no ledger, no stray temp file of a killed save
+
+
+def test_sigkill_at_default_segments_full_speed_costs_at_most_the_segments_in_flight(
+        fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    """Default MEDIA_SEGMENT_SIZE (16 MiB) and MEDIA_SEGMENT_CONCURRENCY (3), no throttling: what a kill may cost at
+    any moment (bytes served minus bytes in the saved ledger) stays within size x concurrency, and so does what a
+    kill a third of the way in costs across both runs."""
+    size, name, segment, concurrency = 384 * MiB, "killfast", 16 * MiB, 3
+    url = f"{fresh_sandbox.url}/media/blob/{name}?size={size}"
+    store = tmp_path / "store"
+    key = "test/video/killfast"
+    ledger_file = ledger_path(spool_path(spool_dir=store / "spool", key=key))
+
+    # Run 1 at full speed; sampled until a third has been served. Bytes served are read before the ledger, so a
+    # save landing between the two reads can only make the measured exposure smaller, never larger.
+    out1 = tmp_path / "run1.json"
+    proc = subprocess.Popen(driver_command(url=url, key=key, out=out1, store=store), cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    exposures: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + 30
+        served = 0
+        while time.monotonic() < deadline and proc.poll() is None and served < size // 3:
+            served = fresh_sandbox.stats()["media_bytes_sent"]
+            ledger = load_ledger(ledger_file, key=key) if ledger_file.exists() else None
+            exposures.append((served, ledger.done_bytes() if ledger else 0))
+        assert served >= size // 3, f"run 1 did not get a third of the way (served={served}, exit={proc.poll()})"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert not out1.exists(), "run 1 finished before the kill: nothing was tested"
+    time.sleep(0.2)  # let the sandbox notice the dropped connections before reading its counters
+    run1_bytes = fresh_sandbox.stats()["media_bytes_sent"]
+    after_kill = load_ledger(ledger_file, key=key)
+    assert after_kill is not None and 0 < after_kill.done_bytes() < size
+    worst = max(served - saved for served, saved in exposures)
+    assert len(exposures) > 10 and worst <= concurrency * segment, (worst / MiB, len(exposures))
+
+    fresh_sandbox.reset()
+    out2 = tmp_path / "run2.json"
+    run = subprocess.run(driver_command(url=url, key=key, out=out2, store=store), cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out2.exists(), run.stderr[-3000:]
+    outcome = json.loads(out2.read_text())
+    assert outcome["ok"], outcome
+    assert outcome["persisted"]["sha256"] == blob_sha256(name, size)
+    assert sha256_file(store / outcome["persisted"]["relpath"]) == blob_sha256(name, size)
+    run2_bytes = fresh_sandbox.stats()["media_bytes_sent"]
+    assert run2_bytes == size - after_kill.done_bytes()
+    assert outcome["result"]["resumed_bytes"] == after_kill.done_bytes()
+    wasted = run1_bytes + run2_bytes - size
+    assert 0 <= wasted <= concurrency * segment, (run1_bytes, run2_bytes, wasted)
+    assert spool_files(tmp_path) == []

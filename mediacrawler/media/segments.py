@@ -17,7 +17,10 @@ timeouts, slots and throttling apply per segment), at most MEDIA_SEGMENT_CONCURR
    total must match the request, the ETag must not have changed; a ``416`` or a short segment is an error, never
    "complete".
 3. **ledger** — ``.part.json`` beside the spool (:mod:`mediacrawler.media.ledger`) says which segments are in;
-   saved atomically after every segment (after an ``fdatasync`` of the spool when MEDIA_FSYNC is on).
+   saved atomically after every segment (after an ``fdatasync`` of the spool when MEDIA_FSYNC is on), saves
+   coalescing. A worker sends its next request only once its last segment is in the saved ledger, so bytes
+   received but not recorded never exceed MEDIA_SEGMENT_SIZE x MEDIA_SEGMENT_CONCURRENCY per file: that is all a
+   crash can cost, however slow the disk (and a new spool's ledger is saved before the first segment request).
 4. **resume** — a new run fetches only the missing segments with ``If-Range`` set to the recorded validator; a
    changed remote (``200`` instead of ``206``, another ETag or total) discards the spool and starts over, at most
    MEDIA_SEGMENT_MAX_RESTARTS times.
@@ -394,6 +397,10 @@ class CoalescingSaver:
     """Saves a ledger in the background as work completes; saves coalesce (one in flight, the next one takes the
     newest state), so a slow fsync never queues up behind the transfer.
 
+    :meth:`request` returns a generation number; :meth:`saved` waits until a save that includes that state is
+    done. Segment workers wait for it before they fetch their next segment, so what a crash may cost stays bounded
+    by the segments in flight, however slow the fsync.
+
     ``snapshot()`` runs on the reactor thread (the worker thread must not iterate state the reactor is changing);
     ``save(snapshot)`` runs in a worker thread.
     """
@@ -404,22 +411,58 @@ class CoalescingSaver:
         self._dirty = False
         self._running = False
         self._task: Deferred[None] | None = None
+        #: Generations requested and durably saved; a save covers every request made before its snapshot.
+        self.requested = 0
+        self.done = 0
+        self._error: BaseException | None = None
+        self._waiters: list[tuple[int, Deferred[None]]] = []
 
-    def request(self) -> None:
-        """Save the current state soon (in the background)."""
+    def request(self) -> int:
+        """Save the current state soon (in the background); returns its generation for :meth:`saved`."""
+        self.requested += 1
         self._dirty = True
         if not self._running:
             self._running = True
             self._task = deferred_from_coro(self._run())
+        return self.requested
+
+    async def saved(self, generation: int) -> None:
+        """Wait until the state of ``generation`` is saved (raises the error of a failed save)."""
+        if self.done >= generation:
+            return
+        if self._error is not None:
+            raise self._error
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append((generation, waiter))
+        await maybe_deferred_to_future(waiter)
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for generation, waiter in waiters:
+            if self._error is not None:
+                waiter.errback(self._error)
+            elif self.done >= generation:
+                waiter.callback(None)
+            else:
+                self._waiters.append((generation, waiter))
 
     async def _run(self) -> None:
         try:
             # Bounded: each pass clears _dirty; only completed work sets it again.
             while self._dirty:
                 self._dirty = False
-                await run_in_thread(self._save, self._snapshot())
+                generation = self.requested  # read with the snapshot, on the reactor thread
+                try:
+                    await run_in_thread(self._save, self._snapshot())
+                except BaseException as exc:
+                    self._error = exc
+                    raise
+                self._error = None
+                self.done = generation
+                self._wake()
         finally:
             self._running = False
+            self._wake()
 
     async def flush(self) -> None:
         """Wait until the newest state is saved (raises a save error)."""
@@ -807,7 +850,8 @@ class _Download:
         del body
         saver = ledger_saver(fd, self.ledger_file, ledger, fsync=self.config.fsync)
         if ledger.missing():
-            saver.request()  # a new spool gets its ledger before the first segment request goes out
+            # A new spool gets its ledger before the first segment request goes out: a crash then keeps the probe.
+            await saver.saved(saver.request())
         try:
             # Bounded: each round ends complete, or raises, or spends one resolve (then raises past the cap).
             for _ in range(self.config.max_resolves + 1):
@@ -876,9 +920,17 @@ class _Download:
                         stop.append(exc)
                         return
                     ledger.done.add(index)
-                    saver.request()
+                    generation = saver.request()
                     hasher.advance(ledger.contiguous_end())
                     self._log_progress(ledger)
+                    # The next request waits until this segment is in the saved ledger: bytes served but not
+                    # recorded stay within one segment per worker (what a crash may cost), however slow the
+                    # fsync. The buffer waits too, so memory is bounded by the same segment size x concurrency.
+                    try:
+                        await saver.saved(generation)
+                    except BaseException as exc:
+                        stop.append(exc)
+                        return
             finally:
                 sink.reset()
                 self.pool.give_back(buffer)
