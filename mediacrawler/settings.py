@@ -125,7 +125,7 @@ MEDIA_MAX_IMAGE_PIXELS = 89_478_485
 #: Most bytes of pixels one image check may decode into memory (a 16-bit PNG under the pixel cap takes 357 MB). A
 #: larger PNG is checked by streaming (chunk CRCs, inflated length, row filters); a larger GIF/WebP/TIFF/BMP fails
 #: as image-too-large; a JPEG counts at the 1/8 scale it is decoded at.
-MEDIA_MAX_IMAGE_DECODE_BYTES = 64 * 1024 * 1024
+MEDIA_MAX_IMAGE_DECODE_BYTES = 128 * 1024 * 1024
 #: Largest body of a one-request media download (an image, a video fragment), on the wire and once inflated; a
 #: larger one fails that asset ("too-large"). Range segments and manifests have their own limits below.
 MEDIA_MAXSIZE = 64 * 1024 * 1024

@@ -247,7 +247,7 @@ def test_setting_default_and_committer_worker_pass_the_budget(tmp_path: Path) ->
     from mediacrawler.media.integrity import DEFAULT_MAX_IMAGE_DECODE_BYTES
     from mediacrawler.media.store import ContentAddressedStore
 
-    assert settings.MEDIA_MAX_IMAGE_DECODE_BYTES == DEFAULT_MAX_IMAGE_DECODE_BYTES == 64 * MiB
+    assert settings.MEDIA_MAX_IMAGE_DECODE_BYTES == DEFAULT_MAX_IMAGE_DECODE_BYTES == 128 * MiB
     gif = encode("GIF", (200, 100))
     for isolated in (False, True):
         delivered: list[CommitJob] = []

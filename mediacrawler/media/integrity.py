@@ -30,7 +30,7 @@ from mediacrawler.media.sniff import Sniffed, sniff
 #: Pillow's own default (``Image.MAX_IMAGE_PIXELS``), about 9459 x 9459; the MEDIA_MAX_IMAGE_PIXELS default.
 DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
 #: The MEDIA_MAX_IMAGE_DECODE_BYTES default: the most a full decode of one image may allocate for its pixels.
-DEFAULT_MAX_IMAGE_DECODE_BYTES = 64 * 1024 * 1024
+DEFAULT_MAX_IMAGE_DECODE_BYTES = 128 * 1024 * 1024
 
 #: HTTP statuses whose body is the whole file. A 206 counts only when its Content-Range covers the whole file.
 ACCEPTED_STATUSES = (200, 206)

@@ -104,6 +104,7 @@ from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord, asset_index_key
 from mediacrawler.media.integrity import (
+    DEFAULT_MAX_IMAGE_DECODE_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     BodyCheck,
     MediaRejected,
@@ -477,6 +478,8 @@ class VideoDownloader:
         self.segments = segments or SegmentedDownloader(crawler, spool_dir=self.spool_dir)
         self.fsync = self.settings.getbool("MEDIA_FSYNC", True)
         self.max_image_pixels = self.settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
+        self.max_image_decode_bytes = self.settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
+                                                           DEFAULT_MAX_IMAGE_DECODE_BYTES)
         VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
         self._config: VideoSettings | None = None
 
@@ -816,8 +819,9 @@ class _VideoJob:
         checks of a small one, on the file (magic bytes, pixel cap before any decoding, full decode), then
         published by rename."""
         try:
-            checked: BodyCheck = await run_in_thread(check_image_file, spooled.path,
-                                                     max_image_pixels=self.owner.max_image_pixels)
+            checked: BodyCheck = await run_in_thread(
+                check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
+                max_image_decode_bytes=self.owner.max_image_decode_bytes)
         except BaseException:
             await self.owner.segments.discard(spooled)
             raise
