@@ -70,6 +70,8 @@ SESSION_COOKIES_ENABLED = True
 DOWNLOADER_MIDDLEWARES = {
     # Media requests into their own per-host slots, before the downloader picks a slot.
     "mediacrawler.middlewares.media_slots.MediaSlotMiddleware": 100,
+    # Above RedirectMiddleware (600): sees a media 3xx first, and refuses a bad hop before it is built or logged.
+    "mediacrawler.middlewares.media_redirects.MediaRedirectMiddleware": 610,
     # Before RetryMiddleware (550) on the way back, so rate-limit answers get their own back-off.
     "mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware": 560,
     # After CookiesMiddleware (700) on the way out; strips the header again before any retry copies the request.
@@ -138,7 +140,12 @@ MEDIA_SLOTS_ENABLED = True
 MEDIA_DOWNLOAD_DELAY = 0.0
 #: Media requests in flight per host, all assets together (per asset: MEDIA_SEGMENT_CONCURRENCY).
 MEDIA_SLOT_CONCURRENCY = 16
+#: Schemes a media URL and each of its redirect hops may use; others fail as scheme-not-allowed, never fetched.
 MEDIA_ALLOWED_SCHEMES = ["http", "https"]
+#: Media downloads follow redirects (CDNs move files, http to https); each hop is checked (media_redirects.py).
+MEDIA_ALLOW_REDIRECTS = True
+#: Redirect hops per media request; one more fails the asset as too-many-redirects.
+MEDIA_MAX_REDIRECTS = 5
 #: "sqlite" | "redis"; empty: redis when REDIS_URL is set, else SQLite at FILES_STORE/index.sqlite3.
 MEDIA_INDEX = ""
 MEDIA_INDEX_PATH = ""

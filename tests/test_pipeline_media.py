@@ -7,13 +7,18 @@ from pathlib import Path
 import pytest
 from itemadapter import ItemAdapter
 from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.http import Request, Response
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
+from mediacrawler.contracts import RequestRefused
 from mediacrawler.items import MediaAsset, Post
+from mediacrawler.media.urls import strip_userinfo
+from mediacrawler.middlewares.media_redirects import MediaRedirectMiddleware
 from mediacrawler.pipelines.media import (
     META_ASSET,
     MediaStorePipeline,
+    build_media_request,
     download_error_reason,
     media_url_problem,
     pending_assets,
@@ -104,7 +109,9 @@ def test_file_path_needs_the_response(tmp_path: Path) -> None:
     [("http://h/a.jpg", None), ("HTTPS://h/a.jpg", None), ("file:///etc/passwd", "scheme-not-allowed"),
      ("data:image/png;base64,AAAA", "scheme-not-allowed"), ("s3://b/k", "scheme-not-allowed"),
      ("//h/a.jpg", "scheme-not-allowed"), ("http:///a.jpg", "invalid-url"), ("", "invalid-url"),
-     (None, "invalid-url"), ("http://[::1/a", "invalid-url")],
+     (None, "invalid-url"), ("http://[::1/a", "invalid-url"), ("http://u:p@h/a.jpg", "credentials-in-url"),
+     ("https://u@h/a.jpg", "credentials-in-url"), ("http://@h/a.jpg", "credentials-in-url"),
+     ("http://h:port/a.jpg", "invalid-url")],
 )
 def test_media_url_problem(url: object, problem: str | None) -> None:
     assert media_url_problem(url, allowed_schemes=("http", "https")) == problem
@@ -126,3 +133,87 @@ def test_download_error_reasons() -> None:
     assert download_error_reason(TimeoutError()) == "timeout"
     assert download_error_reason(ConnectionRefusedError()) == "connection-error"
     assert download_error_reason(ValueError("x")) == "download-error"
+
+
+def test_strip_userinfo() -> None:
+    assert strip_userinfo("http://u:p@h:8/a?b=c@d") == "http://h:8/a?b=c@d"
+    assert strip_userinfo("http://h/a@b") == "http://h/a@b"
+    assert strip_userinfo("http://u:p@[::1/a") == "[::1/a"  # unsplittable: everything up to the last @ goes
+
+
+def test_media_requests_give_up_retrying_quietly(tmp_path: Path) -> None:
+    pipe = make_pipeline(tmp_path)
+    item = post(MediaAsset(kind="image", key="a", url="http://h/a.jpg"))
+    [request] = pipe.get_media_requests(item, None)  # type: ignore[arg-type]
+    assert request.meta["give_up_log_level"] == "DEBUG"  # the asset's own WARNING reports the failure
+
+
+def test_item_completed_redacts_credentials(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pipe = make_pipeline(tmp_path)
+    item = post(MediaAsset(kind="image", key="a", url="http://u:pa55word@127.0.0.1:1/a.jpg"))
+    assert pipe.get_media_requests(item, None) == []  # type: ignore[arg-type]
+    with caplog.at_level("DEBUG"):
+        pipe.item_completed([], item, None)  # type: ignore[arg-type]
+    asset = ItemAdapter(item.media[0])
+    assert (asset["status"], asset["error"], asset["url"]) == ("failed", "credentials-in-url",
+                                                               "http://127.0.0.1:1/a.jpg")
+    assert "pa55word" not in caplog.text and "http://127.0.0.1:1/a.jpg" in caplog.text
+
+
+def redirect_middleware(**settings: object) -> MediaRedirectMiddleware:
+    crawler = get_crawler(settings_dict={"WEIBO_MEDIA_REFERER": "https://m.weibo.cn/", **settings})
+    crawler.stats.open_spider()  # type: ignore[union-attr]
+    return build_from_crawler(MediaRedirectMiddleware, crawler)
+
+
+def media_request(url: str = "http://cdn.example/a.jpg", **meta: object) -> Request:
+    request = build_media_request(url=url, platform="weibo", kind="image", key="a", referer="https://m.weibo.cn/")
+    request.meta.update(meta)
+    return request
+
+
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [(b"https://cdn2.example/a.jpg", None), (b"/moved/a.jpg", None), (b"//cdn2.example/a.jpg", None),
+     (b"file:///etc/passwd", "scheme-not-allowed"), (b"gopher://h/1", "scheme-not-allowed"),
+     (b"http://u:s3cr3t@cdn.example/a.jpg", "credentials-in-url"),
+     (b"//u:s3cr3t@cdn2.example/a", "credentials-in-url"),
+     (b"http://:80/a.jpg", "invalid-url")],
+)
+def test_redirect_targets_are_checked_before_they_are_followed(location: bytes, reason: str | None,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    mw = redirect_middleware()
+    request = media_request()
+    response = Response(request.url, status=302, headers={"Location": location}, request=request)
+    with caplog.at_level("DEBUG"):
+        if reason is None:
+            assert mw.process_response(request, response) is response
+            return
+        with pytest.raises(RequestRefused) as refused:
+            mw.process_response(request, response)
+    assert refused.value.reason == reason and str(refused.value) == reason
+    assert mw.crawler.stats.get_value(f"media/redirects/refused/{reason}") == 1  # type: ignore[union-attr]
+    assert "s3cr3t" not in caplog.text
+
+
+def test_redirect_hops_are_bounded_and_rechecked() -> None:
+    mw = redirect_middleware(MEDIA_MAX_REDIRECTS=2)
+    first = media_request()
+    mw.process_request(first)
+    assert first.meta["redirect_ttl"] == 2
+    hop = media_request(redirect_urls=["http://cdn.example/0.jpg", "http://cdn.example/1.jpg"])
+    hop.headers["Referer"] = "http://cdn.example/1.jpg"
+    mw.process_request(hop)
+    assert hop.headers["Referer"] == b"https://m.weibo.cn/"  # the platform's, as for the first request
+    response = Response(hop.url, status=301, headers={"Location": "/2.jpg"}, request=hop)
+    with pytest.raises(RequestRefused, match="too-many-redirects"):
+        mw.process_response(hop, response)
+    bad_hop = media_request(url="http://u:p@cdn.example/a.jpg", redirect_urls=["http://cdn.example/0.jpg"])
+    with pytest.raises(RequestRefused, match="credentials-in-url"):
+        mw.process_request(bad_hop)
+    # Not a media request, or a 3xx the pipeline handles itself: untouched.
+    other = Request("http://cdn.example/x", meta={"redirect_urls": ["http://u:p@x/"]})
+    assert mw.process_request(other) is None
+    kept = media_request(handle_httpstatus_all=True)
+    response = Response(kept.url, status=302, headers={"Location": "file:///etc/passwd"}, request=kept)
+    assert mw.process_response(kept, response) is response

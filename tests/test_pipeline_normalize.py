@@ -58,9 +58,39 @@ def test_media_with_other_scheme_is_failed_not_fetched(pipeline: NormalizePipeli
     assets = [MediaAsset(kind="image", key="k1", url="file:///etc/passwd", alternates=["data:x", "https://a/b.jpg"]),
               MediaAsset(kind="image", key="k2", url="https://a/c.jpg")]
     item = pipeline.process_item(post(media=assets))
-    assert item.media[0].status == "failed" and item.media[0].error == "unsupported URL scheme"
+    assert item.media[0].status == "failed" and item.media[0].error == "scheme-not-allowed"
     assert item.media[0].alternates == ["https://a/b.jpg"]
     assert item.media[1].status is None
+    assert pipeline.stats.get_value("media/failed/scheme-not-allowed") == 1
+    assert pipeline.stats.get_value("media/failed") == 1
+
+
+def test_media_url_with_credentials_is_failed_and_loses_them(pipeline: NormalizePipeline,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    assets = [MediaAsset(kind="image", key="k1", url="https://bob:pa55word@cdn.example/a.jpg?x=1",
+                         alternates=["https://bob:pa55word@cdn.example/b.jpg", "https://cdn.example/c.jpg"]),
+              MediaAsset(kind="image", key="k2", url="https://cdn.example/d.jpg")]
+    with caplog.at_level("DEBUG"):
+        item = pipeline.process_item(post(media=assets))
+    first = item.media[0]
+    assert (first.status, first.error) == ("failed", "credentials-in-url")
+    assert first.url == "https://cdn.example/a.jpg?x=1"
+    assert first.alternates == ["https://cdn.example/c.jpg"]
+    assert item.media[1].status is None
+    assert pipeline.stats.get_value("media/failed/credentials-in-url") == 1
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == ["Media asset https://cdn.example/a.jpg?x=1 failed: credentials-in-url"]
+    assert "pa55word" not in caplog.text and "pa55word" not in repr(item)
+    assert "pa55word" not in repr(pipeline.stats.get_stats())
+
+
+def test_media_allowed_schemes_is_honoured() -> None:
+    crawler = get_crawler(Spider, settings_dict={"MEDIA_ALLOWED_SCHEMES": ["https"]})
+    crawler.stats.open_spider()  # type: ignore[union-attr]
+    pipe = build_from_crawler(NormalizePipeline, crawler)
+    item = pipe.process_item(post(media=[MediaAsset(kind="image", key="k", url="http://cdn.example/a.jpg"),
+                                         MediaAsset(kind="image", key="k2", url="https://cdn.example/a.jpg")]))
+    assert [(m.status, m.error) for m in item.media] == [("failed", "scheme-not-allowed"), (None, None)]
 
 
 def test_bad_reposted_original_does_not_cost_the_repost(pipeline: NormalizePipeline) -> None:

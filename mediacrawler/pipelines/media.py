@@ -11,7 +11,10 @@ A :class:`~scrapy.pipelines.files.FilesPipeline` subclass that overrides only it
    then by canonical URL; when the object is indexed and present in the store with its size, nothing is
    downloaded (status ``uptodate``), even if the platform now hands out another signed or resized URL;
 3. **download** — bounded per host by MEDIA_CONCURRENCY_PER_HOST (media requests bypass the scheduler, so
-   CONCURRENT_REQUESTS does not bound them). Images come in one request (one whose Content-Length is above
+   CONCURRENT_REQUESTS does not bound them). Images come in one request, sent from ``media_to_download`` so that an
+   ordinary failure is a failed result and one WARNING (MediaPipeline logs what ``media_failed`` raises as an ERROR
+   with a traceback); redirects are followed within MEDIA_MAX_REDIRECTS, every hop checked
+   (:mod:`mediacrawler.middlewares.media_redirects`). An image whose Content-Length is above
    MEDIA_SEGMENT_THRESHOLD is stopped at its headers and takes the large-file path); ``video`` and ``audio``
    assets leave here for :class:`mediacrawler.media.video.VideoDownloader`: manifests (HLS, DASH, Bilibili
    playurl) resolved, a rendition selected by height and codec, fragments fetched with a resumable ledger and
@@ -38,10 +41,8 @@ import asyncio
 import errno
 import hashlib
 import logging
-from collections.abc import Iterable
 from os import PathLike
 from typing import TYPE_CHECKING, Any, NoReturn, cast
-from urllib.parse import urlsplit
 
 from itemadapter import ItemAdapter
 from scrapy import signals
@@ -82,6 +83,7 @@ from mediacrawler.media.store import (
     object_relpath,
     store_scheme,
 )
+from mediacrawler.media.urls import DEFAULT_ALLOWED_SCHEMES, media_url_problem, strip_userinfo
 from mediacrawler.media.video import VideoDownloader, find_asset
 
 if TYPE_CHECKING:
@@ -99,8 +101,6 @@ DEFAULT_CONCURRENCY_PER_HOST = 8
 #: Bodies up to this size are checked by the batch committer in its round, larger ones in a worker thread before
 #: (a big decode would hold up a whole round) (MEDIA_INLINE_CHECK_BYTES).
 DEFAULT_INLINE_CHECK_BYTES = 256 * 1024
-#: URL schemes a media URL may use (MEDIA_ALLOWED_SCHEMES); anything else is recorded as failed, never fetched.
-DEFAULT_ALLOWED_SCHEMES = ("http", "https")
 
 #: request.meta key carrying the asset's identity (plain data: index key, kind, platform key).
 META_ASSET = "media_asset"
@@ -155,21 +155,6 @@ def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
     return found
 
 
-def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None:
-    """Why ``url`` must not be requested (``invalid-url``, ``scheme-not-allowed``), or ``None`` when it may."""
-    if not isinstance(url, str) or not url:
-        return "invalid-url"
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "invalid-url"
-    if parts.scheme.lower() not in set(allowed_schemes):
-        return "scheme-not-allowed"
-    if not parts.hostname:
-        return "invalid-url"
-    return None
-
-
 def download_error_reason(exc: BaseException) -> str:
     """A short reason code for an exception a download ended with: ``filtered`` (IgnoreRequest, e.g. offsite or
     over DOWNLOAD_MAXSIZE), ``dataloss`` (the body ended before Content-Length), ``timeout``,
@@ -197,13 +182,15 @@ def build_media_request(*, url: str, platform: str, kind: str, key: str, referer
     """The download request of one asset, identity in ``meta`` (plain data only, so it can be serialised).
 
     ``Accept-Encoding: identity``: media are compressed formats already, and an identity body keeps
-    Content-Length comparable with the body (and rules out HTTP decompression bombs).
+    Content-Length comparable with the body (and rules out HTTP decompression bombs). A failure is reported once,
+    as the asset's WARNING, so RetryMiddleware gives up at DEBUG.
     """
     headers = {"Accept-Encoding": "identity"}
     if referer:
         headers["Referer"] = referer
     meta = {META_ASSET: {"index_key": asset_index_key(platform=platform, kind=kind, key=key), "kind": kind,
-                         "key": key, "platform": platform}}
+                         "key": key, "platform": platform},
+            "give_up_log_level": "DEBUG"}
     return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK)
 
 
@@ -343,7 +330,23 @@ class MediaStorePipeline(FilesPipeline):
             finally:
                 self._release_slot(request)
         # --- end of the video hook; images: one request, media_downloaded ---------------------------------
-        return None
+        # Downloaded here, not by MediaPipeline, which logs whatever media_failed raises as an ERROR with a
+        # traceback: an ordinary failure (a 404, a corrupt body, a refused redirect) becomes a failed result,
+        # reported once, as the asset's WARNING (_apply).
+        if self.handle_httpstatus_list:
+            # As MediaPipeline does: MEDIA_ALLOW_REDIRECTS leaves 3xx to RedirectMiddleware (hops re-checked by
+            # middlewares/media_redirects.py), every other status reaches media_downloaded.
+            request.meta["handle_httpstatus_list"] = self.handle_httpstatus_list
+        else:
+            request.meta["handle_httpstatus_all"] = True
+        try:
+            response = await self.crawler.engine.download_async(request)
+        except Exception as exc:
+            return self._failed(exc, request, info)
+        try:
+            return await self.media_downloaded(response, request, info, item=item)
+        except MediaDownloadFailed as exc:
+            return self._failed(exc, request, info)
 
     async def _download_video(self, request: Request, *, item: Any, ident: dict[str, Any]) -> MediaResult:
         """The video/large-file path of one asset (:class:`~mediacrawler.media.video.VideoDownloader`)."""
@@ -388,7 +391,10 @@ class MediaStorePipeline(FilesPipeline):
     async def media_downloaded(self, response: Response, request: Request,
                                info: _ScrapyMediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
         self._release_slot(request)
-        if request.meta.get(META_LARGE) and "download_stopped" in response.flags:
+        # After a redirect the stopped request is the last hop (response.request), a copy of ``request``.
+        last = response.request if response.request is not None else request
+        if last.meta.get(META_LARGE) and "download_stopped" in response.flags:
+            request.meta[META_LARGE] = last.meta[META_LARGE]
             return await self._download_large_image(request, item=item, ident=request.meta.get(META_ASSET) or {})
         body = response.body
         url = request.url
@@ -441,6 +447,13 @@ class MediaStorePipeline(FilesPipeline):
         logger.debug("Media download failed: %s: %s: %s", request.url, type(exc).__name__, exc)
         raise MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}") from exc
 
+    def _failed(self, exc: BaseException, request: Request, info: _ScrapyMediaPipeline.SpiderInfo) -> MediaResult:
+        """The failed result of a download that ended with ``exc`` (reason as media_failed gives it)."""
+        try:
+            self.media_failed(Failure(exc), request, info)
+        except MediaDownloadFailed as failed:
+            return failed_result(url=request.url, reason=str(failed))
+
     def item_completed(self, results: list[FileInfoOrError], item: Any,
                        info: _ScrapyMediaPipeline.SpiderInfo) -> Any:
         pending = iter(results)
@@ -450,6 +463,8 @@ class MediaStorePipeline(FilesPipeline):
             repeat = False
             if problem is not None:
                 result = failed_result(url=str(url), reason=problem)
+                if problem == "credentials-in-url":
+                    asset["url"] = strip_userinfo(url)  # never the password in the record
             else:
                 ok, value = next(pending)
                 if ok:
@@ -530,7 +545,7 @@ class MediaStorePipeline(FilesPipeline):
             reason = (result.get("error") or "unknown").split(":", 1)[0]
             self.stats.inc_value("media/failed")
             self.stats.inc_value(f"media/failed/{reason}")
-            logger.warning("Media asset %s failed: %s", asset.get("url"), result.get("error"))
+            logger.warning("Media asset %s failed: %s", strip_userinfo(str(asset.get("url"))), result.get("error"))
             return
         asset["sha256"] = result.get("sha256")
         asset["path"] = result.get("path")

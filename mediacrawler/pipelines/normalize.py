@@ -2,9 +2,12 @@
 
 Works on any item through :class:`~itemadapter.ItemAdapter`. Checks: the required fields are present; ``url`` is
 an absolute http(s) URL without query or fragment; ``created_at`` and ``fetched_at`` are ISO 8601 in UTC
-(converted when they carry another offset); metrics are non-negative integers or null; media URLs are http(s)
-(an asset with another scheme stays on the record, marked failed, and is never downloaded). Items that are not
-posts are dropped with a reason and counted under ``normalize/dropped/<reason>``.
+(converted when they carry another offset); metrics are non-negative integers or null; media URLs pass
+:func:`~mediacrawler.media.urls.media_url_problem` (a scheme in MEDIA_ALLOWED_SCHEMES, a host, no credentials): an
+asset that does not stays on the record, marked failed with the reason (``scheme-not-allowed``,
+``credentials-in-url``, ``invalid-url``; one WARNING, stat ``media/failed/<reason>``), is never downloaded, and
+keeps its URL without ``user:password@``; such alternates are dropped. Items that are not posts are dropped with a
+reason and counted under ``normalize/dropped/<reason>``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
+from mediacrawler.media.urls import DEFAULT_ALLOWED_SCHEMES, media_url_problem, strip_userinfo
 from mediacrawler.parsers._common import iso_utc, parse_count, strip_url, utc_now_iso
 
 if TYPE_CHECKING:
@@ -25,7 +29,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REQUIRED = ("platform", "post_id", "url")
-ALLOWED_MEDIA_SCHEMES = ("http", "https")
 
 
 def to_utc_iso(value: Any) -> str | None:
@@ -54,6 +57,8 @@ class NormalizePipeline:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
+        self.allowed_schemes: frozenset[str] = frozenset(
+            s.lower() for s in crawler.settings.getlist("MEDIA_ALLOWED_SCHEMES", list(DEFAULT_ALLOWED_SCHEMES)))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalizePipeline:
@@ -89,13 +94,7 @@ class NormalizePipeline:
             for name in m.field_names():
                 m[name] = parse_count(m.get(name))
         for asset in adapter.get("media") or []:
-            a = ItemAdapter(asset)
-            if urlsplit(str(a.get("url") or "")).scheme not in ALLOWED_MEDIA_SCHEMES:
-                a["status"] = "failed"
-                a["error"] = "unsupported URL scheme"
-                self.stats.inc_value("normalize/media_rejected/scheme")
-            a["alternates"] = [u for u in (a.get("alternates") or [])
-                               if urlsplit(str(u)).scheme in ALLOWED_MEDIA_SCHEMES]
+            self._check_media(ItemAdapter(asset))
         reposted = adapter.get("reposted")
         if reposted is not None:
             try:
@@ -105,3 +104,18 @@ class NormalizePipeline:
                 logger.warning("normalize: dropping invalid reposted original of %s: %s", adapter["post_id"], e)
                 adapter["reposted"] = None
                 self.stats.inc_value("normalize/reposted_invalid")
+
+    def _check_media(self, asset: ItemAdapter) -> None:
+        """Mark an asset whose URL must not be requested as failed (the media pipeline's reasons and stats)."""
+        url = asset.get("url")
+        problem = media_url_problem(url, allowed_schemes=self.allowed_schemes)
+        if problem is not None:
+            if isinstance(url, str):
+                asset["url"] = url = strip_userinfo(url)  # never the password in the record, the log or a stat
+            asset["status"] = "failed"
+            asset["error"] = problem
+            self.stats.inc_value("media/failed")
+            self.stats.inc_value(f"media/failed/{problem}")
+            logger.warning("Media asset %s failed: %s", url, problem)
+        asset["alternates"] = [u for u in (asset.get("alternates") or [])
+                               if media_url_problem(u, allowed_schemes=self.allowed_schemes) is None]

@@ -1,0 +1,50 @@
+"""Media URL checks shared by NormalizePipeline, the media pipeline and the redirect middleware (pure, light).
+
+One answer to "may this URL be requested for a media asset?", given at every place a media URL enters: the record
+(normalize), the download request (media pipeline) and every redirect hop (middlewares/media_redirects.py). Reasons
+are the short codes recorded in ``asset.error`` and counted under ``media/failed/<reason>``; a refused redirect hop
+raises :class:`mediacrawler.contracts.RequestRefused` with one of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+#: URL schemes a media URL may use by default (MEDIA_ALLOWED_SCHEMES).
+DEFAULT_ALLOWED_SCHEMES = ("http", "https")
+
+
+def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None:
+    """Why ``url`` must not be requested (``invalid-url``, ``scheme-not-allowed``, ``credentials-in-url``), or
+    ``None`` when it may."""
+    if not isinstance(url, str) or not url:
+        return "invalid-url"
+    try:
+        parts = urlsplit(url)
+        hostname = parts.hostname
+        parts.port  # noqa: B018 - raises ValueError on a port that is not a number
+    except ValueError:
+        return "invalid-url"
+    if parts.scheme.lower() not in {s.lower() for s in allowed_schemes}:
+        return "scheme-not-allowed"
+    if "@" in parts.netloc:
+        return "credentials-in-url"
+    if not hostname:
+        return "invalid-url"
+    return None
+
+
+def strip_userinfo(url: str) -> str:
+    """``url`` without ``user:password@`` (safe to log and to keep in a record); unchanged when it has none.
+
+    A URL too broken to split loses everything up to its last ``@`` rather than risk keeping a password.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.rpartition("@")[2] if "@" in url else url
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
