@@ -18,6 +18,7 @@ import pytest
 
 from mediacrawler import settings as project
 from mediacrawler.items import MediaAsset, Post
+from mediacrawler.sandbox import media
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from tests.test_crawl_media import UID, Crawl, assert_store_is_content_addressed, run_crawl
@@ -26,6 +27,8 @@ pytestmark = pytest.mark.slow
 
 SECRET = "hunter2-Zq9xPw"  # appears only in URLs; must never reach a log line, a record or a stat
 HOP_SECRET = "s3cretHopPw"  # the password of a redirect target
+LARGE_SIDE = 300  # a 300x300 noise PNG: about 264 KiB
+LARGE_THRESHOLD = 128 * 1024  # the sandbox's Weibo pictures are far below it
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +75,8 @@ class Case:
             "html": base + world.pics[self.bad["html"]].path("large"),
             "truncated": base + world.pics[self.bad["truncated"]].path("large"),
             "ftp": f"ftp://{host}{p[2]}",
+            # Above MEDIA_SEGMENT_THRESHOLD (below): stopped at its headers after the hop, then Range segments.
+            "large-redirect": f"{base}/hostile/redirect/2/media/big/hostile1.png?side={LARGE_SIDE}",
         }
         assert SECRET not in self.urls["creds"].replace(f"user:{SECRET}@", "") and HOP_SECRET not in hop_query
 
@@ -83,7 +88,8 @@ class Case:
 
         return [post("p1", "direct0", "creds", "direct2"),
                 post("p2", "redirect1", "redirect3", "direct3", "loop", "to-file", "to-creds"),
-                post("p3", "missing", "html", "truncated", "ftp")]
+                post("p3", "missing", "html", "truncated", "ftp"),
+                post("p4", "large-redirect")]
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +103,8 @@ def crawl(bad_sandbox: SandboxProcess, tmp_path_factory: pytest.TempPathFactory)
         ITEM_PIPELINES={"mediacrawler.pipelines.normalize.NormalizePipeline": 100,
                         "mediacrawler.pipelines.media.MediaStorePipeline": 300},
         DOWNLOADER_MIDDLEWARES=project.DOWNLOADER_MIDDLEWARES, DOWNLOAD_HANDLERS=project.DOWNLOAD_HANDLERS,
-        **{**media_settings, "MEDIA_COMMIT_PROCESS": False}, LOG_LEVEL="DEBUG")
+        **{**media_settings, "MEDIA_COMMIT_PROCESS": False, "MEDIA_SEGMENT_THRESHOLD": LARGE_THRESHOLD,
+           "MEDIA_SEGMENT_SIZE": LARGE_THRESHOLD}, LOG_LEVEL="DEBUG")
     return case, result, bad_sandbox.requests()
 
 
@@ -126,8 +133,13 @@ def test_redirects_are_followed_and_deduplicated(crawl: tuple[Case, Crawl, list]
         assert (assets[name]["sha256"], assets[name]["path"]) == (assets[direct]["sha256"], assets[direct]["path"])
         assert assets[name]["url"] == case.urls[name]  # the record keeps the URL it was given
     assert_store_is_content_addressed(result.store)
+    large = assets["large-redirect"]
+    assert large["status"] == "downloaded", large
+    expected = media.big_image("hostile1", LARGE_SIDE)
+    assert len(expected) > LARGE_THRESHOLD and result.stats["media/large_images"] == 1
+    assert (result.store / large["path"]).read_bytes() == expected
     stored = {a["path"] for a in assets.values() if a["status"] in ("downloaded", "deduplicated")}
-    assert len(result.objects()) == len(stored) == 3  # pics 0, 2, 3: each once
+    assert len(result.objects()) == len(stored) == 4  # pics 0, 2, 3 and the large one: each once
 
 
 def test_loop_and_refused_hops_fail_with_reasons(crawl: tuple[Case, Crawl, list]) -> None:
