@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -175,3 +176,14 @@ def test_ordinary_failures_are_one_warning_each_never_an_error(crawl: tuple[Case
         assert len(mine) == 1, (asset, mine)
     assert result.stats["media/failed"] == len(failed)
     assert sum(v for k, v in result.stats.items() if re.fullmatch(r"media/failed/[^/]+", k)) == len(failed)
+
+
+def test_redirects_without_the_hop_checks_are_not_followed(bad_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    base = bad_sandbox.url
+    pic = Case(base).pics[0].path("large")
+    post = Post(platform="weibo", post_id="r", url="https://weibo.com/1/r", author=None, created_at=None,
+                media=[MediaAsset(kind="image", key="r", url=f"{base}/hostile/redirect/1{pic}")])
+    result = run_crawl(tmp_path, [post], store=tmp_path / "files", MEDIA_ALLOW_REDIRECTS=True)
+    [asset] = result.assets()
+    assert (asset["status"], asset["error"]) == ("failed", "http-302")
+    assert "MediaRedirectMiddleware is not enabled: media redirects are not followed" in result.log

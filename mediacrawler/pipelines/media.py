@@ -280,6 +280,7 @@ class MediaStorePipeline(FilesPipeline):
                                         max_batch=self.commit_batch,
                                         isolated=self.commit_process)
         self.committer.start(lazy=True)
+        self._require_redirect_checks()
         swept = self.cas.sweep_tmp()
         if swept:
             logger.info("Removed %d stale temporary files from %s", swept, self.cas.tmp_dir)
@@ -293,6 +294,23 @@ class MediaStorePipeline(FilesPipeline):
             self.index.close()
             self.index = None
         self.cas.close()
+
+    def _require_redirect_checks(self) -> None:
+        """MEDIA_ALLOW_REDIRECTS without MediaRedirectMiddleware would follow hops nobody checks (credentials,
+        hosts, no bound of ours): then redirects are not followed, and a 3xx fails the asset (``http-3xx``)."""
+        from mediacrawler.middlewares.media_redirects import MediaRedirectMiddleware  # it imports this module
+
+        if not self.allow_redirects:
+            return
+        try:
+            checks = self.crawler.get_downloader_middleware(MediaRedirectMiddleware)
+        except RuntimeError:  # no engine (a component test): nothing is downloaded
+            return
+        if checks is None:
+            logger.warning("MEDIA_ALLOW_REDIRECTS is on but MediaRedirectMiddleware is not enabled: "
+                           "media redirects are not followed")
+            self.allow_redirects = False
+            self.handle_httpstatus_list = None
 
     # --- FilesPipeline surface ------------------------------------------------------------------------------
     def get_media_requests(self, item: Any, info: _ScrapyMediaPipeline.SpiderInfo) -> list[Request]:
