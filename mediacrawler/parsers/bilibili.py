@@ -1,0 +1,488 @@
+"""Bilibili (api.bilibili.com) payloads to records, and WBI request signing.
+
+Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common.Page`,
+:class:`~mediacrawler.items.Post` or plain JSON out. Shapes handled (see docs/records.md and
+tests/fixtures/bilibili/):
+
+- Envelope ``{"code":0,"message":"0","ttl":1,"data":…}``; ``-352``/``-412`` risk control (back off), ``-101`` not
+  logged in, ``-404``/``-403``/``62002``/``62004``/``62012`` gone or not visible: :func:`classify_envelope`.
+- ``/x/web-interface/nav`` → ``data.wbi_img{img_url,sub_url}`` (also in the ``-101`` logged-out answer):
+  :func:`wbi_keys`, :func:`mixin_key`, :func:`sign_params` (the openly documented WBI scheme).
+- ``/x/space/wbi/arc/search?mid&pn&ps`` → ``data.list.vlist[]`` + ``data.page{pn,ps,count}``:
+  :func:`parse_arc_search`. ``/x/web-interface/wbi/search/type?search_type=video`` → ``data.result[]`` +
+  ``data.numPages``: :func:`parse_search`. Both list videos only: every video needs ``/view`` for its record, so
+  they fill ``Page.incomplete`` (bvid → what the listing says) and never ``Page.posts``.
+- ``/x/web-interface/view?bvid`` → one :class:`Post` per video, one video asset per part (``pages[]``/cid):
+  :func:`parse_view`. The asset URLs are empty: the spider fills them from ``playurl``.
+- ``/x/player/wbi/playurl?bvid&cid&fnval=16`` → ``data.dash.video[]/audio[]`` (camelCase and snake_case twins,
+  backup URL lists) or ``data.durl[]`` (progressive MP4): :func:`parse_playurl`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
+from mediacrawler.parsers._common import Page, PlatformError, clean_id, html_to_text, iso_utc, parse_count
+
+__all__ = [
+    "MIXIN_KEY_ENC_TAB",
+    "classify_envelope",
+    "duration_seconds",
+    "mixin_key",
+    "parse_arc_search",
+    "parse_playurl",
+    "parse_search",
+    "parse_view",
+    "playurl_duration",
+    "raise_for_envelope",
+    "sign_params",
+    "video_url",
+    "wbi_keys",
+]
+
+PLATFORM = "bilibili"
+RATE_LIMIT_CODES = {-352, -412}
+LOGIN_CODES = {-101}
+#: -404 啥都木有, -403 访问权限不足, 62002 稿件不可见, 62004 稿件审核中, 62012 仅UP主自己可见.
+NOT_FOUND_CODES = {-404, -403, 62002, 62004, 62012}
+#: The fixed permutation of the WBI scheme (img_key + sub_key → mixin key).
+MIXIN_KEY_ENC_TAB: tuple[int, ...] = (
+    46, 47, 18, 2, 53, 8, 23, 32, 15, 50, 10, 31, 58, 3, 45, 35, 27, 43, 5, 49, 33, 9, 42, 19, 29, 28, 14, 39, 12, 38,
+    41, 13, 37, 48, 7, 16, 24, 55, 40, 61, 26, 17, 0, 1, 60, 51, 30, 4, 22, 25, 54, 21, 56, 59, 6, 63, 57, 62, 11, 36,
+    20, 34, 44, 52,
+)
+#: Stream entries kept from one playurl answer: a real one has about a dozen; more is a hostile or broken answer.
+MAX_RENDITIONS = 64
+_WBI_KEY_RE = re.compile(r"[0-9A-Za-z]{32}")
+# Characters the site's JS strips from values before signing (encodeURIComponent leaves them unescaped).
+_WBI_STRIP = str.maketrans("", "", "!'()*")
+_LENGTH_RE = re.compile(r"\s*(\d+)(?::(\d{1,2}))?(?::(\d{1,2}))?\s*")
+
+
+def video_url(bvid: str) -> str:
+    """The canonical page of a video."""
+    return f"https://www.bilibili.com/video/{bvid}"
+
+
+# ----------------------------------------------------------------------------------------------- envelope
+
+
+def _code(payload: Any) -> int | None:
+    if not isinstance(payload, dict):
+        return None
+    code = payload.get("code")
+    if isinstance(code, bool):
+        return None
+    try:
+        return int(code)
+    except (TypeError, ValueError):
+        return None
+
+
+def classify_envelope(payload: Any) -> str:
+    """What an API answer is: ``ok``, ``rate_limited``, ``login_required``, ``not_found`` or ``error``."""
+    code = _code(payload)
+    if code == 0:
+        return "ok"
+    if code in RATE_LIMIT_CODES:
+        return "rate_limited"
+    if code in LOGIN_CODES:
+        return "login_required"
+    if code in NOT_FOUND_CODES:
+        return "not_found"
+    return "error"
+
+
+def raise_for_envelope(payload: Any) -> str:
+    """:func:`classify_envelope`, raising :class:`PlatformError` for every kind but ``ok``."""
+    kind = classify_envelope(payload)
+    if kind == "ok":
+        return kind
+    if isinstance(payload, dict):
+        raise PlatformError(kind, str(payload.get("message") or kind), code=_code(payload))
+    raise PlatformError(kind, "not a JSON object")
+
+
+# ---------------------------------------------------------------------------------------------------- WBI
+
+
+def _key_of(url: Any) -> str | None:
+    """The key in a ``wbi_img`` URL: its file stem (``…/bfs/wbi/7cd0…077c.png`` → ``7cd0…077c``)."""
+    if not isinstance(url, str):
+        return None
+    stem = urlsplit(url).path.rsplit("/", 1)[-1].split(".", 1)[0]
+    return stem if _WBI_KEY_RE.fullmatch(stem) else None
+
+
+def wbi_keys(nav_payload: Any) -> tuple[str, str]:
+    """``(img_key, sub_key)`` from a ``/x/web-interface/nav`` answer. The logged-out answer (``-101``) carries
+    them too, so only risk control and answers without usable keys raise :class:`PlatformError`."""
+    if classify_envelope(nav_payload) == "rate_limited":
+        raise_for_envelope(nav_payload)
+    data = nav_payload.get("data") if isinstance(nav_payload, dict) else None
+    img = data.get("wbi_img") if isinstance(data, dict) else None
+    if not isinstance(img, dict):
+        raise PlatformError("error", "nav answer without wbi_img", code=_code(nav_payload))
+    img_key, sub_key = _key_of(img.get("img_url")), _key_of(img.get("sub_url"))
+    if img_key is None or sub_key is None:
+        raise PlatformError("error", "nav wbi_img URLs without 32-character keys", code=_code(nav_payload))
+    return img_key, sub_key
+
+
+def mixin_key(img_key: str, sub_key: str) -> str:
+    """The WBI mixin key: ``img_key + sub_key`` permuted by :data:`MIXIN_KEY_ENC_TAB`, first 32 characters."""
+    raw = img_key + sub_key
+    if len(raw) != 64:
+        raise ValueError("WBI keys must be 32 characters each")
+    return "".join(raw[i] for i in MIXIN_KEY_ENC_TAB)[:32]
+
+
+def sign_params(params: Mapping[str, Any], mixin_key: str, *, wts: int) -> dict[str, str]:
+    """``params`` signed for a ``/wbi/`` route: values as strings with ``!'()*`` stripped, plus ``wts`` (unix
+    seconds) and ``w_rid`` = md5(sorted urlencoded query + mixin key). Send exactly these values (the stripped
+    ones): the server recomputes the digest from what it receives."""
+    signed = {str(k): str(v).translate(_WBI_STRIP) for k, v in params.items() if k not in ("w_rid", "wts")}
+    signed["wts"] = str(int(wts))
+    ordered = dict(sorted(signed.items()))
+    query = urlencode(ordered, quote_via=quote, safe="")
+    ordered["w_rid"] = hashlib.md5((query + mixin_key).encode("utf-8")).hexdigest()
+    return ordered
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def duration_seconds(value: Any) -> int | None:
+    """A video length in seconds: ``"3:05"`` → 185, ``"104:52"`` (minutes past 60) → 6292, ``"1:02:03"`` → 3723,
+    an integer as is; ``None`` when unreadable."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return int(value) if math.isfinite(value) and value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    m = _LENGTH_RE.fullmatch(value)
+    if not m:
+        return None
+    numbers = [int(g) for g in m.groups() if g is not None]
+    seconds = 0
+    for n in numbers:
+        seconds = seconds * 60 + n
+    return seconds
+
+
+def _https(url: Any) -> str:
+    """An image URL as a usable absolute URL: protocol-relative ``//i0.hdslb.com/…`` gets ``https:``; anything
+    that is not http(s) with a host is ``""``."""
+    if not isinstance(url, str) or not url.strip():
+        return ""
+    url = url.strip()
+    if url.startswith("//"):
+        url = "https:" + url
+    return url if _valid_url(url) else ""
+
+
+def _valid_url(url: Any) -> bool:
+    if not isinstance(url, str):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def _iso_from_seconds(value: Any) -> str | None:
+    seconds = _int(value)
+    # 0 is the platform's "unknown"; past year 9999 datetime cannot say it.
+    if seconds is None or seconds <= 0 or seconds >= 253_402_300_800:
+        return None
+    return iso_utc(datetime.fromtimestamp(seconds, UTC))
+
+
+# ---------------------------------------------------------------------------------------------- listings
+
+
+def _listing_entry(*, bvid: str, aid: Any, title: str, description: str, pic: Any, created: Any, length: Any,
+                   author: Any, mid: Any, views: Any, comments: Any, union: Any) -> dict[str, Any]:
+    return {
+        "bvid": bvid,
+        "aid": _int(aid),
+        "title": title,
+        "description": description,
+        "pic": _https(pic),
+        "created": _int(created),
+        "created_at": _iso_from_seconds(created),
+        "length": duration_seconds(length),
+        "author": _text(author) or None,
+        "mid": clean_id(mid),
+        "views": parse_count(views),
+        "comments": parse_count(comments),
+        "is_union_video": bool(_int(union)),
+    }
+
+
+def _collect(page: Page, entries: Any, build: Callable[[dict[str, Any], str], dict[str, Any]]) -> int:
+    """Fill ``page.incomplete`` from ``entries`` with ``build(entry, bvid)``; returns how many entries there were."""
+    items = entries if isinstance(entries, list) else []
+    for entry in items:
+        bvid = clean_id(entry.get("bvid")) if isinstance(entry, dict) else None
+        if bvid is None:
+            page.skipped["invalid_video"] = page.skipped.get("invalid_video", 0) + 1
+            continue
+        if bvid in page.incomplete:  # a pinned video listed again
+            page.skipped["duplicate_on_page"] = page.skipped.get("duplicate_on_page", 0) + 1
+            continue
+        page.incomplete[bvid] = build(entry, bvid)
+    return len(items)
+
+
+def parse_arc_search(payload: Any) -> Page:
+    """A creator's videos (``/x/space/wbi/arc/search``) as a :class:`Page` whose ``incomplete`` maps bvid → what
+    the listing says. ``is_last`` when ``pn * ps >= count`` or the list is empty; a page without readable paging
+    is taken as the last (a guess that could loop forever is worse than a short crawl)."""
+    raise_for_envelope(payload)
+    data = _obj(payload.get("data"))
+    page = Page()
+    # A collaboration (is_union_video) shows under every member's space with its owner's mid and name: kept as
+    # listed, the record's author comes from /view.
+    n = _collect(page, _obj(data.get("list")).get("vlist"), lambda e, bvid: _listing_entry(
+        bvid=bvid, aid=e.get("aid"), title=_text(e.get("title")), description=_text(e.get("description")),
+        pic=e.get("pic"), created=e.get("created"), length=e.get("length"), author=e.get("author"),
+        mid=e.get("mid"), views=e.get("play"), comments=e.get("comment"), union=e.get("is_union_video")))
+    info = _obj(data.get("page"))
+    pn, ps, count = _int(info.get("pn")), _int(info.get("ps")), _int(info.get("count"))
+    page.is_last = n == 0 or None in (pn, ps, count) or pn * ps >= count  # type: ignore[operator]
+    return page
+
+
+def parse_search(payload: Any) -> Page:
+    """A keyword search (``/x/web-interface/wbi/search/type?search_type=video``) as a :class:`Page` like
+    :func:`parse_arc_search`: titles lose their ``<em class="keyword">`` markup, protocol-relative covers get
+    ``https:``. ``is_last`` when ``page >= numPages`` or there are no results."""
+    raise_for_envelope(payload)
+    data = _obj(payload.get("data"))
+    page = Page()
+    results = data.get("result")
+    videos = [r for r in results if isinstance(r, dict) and r.get("type", "video") == "video"] \
+        if isinstance(results, list) else []
+    if isinstance(results, list) and len(videos) < len(results):
+        page.skipped["not_a_video"] = len(results) - len(videos)
+    n = _collect(page, videos, lambda e, bvid: _listing_entry(
+        bvid=bvid, aid=e.get("aid", e.get("id")), title=html_to_text(_text(e.get("title"))),
+        description=html_to_text(_text(e.get("description"))), pic=e.get("pic"), created=e.get("pubdate"),
+        length=e.get("duration"), author=e.get("author"), mid=e.get("mid"), views=e.get("play"),
+        comments=e.get("review"), union=e.get("is_union_video")))
+    current, pages = _int(data.get("page")), _int(data.get("numPages"))
+    page.is_last = n == 0 or current is None or pages is None or current >= pages
+    return page
+
+
+# -------------------------------------------------------------------------------------------------- view
+
+
+def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The parts (``pages[]``) of a video as ``{cid, page, part, duration, width, height}``; a view without
+    ``pages`` is one part: its own ``cid``."""
+    raw = data.get("pages")
+    if not isinstance(raw, list) or not raw:
+        raw = [{"cid": data.get("cid"), "page": 1, "part": "", "duration": data.get("duration"),
+                "dimension": data.get("dimension")}]
+    parts: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in raw:
+        if not isinstance(entry, dict):
+            continue
+        cid = clean_id(entry.get("cid"))
+        if cid is None or cid in seen:
+            continue
+        seen.add(cid)
+        dim = _obj(entry.get("dimension"))
+        width, height = _int(dim.get("width")), _int(dim.get("height"))
+        if _int(dim.get("rotate")) == 1:  # a portrait upload stored sideways: the player swaps them
+            width, height = height, width
+        parts.append({"cid": cid, "page": _int(entry.get("page")), "part": _text(entry.get("part")),
+                      "duration": duration_seconds(entry.get("duration")), "width": width or None,
+                      "height": height or None})
+    return parts
+
+
+def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | None = None) -> Post:
+    """A ``/x/web-interface/view`` answer as a :class:`Post`: the cover as an image asset (``cover:{bvid}``) and
+    one video asset per part (``{bvid}:{cid}``, ``manifest="bilibili"``, ``url`` empty until the spider has the
+    part's playurl). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos)."""
+    raise_for_envelope(payload)
+    data = _obj(payload.get("data"))
+    bvid = clean_id(data.get("bvid"))
+    if bvid is None:
+        raise PlatformError("error", "view answer without a bvid")
+    owner = _obj(data.get("owner"))
+    owner_id = clean_id(owner.get("mid"))
+    stat = _obj(data.get("stat"))
+    parts = _parts(data)
+    media: list[MediaAsset] = []
+    cover = _https(data.get("pic"))
+    if cover:
+        media.append(MediaAsset(kind="image", key=f"cover:{bvid}", url=cover))
+    for part in parts:
+        media.append(MediaAsset(kind="video", key=f"{bvid}:{part['cid']}", url="", manifest="bilibili",
+                                duration=None if part["duration"] is None else float(part["duration"]),
+                                width=part["width"], height=part["height"]))
+    desc = _text(data.get("desc"))
+    return Post(
+        platform=PLATFORM,
+        post_id=bvid,
+        url=video_url(bvid),
+        author=Author(id=owner_id, name=_text(owner.get("name")) or None) if owner_id else None,
+        created_at=_iso_from_seconds(data.get("pubdate")),
+        # "-" is what the site stores for "no description".
+        text="" if desc.strip() == "-" else desc,
+        metrics=Metrics(likes=parse_count(stat.get("like")), comments=parse_count(stat.get("reply")),
+                        shares=parse_count(stat.get("share")), views=parse_count(stat.get("view"))),
+        media=media,
+        source=source,
+        fetched_at=fetched_at,
+        extra={"title": _text(data.get("title")), "aid": _int(data.get("aid")),
+               "parts": [{k: p[k] for k in ("cid", "page", "part", "duration")} for p in parts]},
+    )
+
+
+# ----------------------------------------------------------------------------------------------- playurl
+
+
+def _data_of(payload: Any) -> dict[str, Any]:
+    """The ``data`` of a playurl envelope (or the bare data object, as in ``window.__playinfo__``)."""
+    if isinstance(payload, dict) and "code" in payload:
+        raise_for_envelope(payload)
+        data = payload.get("data")
+        if not isinstance(data, dict):
+            raise PlatformError("error", "playurl answer without data", code=_code(payload))
+        return data
+    if isinstance(payload, dict):
+        return payload
+    raise PlatformError("error", "not a JSON object")
+
+
+def _twin(entry: dict[str, Any], camel: str, snake: str) -> Any:
+    value = entry.get(camel)
+    return value if value not in (None, "", []) else entry.get(snake)
+
+
+def _urls(primary: Any, backups: Any) -> tuple[str, list[str]] | None:
+    """``(url, alternates)``: valid http(s) URLs only, deduplicated; a bad primary is replaced by the first good
+    backup. ``None`` when none is usable."""
+    candidates = [primary, *(backups[:MAX_RENDITIONS] if isinstance(backups, list) else [backups])]
+    good = list(dict.fromkeys(u.strip() for u in candidates if isinstance(u, str) and _valid_url(u.strip())))
+    return (good[0], good[1:]) if good else None
+
+
+def _frame_rate(value: Any) -> float | None:
+    if isinstance(value, str) and "/" in value:  # "30000/1001"
+        num, _, den = value.partition("/")
+        try:
+            return round(float(num) / float(den), 3) if float(den) else None
+        except ValueError:
+            return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f > 0 else None
+
+
+def _dash_entry(entry: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    urls = _urls(_twin(entry, "baseUrl", "base_url"), _twin(entry, "backupUrl", "backup_url"))
+    if urls is None:
+        return None
+    seg = _obj(entry.get("segment_base")) or _obj(entry.get("SegmentBase"))
+    init = _text(seg.get("initialization") or seg.get("Initialization"))
+    index = _text(seg.get("index_range") or seg.get("indexRange"))
+    return {
+        "kind": kind,
+        "url": urls[0],
+        "alternates": urls[1],
+        "width": _int(entry.get("width")) or None,
+        "height": _int(entry.get("height")) or None,
+        "codecs": _text(entry.get("codecs")) or None,
+        "codecid": _int(entry.get("codecid")),
+        "bandwidth": _int(entry.get("bandwidth")),
+        "frame_rate": _frame_rate(_twin(entry, "frameRate", "frame_rate")),
+        "mime": _text(_twin(entry, "mimeType", "mime_type")) or None,
+        "size": None,
+        "quality": _int(entry.get("id")),
+        "segment_base": {"initialization": init, "index_range": index} if init and index else None,
+    }
+
+
+def parse_playurl(payload: Any) -> list[dict[str, Any]]:
+    """The renditions of a ``/x/player/wbi/playurl`` answer as plain JSON, best first as listed: DASH video and
+    audio streams (``kind`` ``video``/``audio``), or ``durl`` progressive files (``kind`` ``progressive`` with
+    ``size``). Both spellings of twin fields are read; URLs that are not http(s) with a host are dropped; at most
+    :data:`MAX_RENDITIONS` entries. Raises :class:`PlatformError` for error envelopes."""
+    data = _data_of(payload)
+    out: list[dict[str, Any]] = []
+    dash = _obj(data.get("dash"))
+    audio: list[Any] = []
+    for extra in (dash.get("audio"), _obj(dash.get("dolby")).get("audio"), [_obj(dash.get("flac")).get("audio")]):
+        if isinstance(extra, list):
+            audio.extend(extra[:MAX_RENDITIONS])
+    for kind, entries in (("video", dash.get("video")), ("audio", audio)):
+        for entry in entries[:MAX_RENDITIONS] if isinstance(entries, list) else []:
+            if len(out) >= MAX_RENDITIONS:
+                return out
+            rendition = _dash_entry(entry, kind) if isinstance(entry, dict) else None
+            if rendition is not None:
+                out.append(rendition)
+    durl = data.get("durl")
+    fmt = _text(data.get("format"))
+    mime = "video/x-flv" if fmt.startswith("flv") else "video/mp4" if fmt.startswith("mp4") else None
+    for entry in durl[:MAX_RENDITIONS] if isinstance(durl, list) else []:
+        if len(out) >= MAX_RENDITIONS:
+            break
+        if not isinstance(entry, dict):
+            continue
+        urls = _urls(entry.get("url"), _twin(entry, "backup_url", "backupUrl"))
+        if urls is None:
+            continue
+        out.append({"kind": "progressive", "url": urls[0], "alternates": urls[1], "width": None, "height": None,
+                    "codecs": None, "codecid": None, "bandwidth": None, "frame_rate": None, "mime": mime,
+                    "size": _int(entry.get("size")), "quality": _int(data.get("quality")), "segment_base": None})
+    return out
+
+
+def playurl_duration(payload: Any) -> float | None:
+    """The length of a playurl answer in seconds (``timelength`` is milliseconds; ``dash.duration`` seconds)."""
+    data = _data_of(payload)
+    ms = _int(data.get("timelength"))
+    if ms and ms > 0:
+        return ms / 1000
+    seconds = _int(_obj(data.get("dash")).get("duration"))
+    return float(seconds) if seconds and seconds > 0 else None
