@@ -165,9 +165,10 @@ MEDIA_COMMIT_BATCH = 256
 MEDIA_SEGMENT_THRESHOLD = 16 * 1024 * 1024
 #: Bytes per Range segment. Peak memory per file is about max(threshold, size x concurrency). 16 MiB x 3 was the
 #: fastest of 8 MiB x 2/3/4 and 16 MiB x 2/3 in benchmarks/bench_large_file.py (docs/benchmarks.md, session 3); a
-#: cut connection costs at most one segment of re-fetching.
+#: cut connection costs at most one segment of re-fetching, a crash at most size x concurrency per file (a worker's
+#: next request waits until its last segment is in the saved ledger; docs/media.md, "What a crash costs").
 MEDIA_SEGMENT_SIZE = 16 * 1024 * 1024
-#: Segments of one file in flight at once.
+#: Segments of one file in flight at once (also how many segments a crash may cost per file).
 MEDIA_SEGMENT_CONCURRENCY = 3
 #: Segment body buffers of all large downloads of the crawl together, in bytes (per file it is MEDIA_SEGMENT_SIZE x
 #: MEDIA_SEGMENT_CONCURRENCY; above this, segment workers of other files wait for a buffer).
