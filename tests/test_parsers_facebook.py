@@ -116,8 +116,8 @@ def test_strip_token_keeps_the_rest_byte_for_byte() -> None:
 
 
 def test_unwrap_link() -> None:
-    assert facebook.unwrap_link("https://l.facebook.com/l.php?u=https%3A%2F%2Fa.test%2Fp%3Fq%3D1%26fbclid%3DX&h=1") \
-        == "https://a.test/p?q=1"
+    shim = "https://l.facebook.com/l.php?u=https%3A%2F%2Fa.test%2Fp%3Fq%3D1%26fbclid%3DX&h=1"
+    assert facebook.unwrap_link(shim) == "https://a.test/p?q=1"
     assert facebook.unwrap_link("https://a.test/direct") == "https://a.test/direct"
     assert facebook.unwrap_link("https://l.facebook.com/l.php?u=file%3A%2F%2F%2Fetc%2Fpasswd") is None
     assert facebook.unwrap_link(["x"]) is None

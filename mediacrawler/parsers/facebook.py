@@ -4,8 +4,8 @@ Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common
 :class:`~mediacrawler.items.Post` out. Shapes handled (see tests/fixtures/facebook/):
 
 - ``/{page-id}/posts?fields=id,message,created_time,permalink_url,attachments{…}`` →
-  ``{"data":[post…],"paging":{"cursors":{"before","after"},"next":"…&access_token=…&after=…"}}``; no ``next`` on the
-  last page.
+  ``{"data":[post…],"paging":{"cursors":{"before","after"},"next":"…&access_token=…&after=…"}}``;
+  no ``next`` on the last page.
 - Attachments: ``photo`` (``media.image``, ``target.id`` = photo id), ``album`` (``subattachments.data[]``),
   ``video`` / ``video_inline`` / ``video_autoplay`` (``target.id`` = video id, ``media.source`` only sometimes),
   ``link`` / ``share`` (``url`` is an ``l.facebook.com/l.php?u=`` shim).
@@ -42,7 +42,8 @@ __all__ = [
 ]
 
 PLATFORM = "facebook"
-#: Error codes that mean "the token is no good": 190 invalid/expired, 102 session, 104 no token, 2500 no active token.
+#: Error codes that mean "the token is no good": 190 invalid/expired, 102 session, 104 no token, 2500 no active
+#: token.
 TOKEN_CODES = {190, 102, 104, 2500}
 #: Error codes that mean "slow down": app (4), user (17), page (32), API-specific (613) and the Business Use Case
 #: limits (80001–80014).

@@ -63,6 +63,23 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
 ``fragment_corrupt``    list  same shape; matching requests get garbage bytes of the same length (same headers,
                               Range honoured against the garbage)
 The ``media_*`` knobs (errors, cuts, latency, ranges) apply to the video paths too.
+
+Facebook knobs (:mod:`.facebook_site`)
+--------------------------------------
+``facebook_latency_ms`` int   extra delay for ``/facebook/`` Graph API responses
+``facebook_token``      str   the one valid access token (default ``"sandbox-token"``); any other, or none, answers
+                              HTTP 400 with a code 190 envelope
+``facebook_api``        list  rules for the Graph API (a single object is accepted too); each rule::
+
+                                {"kind": "4" | "17" | "32" | "613" | "190" | "100" | "5xx",
+                                 "endpoint": "posts" (default) | "video" | "any",
+                                 "page": N | null (1-based Graph page of a /posts request), "times": K | null,
+                                 "rate": 0..1 | null, "status": 500 (for "5xx")}
+
+                              kinds: ``4``/``17``/``32``/``613`` → HTTP 400 with that rate-limit code (and
+                              an ``X-App-Usage`` header at 100%); ``190`` → HTTP 400, code 190 subcode 463
+                              (expired); ``100`` → HTTP 400, unknown object; ``5xx`` → HTTP ``status`` with a
+                              transient code 1 envelope. First matching rule with budget wins.
 """
 
 from __future__ import annotations
@@ -76,7 +93,7 @@ from typing import Any
 
 from .det import rng_for
 
-__all__ = ["DEFAULTS", "BilibiliFault", "FaultError", "FaultState", "WeiboFault"]
+__all__ = ["DEFAULTS", "BilibiliFault", "FacebookFault", "FaultError", "FaultState", "WeiboFault"]
 
 DEFAULTS: dict[str, Any] = {
     "latency_ms": 0,
@@ -101,6 +118,10 @@ DEFAULTS: dict[str, Any] = {
     "bilibili_api": [],
     "fragment_drop": [],
     "fragment_corrupt": [],
+    # -- Facebook (see the docstring section) --
+    "facebook_latency_ms": 0,
+    "facebook_token": "sandbox-token",
+    "facebook_api": [],
 }
 
 _WEIBO_KINDS = {"errno", "418", "432", "429", "login", "5xx"}
@@ -114,6 +135,16 @@ class FaultError(ValueError):
 _BILIBILI_KINDS = {"-352", "-412", "-404", "412", "5xx"}
 _BILIBILI_ENDPOINTS = {"playurl", "view", "nav", "any"}
 _SEGMENT_SUFFIXES = (".ts", ".m4s", ".mp4")
+_FACEBOOK_KINDS = {"4", "17", "32", "613", "190", "100", "5xx"}
+_FACEBOOK_ENDPOINTS = {"posts", "video", "any"}
+
+
+@dataclass(frozen=True)
+class FacebookFault:
+    """A decided Graph API fault: the rule ``kind`` (an error code, or ``5xx``) and the HTTP ``status``."""
+
+    kind: str
+    status: int = 400
 
 
 @dataclass(frozen=True)
@@ -157,6 +188,10 @@ def _validate(key: str, value: Any) -> Any:
         return float(_number(key, value, low=0, high=1, integer=False))
     if key.endswith("_status"):
         return _number(key, value, low=400, high=599, integer=True)
+    if key == "facebook_token":
+        if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 512:
+            raise FaultError(f"{key} must be a non-empty printable string")
+        return value
     if key == "media_ignore_range":
         if not isinstance(value, bool):
             raise FaultError(f"{key} must be true or false")
@@ -174,6 +209,9 @@ def _validate(key: str, value: Any) -> Any:
         _rule_common(key, rule)
         if key in ("bilibili_api", "fragment_drop", "fragment_corrupt"):
             out.append(_video_rule(key, raw, rule))
+            continue
+        if key == "facebook_api":
+            out.append(_facebook_rule(raw, rule))
             continue
         if key == "weibo_api":
             unknown = set(rule) - {"kind", "endpoint", "page", "uid", "times", "rate", "status"}
@@ -193,6 +231,23 @@ def _validate(key: str, value: Any) -> Any:
             _number("media_errors.status", rule["status"], low=400, high=599, integer=True)
         out.append(rule)
     return out
+
+
+def _facebook_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
+    """Validate one ``facebook_api`` rule."""
+    unknown = set(rule) - {"kind", "endpoint", "page", "times", "rate", "status"}
+    kind = str(rule.get("kind", ""))
+    if unknown or kind not in _FACEBOOK_KINDS:
+        raise FaultError(f"facebook_api rule {raw!r}: kind must be one of {sorted(_FACEBOOK_KINDS)}"
+                         + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
+    rule["kind"] = kind
+    rule.setdefault("endpoint", "posts")
+    if rule["endpoint"] not in _FACEBOOK_ENDPOINTS:
+        raise FaultError(f"facebook_api rule {raw!r}: endpoint must be one of {sorted(_FACEBOOK_ENDPOINTS)}")
+    if rule.get("page") is not None:
+        _number("facebook_api.page", rule["page"], low=1, high=None, integer=True)
+    rule["status"] = _number("facebook_api.status", rule.get("status", 500), low=500, high=599, integer=True)
+    return rule
 
 
 def _video_rule(key: str, raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
@@ -250,7 +305,8 @@ class FaultState:
         for key, value in validated.items():
             self.knobs[key] = value
             self._rngs.pop(key, None)
-            if key in ("weibo_api", "media_errors", "bilibili_api", "fragment_drop", "fragment_corrupt"):
+            if key in ("weibo_api", "media_errors", "bilibili_api", "fragment_drop", "fragment_corrupt",
+                       "facebook_api"):
                 self._rule_hits = {k: v for k, v in self._rule_hits.items() if k[0] != key}
             if key in ("media_cut_first", "media_cut_paths"):
                 self._cut_seen.clear()
@@ -362,6 +418,17 @@ class FaultState:
             if self._take_rule("bilibili_api", index, rule):
                 status = {"412": 412, "5xx": int(rule["status"])}.get(rule["kind"], 200)
                 return BilibiliFault(rule["kind"], status)
+        return None
+
+    def facebook_fault(self, endpoint: str, page: int | None) -> FacebookFault | None:
+        """The fault for a Graph API request to ``endpoint`` (``posts``/``video``), if any."""
+        for index, rule in enumerate(self.knobs["facebook_api"]):
+            if rule["endpoint"] not in ("any", endpoint):
+                continue
+            if rule.get("page") is not None and rule["page"] != page:
+                continue
+            if self._take_rule("facebook_api", index, rule):
+                return FacebookFault(rule["kind"], int(rule["status"]) if rule["kind"] == "5xx" else 400)
         return None
 
     @property

@@ -4,6 +4,7 @@
 
     /weibo/…      m.weibo.cn API            (:mod:`.weibo_site`)
     /bilibili/…   api.bilibili.com          (:mod:`.bilibili_site`)
+    /facebook/…   graph.facebook.com        (:mod:`.facebook_site`; /facebook/v19.0/…)
     /media/…      images, videos, blobs     (:mod:`.media_site`; HLS/DASH/Bilibili/progressive video:
                                              :mod:`.video_site`, which subclasses it)
     /hostile/…    gzip bombs, redirect loops and chains (:mod:`.hostile_site`)
@@ -30,6 +31,7 @@ from twisted.web.resource import Resource
 
 from .bilibili_site import BilibiliResource
 from .control import ControlResource
+from .facebook_site import FacebookResource
 from .hostile_site import HostileResource
 from .httpbase import SandboxRequest
 from .state import SandboxState
@@ -47,7 +49,8 @@ class _Index(Resource):
 
     def render_GET(self, request: server.Request) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        return json.dumps({"mounts": ["/weibo", "/bilibili", "/media", "/hostile", "/_sandbox"]}).encode()
+        mounts = ["/weibo", "/bilibili", "/facebook", "/media", "/hostile", "/_sandbox"]
+        return json.dumps({"mounts": mounts}).encode()
 
 
 class SandboxSite(server.Site):
@@ -66,6 +69,7 @@ def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] 
     root = _Index()
     root.putChild(b"weibo", WeiboResource(state, reactor))
     root.putChild(b"bilibili", BilibiliResource(state, reactor))
+    root.putChild(b"facebook", FacebookResource(state, reactor))  # FACEBOOK_GRAPH_URL = …/facebook/v19.0
     root.putChild(b"media", VideoMediaResource(state, reactor))  # MediaResource + the video mounts
     root.putChild(b"hostile", HostileResource(state, reactor))  # hardening tests: bombs, redirect loops
     root.putChild(b"_sandbox", ControlResource(state, info or {}))
