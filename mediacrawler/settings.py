@@ -150,6 +150,8 @@ MEDIA_MAX_REDIRECTS = 5
 MEDIA_INDEX = ""
 MEDIA_INDEX_PATH = ""
 MEDIA_INDEX_REDIS_PREFIX = "mediacrawler:media:"
+#: Seconds an SQLite index write waits for another process's lock before it fails (and fails its assets).
+MEDIA_INDEX_BUSY_TIMEOUT = 30.0
 #: fsync objects and their directories when publishing (off only for throwaway stores).
 MEDIA_FSYNC = True
 #: Bodies above this size are checked in a worker thread before the committer's round (a big decode would hold

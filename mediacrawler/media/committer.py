@@ -15,7 +15,9 @@ group at once:
 4. the finished group handed back with one call of ``deliver`` (the pipeline resolves the waiting coroutines on
    the reactor thread in one wake-up).
 
-A job is reported done (and its record may say ``downloaded``) only once its object and its index row are durable.
+A job is reported done (and its record may say ``downloaded``) only once its object and its index row are durable;
+when the round's index write fails, its jobs come back with ``StoreError("index-write-failed: …")`` (the pipeline
+records those assets as failed; the objects stay, and the next crawl or ``verify --repair`` indexes them).
 A crash at any point leaves whole objects under ``objects/`` (at worst not yet indexed: the next crawl indexes
 them as ``deduplicated`` without storing them twice, and ``verify`` lists them as orphans until then), ``*.part``
 files under ``tmp/``, and index rows only for objects that exist.
@@ -199,6 +201,7 @@ class BatchCommitter:
             outcomes = store_group(self.store, jobs, max_image_pixels=self.max_image_pixels,
                                    max_image_decode_bytes=self.max_image_decode_bytes)
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
+        indexed: list[CommitJob] = []
         for job, outcome in zip(jobs, outcomes, strict=True):
             job.body = b""  # do not keep the bytes alive until delivery
             if not isinstance(outcome, Persisted):
@@ -209,14 +212,22 @@ class BatchCommitter:
             obj = ObjectRecord(sha256=outcome.sha256, path=outcome.relpath, size=outcome.size,
                                mime=checked.sniffed.mime, width=checked.width, height=checked.height)
             rows.append((obj, job.key, job.url))
+            indexed.append(job)
             job.obj = obj
             job.created = outcome.created
         if rows and self.index is not None:
             try:
                 self.index.record_many(rows)
             except Exception as exc:  # noqa: BLE001 - a dead index must not lose the round
-                # The files are safe in the store; verify lists them as orphans until a later run indexes them.
+                # The files are safe in the store (verify lists them as orphans, --repair adopts them), but an
+                # asset whose row is not durable must not be recorded as stored: it fails, and a later run
+                # fetches it again (deduplicated against the file already there).
                 logger.error("Media index write failed for %d objects (%s)", len(rows), exc)
+                for job in indexed:
+                    job.obj = None
+                    job.created = False
+                    job.error = StoreError(f"index-write-failed: {type(exc).__name__}: {exc}")
+                rows = []
         self.rounds += 1
         self.committed += len(rows)
 

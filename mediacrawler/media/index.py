@@ -18,6 +18,8 @@ Both are synchronous; the pipeline calls them from a worker thread, never on the
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import sqlite3
 import threading
 import time
@@ -33,8 +35,14 @@ if TYPE_CHECKING:
     import redis
     from scrapy.settings import BaseSettings
 
+logger = logging.getLogger(__name__)
+
 #: Default SQLite file name, relative to FILES_STORE.
 SQLITE_FILENAME = "index.sqlite3"
+#: Seconds an index statement waits for another process's lock before it fails (MEDIA_INDEX_BUSY_TIMEOUT).
+DEFAULT_BUSY_TIMEOUT = 30.0
+#: SQLite's primary result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
+_CORRUPT_CODES = frozenset({11, 26})
 #: Default key prefix of the Redis index (MEDIA_INDEX_REDIS_PREFIX).
 REDIS_PREFIX = "mediacrawler:media:"
 
@@ -161,21 +169,24 @@ class SQLiteMediaIndex:
     _BY_KEY = "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?"
     _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
-    def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0) -> None:
+    def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0,
+                 store_root: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.batch_size = max(1, batch_size)
         self.max_delay = max_delay
+        #: The store this index describes: a corrupt index is rebuilt from its ``objects/`` (None: raise instead).
+        self.store_root = Path(store_root) if store_root is not None else None
+        self.busy_timeout = busy_timeout
+        #: Where the corrupt file went when this index was rebuilt on open or by :meth:`rebuild` (else None).
+        self.moved_aside: Path | None = None
+        #: Why it was rebuilt (SQLite's error, or the failed check), when it was.
+        self.corruption: str | None = None
         # _state guards the queues (held for microseconds); _write the writing connection and every flush;
         # _read the lookup connection. Order when nested: _write, then _state.
         self._state = threading.Lock()
         self._write = threading.Lock()
         self._read = threading.Lock()
-        # check_same_thread=False: the pipeline calls in from several threads; the locks serialise.
-        self._db = self._connect()
-        with self._write:
-            self._db.executescript(self._SCHEMA)
-        self._rdb = self._connect()
         self._objects: list[tuple[Any, ...]] = []
         self._assets: list[tuple[Any, ...]] = []
         self._urls: list[tuple[Any, ...]] = []
@@ -184,12 +195,128 @@ class SQLiteMediaIndex:
         self._by_url: dict[str, ObjectRecord] = {}
         self._by_sha: dict[str, ObjectRecord] = {}
         self._last_flush = time.monotonic()
+        # check_same_thread=False: the pipeline calls in from several threads; the locks serialise.
+        try:
+            self._open_connections(check=True)
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            if self.store_root is None:
+                raise IndexCorrupt(f"media index {self.path} is corrupt ({exc})") from None
+            self._recover(str(exc))
 
     def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0, isolation_level=None)
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db = sqlite3.connect(self.path, check_same_thread=False, timeout=self.busy_timeout, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            db.close()
+            raise
         return db
+
+    def _open_connections(self, *, check: bool) -> None:
+        """Open both connections and the schema; with ``check``, a ``quick_check`` of every page first (raises
+        :class:`sqlite3.DatabaseError` on a damaged file)."""
+        self._db = self._connect()
+        try:
+            if check:
+                # Reads every page once (about a second per GiB of index): a damaged page found here is a
+                # rebuild at start-up, not a crash in the middle of a crawl.
+                problem = self._db.execute("PRAGMA quick_check(1)").fetchone()
+                if problem is None or problem[0] != "ok":
+                    raise sqlite3.DatabaseError(f"quick_check: {problem[0] if problem else 'no answer'}")
+            with self._write:
+                self._db.executescript(self._SCHEMA)
+            self._rdb = self._connect()
+        except BaseException:
+            self._db.close()
+            raise
+
+    def check(self, *, full: bool = True) -> str | None:
+        """What is wrong with the database file (``PRAGMA integrity_check``, or ``quick_check`` unless ``full``),
+        or ``None`` when it is sound."""
+        pragma = "integrity_check(1)" if full else "quick_check(1)"
+        try:
+            with self._write:
+                self._flush_write_locked(durable=True)
+                row = self._db.execute(f"PRAGMA {pragma}").fetchone()
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            return str(exc)
+        return None if row is not None and row[0] == "ok" else str(row[0] if row else "no answer")
+
+    def rebuild(self, reason: str) -> int:
+        """Move the database aside and rebuild it from the store's objects (``verify --repair``, or on open when
+        the file is corrupt); return the number of objects indexed. Queued rows are dropped."""
+        if self.store_root is None:
+            raise IndexCorrupt(f"media index {self.path}: no store to rebuild it from")
+        with self._write:
+            with self._state:
+                self._objects, self._assets, self._urls = [], [], []
+                self._by_key.clear()
+                self._by_url.clear()
+                self._by_sha.clear()
+            with self._read:
+                self._rdb.close()
+            self._db.close()
+        return self._recover(reason)
+
+    def _recover(self, reason: str) -> int:
+        """Move the damaged file (and its -wal/-shm) aside, open a fresh one, index every object of the store."""
+        base = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+        aside = self.path.with_name(base)
+        for n in range(1, 1000):  # never over an earlier one: it may be the only copy of the asset rows
+            if not any(Path(f"{aside}{suffix}").exists() for suffix in ("", "-wal", "-shm")):
+                break
+            aside = self.path.with_name(f"{base}.{n}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(f"{self.path}{suffix}")
+            if src.exists():
+                os.replace(src, f"{aside}{suffix}")
+        self.moved_aside = aside
+        self.corruption = reason
+        self._open_connections(check=False)
+        count = self._index_store_objects()
+        logger.warning(
+            "Media index %s was corrupt (%s): moved aside to %s and rebuilt from the store with %d objects; "
+            "which posts and URLs those objects came from is lost (crawling the posts again links them as "
+            "'deduplicated', nothing is stored twice)", self.path, reason, aside.name, count)
+        return count
+
+    def _index_store_objects(self, chunk: int = 1000) -> int:
+        """Index every well-named object file under ``<store_root>/objects`` (size from stat, mime sniffed from
+        its head); not re-hashed here (``verify`` does that)."""
+        from mediacrawler.media.sniff import SNIFF_BYTES, sniff  # noqa: PLC0415 - store imports sniff, not index
+        from mediacrawler.media.store import OBJECTS_DIR, StoreError, parse_object_relpath  # noqa: PLC0415
+
+        assert self.store_root is not None
+        count = 0
+        rows: list[tuple[ObjectRecord, str | None, str | None]] = []
+        for dirpath, dirnames, filenames in os.walk(self.store_root / OBJECTS_DIR):
+            dirnames.sort()
+            for name in sorted(filenames):
+                full = Path(dirpath, name)
+                relpath = full.relative_to(self.store_root).as_posix()
+                try:
+                    sha, _ = parse_object_relpath(relpath)
+                    if full.is_symlink():
+                        continue  # never the store's own writing: verify reports it as an orphan
+                    with open(full, "rb") as f:
+                        size = os.fstat(f.fileno()).st_size
+                        mime = sniff(f.read(SNIFF_BYTES)).mime
+                except (StoreError, OSError):
+                    continue  # verify reports it
+                rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
+                if len(rows) >= chunk:
+                    self.record_many(rows)
+                    count += len(rows)
+                    rows = []
+        if rows:
+            self.record_many(rows)
+            count += len(rows)
+        return count
 
     def __repr__(self) -> str:
         return f"SQLiteMediaIndex({str(self.path)!r})"
@@ -271,14 +398,16 @@ class SQLiteMediaIndex:
         try:
             if durable:
                 db.execute("PRAGMA synchronous=FULL")
-            db.execute("BEGIN IMMEDIATE")
             try:
+                # Inside the try: a BEGIN that fails (locked past the busy timeout) must requeue the rows too.
+                db.execute("BEGIN IMMEDIATE")
                 _upsert_rows(db, self._UPSERT_OBJECT, objects)
                 _upsert_rows(db, self._UPSERT_ASSET, assets)
                 _upsert_rows(db, self._UPSERT_URL, urls)
                 db.execute("COMMIT")
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 with self._state:  # back in the queue, ahead of anything queued meanwhile
                     self._objects[:0], self._assets[:0], self._urls[:0] = objects, assets, urls
                 raise
@@ -315,10 +444,18 @@ class SQLiteMediaIndex:
 
     def close(self) -> None:
         with self._write:
-            self._flush_write_locked(durable=True)
-            with self._read:
-                self._rdb.close()
-            self._db.close()
+            try:
+                self._flush_write_locked(durable=True)
+            except sqlite3.Error as exc:
+                # Already reported where it mattered (the committer fails the assets of a failed write);
+                # the connections are released all the same.
+                with self._state:
+                    lost = len(self._objects)
+                logger.error("Media index %s: %d queued rows not written at close (%s)", self.path, lost, exc)
+            finally:
+                with self._read:
+                    self._rdb.close()
+                self._db.close()
 
 
 def _upsert_rows(db: sqlite3.Connection, upsert: tuple[str, ...], rows: list[tuple[Any, ...]],
@@ -456,6 +593,25 @@ class IndexConfigError(ValueError):
     """MEDIA_INDEX names no backend, or the backend lacks what it needs (e.g. ``redis`` without REDIS_URL)."""
 
 
+class IndexCorrupt(sqlite3.DatabaseError):
+    """The SQLite index file is damaged and there is no store to rebuild it from."""
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database file is damaged (not merely busy, locked or read-only)."""
+    if isinstance(exc, IndexCorrupt):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError) or isinstance(exc, sqlite3.OperationalError):
+        # OperationalError: locked, busy, read-only, disk I/O, out of memory; nothing a rebuild cures.
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in _CORRUPT_CODES
+    # Raised by us (a quick_check that is not "ok") or by an SQLite without extended codes.
+    text = str(exc)
+    return text.startswith("quick_check:") or "malformed" in text or "not a database" in text
+
+
 def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
     """Which backend the settings select: MEDIA_INDEX if set, else ``redis`` when REDIS_URL is set, else
     ``sqlite``."""
@@ -469,7 +625,8 @@ def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
 
 def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
     """Open the index the settings select (see :func:`index_backend`). The SQLite file defaults to
-    ``<store_root>/index.sqlite3`` (MEDIA_INDEX_PATH overrides)."""
+    ``<store_root>/index.sqlite3`` (MEDIA_INDEX_PATH overrides); a corrupt one is moved aside and rebuilt from
+    the objects under ``store_root`` (one WARNING)."""
     backend = index_backend(settings)
     if backend == "redis":
         url = settings.get("REDIS_URL")
@@ -477,5 +634,7 @@ def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | 
             raise IndexConfigError("MEDIA_INDEX=redis needs REDIS_URL")
         return RedisMediaIndex(get_redis_client(url), prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or REDIS_PREFIX)
     path = settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME
-    return SQLiteMediaIndex(path)
+    busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
+    return SQLiteMediaIndex(path, store_root=store_root,
+                            busy_timeout=float(busy) if busy not in (None, "") else DEFAULT_BUSY_TIMEOUT)
 

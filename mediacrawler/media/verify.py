@@ -7,6 +7,11 @@ disk:
 - **missing**: an object the index knows that is not on disk;
 - **orphan**: a file on disk the index does not know, or whose name is not an object name at all.
 
+The SQLite index itself is checked too (``PRAGMA integrity_check``). A corrupt index is moved aside to
+``index.sqlite3.corrupt-<time>`` and rebuilt from the objects on disk when it is opened (as at the start of a
+crawl) or, for damage only the full check finds, by ``--repair``; which posts and URLs the objects came from is
+lost.
+
 The exit status is 0 when all is well and 1 when anything is wrong (after ``--repair``: when anything is still
 wrong). ``--repair`` moves corrupt files to ``quarantine/`` and re-downloads them, and missing ones, from the URLs
 the index recorded, accepting only bytes with the expected hash; valid orphans are adopted into the index and
@@ -23,6 +28,7 @@ import argparse
 import contextlib
 import hashlib
 import os
+import sqlite3
 import sys
 import tempfile
 import time
@@ -33,7 +39,15 @@ from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
 from mediacrawler.fsutil import free_bytes
-from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord, open_index
+from mediacrawler.media.index import (
+    IndexConfigError,
+    MediaIndex,
+    ObjectRecord,
+    SourceRecord,
+    SQLiteMediaIndex,
+    is_corruption,
+    open_index,
+)
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
 
@@ -67,16 +81,21 @@ class VerifyReport:
     quarantined: list[str] = field(default_factory=list)
     unrepaired: dict[str, str] = field(default_factory=dict)  # path -> why it could not be repaired
     seconds: float = 0.0
+    index_problem: str | None = None  # what was wrong with the (SQLite) index file
+    index_rebuilt: str | None = None  # where the damaged index file was moved before the rebuild
+    index_repaired: bool = False  # the rebuild counts as a repair (--repair was given)
 
     @property
     def found_problems(self) -> bool:
-        return bool(self.corrupt or self.missing or self.orphans)
+        return bool(self.corrupt or self.missing or self.orphans or self.index_problem)
 
     @property
     def clean(self) -> bool:
         """True when nothing is wrong now: no problems, or every problem repaired."""
         if not self.found_problems:
             return True
+        if self.index_problem and not self.index_repaired:
+            return False
         fixed = set(self.repaired) | set(self.adopted) | set(self.quarantined)
         problems = set(self.corrupt) | set(self.missing) | set(self.orphans)
         return not self.unrepaired and problems <= fixed
@@ -291,7 +310,14 @@ class Progress:
 
 def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
     """The lines printed after a run: one per problem, then a summary."""
-    lines = [f"corrupt  {p}" for p in report.corrupt]
+    lines = []
+    if report.index_problem:
+        line = f"index    corrupt: {report.index_problem}"
+        if report.index_rebuilt:
+            line += (f"; moved aside to {report.index_rebuilt} and rebuilt from the objects "
+                     "(their post and URL rows are lost)")
+        lines.append(line)
+    lines += [f"corrupt  {p}" for p in report.corrupt]
     lines += [f"missing  {p}" for p in report.missing]
     lines += [f"orphan   {p}" for p in report.orphans]
     if repair:
@@ -339,13 +365,22 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
         "MEDIA_INDEX_PATH": settings.get("MEDIA_INDEX_PATH"),
         "MEDIA_INDEX_REDIS_PREFIX": settings.get("MEDIA_INDEX_REDIS_PREFIX"),
+        "MEDIA_INDEX_BUSY_TIMEOUT": settings.get("MEDIA_INDEX_BUSY_TIMEOUT"),
     }
     root = args.store or settings.get("FILES_STORE") or "files"
     if not os.path.isdir(str(root).split("://", 1)[-1]):
         err.write(f"verify: no media store at {root}\n")
         return 2
     store = ContentAddressedStore(root)
-    index = open_index(conf, store_root=store.root)
+    try:
+        # A corrupt SQLite index is moved aside and rebuilt from the objects here (one WARNING on stderr).
+        index = open_index(conf, store_root=store.root)
+    except IndexConfigError as exc:
+        err.write(f"verify: {exc}\n")
+        return 2
+    except sqlite3.Error as exc:
+        err.write(f"verify: cannot open the media index: {exc}\n")
+        return EXIT_PROBLEMS
     allowed = tuple(s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", ["http", "https"]))
     user_agent = settings.get("USER_AGENT") or "mediacrawler-verify"
 
@@ -358,14 +393,52 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         fetch_url(url, referer, dest, user_agent=user_agent,
                   max_bytes=settings.getint("MEDIA_SEGMENT_MAX_FILE_SIZE", 16 * 1024**3))
 
+    def verify() -> VerifyReport:
+        return run_verify(store=store, index=index, repair=args.repair, fetch=fetch, referer_for=referer_for,
+                          progress=None if args.no_progress else Progress(err), allowed_schemes=allowed)
+
     try:
-        report = run_verify(store=store, index=index, repair=args.repair, fetch=fetch, referer_for=referer_for,
-                            progress=None if args.no_progress else Progress(err), allowed_schemes=allowed)
+        problem, rebuilt = _check_index(index, repair=args.repair)
+        try:
+            report = verify()
+        except sqlite3.DatabaseError as exc:
+            # Damage that neither check saw (e.g. in the WAL written since): rebuilt on demand, then once more.
+            if not (is_corruption(exc) and args.repair and isinstance(index, SQLiteMediaIndex)):
+                err.write(f"verify: the media index is damaged ({exc}); 'mediacrawler verify --repair' "
+                          "rebuilds it from the objects\n")
+                return EXIT_PROBLEMS
+            problem, rebuilt = str(exc), _rebuild(index, str(exc))
+            report = verify()
+    except sqlite3.Error as exc:
+        err.write(f"verify: media index error: {exc}\n")
+        return EXIT_PROBLEMS
     finally:
-        index.close()
+        with contextlib.suppress(sqlite3.Error):
+            index.close()
+    report.index_problem, report.index_rebuilt = problem, rebuilt
+    report.index_repaired = bool(rebuilt) and args.repair
     for line in format_report(report, repair=args.repair):
         out.write(line + "\n")
     return EXIT_OK if report.clean else EXIT_PROBLEMS
+
+
+def _check_index(index: MediaIndex, *, repair: bool) -> tuple[str | None, str | None]:
+    """``(what is wrong with the index file, where it was moved aside)``: rebuilt on open already, or found by
+    the full check now (and rebuilt with ``repair``)."""
+    if not isinstance(index, SQLiteMediaIndex):
+        return None, None
+    if index.moved_aside is not None:
+        return index.corruption, index.moved_aside.name
+    problem = index.check(full=True)
+    if problem is None or not repair:
+        return problem, None
+    return problem, _rebuild(index, problem)
+
+
+def _rebuild(index: SQLiteMediaIndex, reason: str) -> str:
+    index.rebuild(reason)
+    assert index.moved_aside is not None
+    return index.moved_aside.name
 
 
 def main(argv: Sequence[str] | None = None) -> int:
