@@ -1,44 +1,92 @@
-"""Bilibili in the sandbox: video metadata and the ``playurl``/``view`` payloads, rendered from :mod:`.video`.
+"""Bilibili in the sandbox: creators, search, video metadata and the ``playurl``/``view`` payloads, rendered from
+:mod:`.video`.
 
 Pure (no Twisted): tests import it to compute what the sandbox serves. Every bvid matching :data:`BVID_RE`
 (``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler.sandbox.video.video_package`
 of the bvid itself; ``aid``/``cid``/title/stats derive from the bvid. :data:`BVIDS` are the ones the sandbox
 advertises. A bvid that does not match answers ``-404``, as does a ``cid`` that is not the video's.
 
+Creators and multi-part videos
+==============================
+:data:`CREATORS` (mid → name) upload the videos of :data:`UPLOADS` (newest first per creator); their ``view``
+(owner, title, pubdate) agrees with what ``arc/search`` and ``search/type`` list. mid 2 has 10 uploads (3 pages at
+``ps=4``: 4, 4, 2), among them :data:`MULTIPART_BVID` with 3 parts and :data:`UNION_BVID`, a collaboration owned by
+mid 3 and listed under both (``is_union_video: 1``); mid 3 has 3 uploads; mid 4 has 45 (two pages at the default
+``ps=30``; search "日常" finds them in 3 pages of 20). Part ``n`` ≥ 2 of a video has ``cid``
+``cid_for(f"{bvid}-p{n}")`` and the media of video id ``{bvid}-p{n}`` (real, distinct bytes, 4 s like every part);
+part 1 is the bvid itself, so single-part videos are unchanged. :func:`parts_of` lists ``(cid, media id)``.
+
 Payloads
 ========
 :func:`playurl_response` — ``/x/player/wbi/playurl?bvid=&cid=&fnval=16``: ``data.dash.video[]`` (one AVC stream
 per height, highest first; ``id`` is the quality number ``qn``: 64 720P, 32 480P, 16 360P) and
 ``data.dash.audio[]`` (id 30280), each a single-file fMP4 with a real ``sidx`` (``SegmentBase`` ranges), ``baseUrl`` on the ``cos``
-mirror and one ``backupUrl`` on ``bak`` (same bytes). Without ``fnval & 16``: ``data.durl[]`` with one progressive
+mirror and one ``backupUrl`` on ``bak`` (same bytes); creator uploads list a second backup on the ``ali`` mirror.
+camelCase and snake_case twins as Bilibili sends them. Without ``fnval & 16``: ``data.durl[]`` with one progressive
 MP4 of quality ``qn`` (default 64). No HEVC/AV1 entries: the sandbox has no HEVC encoder it could honestly label.
 
 :func:`view_response` — ``/x/web-interface/view?bvid=``: ``data{bvid,aid,cid,title,desc,pic,pubdate,duration,
 owner{mid,name,face},stat{…},pages[{cid,page,part,duration,dimension}]}``.
 
-:func:`nav_response` — ``/x/web-interface/nav`` (logged out): ``code -101`` with ``data.wbi_img`` (the WBI keys).
+:func:`arc_search_response` — ``/x/space/wbi/arc/search?mid=&pn=&ps=``: ``data.list.vlist[]`` +
+``data.page{pn,ps,count}`` (``ps`` 1..50, default 30; a ``pn`` past the end is an empty ``vlist``; an unknown mid
+``-404``). ``length`` is ``MM:SS``.
 
-Errors: :data:`RISK_CONTROL` (``-352``), :data:`BLOCKED` (``-412``), :data:`NOT_FOUND` (``-404``).
+:func:`search_response` — ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=``: ``data.result[]``
+(titles with ``<em class="keyword">``, protocol-relative ``pic`` on the sandbox origin, ``duration`` ``M:SS``),
+``data.numPages``/``numResults``/``page``/``pagesize`` (20; ``page_size`` 1..50 overrides). No match: no
+``result`` key at all, as Bilibili answers.
+
+:func:`nav_response` — ``/x/web-interface/nav`` (logged out): ``code -101`` with ``data.wbi_img`` (the WBI keys
+:data:`WBI_IMG_KEY`, :data:`WBI_SUB_KEY`).
+
+WBI: :func:`wbi_signature_ok` recomputes ``w_rid`` from the query received (every parameter but ``w_rid``, ``wts``
+included, sorted, ``!'()*`` stripped, percent-encoded like ``encodeURIComponent``) and the mixin key of the nav
+keys; a ``/wbi/`` request that fails it is answered :data:`WBI_REJECTED` (``-403``). Which routes check is the
+``bilibili_wbi`` knob (:mod:`.faults`): the listings by default; ``playurl`` too with ``"all"``.
+
+Errors: :data:`RISK_CONTROL` (``-352``), :data:`BLOCKED` (``-412``), :data:`NOT_FOUND` (``-404``),
+:data:`BAD_REQUEST` (``-400``), :data:`WBI_REJECTED` (``-403``).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import html
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from .det import stable_hex, stable_int
 
 __all__ = [
+    "BAD_REQUEST",
     "BLOCKED",
     "BVIDS",
     "BVID_RE",
+    "CREATORS",
+    "MULTIPART_BVID",
     "NOT_FOUND",
     "RISK_CONTROL",
+    "UNION_BVID",
+    "UPLOADS",
+    "WBI_IMG_KEY",
+    "WBI_REJECTED",
+    "WBI_SUB_KEY",
+    "Upload",
     "aid_for",
+    "arc_search_response",
     "cid_for",
+    "creator_uploads",
     "nav_response",
+    "parts_of",
     "playurl_response",
+    "search_response",
     "view_response",
+    "wbi_signature_ok",
 ]
 
 BVID_RE = re.compile(r"BV1[0-9A-Za-z]{9}")
@@ -48,6 +96,15 @@ RISK_CONTROL: dict[str, Any] = {"code": -352, "message": "风控校验失败", "
                                 "data": {"v_voucher": "voucher_00000000-0000-0000-0000-000000000000"}}
 BLOCKED: dict[str, Any] = {"code": -412, "message": "请求被拦截", "ttl": 1, "data": None}
 NOT_FOUND: dict[str, Any] = {"code": -404, "message": "啥都木有", "ttl": 1}
+BAD_REQUEST: dict[str, Any] = {"code": -400, "message": "请求错误", "ttl": 1}
+WBI_REJECTED: dict[str, Any] = {"code": -403, "message": "访问权限不足", "ttl": 1}
+
+WBI_IMG_KEY = "7cd084941338484aae1ad9425b84077c"
+WBI_SUB_KEY = "4932caff0ff746eab6f01bf08b70ac45"
+# The documented permutation; written out here again so that the sandbox never trusts the crawler's own copy.
+_MIXIN_TAB = (46, 47, 18, 2, 53, 8, 23, 32, 15, 50, 10, 31, 58, 3, 45, 35, 27, 43, 5, 49, 33, 9, 42, 19, 29, 28, 14,
+              39, 12, 38, 41, 13, 37, 48, 7, 16, 24, 55, 40, 61, 26, 17, 0, 1, 60, 51, 30, 4, 22, 25, 54, 21, 56,
+              59, 6, 63, 57, 62, 11, 36, 20, 34, 44, 52)
 
 _QUALITY_NAMES = {64: "高清 720P", 32: "清晰 480P", 16: "流畅 360P"}
 _QUALITY_FORMATS = {64: "flv720", 32: "flv480", 16: "mp4"}
@@ -68,13 +125,104 @@ def _known(bvid: str | None) -> bool:
     return bvid is not None and BVID_RE.fullmatch(bvid) is not None
 
 
-def _urls(base: str, bvid: str, name: str) -> tuple[str, str]:
-    sig = stable_hex("bili-upsig", bvid, name, length=32)
+# ------------------------------------------------------------------------------------------ creators
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A creator's upload: ``owner`` is the mid that owns it; ``listed_under`` every mid whose space lists it (a
+    collaboration shows under each member); ``created`` unix seconds."""
+
+    bvid: str
+    owner: int
+    title: str
+    created: int
+    parts: int = 1
+    listed_under: tuple[int, ...] = ()
+
+    @property
+    def union(self) -> bool:
+        return len(self.listed_under) > 1
+
+
+CREATORS: dict[int, str] = {2: "碧诗", 3: "旅行的鱼", 4: "沙盒日常"}
+MULTIPART_BVID = "BV1Up0002003"
+UNION_BVID = "BV1Up0003001"
+_T0 = 1_790_000_000
+
+
+def _build_uploads() -> dict[str, Upload]:
+    uploads: list[Upload] = []
+    cat_titles = ["猫咪日常", "Cat & 狗", "三集连载：猫的一天", "联合投稿", "小猫钓鱼", "旅行 vlog", "夜晚的猫",
+                  "(测试) 标题!", "沙盒第九期", "沙盒第十期"]
+    for i, title in enumerate(cat_titles, start=1):
+        if i == 4:  # mid 2's fourth entry is mid 3's collaboration
+            uploads.append(Upload(UNION_BVID, 3, "联合投稿：一起旅行", _T0 - 4 * 86_400, listed_under=(3, 2)))
+            continue
+        uploads.append(Upload(f"BV1Up0002{i:03d}", 2, title, _T0 - i * 86_400, parts=3 if i == 3 else 1,
+                              listed_under=(2,)))
+    for i in (2, 3):
+        uploads.append(Upload(f"BV1Up0003{i:03d}", 3, f"旅行的鱼 第{i}站", _T0 - (10 + i) * 86_400, listed_under=(3,)))
+    for i in range(1, 46):
+        uploads.append(Upload(f"BV1Up0004{i:03d}", 4, f"沙盒日常 #{i}", _T0 - i * 3_600, listed_under=(4,)))
+    return {u.bvid: u for u in uploads}
+
+
+#: Every creator upload by bvid.
+UPLOADS: dict[str, Upload] = _build_uploads()
+
+
+def creator_uploads(mid: int) -> list[Upload]:
+    """What ``mid``'s space lists, newest first (``arc/search``'s default ``order=pubdate``)."""
+    return sorted((u for u in UPLOADS.values() if mid in u.listed_under), key=lambda u: -u.created)
+
+
+def parts_of(bvid: str) -> list[tuple[int, str]]:
+    """``(cid, media id)`` of each part of ``bvid``: part 1 is the bvid's own video, part ``n`` the video
+    ``{bvid}-p{n}`` (so that each cid has its own real media)."""
+    upload = UPLOADS.get(bvid)
+    n = upload.parts if upload else 1
+    ids = [bvid, *(f"{bvid}-p{k}" for k in range(2, n + 1))]
+    return [(cid_for(media_id), media_id) for media_id in ids]
+
+
+def _length(seconds: int, *, pad: bool) -> str:
+    """``MM:SS`` (arc/search: minutes past 60 stay minutes) or ``M:SS`` (search/type)."""
+    minutes, secs = divmod(seconds, 60)
+    return f"{minutes:02d}:{secs:02d}" if pad else f"{minutes}:{secs:02d}"
+
+
+# ----------------------------------------------------------------------------------------------- WBI
+
+
+_WBI_STRIP_RE = re.compile(r"[!'()*]")
+
+
+def _mixin_key() -> str:
+    raw = WBI_IMG_KEY + WBI_SUB_KEY
+    return "".join(raw[i] for i in _MIXIN_TAB)[:32]
+
+
+def wbi_signature_ok(params: Mapping[str, str]) -> bool:
+    """Whether ``params`` (the decoded query, first value per name) carry a valid ``w_rid`` for the keys served
+    in nav. ``wts`` is required; its age is not checked (a sandbox clock would only make tests flaky)."""
+    w_rid, wts = params.get("w_rid"), params.get("wts")
+    if not w_rid or not wts or not wts.isdigit():
+        return False
+    pairs = sorted((k, v) for k, v in params.items() if k != "w_rid")
+    query = "&".join(f"{quote(k, safe='')}={quote(_WBI_STRIP_RE.sub('', v), safe='')}" for k, v in pairs)
+    expected = hashlib.md5((query + _mixin_key()).encode("utf-8")).hexdigest()
+    return hmac.compare_digest(expected, w_rid.lower())
+
+
+def _urls(base: str, media_id: str, name: str, *, mirrors: tuple[str, ...] = ("bak",)) -> tuple[str, list[str]]:
+    """The primary (``cos``) URL of a stream file and its backups on ``mirrors`` (same bytes, own ``os=``)."""
+    sig = stable_hex("bili-upsig", media_id, name, length=32)
     query = (f"?deadline={_DEADLINE}&gen=playurlv2&os=cos&oi=0&platform=pc&upsig={sig}"
              "&uparams=deadline,gen,os&mid=0")
-    primary = f"{base}/media/bili/cos/{bvid}/{name}{query}"
-    backup = f"{base}/media/bili/bak/{bvid}/{name}{query.replace('os=cos', 'os=bak')}"
-    return primary, backup
+    primary = f"{base}/media/bili/cos/{media_id}/{name}{query}"
+    backups = [f"{base}/media/bili/{m}/{media_id}/{name}{query.replace('os=cos', f'os={m}')}" for m in mirrors]
+    return primary, backups
 
 
 def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: int | None = None,
@@ -83,11 +231,16 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
     Encodes the video on first use."""
     from .video import RENDITIONS, video_catalog, video_package
 
-    if not _known(bvid) or cid != cid_for(bvid):  # type: ignore[arg-type]
+    if not _known(bvid):
         return dict(NOT_FOUND)
     assert bvid is not None
-    catalog = video_catalog(bvid)
-    package = video_package(bvid)
+    media_id = dict(parts_of(bvid)).get(cid)  # type: ignore[arg-type]
+    if media_id is None:  # not a cid of this video
+        return dict(NOT_FOUND)
+    # Creator uploads list a second backup mirror, as real answers often do; the first videos keep one.
+    mirrors = ("bak", "ali") if bvid in UPLOADS else ("bak",)
+    catalog = video_catalog(media_id)
+    package = video_package(media_id)
     qualities = sorted((r.qn for r in RENDITIONS), reverse=True)
     quality = qn if qn in qualities else qualities[0]
     data: dict[str, Any] = {
@@ -116,14 +269,14 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         video = []
         for info in sorted(catalog.video, key=lambda r: -r.height):
             track = package.tracks[info.name]
-            primary, backup = _urls(base, bvid, f"{cid}-1-{info.bili_stream_id}.m4s")
+            primary, backup = _urls(base, media_id, f"{cid}-1-{info.bili_stream_id}.m4s", mirrors=mirrors)
             video.append(_stream(
                 stream_id=info.qn, primary=primary, backup=backup, bandwidth=info.average_bandwidth,
                 mime="video/mp4", codecs=info.codecs, width=info.width, height=info.height,
                 frame_rate=f"{info.frame_rate:g}", init=track.init_range, index=track.index_range, codecid=7,
             ))
         audio_track = package.tracks["audio"]
-        primary, backup = _urls(base, bvid, f"{cid}-1-{catalog.audio.bili_id}.m4s")
+        primary, backup = _urls(base, media_id, f"{cid}-1-{catalog.audio.bili_id}.m4s", mirrors=mirrors)
         audio = [_stream(
             stream_id=catalog.audio.bili_id, primary=primary, backup=backup, bandwidth=catalog.audio.bandwidth,
             mime="audio/mp4", codecs=catalog.audio.codecs, width=0, height=0, frame_rate="",
@@ -140,14 +293,14 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         }
     else:
         info = next(r for r in catalog.video if r.qn == quality)
-        primary, backup = _urls(base, bvid, f"{cid}-1-{quality}.mp4")
+        primary, backup = _urls(base, media_id, f"{cid}-1-{quality}.mp4", mirrors=mirrors)
         data["format"] = "mp4"
         data["durl"] = [{"order": 1, "length": round(catalog.duration * 1000), "size": info.progressive_size,
-                         "ahead": "", "vhead": "", "url": primary, "backup_url": [backup]}]
+                         "ahead": "", "vhead": "", "url": primary, "backup_url": backup}]
     return {"code": 0, "message": "0", "ttl": 1, "data": data}
 
 
-def _stream(*, stream_id: int, primary: str, backup: str, bandwidth: int, mime: str, codecs: str, width: int,
+def _stream(*, stream_id: int, primary: str, backup: list[str], bandwidth: int, mime: str, codecs: str, width: int,
             height: int, frame_rate: str, init: tuple[int, int], index: tuple[int, int],
             codecid: int) -> dict[str, Any]:
     segment_base = {"Initialization": f"{init[0]}-{init[1]}", "indexRange": f"{index[0]}-{index[1]}"}
@@ -155,8 +308,8 @@ def _stream(*, stream_id: int, primary: str, backup: str, bandwidth: int, mime: 
         "id": stream_id,
         "baseUrl": primary,
         "base_url": primary,
-        "backupUrl": [backup],
-        "backup_url": [backup],
+        "backupUrl": backup,
+        "backup_url": list(backup),
         "bandwidth": bandwidth,
         "mimeType": mime,
         "mime_type": mime,
@@ -175,19 +328,41 @@ def _stream(*, stream_id: int, primary: str, backup: str, bandwidth: int, mime: 
     }
 
 
+def _meta(bvid: str) -> dict[str, Any]:
+    """What every route says about ``bvid``: owner, title, pubdate, stats (derived from the bvid, or the
+    creator catalog for :data:`UPLOADS`)."""
+    n = stable_int("bili-meta", bvid, bits=32)
+    upload = UPLOADS.get(bvid)
+    if upload is not None:
+        owner_mid, owner_name, title, pubdate = upload.owner, CREATORS[upload.owner], upload.title, upload.created
+    else:
+        owner_mid = 1_000_000 + n % 9_000_000
+        owner_name, title, pubdate = f"sandbox_up_{owner_mid}", f"沙盒测试视频 {bvid}", 1_790_000_000 + n % 3_000_000
+    return {"n": n, "owner_mid": owner_mid, "owner_name": owner_name, "title": title, "pubdate": pubdate,
+            "stat": {"aid": aid_for(bvid), "view": n % 1_000_000, "danmaku": n % 977, "reply": n % 311,
+                     "favorite": n % 5003, "coin": n % 2011, "share": n % 97, "like": n % 20011, "his_rank": 0,
+                     "now_rank": 0}}
+
+
+def _pic(base: str, bvid: str) -> str:
+    return f"{base}/media/img/{stable_int('bili-meta', bvid, bits=32) % 1000}.jpg"
+
+
 def view_response(bvid: str | None, *, base: str) -> dict[str, Any]:
     """The body of ``/x/web-interface/view?bvid=`` (no encoding needed: heights and duration are fixed)."""
     from .video import DURATION, RENDITIONS
 
     if not _known(bvid):
-        return {"code": -400, "message": "请求错误", "ttl": 1} if bvid is None else dict(NOT_FOUND)
+        return dict(BAD_REQUEST) if bvid is None else dict(NOT_FOUND)
     assert bvid is not None
-    n = stable_int("bili-meta", bvid, bits=32)
-    cid = cid_for(bvid)
+    meta = _meta(bvid)
+    n = meta["n"]
+    parts = parts_of(bvid)
     top = RENDITIONS[-1]
-    owner_mid = 1_000_000 + n % 9_000_000
-    pubdate = 1_790_000_000 + n % 3_000_000
     duration = round(DURATION)
+    dimension = {"width": top.width, "height": top.height, "rotate": 0}
+    pages = [{"cid": cid, "page": i, "from": "vupload", "part": f"P{i} {bvid}", "duration": duration, "vid": "",
+              "weblink": "", "dimension": dict(dimension)} for i, (cid, _) in enumerate(parts, start=1)]
     return {
         "code": 0,
         "message": "0",
@@ -195,29 +370,104 @@ def view_response(bvid: str | None, *, base: str) -> dict[str, Any]:
         "data": {
             "bvid": bvid,
             "aid": aid_for(bvid),
-            "videos": 1,
+            "videos": len(pages),
             "tid": 17,
             "tname": "单机游戏",
             "copyright": 1,
-            "pic": f"{base}/media/img/{n % 1000}.jpg",
-            "title": f"沙盒测试视频 {bvid}",
-            "pubdate": pubdate,
-            "ctime": pubdate - 60,
-            "desc": f"sandbox video {bvid}: 4 s of H.264/AAC in three heights",
+            "pic": _pic(base, bvid),
+            "title": meta["title"],
+            "pubdate": meta["pubdate"],
+            "ctime": meta["pubdate"] - 60,
+            "desc": f"sandbox video {bvid}: 4 s of H.264/AAC in three heights" + (
+                f", {len(pages)} parts" if len(pages) > 1 else ""),
             "state": 0,
-            "duration": duration,
-            "owner": {"mid": owner_mid, "name": f"sandbox_up_{owner_mid}",
+            "duration": duration * len(pages),
+            "owner": {"mid": meta["owner_mid"], "name": meta["owner_name"],
                       "face": f"{base}/media/img/{n % 997}.jpg"},
-            "stat": {"aid": aid_for(bvid), "view": n % 1_000_000, "danmaku": n % 977, "reply": n % 311,
-                     "favorite": n % 5003, "coin": n % 2011, "share": n % 97, "like": n % 20011, "his_rank": 0,
-                     "now_rank": 0},
-            "cid": cid,
-            "dimension": {"width": top.width, "height": top.height, "rotate": 0},
-            "pages": [{"cid": cid, "page": 1, "from": "vupload", "part": f"P1 {bvid}", "duration": duration,
-                       "vid": "", "weblink": "", "dimension": {"width": top.width, "height": top.height,
-                                                              "rotate": 0}}],
+            "stat": meta["stat"],
+            "cid": parts[0][0],
+            "dimension": dimension,
+            "pages": pages,
         },
     }
+
+
+def arc_search_response(mid: int | None, *, pn: int | None, ps: int | None, base: str) -> dict[str, Any]:
+    """The body of ``/x/space/wbi/arc/search?mid=&pn=&ps=``: ``mid``'s uploads, newest first."""
+    from .video import DURATION
+
+    pn, ps = pn or 1, ps or 30
+    if mid is None or pn < 1 or not 1 <= ps <= 50:
+        return dict(BAD_REQUEST)
+    if mid not in CREATORS:
+        return dict(NOT_FOUND)
+    uploads = creator_uploads(mid)
+    vlist = []
+    for u in uploads[(pn - 1) * ps: pn * ps]:
+        meta = _meta(u.bvid)
+        vlist.append({
+            "comment": meta["stat"]["reply"], "typeid": 17, "play": meta["stat"]["view"], "pic": _pic(base, u.bvid),
+            "subtitle": "", "description": f"sandbox video {u.bvid}", "copyright": "1", "title": u.title,
+            "review": 0, "author": CREATORS[u.owner], "mid": u.owner, "created": u.created,
+            "length": _length(round(DURATION) * u.parts, pad=True), "video_review": meta["stat"]["danmaku"],
+            "aid": aid_for(u.bvid), "bvid": u.bvid, "hide_click": False, "is_pay": 0,
+            "is_union_video": int(u.union), "is_steins_gate": 0, "is_live_playback": 0, "is_lesson_video": 0,
+            "meta": None, "is_avoided": 0, "season_id": 0, "attribute": 16793984, "is_charging_arc": False,
+            "vt": 0, "enable_vt": 0, "vt_display": "", "playback_position": 0,
+        })
+    return {"code": 0, "message": "0", "ttl": 1, "data": {
+        "list": {"slist": [], "tlist": {"17": {"tid": 17, "count": len(uploads), "name": "单机游戏"}}, "vlist": vlist},
+        "page": {"pn": pn, "ps": ps, "count": len(uploads)},
+        "episodic_button": {"text": "播放全部", "uri": f"//www.bilibili.com/medialist/play/{mid}?from=space"},
+        "is_risk": False, "gaia_res_type": 0, "gaia_data": None}}
+
+
+def _highlight(title: str, keyword: str) -> str:
+    """``title`` as search/type writes it: HTML-escaped, every match of ``keyword`` in ``<em class="keyword">``."""
+    if not keyword:
+        return html.escape(title, quote=False)
+    pieces = re.split(f"({re.escape(keyword)})", title, flags=re.I)
+    return "".join(f'<em class="keyword">{html.escape(p, quote=False)}</em>' if i % 2 else html.escape(p, quote=False)
+                   for i, p in enumerate(pieces))
+
+
+def search_response(keyword: str | None, *, search_type: str | None, page: int | None, page_size: int | None,
+                    base: str) -> dict[str, Any]:
+    """The body of ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=`` over :data:`UPLOADS`
+    (titles matched case-insensitively), newest first."""
+    from .video import DURATION
+
+    page, size = page or 1, page_size or 20
+    if not keyword or search_type != "video" or page < 1 or not 1 <= size <= 50:
+        return dict(BAD_REQUEST)
+    hits = sorted((u for u in UPLOADS.values() if keyword.lower() in u.title.lower()), key=lambda u: -u.created)
+    pages = -(-len(hits) // size)
+    data: dict[str, Any] = {"seid": str(stable_int("bili-seid", keyword, bits=60)), "page": page, "pagesize": size,
+                            "numResults": len(hits), "numPages": pages, "suggest_keyword": "", "rqt_type": "search",
+                            "cost_time": {"total": "0.01"}, "exp_list": {}, "egg_hit": 0, "show_column": 0,
+                            "in_black_key": 0, "in_white_key": 0}
+    if hits:
+        results = []
+        for u in hits[(page - 1) * size: page * size]:
+            meta = _meta(u.bvid)
+            aid = aid_for(u.bvid)
+            results.append({
+                "type": "video", "id": aid, "author": CREATORS[u.owner], "mid": u.owner, "typeid": "17",
+                "typename": "单机游戏", "arcurl": f"http://www.bilibili.com/video/av{aid}", "aid": aid,
+                "bvid": u.bvid, "title": _highlight(u.title, keyword), "description": f"sandbox video {u.bvid}",
+                "arcrank": "0",
+                # Protocol-relative, as search answers write covers (here on the sandbox origin).
+                "pic": _pic(base, u.bvid).split(":", 1)[1], "play": meta["stat"]["view"],
+                "video_review": meta["stat"]["danmaku"], "favorites": meta["stat"]["favorite"], "tag": "沙盒",
+                "review": meta["stat"]["reply"], "pubdate": u.created, "senddate": u.created + 5,
+                "duration": _length(round(DURATION) * u.parts, pad=False), "badgepay": False,
+                "hit_columns": ["title"], "view_type": "", "is_pay": 0, "is_union_video": int(u.union),
+                "rec_tags": None, "new_rec_tags": [], "rank_score": 100, "like": meta["stat"]["like"],
+                "upic": f"{base}/media/img/{meta['n'] % 997}.jpg", "corner": "", "cover": "", "desc": "", "url": "",
+                "rec_reason": "", "danmaku": meta["stat"]["danmaku"], "biz_data": None, "is_charge_video": 0,
+            })
+        data["result"] = results
+    return {"code": 0, "message": "0", "ttl": 1, "data": data}
 
 
 def nav_response() -> dict[str, Any]:
@@ -229,8 +479,8 @@ def nav_response() -> dict[str, Any]:
         "data": {
             "isLogin": False,
             "wbi_img": {
-                "img_url": "https://i0.hdslb.com/bfs/wbi/7cd084941338484aae1ad9425b84077c.png",
-                "sub_url": "https://i0.hdslb.com/bfs/wbi/4932caff0ff746eab6f01bf08b70ac45.png",
+                "img_url": f"https://i0.hdslb.com/bfs/wbi/{WBI_IMG_KEY}.png",
+                "sub_url": f"https://i0.hdslb.com/bfs/wbi/{WBI_SUB_KEY}.png",
             },
         },
     }

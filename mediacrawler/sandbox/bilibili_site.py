@@ -4,13 +4,18 @@ Routes (``BILIBILI_API_URL`` = ``{sandbox}/bilibili``)::
 
     GET /bilibili/x/player/wbi/playurl?bvid=BV…&cid=N&fnval=16[&qn=64]   streams (DASH; durl without fnval&16)
     GET /bilibili/x/player/playurl?…                                    the same (the unsigned legacy route)
-    GET /bilibili/x/web-interface/view?bvid=BV…                         video detail
+    GET /bilibili/x/web-interface/view?bvid=BV…                         video detail (pages[]: one cid per part)
     GET /bilibili/x/web-interface/nav                                   logged-out nav (WBI key images)
+    GET /bilibili/x/space/wbi/arc/search?mid=N&pn=1&ps=30               a creator's uploads
+    GET /bilibili/x/web-interface/wbi/search/type?search_type=video&keyword=KW&page=1   keyword search
 
-WBI parameters (``w_rid``, ``wts``) are accepted and not checked. Bodies are compact JSON with
-``Content-Type: application/json; charset=utf-8``; the ``bilibili_api`` fault knob (:mod:`.faults`) replaces them
-with Bilibili's risk-control answers (``-352``, ``-412``, HTTP 412, …). Media URLs in the payloads point at
-``/media/bili/…`` on the origin the client used (:mod:`.video_site`).
+WBI: ``arc/search`` and ``search/type`` require a valid ``w_rid``/``wts`` (signed with the nav keys) and answer
+``{"code":-403,"message":"访问权限不足"}`` otherwise; ``/x/player/wbi/playurl`` accepts unsigned requests unless the
+``bilibili_wbi`` knob is ``"all"`` (``"off"``: nothing is checked). Bodies are compact UTF-8 JSON with Go's
+HTML-safe escapes (``&`` → ``\\u0026``, ``<``/``>`` → ``\\u003c``/``\\u003e``) and ``Content-Type:
+application/json; charset=utf-8``; the ``bilibili_api`` fault knob (:mod:`.faults`) replaces them with Bilibili's
+risk-control answers (``-352``, ``-412``, HTTP 412, …). Media URLs in the payloads point at ``/media/bili/…`` on
+the origin the client used (:mod:`.video_site`), a host with a port, like Bilibili's ``:4483`` CDN mirrors.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ class BilibiliResource(SandboxResource):
             fault = self._fault(request, "playurl", bvid)
             if fault is not None:
                 return fault
+            if path == "x/player/wbi/playurl" and not self._signed(request, "playurl"):
+                return self._json(request, bilibili.WBI_REJECTED)
             payload = bilibili.playurl_response(
                 bvid, query_int(request, b"cid"), fnval=query_int(request, b"fnval", 1) or 0,
                 qn=query_int(request, b"qn"), base=origin_of(request),
@@ -48,6 +55,25 @@ class BilibiliResource(SandboxResource):
             if fault is not None:
                 return fault
             return self._json(request, bilibili.view_response(bvid, base=origin_of(request)))
+        if path == "x/space/wbi/arc/search":
+            fault = self._fault(request, "arc_search", None)
+            if fault is not None:
+                return fault
+            if not self._signed(request, "arc_search"):
+                return self._json(request, bilibili.WBI_REJECTED)
+            return self._json(request, bilibili.arc_search_response(
+                query_int(request, b"mid"), pn=query_int(request, b"pn"), ps=query_int(request, b"ps"),
+                base=origin_of(request)))
+        if path == "x/web-interface/wbi/search/type":
+            fault = self._fault(request, "search", None)
+            if fault is not None:
+                return fault
+            if not self._signed(request, "search"):
+                return self._json(request, bilibili.WBI_REJECTED)
+            return self._json(request, bilibili.search_response(
+                query_arg(request, b"keyword"), search_type=query_arg(request, b"search_type"),
+                page=query_int(request, b"page"), page_size=query_int(request, b"page_size"),
+                base=origin_of(request)))
         if path == "x/web-interface/nav":
             fault = self._fault(request, "nav", None)
             if fault is not None:
@@ -57,10 +83,23 @@ class BilibiliResource(SandboxResource):
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return b"<html><body>404 Not Found</body></html>"
 
+    def _signed(self, request: server.Request, endpoint: str) -> bool:
+        """Whether the request passes the WBI check the ``bilibili_wbi`` knob asks of ``endpoint``."""
+        if not self.state.faults.bilibili_wbi_checked(endpoint):
+            return True
+        # A repeated parameter cannot be signed unambiguously: Bilibili's own signer never sends one.
+        if any(len(v) != 1 for v in request.args.values()):
+            return False
+        params = {k.decode("utf-8", "replace"): v[0].decode("utf-8", "replace") for k, v in request.args.items()}
+        return bilibili.wbi_signature_ok(params)
+
     @staticmethod
     def _json(request: server.Request, payload: Any) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        body = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+        # Go's encoder (Bilibili's) escapes these three; they only ever occur inside strings, so replace is exact.
+        body = body.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
+        return body.encode("utf-8")
 
     def _fault(self, request: server.Request, endpoint: str, bvid: str | None) -> bytes | None:
         fault = self.state.faults.bilibili_fault(endpoint, bvid)

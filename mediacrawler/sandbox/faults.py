@@ -48,13 +48,17 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
 ``bilibili_api``        list  rules for the Bilibili API (a single object is accepted too); each rule::
 
                                 {"kind": "-352" | "-412" | "-404" | "412" | "5xx",
-                                 "endpoint": "playurl" (default) | "view" | "nav" | "any",
+                                 "endpoint": "playurl" (default) | "view" | "nav" | "arc_search" | "search"
+                                             | "any",
                                  "bvid": BVID | null, "times": K | null, "rate": 0..1 | null,
                                  "status": 503 (for "5xx")}
 
                               kinds: ``-352`` → 200 ``{"code":-352,"message":"风控校验失败",…}``; ``-412`` → 200
                               ``{"code":-412,"message":"请求被拦截"}``; ``-404`` → 200 ``{"code":-404,…}``;
                               ``412`` → HTTP 412; ``5xx`` → HTTP ``status``. First matching rule with budget wins.
+``bilibili_wbi``        str   which ``/wbi/`` routes check the WBI signature (``w_rid``/``wts``; a bad or missing one
+                              answers ``{"code":-403,"message":"访问权限不足"}``): ``"lists"`` (default:
+                              ``arc/search`` and ``search/type``), ``"all"`` (``playurl`` too), ``"off"``
 ``fragment_drop``       list  rules ``{"path": "/media/…" | null, "path_regex": "…" | null, "times": K | null,
                               "rate": 0..1 | null}``: matching GETs under ``/media/`` ``hls``, ``dash``, ``bili``
                               or ``progressive`` get 404 (``times`` null = the file is permanently missing). ``path`` matches exactly,
@@ -116,6 +120,7 @@ DEFAULTS: dict[str, Any] = {
     # -- video / Bilibili (see the docstring section) --
     "bilibili_latency_ms": 0,
     "bilibili_api": [],
+    "bilibili_wbi": "lists",
     "fragment_drop": [],
     "fragment_corrupt": [],
     # -- Facebook (see the docstring section) --
@@ -133,7 +138,8 @@ class FaultError(ValueError):
 
 
 _BILIBILI_KINDS = {"-352", "-412", "-404", "412", "5xx"}
-_BILIBILI_ENDPOINTS = {"playurl", "view", "nav", "any"}
+_BILIBILI_ENDPOINTS = {"playurl", "view", "nav", "arc_search", "search", "any"}
+_BILIBILI_WBI = ("lists", "all", "off")
 _SEGMENT_SUFFIXES = (".ts", ".m4s", ".mp4")
 _FACEBOOK_KINDS = {"4", "17", "32", "613", "190", "100", "5xx"}
 _FACEBOOK_ENDPOINTS = {"posts", "video", "any"}
@@ -191,6 +197,10 @@ def _validate(key: str, value: Any) -> Any:
     if key == "facebook_token":
         if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 512:
             raise FaultError(f"{key} must be a non-empty printable string")
+        return value
+    if key == "bilibili_wbi":
+        if value not in _BILIBILI_WBI:
+            raise FaultError(f"{key} must be one of {', '.join(_BILIBILI_WBI)}")
         return value
     if key == "media_ignore_range":
         if not isinstance(value, bool):
@@ -409,7 +419,8 @@ class FaultState:
         return None
 
     def bilibili_fault(self, endpoint: str, bvid: str | None) -> BilibiliFault | None:
-        """The fault for a Bilibili API request to ``endpoint`` (``playurl``/``view``/``nav``), if any."""
+        """The fault for a Bilibili API request to ``endpoint`` (``playurl``/``view``/``nav``/``arc_search``/
+        ``search``), if any."""
         for index, rule in enumerate(self.knobs["bilibili_api"]):
             if rule["endpoint"] not in ("any", endpoint):
                 continue
@@ -430,6 +441,11 @@ class FaultState:
             if self._take_rule("facebook_api", index, rule):
                 return FacebookFault(rule["kind"], int(rule["status"]) if rule["kind"] == "5xx" else 400)
         return None
+
+    def bilibili_wbi_checked(self, endpoint: str) -> bool:
+        """Whether requests to the ``/wbi/`` route ``endpoint`` must carry a valid WBI signature."""
+        mode = self.knobs["bilibili_wbi"]
+        return mode == "all" or (mode == "lists" and endpoint in ("arc_search", "search"))
 
     @property
     def etag_generation(self) -> int:

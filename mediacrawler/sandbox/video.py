@@ -28,8 +28,9 @@ the audio track)::
                                              {r}/seg{n}.m4s (n ≥ 1)
     /media/dash/{id}/manifest_timeline.mpd   SegmentTemplate + SegmentTimeline $Time$ → {r}/t{time}.m4s
     /media/dash/{id}/manifest_segmentbase.mpd   SegmentBase: {r}/full.mp4 (ftyp+moov | sidx | moof+mdat…)
-    /media/bili/{cos|bak}/{id}/{cid}-1-{stream id}.m4s   Bilibili DASH streams (= DASH full.mp4 bytes)
-    /media/bili/{cos|bak}/{id}/{cid}-1-{qn}.mp4          Bilibili ``durl`` progressive MP4
+    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{stream id}.m4s   Bilibili DASH streams (= DASH full.mp4 bytes;
+                                             the three mirrors serve the same bytes)
+    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}.mp4          Bilibili ``durl`` progressive MP4
     /media/progressive/{id}/{r}.mp4          progressive faststart MP4, A/V muxed
 
 :func:`video_file` maps those paths (split into parts after ``/media``) to ``(bytes, content type)``;
@@ -320,7 +321,7 @@ def video_file(parts: Sequence[str]) -> tuple[bytes, str] | None:
     if len(parts) < 3 or parts[0] not in ("hls", "dash", "bili", "progressive"):
         return None
     if parts[0] == "bili":
-        if len(parts) != 4 or parts[1] not in ("cos", "bak"):
+        if len(parts) != 4 or parts[1] not in ("cos", "bak", "ali"):
             return None
         video_id, rest = parts[2], ("bili", parts[3])
     else:
