@@ -8,6 +8,10 @@ from __future__ import annotations
 from scrapy.exceptions import IgnoreRequest
 
 
+class PlatformRefused(IgnoreRequest):
+    """The platform refused the whole job (login required, token invalid); the spider is being closed."""
+
+
 class RequestRefused(IgnoreRequest):
     """A request given up on purpose, with a short machine-readable ``reason`` (``too-large``,
     ``scheme-not-allowed``, …) that records and stats use (``media/failed/<reason>``); ``detail`` is for people

@@ -493,7 +493,7 @@ def test_listing_and_long_text_requests_are_serializable(tmp_path: Path) -> None
     _, spider = make(tmp_path, {"WEIBO_BASE_URL": "http://127.0.0.1:1/weibo"})
     source = Source(spider="weibo", job=KEY, page=3, cursor="c")
     requests = [spider.listing_request(3, "c"),
-                spider.complete_request("5012", {"id": "5012", "isLongText": True, "text": "x"}, source)]
+                spider.start_chain("5012", {"id": "5012", "isLongText": True, "text": "x"}, source)]
     for request in requests:
         assert request is not None
         data = request.to_dict(spider=spider)

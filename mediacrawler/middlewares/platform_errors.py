@@ -1,9 +1,13 @@
 """Platform error envelopes as retries, back-off and clean stops.
 
 Platforms answer "slow down" and "log in" in their own ways: Weibo with ``{"ok":0,"errno":"100005"}`` in a 200,
-``{"ok":-100}``, or HTTP 418/432; Bilibili with ``code`` -352/-412 or HTTP 412. The spider's parser module knows the
-envelope (``spider.classify_envelope(payload)`` → ``ok``/``end``/``rate_limited``/``login_required``/``error``);
-this middleware only acts on the answer, for API requests (``meta["mc_api"]``):
+``{"ok":-100}``, or HTTP 418/432; Bilibili with ``code`` -352/-412 or HTTP 412; the Graph API with an HTTP 400 and
+``{"error":{"code":190}}``. The spider reads the whole response (``spider.classify_response(response)`` →
+``ok``/``end``/``rate_limited``/``login_required``/``not_found``/``error``/``invalid``, see
+:class:`~mediacrawler.spiders._base.PlatformSpider`); this middleware only acts on the answer, for API requests
+(``meta["mc_api"]``):
+
+- not the document an API sends (``invalid``, e.g. HTML where JSON belongs): retried by RetryMiddleware's rules;
 
 - rate limited (envelope, or an HTTP status in ``PLATFORM_RATE_LIMIT_HTTP_CODES``, or 429 with ``Retry-After``):
   retried through :func:`scrapy.downloadermiddlewares.retry.get_retry_request` after a growing, bounded back-off
@@ -21,17 +25,16 @@ in :meth:`process_request`, so the wait also holds back the request when it come
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
-from mediacrawler.spiders._base import PlatformRefused
+from mediacrawler.contracts import PlatformRefused
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -94,17 +97,13 @@ class PlatformErrorsMiddleware:
             return response
         if response.status in self.rate_limit_codes:
             return self._retry_later(request, f"http_{response.status}", response)
-        if response.status != 200:
-            return response
-        classify = getattr(self.crawler.spider, "classify_envelope", None)
+        classify = getattr(self.crawler.spider, "classify_response", None)
         if classify is None:
             return response
-        try:
-            payload: Any = json.loads(response.text)
-        except (ValueError, AttributeError):
+        kind = classify(response)
+        if kind == "invalid":
             retry = get_retry_request(request, spider=self.crawler.spider, reason="invalid_json")  # type: ignore[arg-type]
             return retry or response
-        kind = classify(payload)
         if kind == "rate_limited":
             return self._retry_later(request, "rate_limited", response)
         if kind == "login_required":
@@ -143,7 +142,7 @@ class PlatformErrorsMiddleware:
     def _refuse(self, request: Request, reason: str) -> None:
         spider = self.crawler.spider
         platform = getattr(spider, "platform", "platform")
-        env = f"{platform.upper()}_COOKIE"
+        env = getattr(spider, "credential_env", None) or f"{platform.upper()}_COOKIE"
         logger.error("%s: login required: set %s (the platform answered %s for %s)", platform, env, reason,
                      request.url)
         assert self.crawler.engine is not None

@@ -9,6 +9,17 @@ the rest the same way for all of them:
 - The first page is ``-a start`` if given, else where the checkpoint extension says to resume, else 1.
 - Pages are fetched one after the other (each listing response yields the next request), so "page N is done"
   has a meaning; the next page is requested only until the platform's own last-page signal or ``max_pages``.
+  A spider declares its :attr:`~PlatformSpider.pagination`: ``page`` numbers (a page that failed for good is
+  skipped, the checkpoint keeps it) or an opaque ``cursor`` that only the previous page gives (a failed page
+  stops the run there; the next run resumes from the stored cursor).
+- A post may need several requests before it is complete (Weibo's long text, Bilibili's view and playurl,
+  Facebook's video nodes): the listing puts it in ``Page.incomplete`` and this class owns the chain of
+  :class:`Step` requests (:meth:`~PlatformSpider.next_step`, :meth:`~PlatformSpider.parse_step`). Whatever happens
+  to a step, the chain ends with :meth:`~PlatformSpider.post_from_chain`, told what is missing, so every post a
+  page announced is emitted and a checkpoint watermark can never stick.
+- Errors: :meth:`~PlatformSpider.classify_response` reads the whole response (status, headers, body) for the
+  platform errors middleware; credentials (:attr:`~PlatformSpider.credential_env`) are added at download time by
+  the session middleware, never stored on a request. See docs/architecture.md, "Platform contract".
 - Every listing request carries only plain data in ``meta`` and names its callbacks by spider method, so it
   survives JOBDIR serialization.
 - After parsing a page the spider sends :data:`mediacrawler.signals.page_parsed` (and ``page_failed`` when a page
@@ -23,20 +34,22 @@ the rest the same way for all of them:
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scrapy import Request, Spider, signals
-from scrapy.exceptions import DontCloseSpider, IgnoreRequest
+from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
+from mediacrawler.contracts import PlatformRefused
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.media.index import asset_index_key
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
@@ -68,10 +81,6 @@ def _assets_with_keys(post: Post) -> Iterator[tuple[str, MediaAsset, str]]:
             key = asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key)
             yield key, asset, current.post_id
         current = current.reposted
-
-
-class PlatformRefused(IgnoreRequest):
-    """The platform refused the whole job (e.g. login required); the spider is being closed."""
 
 
 #: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
@@ -136,6 +145,16 @@ def validate_args(spidercls: type[Spider], kwargs: dict[str, Any]) -> str | None
 
 
 @dataclass
+class Step:
+    """One request of a post's chain: a ``name`` for logs and records (``"extend"``, ``"playurl:123"``), the URL,
+    and extra headers (never credentials)."""
+
+    name: str
+    url: str
+    headers: dict[str, str] | None = None
+
+
+@dataclass
 class Resume:
     """Where a checkpoint says to continue: the page to fetch next and the cursor that fetches it."""
 
@@ -149,6 +168,12 @@ class PlatformSpider(Spider):
 
     platform: ClassVar[str]
     params_model: ClassVar[type[SpiderParams]]
+    #: ``page``: listing pages are numbered (the URL of page N is known without page N-1). ``cursor``: each page
+    #: gives the cursor of the next one, so a page that failed for good ends the run there (never skipped).
+    pagination: ClassVar[Literal["page", "cursor"]] = "page"
+    #: The environment variable (or setting) holding the user's credential for the API, e.g. ``WEIBO_COOKIE``;
+    #: ``None``: ``<PLATFORM>_COOKIE``. Sent as :meth:`credential_headers` says, at download time only.
+    credential_env: ClassVar[str | None] = None
     args: Any  # set by scrapy_spider_metadata.Args before our __init__ runs
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
@@ -173,6 +198,10 @@ class PlatformSpider(Spider):
         self._listing_pending: dict[int, str | None] = {}
         #: Why a pending page's request was dropped, when Scrapy said so (``request_dropped``).
         self._listing_dropped: dict[int, str] = {}
+        #: Pages parsed or failed in this run. With JOBDIR a page's request can come out of the restored queue
+        #: before (or after) the same request is made afresh, which the duplicate filter then drops: either way the
+        #: page was answered, and is not pending.
+        self._listing_answered: set[int] = set()
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
@@ -195,9 +224,42 @@ class PlatformSpider(Spider):
         """Parse one listing response into a :class:`Page` (raises PlatformError or ValueError)."""
         raise NotImplementedError
 
-    def complete_request(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | None:
-        """A request that completes a post listed in ``Page.incomplete``; ``None`` to emit it as it is."""
+    def next_step(self, chain: dict[str, Any]) -> Step | None:
+        """The next request a post listed in ``Page.incomplete`` needs, or ``None`` when it is complete.
+
+        ``chain`` is plain JSON (it travels in ``meta``): ``post_id``, ``raw`` (what the listing gave) and ``data``
+        (what :meth:`parse_step` kept so far), ``step`` (the name of the step last sent)."""
         return None
+
+    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+        """Keep what the answer to step ``chain["step"]`` says in ``chain["data"]`` (plain JSON); raise
+        PlatformError or ValueError when it says nothing usable (the chain then ends, marked)."""
+
+    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+        """The post of a finished chain. ``missing`` says which step failed for good and why (``None``: none did);
+        the post is emitted all the same, with whatever the platform has it record about what is missing."""
+        raise NotImplementedError
+
+    def classify_response(self, response: Response) -> str:
+        """What an API answer means, for the platform errors middleware: ``ok``, ``end``, ``rate_limited``,
+        ``login_required``, ``not_found``, ``error``, or ``invalid`` (not the document an API sends: retried).
+
+        By default: non-200 answers are left to HTTP handling (``ok``), a 200 body is JSON read by the platform's
+        ``classify_envelope(payload)``. Platforms whose errors come with other statuses, or whose pages are HTML,
+        override this."""
+        classify = getattr(self, "classify_envelope", None)
+        if classify is None or response.status != 200:
+            return "ok"
+        try:
+            payload = json.loads(response.body)
+        except ValueError:
+            return "invalid"
+        return str(classify(payload))
+
+    def credential_headers(self, secret: str) -> dict[str, str]:
+        """The headers that carry the user's credential (``Cookie`` by default; a Graph API token is
+        ``Authorization: Bearer``). Added at download time, removed before the request is stored or retried."""
+        return {"Cookie": secret}
 
     def listing_headers(self) -> dict[str, str]:
         """Extra headers for listing requests (never credentials: those are added at download time)."""
@@ -234,7 +296,8 @@ class PlatformSpider(Spider):
 
     def listing_request(self, page: int, cursor: str | None) -> Request:
         """The request for one listing page; plain-data meta only, callbacks by method name (JOBDIR-safe)."""
-        self._listing_pending[page] = cursor
+        if page not in self._listing_answered:
+            self._listing_pending[page] = cursor
         return Request(
             self.listing_url(page, cursor),
             callback=self.parse_listing,
@@ -251,6 +314,7 @@ class PlatformSpider(Spider):
         page_no: int = response.meta["mc_page"]
         cursor: str | None = response.meta.get("mc_cursor")
         self._listing_pending.pop(page_no, None)
+        self._listing_answered.add(page_no)
         self.pages_fetched += 1
         source = self.source_for(response)
         try:
@@ -280,20 +344,50 @@ class PlatformSpider(Spider):
         for post in page.posts:
             yield self.remember_media(post)
         for post_id, raw in page.incomplete.items():
-            req = self.complete_request(post_id, raw, source)
-            if req is None:
-                yield self.post_from_raw(raw, source)
-            else:
-                yield req
+            yield self.start_chain(post_id, raw, source)
         if page.is_last:
             self.source_exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
             return
         yield from self._next_page(page_no, page.next_cursor)
 
-    def post_from_raw(self, raw: dict[str, Any], source: Source, **kwargs: Any) -> Post:
-        """Build a post from a raw platform object kept in ``Page.incomplete``."""
-        raise NotImplementedError
+    # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
+
+    def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
+        """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
+        return self._advance_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None}, source)
+
+    def _advance_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None = None) -> Request | Post:
+        step = None if missing is not None else self.next_step(chain)
+        if step is None:
+            if missing is not None:
+                assert self.crawler.stats is not None
+                self.crawler.stats.inc_value(f"{self.platform}/incomplete_posts")
+                logger.warning("%s: post %s is emitted without %s", self.job, chain["post_id"], missing)
+            return self.remember_media(self.post_from_chain(chain, source, missing=missing))
+        chain["step"] = step.name
+        # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
+        # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.
+        return Request(step.url, callback=self.parse_chain_step, errback=self.chain_step_failed,
+                       headers=step.headers or None, dont_filter=True,
+                       meta={"mc_api": True, "mc_page": source.page, "mc_cursor": source.cursor, "mc_chain": chain})
+
+    def parse_chain_step(self, response: Response) -> Iterator[Request | Post]:
+        chain: dict[str, Any] = response.meta["mc_chain"]
+        source = self.source_for(response)
+        try:
+            self.parse_step(response, chain)
+        except (PlatformError, ValueError, TypeError, KeyError) as e:
+            yield self._advance_chain(chain, source, missing=f"{chain['step']}: {e}")
+            return
+        yield self._advance_chain(chain, source)
+
+    def chain_step_failed(self, failure: Failure) -> Iterator[Request | Post]:
+        request = failure.request  # type: ignore[attr-defined]
+        chain: dict[str, Any] = request.meta["mc_chain"]
+        # Even when the platform refused the job (the spider is closing), the post the page announced is emitted.
+        yield self._advance_chain(chain, self.source_for(request),
+                                  missing=f"{chain['step']}: {failure.getErrorMessage()}")
 
     def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
         limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
@@ -310,6 +404,7 @@ class PlatformSpider(Spider):
         request = failure.request  # type: ignore[attr-defined]
         page_no = request.meta.get("mc_page", 0)
         self._listing_pending.pop(page_no, None)
+        self._listing_answered.add(page_no)
         self.pages_fetched += 1
         yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
         if failure.check(PlatformRefused):
@@ -320,18 +415,28 @@ class PlatformSpider(Spider):
         """What follows a listing page that failed for good: by default the next page number (the checkpoint
         keeps the failed one for the next run).
 
-        A platform whose listing pages are reachable only through the previous page's cursor cannot skip a page:
-        its spider overrides this to stop (``return iter(())``); the run then ends unfinished at that page and the
-        next run resumes there.
+        A ``cursor`` listing cannot skip a page (only that page gives the next cursor): the run ends unfinished
+        at that page, and the next run resumes there from the stored cursor.
         """
+        if self.pagination == "cursor":
+            logger.error("%s: page %d failed for good; a cursor listing cannot skip it, so the run stops here "
+                         "(the next run resumes at page %d)", self.job, page_no, page_no)
+            return iter(())
         return self._next_page(page_no, None)
 
     def request_dropped(self, request: Request, spider: Spider, **kwargs: Any) -> None:
-        """``request_dropped``: the scheduler refused a request (the duplicate filter, e.g. a redirect back to a
-        URL already fetched). A listing page's reason is kept for :meth:`spider_idle`."""
+        """``request_dropped``: the scheduler refused a request (the duplicate filter). A listing page redirected
+        to a URL already fetched is lost (its reason is kept for :meth:`spider_idle`)."""
         page_no = request.meta.get("mc_page")
-        if spider is self and request.callback == self.parse_listing and page_no in self._listing_pending:
+        if spider is not self or request.callback != self.parse_listing or page_no not in self._listing_pending:
+            return
+        if request.meta.get("redirect_urls"):
+            # Redirected to a URL already fetched (a 302 to itself): this page will never be answered.
             self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
+        else:
+            # The same request made earlier answers for it: in this run, or in an earlier run whose queue and
+            # seen requests JOBDIR kept (a resumed job asks again for the page its checkpoint resumes at).
+            self._listing_pending.pop(page_no, None)
 
     def spider_idle(self, spider: Spider) -> None:
         """``spider_idle``: nothing is in flight, so a listing page still pending will never reach its callback or
@@ -343,6 +448,7 @@ class PlatformSpider(Spider):
         self._listing_pending.clear()
         follow: list[Request] = []
         for page_no, cursor in lost:
+            self._listing_answered.add(page_no)
             reason = self._listing_dropped.pop(page_no, "the request was dropped before it reached the spider")
             self.pages_fetched += 1
             self._page_failed(page_no, cursor, reason)
@@ -369,8 +475,7 @@ class PlatformSpider(Spider):
     def remember_media(self, post: Post) -> Post:
         """Note the post each media asset of ``post`` (and of the post it reposts) belongs to; returns ``post``.
 
-        Platform spiders call it for every post they emit that :meth:`parse_listing` did not (posts built by
-        :meth:`post_from_raw`)."""
+        Platform spiders call it for every post they emit that neither :meth:`parse_listing` nor a chain did."""
         for key, _, post_id in _assets_with_keys(post):
             self._media_posts[key] = post_id
             self._media_posts.move_to_end(key)

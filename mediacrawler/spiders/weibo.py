@@ -20,12 +20,11 @@ from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
 from scrapy_spider_metadata import Args
-from twisted.python.failure import Failure
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers._common import Page, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
 
 _DIGITS = re.compile(r"^[0-9]{1,20}$")
 
@@ -110,17 +109,27 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
             expand_long_text=self.settings.getbool("WEIBO_EXPAND_LONG_TEXT"),
         )
 
-    def complete_request(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | None:
-        return Request(
-            f"{self.base_url}/statuses/extend?{urlencode({'id': post_id})}",
-            callback=self.parse_long_text,
-            errback=self.long_text_failed,
-            headers=self.listing_headers(),
-            meta={"mc_api": True, "mc_page": source.page, "mc_cursor": source.cursor, "mc_mblog": raw},
-        )
+    def next_step(self, chain: dict[str, Any]) -> Step | None:
+        # One step: the full text of a post marked isLongText.
+        if "long_text" in chain["data"]:
+            return None
+        return Step("extend", f"{self.base_url}/statuses/extend?{urlencode({'id': chain['post_id']})}",
+                    headers=self.listing_headers())
 
-    def post_from_raw(self, raw: dict[str, Any], source: Source, **kwargs: Any) -> Post:
-        return self.remember_media(parser.parse_mblog(raw, source=source, fetched_at=self.now_iso(), **kwargs))
+    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+        try:
+            long_text = parser.parse_long_text(json.loads(response.text))
+        except ValueError:
+            long_text = None
+        if long_text is None:
+            self.logger.warning("weibo: no long text for post %s; keeping the truncated text", chain["post_id"])
+        chain["data"]["long_text"] = long_text
+
+    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+        # The record is never lost for want of its full text: without it, it is the truncated text, marked
+        # extra.long_text = "truncated" by the parser.
+        return parser.parse_mblog(chain["raw"], source=source, fetched_at=self.now_iso(),
+                                  long_text=chain["data"].get("long_text"))
 
     def post_request(self, post_id: str) -> Request | None:
         return Request(
@@ -133,21 +142,3 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
     def parse_post_payload(self, response: Response, source: Source) -> Post | None:
         mblog = parser.parse_show(json.loads(response.text))
         return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso())
-
-    def parse_long_text(self, response: Response) -> Any:
-        source = self.source_for(response)
-        raw = response.meta["mc_mblog"]
-        try:
-            long_text = parser.parse_long_text(json.loads(response.text))
-        except ValueError:
-            long_text = None
-        if long_text is None:
-            self.logger.warning("weibo: no long text for post %s; keeping the truncated text", raw.get("id"))
-        yield self.post_from_raw(raw, source, long_text=long_text)
-
-    def long_text_failed(self, failure: Failure) -> Any:
-        # The record is never lost for want of its full text: emit it truncated, marked as such.
-        request = failure.request  # type: ignore[attr-defined]
-        self.logger.warning("weibo: long text of %s failed (%s); keeping the truncated text",
-                            request.meta["mc_mblog"].get("id"), failure.getErrorMessage())
-        yield self.post_from_raw(request.meta["mc_mblog"], self.source_for(request))
