@@ -90,6 +90,8 @@ WEIBO_EXPAND_LONG_TEXT = True
 BILIBILI_API_URL = "https://api.bilibili.com"
 BILIBILI_WEB_URL = "https://www.bilibili.com"
 FACEBOOK_GRAPH_URL = "https://graph.facebook.com/v19.0"
+#: Posts per Graph API page (``limit``); the API caps it at 100.
+FACEBOOK_PAGE_SIZE = 25
 XHS_WEB_URL = "https://www.xiaohongshu.com"
 DOUYIN_WEB_URL = "https://www.douyin.com"
 

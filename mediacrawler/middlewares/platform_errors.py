@@ -142,9 +142,9 @@ class PlatformErrorsMiddleware:
     def _refuse(self, request: Request, reason: str) -> None:
         spider = self.crawler.spider
         platform = getattr(spider, "platform", "platform")
-        env = getattr(spider, "credential_env", None) or f"{platform.upper()}_COOKIE"
-        logger.error("%s: login required: set %s (the platform answered %s for %s)", platform, env, reason,
-                     request.url)
+        message_for = getattr(spider, "refusal_message", None)
+        message = message_for(reason) if message_for is not None else f"login required: set {platform.upper()}_COOKIE"
+        logger.error("%s: %s (the platform answered %s for %s)", platform, message, reason, request.url)
         assert self.crawler.engine is not None
         deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
-        raise PlatformRefused(f"{reason}: set {env}")
+        raise PlatformRefused(f"{reason}: {message}")

@@ -256,6 +256,11 @@ class PlatformSpider(Spider):
             return "invalid"
         return str(classify(payload))
 
+    def refusal_message(self, reason: str) -> str:
+        """The one line that says why the platform refused the job and what to do (never the credential)."""
+        env = self.credential_env or f"{self.platform.upper()}_COOKIE"
+        return f"login required: set {env}" if reason == "login_required" else f"{reason}: check {env}"
+
     def credential_headers(self, secret: str) -> dict[str, str]:
         """The headers that carry the user's credential (``Cookie`` by default; a Graph API token is
         ``Authorization: Bearer``). Added at download time, removed before the request is stored or retried."""

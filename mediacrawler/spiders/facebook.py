@@ -1,0 +1,164 @@
+"""Facebook: a page's posts (``-a page=``) or one video (``-a video=``), through the Graph API.
+
+    FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a page=100000000000001
+    FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a video=1234567890
+
+The API root is ``FACEBOOK_GRAPH_URL``; the token comes from ``FACEBOOK_ACCESS_TOKEN`` (environment) and is sent as
+``Authorization: Bearer`` at download time by the session middleware, never in a URL: ``paging.next`` carries the
+token, so the next page's URL is built here from the ``after`` cursor alone, and that cursor is what the checkpoint
+keeps. Videos whose attachment has no ``source`` are resolved through their video node (a chain step). Code 190
+stops the crawl ("access token invalid or expired"); codes 4, 17, 32 and 613 back off. See docs/platforms.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from pydantic import Field, field_validator, model_validator
+from scrapy.http import Response
+from scrapy_spider_metadata import Args
+
+from mediacrawler.items import MediaAsset, Post, Source
+from mediacrawler.parsers import facebook as parser
+from mediacrawler.parsers._common import Page, PlatformError
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+
+_PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
+_DIGITS = re.compile(r"^[0-9]{1,25}$")
+#: The fields of a post the parser reads (parsers/facebook.py).
+POST_FIELDS = ("id,message,created_time,permalink_url,from,"
+               "attachments{media_type,media,subattachments,target,url,type,title,description}")
+
+
+class FacebookParams(SpiderParams):
+    """Arguments of ``scrapy crawl facebook``: exactly one of ``page`` and ``video``."""
+
+    page: str | None = Field(default=None, description="Page id or username whose posts to crawl.")
+    video: str | None = Field(default=None, description="Numeric id of one video to store.")
+
+    @field_validator("page", mode="before")
+    @classmethod
+    def _page_name(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        s = str(v).strip()
+        if not _PAGE.match(s):
+            raise ValueError("must be a page id or username (letters, digits, dots), e.g. 100000000000001")
+        return s
+
+    @field_validator("video", mode="before")
+    @classmethod
+    def _video_id(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        s = str(v).strip()
+        if not _DIGITS.match(s):
+            raise ValueError("must be a numeric video id")
+        return s
+
+    @model_validator(mode="after")
+    def _one_target(self) -> FacebookParams:
+        if (self.page is None) == (self.video is None):
+            raise ValueError("give exactly one of -a page=<id> or -a video=<id>")
+        return self
+
+
+class FacebookSpider(Args[FacebookParams], PlatformSpider):
+    """Crawls a Facebook page's posts (or one video) into :class:`~mediacrawler.items.Post` records."""
+
+    name = "facebook"
+    platform = "facebook"
+    params_model = FacebookParams
+    args: FacebookParams
+    pagination = "cursor"
+    credential_env = "FACEBOOK_ACCESS_TOKEN"
+
+    def credential_headers(self, secret: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {secret}"}
+
+    def refusal_message(self, reason: str) -> str:
+        return "access token invalid or expired (or lacking a permission): set FACEBOOK_ACCESS_TOKEN"
+
+    def job_key(self) -> str:
+        if self.args.page is not None:
+            return f"facebook-page-{self.args.page.replace('.', '-')}"
+        return f"facebook-video-{self.args.video}"
+
+    @property
+    def base_url(self) -> str:
+        return str(self.settings.get("FACEBOOK_GRAPH_URL")).rstrip("/")
+
+    def _secrets(self) -> tuple[str, ...]:
+        # Only to scrub error messages that echo a token back; never stored.
+        token = os.environ.get("FACEBOOK_ACCESS_TOKEN") or self.settings.get("FACEBOOK_ACCESS_TOKEN")
+        return (token,) if token else ()
+
+    def listing_url(self, page: int, cursor: str | None) -> str:
+        if self.args.video is not None:
+            return self._video_url(self.args.video)
+        query = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
+        if cursor:
+            query["after"] = cursor
+        return f"{self.base_url}/{quote(str(self.args.page))}/posts?{urlencode(query)}"
+
+    def _video_url(self, video_id: str) -> str:
+        return f"{self.base_url}/{quote(video_id)}?{urlencode({'fields': 'source,length,format'})}"
+
+    def classify_response(self, response: Response) -> str:
+        # Graph errors come with HTTP 400/401/403/500 and a JSON body: read them whatever the status.
+        try:
+            payload = json.loads(response.body)
+        except ValueError:
+            return "invalid" if response.status == 200 else "ok"
+        kind, _ = parser.classify_error(payload, response.status, secrets=self._secrets())
+        return kind
+
+    def parse_listing_payload(self, response: Response, source: Source) -> Page:
+        payload = json.loads(response.text)
+        if self.args.video is not None:
+            video_id = self.args.video
+            url, length = parser.parse_video_node(payload, secrets=self._secrets())
+            post = Post(platform=self.platform, post_id=video_id, url=f"https://www.facebook.com/watch/?v={video_id}",
+                        author=None, created_at=None, source=source, fetched_at=self.now_iso(),
+                        media=[MediaAsset(kind="video", key=f"video:{video_id}", url=url, duration=length)])
+            return Page(posts=[post], is_last=True)
+        return parser.parse_posts(payload, source=source, fetched_at=self.now_iso(), secrets=self._secrets())
+
+    # --- videos without a source: one video node per step -----------------------------------------------------
+    def next_step(self, chain: dict[str, Any]) -> Step | None:
+        data = chain["data"]
+        tried = set(data.get("tried", ()))
+        post = parser.post_from_raw(chain["raw"], video_sources=self._sources(chain))
+        for video_id in post.extra.get("videos_unavailable", ()):
+            if video_id not in tried:
+                return Step(f"video:{video_id}", self._video_url(video_id))
+        return None
+
+    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+        video_id = str(chain["step"]).split(":", 1)[1]
+        data = chain["data"]
+        data.setdefault("tried", []).append(video_id)
+        try:
+            url, length = parser.parse_video_node(json.loads(response.text), secrets=self._secrets())
+        except PlatformError as e:
+            if e.kind != "not_found":
+                raise
+            # The token may not download this video: the post keeps it listed under videos_unavailable.
+            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain["post_id"], e)
+            return
+        data.setdefault("sources", {})[video_id] = [url, length]
+
+    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+        post = parser.post_from_raw(chain["raw"], source=source, fetched_at=self.now_iso(),
+                                    video_sources=self._sources(chain))
+        if missing is not None:
+            post.extra["incomplete"] = missing
+        return post
+
+    @staticmethod
+    def _sources(chain: dict[str, Any]) -> dict[str, tuple[str, float | None]]:
+        return {vid: (str(found[0]), found[1]) for vid, found in chain["data"].get("sources", {}).items()}
