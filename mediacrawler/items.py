@@ -63,6 +63,11 @@ class MediaAsset:
     #: How ``url`` is to be read when it is not the file itself: ``"hls"`` (an m3u8), ``"dash"`` (an MPD),
     #: ``"bilibili"`` (a playurl JSON answer). ``None``: the media pipeline decides from the response.
     manifest: str | None = None
+    #: Streams a platform API listed for this asset (e.g. Bilibili's playurl, read by ``parsers/bilibili.py``), as
+    #: plain JSON: ``{"kind": "video"|"audio"|"progressive", "url", "alternates", "width", "height", "codecs",
+    #: "bandwidth", "frame_rate", "mime", "size", "segment_base"}``. When set, the media pipeline selects among
+    #: them by height and codec (no manifest is fetched).
+    renditions: list[dict[str, Any]] | None = None
     # Results (media pipeline).
     sha256: str | None = None
     path: str | None = None
