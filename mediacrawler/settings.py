@@ -89,6 +89,12 @@ WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
 WEIBO_EXPAND_LONG_TEXT = True
 BILIBILI_API_URL = "https://api.bilibili.com"
 BILIBILI_WEB_URL = "https://www.bilibili.com"
+#: Videos per page of a creator's uploads (``ps`` of /x/space/wbi/arc/search; the site uses 30, at most 50).
+BILIBILI_PAGE_SIZE = 30
+#: Seconds the WBI mixin key read from /x/web-interface/nav is kept in the cache (the site rotates it daily).
+BILIBILI_WBI_KEY_TTL = 3600
+#: Referer of Bilibili media requests (the stream CDNs refuse requests without one).
+BILIBILI_MEDIA_REFERER = "https://www.bilibili.com/"
 FACEBOOK_GRAPH_URL = "https://graph.facebook.com/v19.0"
 #: Posts per Graph API page (``limit``); the API caps it at 100.
 FACEBOOK_PAGE_SIZE = 25

@@ -486,3 +486,23 @@ def playurl_duration(payload: Any) -> float | None:
         return ms / 1000
     seconds = _int(_obj(data.get("dash")).get("duration"))
     return float(seconds) if seconds and seconds > 0 else None
+
+
+def post_from_listing(entry: dict[str, Any], *, source: Source | None = None, fetched_at: str | None = None) -> Post:
+    """The record of a video known only from a listing entry (``Page.incomplete`` of :func:`parse_arc_search` or
+    :func:`parse_search`): when its ``/view`` is gone (``-404``, ``62002``) or failed, the record keeps what the
+    listing said, without media."""
+    bvid = str(entry["bvid"])
+    mid = clean_id(entry.get("mid"))
+    return Post(
+        platform=PLATFORM,
+        post_id=bvid,
+        url=video_url(bvid),
+        author=Author(id=mid, name=_text(entry.get("author")) or None) if mid else None,
+        created_at=entry.get("created_at") if isinstance(entry.get("created_at"), str) else None,
+        text=_text(entry.get("description")),
+        metrics=Metrics(views=_int(entry.get("views")), comments=_int(entry.get("comments"))),
+        source=source,
+        fetched_at=fetched_at,
+        extra={"title": _text(entry.get("title")), "aid": _int(entry.get("aid"))},
+    )

@@ -1,0 +1,278 @@
+"""Bilibili: a creator's uploads (``-a mid=``), a keyword search (``-a keyword=``) or given videos (``-a bvid=``).
+
+    scrapy crawl bilibili -a mid=2
+    scrapy crawl bilibili -a keyword=日常 -a max_pages=2
+    scrapy crawl bilibili -a bvid=BV1Sbx411A01,BV1Sbx411A02 -a max_height=480
+
+Every video is a chain (spiders/_base.py): ``/x/web-interface/view`` (one video asset per part), then one
+``/x/player/wbi/playurl`` per part, whose streams go on the asset as ``renditions`` for the media path to select
+from by height and codec. Listing and playurl requests are WBI-signed (the openly documented scheme,
+parsers/bilibili.py) with a mixin key read from ``/x/web-interface/nav`` and kept in the cache for
+BILIBILI_WBI_KEY_TTL seconds. BILIBILI_COOKIE, when set, goes with API requests at download time. ``-352``/``-412``
+back off; a video that is gone (``-404``, ``62002``…) is a record that says so. Expired stream URLs are read again
+from playurl (:meth:`BilibiliSpider.refresh_media_url`). See docs/platforms.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from pydantic import Field, field_validator, model_validator
+from scrapy import Request
+from scrapy.http import Response
+from scrapy.utils.asyncio import run_in_thread
+from scrapy_spider_metadata import Args
+
+from mediacrawler.cache import cache_from_crawler
+from mediacrawler.items import Post, Source
+from mediacrawler.parsers import bilibili as parser
+from mediacrawler.parsers._common import Page, PlatformError, job_slug
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+
+_DIGITS = re.compile(r"^[0-9]{1,20}$")
+_BVID = re.compile(r"^BV[0-9A-Za-z]{10}$")
+#: Cache key of the WBI mixin key (one per API root).
+_WBI_CACHE_KEY = "bilibili:wbi:{root}"
+
+
+class BilibiliParams(SpiderParams):
+    """Arguments of ``scrapy crawl bilibili``: exactly one of ``mid``, ``keyword`` and ``bvid``."""
+
+    mid: str | None = Field(default=None, description="Numeric id of the creator whose uploads to crawl.")
+    keyword: str | None = Field(default=None, description="Search keyword (video results).")
+    bvid: str | None = Field(default=None, description="One or more video ids, comma-separated (BV…).")
+
+    @field_validator("mid", mode="before")
+    @classmethod
+    def _mid_digits(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        s = str(v).strip()
+        if not _DIGITS.match(s):
+            raise ValueError("must be a numeric Bilibili user id (mid), e.g. 2")
+        return s
+
+    @field_validator("keyword")
+    @classmethod
+    def _keyword_text(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip()
+        if not v or len(v) > 100:
+            raise ValueError("must be 1 to 100 characters")
+        return v
+
+    @field_validator("bvid", mode="before")
+    @classmethod
+    def _bvids(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        ids = [x.strip() for x in str(v).split(",") if x.strip()]
+        if not ids or len(ids) > 1000 or not all(_BVID.match(x) for x in ids):
+            raise ValueError("must be video ids like BV1Sbx411A01, comma-separated")
+        return ",".join(dict.fromkeys(ids))
+
+    @model_validator(mode="after")
+    def _one_target(self) -> BilibiliParams:
+        if sum(x is not None for x in (self.mid, self.keyword, self.bvid)) != 1:
+            raise ValueError("give exactly one of -a mid=<digits>, -a keyword=<text> or -a bvid=<BV…[,BV…]>")
+        return self
+
+
+class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
+    """Crawls Bilibili videos into :class:`~mediacrawler.items.Post` records (one per video, one asset per part)."""
+
+    name = "bilibili"
+    platform = "bilibili"
+    params_model = BilibiliParams
+    args: BilibiliParams
+    classify_envelope = staticmethod(parser.classify_envelope)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._mixin: str | None = None
+        self._mixin_at = 0.0
+
+    def job_key(self) -> str:
+        if self.args.mid is not None:
+            return f"bilibili-mid-{self.args.mid}"
+        if self.args.keyword is not None:
+            return f"bilibili-keyword-{job_slug(self.args.keyword)}"
+        return f"bilibili-bvid-{job_slug(str(self.args.bvid).replace(',', '-'))}"
+
+    @property
+    def api(self) -> str:
+        return str(self.settings.get("BILIBILI_API_URL")).rstrip("/")
+
+    @property
+    def bvids(self) -> list[str]:
+        return str(self.args.bvid).split(",") if self.args.bvid else []
+
+    # --- WBI keys ---------------------------------------------------------------------------------------------
+    async def start(self) -> AsyncIterator[Any]:
+        await self.refresh_wbi_key()
+        async for request in super().start():
+            yield request
+
+    async def refresh_wbi_key(self, *, force: bool = False) -> None:
+        """The mixin key from the cache, or from ``/x/web-interface/nav`` (then cached for BILIBILI_WBI_KEY_TTL)."""
+        ttl = self.settings.getfloat("BILIBILI_WBI_KEY_TTL")
+        cache = cache_from_crawler(self.crawler)
+        key = _WBI_CACHE_KEY.format(root=self.api)
+        if not force:
+            cached = await run_in_thread(cache.get_json, key)
+            if isinstance(cached, str) and re.fullmatch(r"[0-9a-f]{32}", cached):
+                self._mixin, self._mixin_at = cached, time.monotonic()
+                return
+        assert self.crawler.engine is not None
+        # Not an API request for the errors middleware: logged out, nav answers -101 *with* the keys.
+        request = Request(f"{self.api}/x/web-interface/nav", meta={"handle_httpstatus_all": True}, dont_filter=True)
+        try:
+            response = await self.crawler.engine.download_async(request)
+            self._mixin = parser.mixin_key(*parser.wbi_keys(json.loads(response.body)))
+        except Exception as exc:  # noqa: BLE001 - unsigned requests then fail on their own, with the platform's answer
+            self.logger.error("bilibili: could not read the WBI keys from /x/web-interface/nav: %s", exc)
+            return
+        self._mixin_at = time.monotonic()
+        await run_in_thread(cache.set_json, key, self._mixin, ttl)
+
+    def signed(self, path: str, params: dict[str, Any]) -> str:
+        """``{BILIBILI_API_URL}{path}?<params + wts + w_rid>``; unsigned when no key could be read."""
+        query = parser.sign_params(params, self._mixin, wts=int(time.time())) if self._mixin else params
+        return f"{self.api}{path}?{urlencode(query)}"
+
+    # --- listings ---------------------------------------------------------------------------------------------
+    def listing_url(self, page: int, cursor: str | None) -> str:
+        if self.args.mid is not None:
+            return self.signed("/x/space/wbi/arc/search",
+                               {"mid": self.args.mid, "pn": page, "ps": self.settings.getint("BILIBILI_PAGE_SIZE"),
+                                "order": "pubdate"})
+        if self.args.keyword is not None:
+            return self.signed("/x/web-interface/wbi/search/type",
+                               {"search_type": "video", "keyword": self.args.keyword, "page": page})
+        # -a bvid: page N is the N-th video's detail.
+        return self._view_url(self.bvids[min(page, len(self.bvids)) - 1])
+
+    def _view_url(self, bvid: str) -> str:
+        return f"{self.api}/x/web-interface/view?{urlencode({'bvid': bvid})}"
+
+    def parse_listing_payload(self, response: Response, source: Source) -> Page:
+        payload = json.loads(response.body)
+        if self.args.mid is not None:
+            return parser.parse_arc_search(payload)
+        if self.args.keyword is not None:
+            return parser.parse_search(payload)
+        page_no = int(source.page or 1)
+        bvid = self.bvids[min(page_no, len(self.bvids)) - 1]
+        page = Page(is_last=page_no >= len(self.bvids))
+        try:
+            parser.raise_for_envelope(payload)
+        except PlatformError as e:
+            if e.kind != "not_found":
+                raise
+            # A video that is gone is a record that says so, not a failed page.
+            page.incomplete[bvid] = {"bvid": bvid, "gone": str(e)}
+            return page
+        page.incomplete[bvid] = {"bvid": bvid, "view": payload}
+        return page
+
+    # --- one video: view, then one playurl per part -----------------------------------------------------------
+    def next_step(self, chain: dict[str, Any]) -> Step | None:
+        raw, data = chain["raw"], chain["data"]
+        if raw.get("gone"):
+            return None
+        view = raw.get("view") or data.get("view")
+        if view is None:
+            return Step("view", self._view_url(chain["post_id"]))
+        tried = set(data.get("tried", ()))
+        for part in parser.parse_view(view).extra["parts"]:
+            cid = str(part["cid"])
+            if cid not in tried:
+                return Step(f"playurl:{cid}", self._playurl(chain["post_id"], cid))
+        return None
+
+    def _playurl(self, bvid: str, cid: str) -> str:
+        return self.signed("/x/player/wbi/playurl", {"bvid": bvid, "cid": cid, "fnval": 16, "fourk": 1})
+
+    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+        payload = json.loads(response.body)
+        step, data = str(chain["step"]), chain["data"]
+        if step == "view":
+            try:
+                parser.raise_for_envelope(payload)
+            except PlatformError as e:
+                if e.kind != "not_found":
+                    raise
+                chain["raw"]["gone"] = str(e)
+                return
+            data["view"] = payload
+            return
+        cid = step.split(":", 1)[1]
+        data.setdefault("tried", []).append(cid)
+        try:
+            data.setdefault("streams", {})[cid] = parser.parse_playurl(payload)
+        except PlatformError as e:
+            # One part without streams fails that part's asset; the other parts go on.
+            data.setdefault("stream_errors", {})[cid] = str(e)
+
+    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+        raw, data = chain["raw"], chain["data"]
+        view = raw.get("view") or data.get("view")
+        if view is None:
+            post = parser.post_from_listing(raw, source=source, fetched_at=self.now_iso()) if raw.get("title") \
+                else Post(platform=self.platform, post_id=chain["post_id"], url=parser.video_url(chain["post_id"]),
+                          author=None, created_at=None, source=source, fetched_at=self.now_iso())
+            if raw.get("gone"):
+                post.deleted = True
+                post.extra["unavailable"] = raw["gone"]
+        else:
+            post = parser.parse_view(view, source=source, fetched_at=self.now_iso())
+            streams, errors = data.get("streams", {}), data.get("stream_errors", {})
+            for asset in post.media:
+                if asset.kind != "video":
+                    continue
+                cid = asset.key.rsplit(":", 1)[1]
+                found = streams.get(cid)
+                asset.manifest = None
+                if found:
+                    asset.renditions = found
+                    asset.url = next((r["url"] for r in found if r.get("kind") != "audio"), found[0]["url"])
+                else:
+                    asset.status = "failed"
+                    asset.error = f"no-streams: {errors.get(cid) or missing or 'playurl not read'}"
+        if missing is not None:
+            post.extra["incomplete"] = missing
+        return post
+
+    # --- expired stream URLs ----------------------------------------------------------------------------------
+    async def refresh_media_url(self, *, key: str, url: str) -> str | None:
+        """A fresh URL of the same stream as ``url`` (same path) from the part's playurl, read again."""
+        base = key.rpartition("#")[0] or key
+        asset_key = base.split("/", 2)[-1]  # "<platform>/<kind>/<bvid>:<cid>"
+        bvid, _, cid = asset_key.partition(":")
+        if not cid or self.crawler.engine is None:
+            return await super().refresh_media_url(key=key, url=url)
+        stats = self.crawler.stats
+        assert stats is not None
+        stats.inc_value("bilibili/media_refresh/requests")
+        request = Request(self._playurl(bvid, cid), meta={"mc_api": True, "mc_optional": True}, dont_filter=True)
+        try:
+            response = await self.crawler.engine.download_async(request)
+            renditions = parser.parse_playurl(json.loads(response.body))
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot re-resolve": the asset fails alone
+            self.logger.warning("bilibili: could not read the streams of %s again: %s", asset_key, exc)
+            stats.inc_value("bilibili/media_refresh/failed")
+            return None
+        path = urlsplit(url).path
+        for rendition in renditions:
+            for candidate in (rendition["url"], *rendition.get("alternates", ())):
+                if urlsplit(candidate).path == path:
+                    stats.inc_value("bilibili/media_refresh/resolved")
+                    return str(candidate)
+        stats.inc_value("bilibili/media_refresh/failed")
+        return None
