@@ -60,8 +60,8 @@ class MediaAsset:
     width: int | None = None
     height: int | None = None
     duration: float | None = None
-    #: How ``url`` is to be read when it is not the file itself: ``"hls"`` (an m3u8), ``"dash"`` (an MPD),
-    #: ``"bilibili"`` (a playurl JSON answer). ``None``: the media pipeline decides from the response.
+    #: How ``url`` is to be read when it is not the file itself: ``"hls"`` (an m3u8), ``"dash"`` (an MPD).
+    #: ``None``: the media pipeline decides from the response. Ignored when ``renditions`` is set.
     manifest: str | None = None
     #: Streams a platform API listed for this asset (e.g. Bilibili's playurl, read by ``parsers/bilibili.py``), as
     #: plain JSON: ``{"kind": "video"|"audio"|"progressive", "url", "alternates", "width", "height", "codecs",

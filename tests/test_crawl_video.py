@@ -1,9 +1,10 @@
 """End-to-end: videos through the media pipeline (``mediacrawler.media.video``), real crawls against the sandbox.
 
 Each crawl is ``scrapy runspider tests/spiders.py`` in a subprocess (Scrapy defaults + ``-a``/``-s``), yielding
-``Post`` items whose video assets point at the sandbox's HLS/DASH/Bilibili/progressive entry points. Expectations
-come from the pure sandbox catalog (:mod:`mediacrawler.sandbox.video`); every check is on files on disk (opened
-with PyAV), records in the feed, the crawl's stats and the sandbox's request log.
+``Post`` items whose video assets point at the sandbox's HLS/DASH/progressive entry points or carry the renditions
+that ``parsers/bilibili.py`` read from the sandbox's playurl answer. Expectations come from the pure sandbox
+catalog (:mod:`mediacrawler.sandbox.video`); every check is on files on disk (opened with PyAV), records in the
+feed, the crawl's stats and the sandbox's request log.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from mediacrawler.media.video import (
     FragmentLedger,
     FragmentPlan,
     detect_manifest,
+    find_asset,
     load_fragment_ledger,
     plan_fingerprint,
     progressive_label,
     save_fragment_ledger,
     video_dir_for,
 )
+from mediacrawler.parsers import bilibili as bilibili_parser
 from mediacrawler.sandbox import bilibili, video
 from mediacrawler.sandbox.media_site import HOSTILE
 from mediacrawler.sandbox.process import SandboxProcess
@@ -48,10 +51,10 @@ SPIDERS = ROOT / "tests" / "spiders.py"
 VID = bilibili.BVIDS[0]  # a bvid: every source kind, Bilibili playurl included, serves this one video
 DROP_VID = "sbxvid002"  # fragment faults and detection
 KILL_VID = "sbxvid001"  # kill/resume
-KINDS = {  # video_urls() name → MediaAsset.manifest
+KINDS = {  # video_urls() name → MediaAsset.manifest (bilibili_playurl: the asset carries renditions instead)
     "hls": "hls", "hls_fmp4": "hls", "hls_aes": "hls", "hls_byterange": "hls",
     "dash": "dash", "dash_timeline": "dash", "dash_segmentbase": "dash",
-    "bilibili_playurl": "bilibili", "progressive": None,
+    "bilibili_playurl": None, "progressive": None,
 }
 # Scrapy defaults apart from these (no project settings: the crawl runs outside the project directory).
 BASE_SETTINGS = {"MEDIA_FSYNC": "False", "LOG_LEVEL": "INFO", "RETRY_TIMES": "1",
@@ -115,6 +118,15 @@ def post(post_id: str, *assets: MediaAsset, platform: str = "sandbox") -> Post:
                 created_at=None, media=list(assets))
 
 
+def playurl_asset(base_url: str, vid: str, *, key: str) -> MediaAsset:
+    """The video asset a Bilibili spider emits: the streams of the sandbox's playurl answer for ``vid``, read by
+    ``parsers/bilibili.py`` (what the spider's API request would get; the media path never fetches a playurl)."""
+    payload = bilibili.playurl_response(vid, bilibili.cid_for(vid), base=base_url.rstrip("/"))
+    renditions = bilibili_parser.parse_playurl(payload)
+    return MediaAsset(kind="video", key=key, url=renditions[0]["url"], renditions=renditions,
+                      duration=bilibili_parser.playurl_duration(payload))
+
+
 def source_posts(base_url: str, vid: str) -> list[Post]:
     """One post per source kind of ``vid`` (progressive: the 720p URL with 480p/360p as alternates)."""
     urls = video.video_urls(base_url, vid)
@@ -124,6 +136,8 @@ def source_posts(base_url: str, vid: str) -> list[Post]:
             prog = urls["progressive"]
             asset = MediaAsset(kind="video", key=f"{vid}-{name}", url=prog["720p"],
                                alternates=[prog["480p"], prog["360p"]])
+        elif name == "bilibili_playurl":
+            asset = playurl_asset(base_url, vid, key=f"{vid}-{name}")
         else:
             asset = MediaAsset(kind="video", key=f"{vid}-{name}", url=urls[name], manifest=manifest)
         posts.append(post(name, asset, platform="bilibili" if name.startswith("bilibili") else "sandbox"))
@@ -189,6 +203,12 @@ def test_every_source_kind_stores_one_verified_mp4_at_the_selected_height(
     # The audio of separate-audio sources was selected and recorded.
     assert result.asset("dash")["rendition"]["audio_rendition"] == "audio"
     assert result.asset("hls_aes")["rendition"]["rendition"] == f"hls-{[360, 480, 720].index(height)}"
+    # The Bilibili video was selected among the renditions its post carries: stream and audio by their ids, and no
+    # request to the platform's API from the media path (a playurl is the spider's API request).
+    bili = result.asset("bilibili_playurl")["rendition"]
+    assert (bili["rendition"], bili["audio_rendition"]) == (f"{expected.qn}-7", str(catalog.audio.bili_id)), bili
+    assert not [e for e in sb.requests() if e["path"].startswith("/bilibili/")]
+    assert any(p.startswith(f"/media/bili/cos/{VID}/") for p in media_paths(sb))
 
     dropped, picture = result.asset("dropped", 0), result.asset("dropped", 1)
     assert dropped["status"] == "failed" and dropped["path"] is None
@@ -361,17 +381,42 @@ def test_fragments_beyond_the_byte_cap_stop_the_video(tmp_path: Path, sb: Sandbo
     assert result.stats["media/video/failed/too-large"] == 1
 
 
+def test_a_playurl_is_not_a_manifest_of_the_media_path(tmp_path: Path, sb: SandboxProcess) -> None:
+    """A platform API answer reaches the media path only as renditions its parser read: a playurl URL as the
+    asset's file is JSON, not media; ``manifest="bilibili"`` is no kind the media path knows (never fetched)."""
+    url = video.video_urls(sb.url, VID)["bilibili_playurl"]
+    posts = [post("sniffed", MediaAsset(kind="video", key=f"{VID}-sniffed", url=url), platform="bilibili"),
+             post("declared", MediaAsset(kind="video", key=f"{VID}-declared", url=url + "&qn=32",
+                                         manifest="bilibili"), platform="bilibili")]
+    result = run_crawl(tmp_path / "crawl", posts, store=tmp_path / "files", listing=sb.url + "/")
+    sniffed, declared = result.asset("sniffed"), result.asset("declared")
+    assert sniffed["status"] == "failed" and sniffed["error"].startswith("not-media"), sniffed["error"]
+    assert declared["status"] == "failed" and declared["error"].startswith("manifest-unknown"), declared["error"]
+    assert not result.objects()
+    assert len([e for e in sb.requests() if e["path"].startswith("/bilibili/")]) == 1  # the sniffed one only
+    assert not media_paths(sb)
+
+
 # --- pure helpers (fast) ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(("head", "kind"), [
     (b"#EXTM3U\n#EXT-X-VERSION:3\n", "hls"),
     (b"\xef\xbb\xbf#EXTM3U\n", "hls"),
     (b'<?xml version="1.0"?>\n<MPD xmlns="urn:mpeg:dash:schema:mpd:2011">', "dash"),
-    (b'{"code":0,"data":{"dash":{}}}', "bilibili"),
+    (b'{"code":0,"data":{"dash":{}}}', None),  # a platform API answer is read by parsers/, never as a manifest
     (b"\x00\x00\x00\x20ftypisom", None),
     (b"<html><body>403</body></html>", None),
 ])
 def test_detect_manifest(head: bytes, kind: str | None) -> None:
     assert detect_manifest(head) == kind
+
+
+def test_find_asset_hands_listed_renditions_to_the_video_path() -> None:
+    listed = [{"kind": "progressive", "url": "https://v.example/a.mp4", "height": 720}]
+    item = post("p", MediaAsset(kind="video", key="a", url="https://v.example/a.mp4", renditions=listed),
+                MediaAsset(kind="video", key="b", url="https://v.example/b.mp4", manifest="hls"))
+    assert find_asset(item, url="https://v.example/a.mp4", index_key=None)[1]["renditions"] == listed
+    assert find_asset(item, url="https://v.example/b.mp4", index_key=None)[1] == {
+        "manifest": "hls", "alternates": [], "duration": None, "renditions": None}
 
 
 @pytest.mark.parametrize(("url", "height"), [

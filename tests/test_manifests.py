@@ -27,7 +27,7 @@ from mediacrawler.media.manifests import (
     SingleFile,
     codec_family,
     iv_for_sequence,
-    parse_bilibili_playurl,
+    manifest_from_renditions,
     parse_dash,
     parse_hls,
     parse_hls_media,
@@ -35,6 +35,8 @@ from mediacrawler.media.manifests import (
     select,
     with_fetch,
 )
+from mediacrawler.parsers import bilibili
+from mediacrawler.parsers._common import PlatformError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "manifests"
 MPD_URL = "https://cdn.example.com/d/manifest.mpd"
@@ -225,12 +227,20 @@ def test_dash_refuses_live_and_multi_period() -> None:
         parse_dash(many, base_url=MPD_URL)
 
 
-# -------------------------------------------------------------------------------------------------- Bilibili
+# ------------------------------------------------------------------------------- renditions (Bilibili playurl)
 
 
-def test_bilibili_playurl_dash() -> None:
-    m = parse_bilibili_playurl(payload("bilibili_playurl.json"))
-    assert m.source == "bilibili" and m.duration == pytest.approx(212.354)  # timelength (ms) beats dash.duration
+def listed(name_or_payload: str | dict[str, Any], *, limits: ManifestLimits = ManifestLimits()) -> Manifest:
+    """A playurl answer as the media path gets it: read by ``parsers/bilibili.py`` into ``MediaAsset.renditions``
+    (and its duration), then :func:`manifest_from_renditions`."""
+    data = payload(name_or_payload) if isinstance(name_or_payload, str) else name_or_payload
+    return manifest_from_renditions(bilibili.parse_playurl(data), duration=bilibili.playurl_duration(data),
+                                    limits=limits)
+
+
+def test_renditions_from_bilibili_playurl_dash() -> None:
+    m = listed("bilibili_playurl.json")
+    assert m.source == "renditions" and m.duration == pytest.approx(212.354)  # timelength (ms) beats dash.duration
     assert [(r.id, r.height, r.codec) for r in m.video] == [
         ("80-7", 1080, "avc1"), ("80-12", 1080, "hevc"), ("80-13", 1080, "av01"),
         ("64-12", 720, "hevc"), ("64-7", 720, "avc1"), ("32-7", 480, "avc1"),
@@ -241,27 +251,37 @@ def test_bilibili_playurl_dash() -> None:
     assert avc.fetch.urls[1].startswith("https://upos-sz-mirror08c.bilivideo.com/")
     assert avc.fetch.init_range == ByteRange(0, 1001) and avc.fetch.index_range == ByteRange(1001, 500)
     assert avc.frame_rate == pytest.approx(29.97) and avc.bandwidth == 412_345 and not avc.has_audio
+    assert (avc.width, avc.codecs, avc.container) == (1920, "avc1.640032", "mp4")
     assert m.video[2].fetch.urls == (m.video[2].fetch.urls[0],)  # type: ignore[union-attr]  # backupUrl null
     assert [(a.id, a.bandwidth, a.codec, a.width) for a in m.audio] == [
         ("30280", 319_112, "mp4a", None), ("30216", 67_125, "mp4a", None)
     ]
 
 
-def test_bilibili_snake_case_only_and_codecid_fallback() -> None:
+def test_renditions_snake_case_only_and_codec_without_codecs() -> None:
     data = payload("bilibili_playurl.json")["data"]
     for entry in data["dash"]["video"] + data["dash"]["audio"]:
         for key in ("baseUrl", "backupUrl", "SegmentBase", "mimeType", "frameRate", "codecs"):
             entry.pop(key, None)
-    m = parse_bilibili_playurl(data)  # the bare data object, as in window.__playinfo__.data
-    assert [r.codec for r in m.video] == ["avc1", "hevc", "av01", "hevc", "avc1", "avc1"]  # from codecid
+    m = listed(data)  # the bare data object, as in window.__playinfo__.data
+    # No "codecs": the family comes from the parser's plain "codec" (Bilibili's codecid, read in parsers/).
+    assert [r.codec for r in m.video] == ["avc1", "hevc", "av01", "hevc", "avc1", "avc1"]
     assert m.video[0].fetch.index_range == ByteRange(1001, 500)  # type: ignore[union-attr]
     assert m.video[0].frame_rate == pytest.approx(29.97)
+    assert [a.codec for a in m.audio] == [None, None]  # audio has no codec id to go by
+    # "codecs" wins over "codec" when both are given; an unknown plain codec is kept unknown.
+    (r,) = manifest_from_renditions([{"kind": "video", "url": "https://v.example/a.m4s", "codecs": "hev1.1.6.L150",
+                                      "codec": "avc1"}]).video
+    assert r.codec == "hevc"
+    (r,) = manifest_from_renditions([{"kind": "video", "url": "https://v.example/a.m4s", "codec": "xyz"}]).video
+    assert (r.codec, r.id, r.height, r.container) == (None, "video-0", None, "mp4")
 
 
-def test_bilibili_durl_and_errors() -> None:
-    m = parse_bilibili_playurl(payload("bilibili_durl.json"))
+def test_renditions_durl_and_errors() -> None:
+    m = listed("bilibili_durl.json")
     (r,) = m.video
     assert (r.height, r.has_audio, r.container, m.audio) == (720, True, "mp4", ())
+    assert r.id == "progressive-64" and m.duration == pytest.approx(212.354)
     assert r.fetch == SingleFile(
         urls=(
             "https://upos-sz-mirrorcos.bilivideo.com/upgcxcode/47/17/1234567/1234567-1-192.mp4?deadline=1766990000&platform=html5",
@@ -270,8 +290,24 @@ def test_bilibili_durl_and_errors() -> None:
         size=15_834_567,
     )
     assert select(m).audio is None
-    with pytest.raises(ManifestError, match="-352"):
-        parse_bilibili_playurl(payload("bilibili_risk.json"))
+    # An error envelope never reaches the media path: the parser refuses it.
+    with pytest.raises(PlatformError) as caught:
+        bilibili.parse_playurl(payload("bilibili_risk.json"))
+    assert caught.value.code == -352
+    with refused("no video stream"):
+        manifest_from_renditions([])
+    audio_only = [r for r in bilibili.parse_playurl(payload("bilibili_playurl.json")) if r["kind"] == "audio"]
+    with refused("no video stream"):
+        manifest_from_renditions(audio_only)
+    for bad, reason in ((None, "not a list"), ("https://v.example/a", "not a list"), ([1], "not an object"),
+                        ([{"kind": "subtitle", "url": "https://v.example/a"}], "unknown kind"),
+                        ([{"kind": "video"}], "no URL"),
+                        ([{"kind": "video", "url": "https://v.example/a", "alternates": "x"}], "not a list"),
+                        ([{"kind": "video", "url": "https://v.example/a", "height": "tall"}], "not an integer"),
+                        ([{"kind": "video", "url": "https://v.example/a", "segment_base": {"index_range": "9-1"}}],
+                         "bad byte range")):
+        with refused(reason):
+            manifest_from_renditions(bad)  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------------------------------------- progressive
@@ -310,7 +346,7 @@ def test_select_rule_height_then_codec_then_bandwidth() -> None:
         "audio_rendition": "a128",
     }
 
-    bili = parse_bilibili_playurl(payload("bilibili_playurl.json"))
+    bili = listed("bilibili_playurl.json")
     assert select(bili).video.id == "80-7"
     assert select(bili, codec_preference=("av01", "hevc", "avc1")).video.id == "80-13"
     assert select(bili, codec_preference=("h265",)).video.id == "80-12"  # alias; unlisted codecs rank after
@@ -399,16 +435,32 @@ def test_hostile_mpd_many_entries_refused_before_xml_parsing() -> None:
 
 
 def test_hostile_json_sources() -> None:
-    data = payload("bilibili_playurl.json")
-    data["data"]["dash"]["video"][0]["backupUrl"] = ["file:///etc/passwd"]
+    renditions = bilibili.parse_playurl(payload("bilibili_playurl.json"))
+    hostile = [dict(renditions[0], alternates=[*renditions[0]["alternates"], "file:///etc/passwd"])]
     with refused("scheme 'file' not allowed"):
-        parse_bilibili_playurl(data)
+        manifest_from_renditions(hostile + renditions[1:])
+    for url in ("javascript:alert(1)", "http:///no-host", "https://v.example/a b"):
+        with refused("URL"):
+            manifest_from_renditions([{"kind": "progressive", "url": url}])
     with refused("scheme 'javascript' not allowed"):
         progressive_variants({"mp4_720p_mp4": "javascript:alert(1)"})
     huge = payload("bilibili_durl.json")
     huge["data"]["durl"][0]["size"] = 10**15
     with refused("declared bytes"):
-        parse_bilibili_playurl(huge)
+        listed(huge)
+    with refused("outside 0..100 s"):  # the asset's duration is held to MEDIA_MANIFEST_MAX_DURATION too
+        manifest_from_renditions(bilibili.parse_playurl(payload("bilibili_playurl.json")), duration=212.354,
+                                 limits=ManifestLimits(max_duration=100))
+    with refused("duration"):
+        manifest_from_renditions(renditions[:1], duration=float("nan"))
+    many = [dict(renditions[0]) for _ in range(65)]
+    with refused("65 entries, over the cap of 64"):
+        manifest_from_renditions(many)
+    one = dict(renditions[0], alternates=[renditions[0]["url"]] * 65)
+    with refused("65 alternates, over the cap of 64"):
+        manifest_from_renditions([one])
+    assert len(manifest_from_renditions(many[:64]).video) == 64  # at the cap: kept, ids made unique
+    assert len({r.id for r in manifest_from_renditions(many[:64]).video}) == 64
 
 
 def test_internal_http_hosts_pass_this_layer() -> None:

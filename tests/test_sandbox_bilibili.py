@@ -176,7 +176,8 @@ def test_multipart_video_every_cid_has_its_own_media(fresh_sandbox: SandboxProce
         assert b"\\u0026" in raw and b"&" not in raw  # Go's escapes, as Bilibili sends them
         renditions = parser.parse_playurl(json.loads(raw))
         assert [r["kind"] for r in renditions] == ["video"] * 3 + ["audio"]
-        assert mf.parse_bilibili_playurl(json.loads(raw)).duration == 4.0
+        listed = mf.manifest_from_renditions(renditions, duration=parser.playurl_duration(json.loads(raw)))
+        assert (listed.duration, len(listed.video), len(listed.audio)) == (4.0, 3, 1)
         audio = renditions[-1]
         assert len(audio["alternates"]) == 2 and "/ali/" in audio["alternates"][1]
         assert str(cid) in audio["url"] and f"/{media_id}/" in audio["url"]

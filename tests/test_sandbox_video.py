@@ -20,6 +20,8 @@ import pytest
 
 from mediacrawler.media import manifests as mf
 from mediacrawler.media.assemble import decrypt_aes128, remux_to_mp4, verify_mp4
+from mediacrawler.parsers import bilibili as parser
+from mediacrawler.parsers._common import PlatformError
 from mediacrawler.sandbox import bilibili, video
 from mediacrawler.sandbox.process import SandboxProcess
 
@@ -95,6 +97,11 @@ def hls_rendition(master_url: str, height: int) -> tuple[mf.Manifest, mf.Renditi
     assert isinstance(chosen.video.fetch, mf.PlaylistRef)
     media = mf.parse_hls_media(get(chosen.video.fetch.url).decode(), base_url=chosen.video.fetch.url)
     return master, mf.with_fetch(chosen.video, media), media
+
+
+def listed(playurl: Any) -> mf.Manifest:
+    """A playurl answer as the media path gets it: the parser's renditions (and duration) → a manifest."""
+    return mf.manifest_from_renditions(parser.parse_playurl(playurl), duration=parser.playurl_duration(playurl))
 
 
 def fragment_log(sb: SandboxProcess, suffix: str) -> list[dict[str, Any]]:
@@ -279,7 +286,7 @@ def test_bilibili_playurl_envelope_referer_and_assembly(fresh_sandbox: SandboxPr
     assert first["codecid"] == 7 and first["mimeType"] == "video/mp4" and first["frameRate"] == "25"
     assert [a["id"] for a in dash["audio"]] == [30280] and dash["audio"][0]["codecs"] == "mp4a.40.2"
 
-    manifest = mf.parse_bilibili_playurl(payload)
+    manifest = listed(payload)
     assert manifest.duration == 4.0
     assert [(r.height, r.width, r.codec) for r in manifest.video] == [(720, 1280, "avc1"), (480, 854, "avc1"),
                                                                       (360, 640, "avc1")]
@@ -308,7 +315,7 @@ def test_bilibili_durl_view_nav_and_not_found(fresh_sandbox: SandboxProcess, cat
     api = fresh_sandbox.url + "/bilibili"
     cid = bilibili.cid_for(VID)
     payload = json.loads(fetch(f"{api}/x/player/playurl?bvid={VID}&cid={cid}&qn=32")[2])
-    manifest = mf.parse_bilibili_playurl(payload)
+    manifest = listed(payload)
     (rendition,) = manifest.video
     assert rendition.height == 480 and rendition.has_audio and rendition.container == "mp4"
     body = get(rendition.fetch.urls[0], REFERER)  # type: ignore[union-attr]
@@ -337,8 +344,9 @@ def test_bilibili_risk_control_knob(fresh_sandbox: SandboxProcess) -> None:
     sb.set_faults(bilibili_api=[{"kind": -352, "times": 2}, {"kind": "412", "endpoint": "view", "times": 1}])
     first, second = json.loads(fetch(url)[2]), json.loads(fetch(url)[2])
     assert first["code"] == second["code"] == -352 and first["message"] == "风控校验失败"
-    with pytest.raises(mf.ManifestError, match="-352"):
-        mf.parse_bilibili_playurl(first)
+    with pytest.raises(PlatformError) as caught:
+        parser.parse_playurl(first)
+    assert (caught.value.kind, caught.value.code) == ("rate_limited", -352)
     assert json.loads(fetch(url)[2])["code"] == 0
     assert fetch(view)[0] == 412 and fetch(view)[0] == 200
     assert sb.stats()["faults"] == 3

@@ -3,7 +3,7 @@
 Every source a platform can hand us becomes a :class:`Manifest`: its video and audio :class:`Rendition` s (codec,
 width, height, bandwidth, frame rate) and, for each, *how to fetch it* (:data:`Fetch`):
 
-- :class:`SingleFile`: one file, a primary URL plus backups (Bilibili ``backupUrl``, DASH ``SegmentBase``,
+- :class:`SingleFile`: one file, a primary URL plus backups (streams a platform API listed, DASH ``SegmentBase``,
   progressive MP4). ``init_range``/``index_range`` are informational (the file is fetched whole, in Range segments
   when large, by the segmented downloader);
 - :class:`SegmentedFetch`: an optional :class:`InitSection` plus an ordered list of :class:`Segment` s (HLS media
@@ -27,8 +27,8 @@ Scope decisions (documented here because they are policy, not accident):
   per video, and concatenating Periods is where ad-insertion and the 2,800-Period DoS live.
 - Live streams are refused: an MPD with ``type="dynamic"``, an HLS media playlist without ``#EXT-X-ENDLIST``.
 - HLS encryption other than AES-128 (SAMPLE-AES, DRM key formats) is refused.
-- Bilibili ``dash.dolby``/``dash.flac`` audio (premium-only, other codecs) is ignored; ``durl`` with more than one
-  part (legacy segmented FLV) is refused.
+- Streams a platform API listed (:func:`manifest_from_renditions`) come already read by ``parsers/<platform>.py``
+  as plain JSON: this module knows their generic keys, never a platform's payload.
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ __all__ = [
     "TemplateSpec",
     "codec_family",
     "iv_for_sequence",
-    "parse_bilibili_playurl",
+    "manifest_from_renditions",
     "parse_dash",
     "parse_hls",
     "parse_hls_media",
@@ -81,7 +81,7 @@ DEFAULT_MAX_HEIGHT = 1080
 DEFAULT_CODEC_PREFERENCE: tuple[str, ...] = ("avc1", "hevc", "av01")
 
 Kind = Literal["video", "audio"]
-Source = Literal["hls", "dash", "bilibili", "progressive"]
+Source = Literal["hls", "dash", "renditions", "progressive"]
 
 
 class ManifestError(ValueError):
@@ -101,10 +101,11 @@ class ManifestLimits:
 
     ``max_segments`` bounds the segments of one rendition (``MEDIA_MANIFEST_MAX_SEGMENTS``), ``max_duration`` the
     declared duration in seconds (``MEDIA_MANIFEST_MAX_DURATION``), ``max_bytes`` the declared byte sizes (byte
-    ranges, Bilibili ``durl.size``; ``MEDIA_MANIFEST_MAX_BYTES``; the video downloader caps the fragment bytes it
-    actually stores by the same number), ``max_manifest_chars`` the manifest text itself, ``max_manifest_tags`` the markup of an MPD (its
-    ``<`` characters: every ``S`` and ``SegmentURL`` of all Representations together, counted with ``str.count``
-    before the XML parser builds anything), ``max_renditions`` the variants/Representations.
+    ranges, a listed rendition's ``size``; ``MEDIA_MANIFEST_MAX_BYTES``; the video downloader caps the fragment
+    bytes it actually stores by the same number), ``max_manifest_chars`` the manifest text itself,
+    ``max_manifest_tags`` the markup of an MPD (its ``<`` characters: every ``S`` and ``SegmentURL`` of all
+    Representations together, counted with ``str.count`` before the XML parser builds anything),
+    ``max_renditions`` the variants/Representations (and the entries of a platform's rendition list).
     ``allowed_schemes`` is the allow-list for every URL a manifest makes us fetch.
     """
 
@@ -360,11 +361,6 @@ _AUDIO_FAMILIES = {
     "flac": "flac",
     "mp3": "mp3",
 }
-# Bilibili's codecid when "codecs" is missing.
-_BILIBILI_CODECID = {7: "avc1", 12: "hevc", 13: "av01"}
-# Bilibili qn → nominal height, for durl (which carries no width/height).
-_BILIBILI_QN_HEIGHT = {6: 240, 16: 360, 32: 480, 64: 720, 74: 720, 80: 1080, 112: 1080, 116: 1080, 120: 2160,
-                       125: 2160, 126: 2160, 127: 4320}
 
 
 def codec_family(codecs: str | None) -> str | None:
@@ -962,109 +958,122 @@ def _dash_fetch(
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
 
 
-# ------------------------------------------------------------------------------------------------- Bilibili
+# ----------------------------------------------------------------------------------------------- renditions
+
+_RENDITION_KINDS = ("video", "audio", "progressive")
 
 
-def parse_bilibili_playurl(payload: Mapping[str, Any], *, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """Bilibili ``/x/player/wbi/playurl`` JSON (the envelope, or its ``data``; also ``window.__playinfo__``) →
-    :class:`Manifest`.
+def manifest_from_renditions(
+    renditions: Sequence[Mapping[str, Any]],
+    *,
+    duration: float | None = None,
+    limits: ManifestLimits = _DEFAULT_LIMITS,
+) -> Manifest:
+    """Streams a platform API listed (``MediaAsset.renditions``, plain JSON) → :class:`Manifest` of
+    :class:`SingleFile` renditions.
 
-    ``data.dash.video[]``/``audio[]`` become single-file renditions (``baseUrl`` then ``backupUrl`` as backups;
-    both camelCase and snake_case spellings are read; ``SegmentBase`` ranges kept); the codec comes from
-    ``codecs``, else ``codecid`` (7 avc1, 12 hevc, 13 av01). ``data.durl[]`` (one part) becomes a muxed progressive
-    rendition whose height comes from ``data.quality`` (qn). A non-zero ``code`` raises :class:`ManifestError`.
+    Each entry: ``kind`` (``video``, ``audio``, or ``progressive``: one muxed file, video with its audio), ``url``
+    and ``alternates`` (backups serving the same bytes), ``width``, ``height``, ``codecs`` (RFC 6381; its family
+    is the codec, else a plain ``codec`` name such as ``hevc``), ``bandwidth``, ``frame_rate``, ``mime``
+    (``video/mp4`` → container ``mp4``), ``size`` (declared bytes), ``quality`` and ``codecid`` (opaque; they name
+    the rendition: ``"80-7"``), ``segment_base`` ``{initialization: "a-b", index_range: "c-d"}``. Missing keys are
+    unknown values. The limits apply as to any manifest: the entry count (``max_renditions``), every URL's scheme,
+    each ``size`` (``max_bytes``) and ``duration``. Anything malformed or hostile raises :class:`ManifestError`.
     """
-    data: Any = payload
-    if "code" in payload:
-        if payload.get("code") != 0:
-            raise ManifestError(f"bilibili playurl error {payload.get('code')}: {payload.get('message')}")
-        # UGC videos answer in "data", PGC (bangumi) playurl in "result".
-        data = payload.get("data") or payload.get("result")
-    if not isinstance(data, Mapping):
-        raise ManifestError("bilibili playurl: no data object")
-    duration = None
-    if data.get("timelength"):
-        duration = _int(data["timelength"], what="timelength") / 1000
-    dash = data.get("dash") if isinstance(data.get("dash"), Mapping) else None
-    if duration is None and dash and dash.get("duration"):
-        duration = float(dash["duration"])
-    limits.check_duration(duration, what="bilibili playurl")
-
+    if isinstance(renditions, (str, bytes)) or not isinstance(renditions, Sequence):
+        raise ManifestError("renditions: not a list")
+    if len(renditions) > limits.max_renditions:
+        raise ManifestError(f"renditions: {len(renditions)} entries, over the cap of {limits.max_renditions}")
+    if duration is not None and not (isinstance(duration, (int, float)) and math.isfinite(duration)):
+        raise ManifestError(f"renditions: bad duration {duration!r}")
+    limits.check_duration(duration, what="renditions")
     video: list[Rendition] = []
     audio: list[Rendition] = []
-    if dash:
-        entries: list[tuple[Kind, Any]] = [("video", v) for v in dash.get("video") or []]
-        entries += [("audio", a) for a in dash.get("audio") or []]
-        if len(entries) > limits.max_renditions:
-            raise ManifestError(f"bilibili playurl: {len(entries)} streams, over the cap of {limits.max_renditions}")
-        for kind, entry in entries:
-            if not isinstance(entry, Mapping):
-                raise ManifestError("bilibili playurl: a dash stream is not an object")
-            rendition = _bilibili_stream(entry, kind=kind, limits=limits)
-            (video if kind == "video" else audio).append(rendition)
-    durl = data.get("durl") or []
-    if durl:
-        if len(durl) > 1:
-            raise ManifestError(f"bilibili playurl: durl has {len(durl)} parts (segmented FLV is not supported)")
-        part = durl[0]
-        urls = _bilibili_urls(part, limits=limits, what="bilibili durl")
-        size = _opt_int(part.get("size"), what="durl size")
-        if size is not None:
-            limits.check_bytes(size, what="bilibili durl")
-        quality = _opt_int(data.get("quality"), what="quality")
-        fmt = str(data.get("format") or "")
-        if duration is None and part.get("length"):
-            duration = _int(part["length"], what="durl length") / 1000
-        video.append(
-            Rendition(
-                kind="video",
-                id=f"durl-{quality}",
-                fetch=SingleFile(urls=urls, size=size),
-                height=_BILIBILI_QN_HEIGHT.get(quality or -1),
-                has_audio=True,
-                container="flv" if fmt.startswith("flv") else "mp4",
-            )
-        )
+    seen: set[str] = set()
+    for i, entry in enumerate(renditions):
+        if not isinstance(entry, Mapping):
+            raise ManifestError(f"renditions[{i}]: not an object")
+        kind = entry.get("kind")
+        if kind not in _RENDITION_KINDS:
+            raise ManifestError(f"renditions[{i}]: unknown kind {kind!r}")
+        rendition = _rendition_entry(entry, kind=kind, index=i, limits=limits)
+        if rendition.id in seen:
+            rendition = replace(rendition, id=f"{rendition.id}#{i}")
+        seen.add(rendition.id)
+        (audio if rendition.kind == "audio" else video).append(rendition)
     if not video:
-        raise ManifestError("bilibili playurl: no video stream (neither dash.video nor durl)")
-    return Manifest(source="bilibili", video=tuple(video), audio=tuple(audio), duration=duration)
+        raise ManifestError("renditions: no video stream (neither video nor progressive)")
+    return Manifest(source="renditions", video=tuple(video), audio=tuple(audio), duration=duration)
 
 
-def _bilibili_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: str) -> tuple[str, ...]:
-    primary = entry.get("baseUrl") or entry.get("base_url") or entry.get("url")
-    if not primary:
+def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: str) -> tuple[str, ...]:
+    primary = entry.get("url")
+    alternates = entry.get("alternates") or []
+    if not isinstance(primary, str) or not primary.strip():
         raise ManifestError(f"{what}: no URL")
-    backups = entry.get("backupUrl") or entry.get("backup_url") or []
+    if isinstance(alternates, (str, bytes)) or not isinstance(alternates, Sequence):
+        raise ManifestError(f"{what}: alternates is not a list")
+    if len(alternates) > limits.max_renditions:
+        raise ManifestError(f"{what}: {len(alternates)} alternates, over the cap of {limits.max_renditions}")
     urls: list[str] = []
-    for url in [primary, *backups]:
-        if isinstance(url, str) and url and url not in urls:
-            urls.append(limits.check_url(url.strip(), what=what))
+    for url in [primary, *alternates]:
+        if not isinstance(url, str):
+            raise ManifestError(f"{what}: a URL is not a string: {url!r:.100}")
+        url = limits.check_url(url.strip(), what=what)
+        if url not in urls:
+            urls.append(url)
     return tuple(urls)
 
 
-def _bilibili_stream(entry: Mapping[str, Any], *, kind: Kind, limits: ManifestLimits) -> Rendition:
-    stream_id = entry.get("id")
-    what = f"bilibili {kind} {stream_id}"
-    urls = _bilibili_urls(entry, limits=limits, what=what)
-    seg_base = entry.get("SegmentBase") or entry.get("segment_base") or {}
-    init_range = _dash_range(seg_base.get("Initialization") or seg_base.get("initialization"), what=what)
-    index_range = _dash_range(seg_base.get("indexRange") or seg_base.get("index_range"), what=what)
-    codecs = entry.get("codecs") or None
-    codecid = _opt_int(entry.get("codecid"), what=f"{what} codecid")
-    family = codec_family(codecs) or (_BILIBILI_CODECID.get(codecid or -1) if kind == "video" else None)
-    mime = str(entry.get("mimeType") or entry.get("mime_type") or "")
+def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
+    what = f"renditions[{index}] ({kind})"
+    urls = _rendition_urls(entry, limits=limits, what=what)
+    size = _opt_int(entry.get("size"), what=f"{what} size")
+    if size is not None:
+        if size < 0:
+            raise ManifestError(f"{what}: negative size {size}")
+        limits.check_bytes(size, what=what)
+    init_range = index_range = None
+    seg_base = entry.get("segment_base")
+    if seg_base is not None:
+        if not isinstance(seg_base, Mapping):
+            raise ManifestError(f"{what}: segment_base is not an object")
+        init_range = _dash_range(seg_base.get("initialization"), what=f"{what} initialization")
+        index_range = _dash_range(seg_base.get("index_range"), what=f"{what} index_range")
+    codecs = entry.get("codecs")
+    if codecs is not None and not isinstance(codecs, str):
+        raise ManifestError(f"{what}: codecs is not a string")
+    plain_codec = entry.get("codec")
+    family = codec_family(codecs) or (codec_family(plain_codec) if isinstance(plain_codec, str) else None)
+    mime = entry.get("mime")
+    subtype = mime.split("/", 1)[1].split(";", 1)[0].strip().lower() if isinstance(mime, str) and "/" in mime else ""
+    container = subtype.removeprefix("x-") or "mp4"  # video/x-flv → flv
+    names = [str(_opt_int(entry.get(k), what=f"{what} {k}")) for k in ("quality", "codecid")
+             if entry.get(k) is not None and (k == "quality" or kind != "audio")]
+    name = "-".join(names)  # "80-7": quality and codec id of a video stream; "30280": an audio stream
+    if kind == "progressive" or not name:
+        name = f"{kind}-{name or index}"
     return Rendition(
-        kind=kind,
-        id=f"{stream_id}-{codecid}" if kind == "video" and codecid is not None else str(stream_id),
-        fetch=SingleFile(urls=urls, init_range=init_range, index_range=index_range),
-        codecs=codecs,
+        kind="audio" if kind == "audio" else "video",
+        id=name,
+        fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
+        codecs=codecs or None,
         codec=family,
-        width=_opt_int(entry.get("width"), what=f"{what} width") or None,
-        height=_opt_int(entry.get("height"), what=f"{what} height") or None,
+        width=_dimension(entry.get("width"), what=f"{what} width"),
+        height=_dimension(entry.get("height"), what=f"{what} height"),
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
-        frame_rate=_frame_rate(entry.get("frameRate") or entry.get("frame_rate")),
-        container=mime.split("/", 1)[1] if "/" in mime else "mp4",
+        frame_rate=_frame_rate(entry.get("frame_rate")),
+        has_audio=kind == "progressive",
+        container=container,
     )
+
+
+def _dimension(value: Any, *, what: str) -> int | None:
+    """A width or height: a positive integer, or None (0 is the platforms' "unknown")."""
+    number = _opt_int(value, what=what)
+    if number is not None and number < 0:
+        raise ManifestError(f"{what}: negative {number}")
+    return number or None
 
 
 # ----------------------------------------------------------------------------------------------- progressive

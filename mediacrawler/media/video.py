@@ -5,19 +5,22 @@ The media pipeline hands every ``video``/``audio`` asset that the index does not
 :class:`VideoDownloader` (``MediaStorePipeline.media_to_download``); images keep the pipeline's one-request path.
 For one asset:
 
-1. **Resolve** — by ``MediaAsset.manifest``:
+1. **Resolve** — by ``MediaAsset.renditions``, else ``MediaAsset.manifest``:
 
-   - ``"hls"`` / ``"dash"`` / ``"bilibili"``: the manifest is fetched with one Scrapy request
+   - ``renditions`` (streams a platform API listed, read by ``parsers/<platform>.py``, e.g. Bilibili's playurl):
+     ``manifest_from_renditions`` (every limit below applies), no request at all; the URL of the asset is not
+     fetched;
+   - ``"hls"`` / ``"dash"``: the manifest is fetched with one Scrapy request
      (``crawler.engine.download_async``: downloader middlewares, retries, timeouts), with the asset's Referer and
      ``download_maxsize`` = MEDIA_MANIFEST_MAX_CHARS, then parsed in a worker thread (``parse_hls`` /
-     ``parse_dash`` / ``parse_bilibili_playurl``; big playlists take ~0.3 s of CPU);
+     ``parse_dash``; big playlists take ~0.3 s of CPU); any other value fails the asset (``manifest-unknown``);
    - ``None``: the asset is a file or a manifest, decided from the response. When the asset has ``alternates``
      (other qualities of a progressive MP4, e.g. Weibo ``media_info``), ``progressive_variants`` + ``select`` pick
      one URL first (heights read from the file names: ``720p``, ``_720``, ``hd``, ``sd``…). That URL is spooled by
      :class:`~mediacrawler.media.segments.SegmentedDownloader` (a ranged probe; Range segments above
-     MEDIA_SEGMENT_THRESHOLD; resumable). A body starting with ``#EXTM3U`` is HLS, one holding ``<MPD`` is DASH, a
-     JSON object with ``data.dash``/``data.durl`` is a Bilibili playurl answer: parsed as above. Anything else is
-     the file itself (step 3, progressive).
+     MEDIA_SEGMENT_THRESHOLD; resumable). A body starting with ``#EXTM3U`` is HLS, one holding ``<MPD`` is DASH:
+     parsed as above. Anything else is the file itself (step 3, progressive), checked as media (a JSON API
+     answer fails as not-media: platform APIs are read by the spiders, never here).
 
    Every cap of :class:`~mediacrawler.media.manifests.ManifestLimits` (MEDIA_MANIFEST_*) applies while parsing,
    so a hostile manifest fails the asset (``manifest-refused: <reason>``, stat ``media/video/manifest_refused``)
@@ -88,7 +91,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,7 +128,7 @@ from mediacrawler.media.manifests import (
     SegmentedFetch,
     Selection,
     SingleFile,
-    parse_bilibili_playurl,
+    manifest_from_renditions,
     parse_dash,
     parse_hls,
     parse_hls_media,
@@ -170,7 +173,7 @@ _LOCK_NAME = ".lock"
 _OUT_NAME = "assembled.mp4"
 _MAX_LEDGER_BYTES = 16 * 1024 * 1024
 _INIT = -1  # the ledger index of a track's init section
-_MANIFEST_KINDS = ("hls", "dash", "bilibili")
+_MANIFEST_KINDS = ("hls", "dash")
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,15 +245,13 @@ class VideoOutcome:
 
 # --- pure helpers -------------------------------------------------------------------------------------------
 def detect_manifest(head: bytes) -> str | None:
-    """``"hls"``, ``"dash"`` or ``"bilibili"`` (a JSON object: a playurl answer if anything) when the first bytes
-    of a response are a manifest rather than a media file; ``None`` otherwise."""
+    """``"hls"`` or ``"dash"`` when the first bytes of a response are a manifest rather than a media file; ``None``
+    otherwise (a JSON body too: platform API answers are read by ``parsers/``, not here)."""
     text = head[:SNIFF_BYTES].lstrip(b"\xef\xbb\xbf \t\r\n")
     if text.startswith(b"#EXTM3U"):
         return "hls"
     if text.startswith(b"<") and b"<MPD" in text:
         return "dash"
-    if text.startswith(b"{"):
-        return "bilibili"
     return None
 
 
@@ -284,17 +285,6 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
         return parse_hls(text, base_url=base_url, limits=limits)
     if kind == "dash":
         return parse_dash(text, base_url=base_url, limits=limits)
-    if kind == "bilibili":
-        try:
-            payload = json.loads(text)
-        except ValueError as exc:
-            raise ManifestError(f"bilibili playurl is not JSON: {exc}") from None
-        if not isinstance(payload, dict):
-            raise ManifestError("bilibili playurl is not a JSON object")
-        inner = payload.get("data") or payload.get("result") or payload
-        if payload.get("code", 0) == 0 and not (isinstance(inner, dict) and (inner.get("dash") or inner.get("durl"))):
-            raise ManifestError("JSON without data.dash or data.durl (not a playurl answer)")
-        return parse_bilibili_playurl(payload, limits=limits)
     raise ManifestError(f"unknown manifest kind {kind!r}")
 
 
@@ -506,15 +496,17 @@ class VideoDownloader:
 
     # --- entry point ----------------------------------------------------------------------------------------
     async def fetch(self, url: str, *, key: str, kind: str, index: MediaIndex | None, manifest: str | None = None,
-                    alternates: Sequence[str] = (), referer: str | None = None,
-                    duration: float | None = None) -> VideoOutcome:
+                    alternates: Sequence[str] = (), referer: str | None = None, duration: float | None = None,
+                    renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
         """Download, check and store one ``video``/``audio`` asset (index key ``key``) from ``url``; never raises
-        for a bad asset (the outcome carries the error). ``index`` records the stored object."""
+        for a bad asset (the outcome carries the error). ``index`` records the stored object. ``renditions``
+        (``MediaAsset.renditions``): the streams to select from, instead of reading ``url``."""
         started = time.monotonic()
         headers = {"Referer": referer} if referer else {}
         try:
             job = _VideoJob(self, url=url, key=key, kind=kind, headers=headers)
-            outcome = await job.run(manifest=manifest, alternates=alternates, duration=duration)
+            outcome = await job.run(manifest=manifest, alternates=alternates, duration=duration,
+                                    renditions=renditions)
             if outcome.obj is not None and index is not None:
                 await run_in_thread(_record, index, outcome.obj, key=key, url=url)
         except ManifestError as exc:
@@ -606,8 +598,11 @@ class _VideoJob:
         return response.body
 
     # --- flow -----------------------------------------------------------------------------------------------
-    async def run(self, *, manifest: str | None, alternates: Sequence[str],
-                  duration: float | None = None) -> VideoOutcome:
+    async def run(self, *, manifest: str | None, alternates: Sequence[str], duration: float | None = None,
+                  renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
+        if renditions is not None:
+            listed = manifest_from_renditions(renditions, duration=duration, limits=self.limits)
+            return await self._from_manifest(listed, base_url=self.url)
         if manifest is not None and manifest not in _MANIFEST_KINDS:
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
@@ -1005,7 +1000,8 @@ def _decrypt_and_write(data: bytes, path: Path, *, key: bytes | None, iv: bytes,
 
 def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict[str, Any]]:
     """``(platform, fields)`` of the MediaAsset of ``item`` (a Post, reposts included) that a media request is for:
-    its ``manifest``, ``alternates`` and declared ``duration``. ``("unknown", {})`` when not found."""
+    its ``manifest``, ``alternates``, declared ``duration`` and listed ``renditions``. ``("unknown", {})`` when not
+    found."""
     post: Any = item
     for _ in range(8):  # reposts nest one level in practice; the cap guards cycles
         if post is None:
@@ -1019,7 +1015,9 @@ def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict
             if index_key is not None and asset_index_key(platform=platform, kind=str(asset.get("kind")),
                                                          key=str(asset.get("key"))) != index_key:
                 continue
+            renditions = asset.get("renditions")
             return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
-                              "duration": asset.get("duration")}
+                              "duration": asset.get("duration"),
+                              "renditions": list(renditions) if renditions is not None else None}
         post = adapter.get("reposted")
     return "unknown", {}

@@ -58,6 +58,11 @@ MIXIN_KEY_ENC_TAB: tuple[int, ...] = (
     41, 13, 37, 48, 7, 16, 24, 55, 40, 61, 26, 17, 0, 1, 60, 51, 30, 4, 22, 25, 54, 21, 56, 59, 6, 63, 57, 62, 11, 36,
     20, 34, 44, 52,
 )
+#: ``codecid`` of a DASH video stream → codec family (the media path reads ``codecs`` first, then this).
+CODECID_FAMILY = {7: "avc1", 12: "hevc", 13: "av01"}
+#: Quality number (``qn``) → nominal height, for ``durl`` files (which carry no width/height).
+QN_HEIGHT = {6: 240, 16: 360, 32: 480, 64: 720, 74: 720, 80: 1080, 112: 1080, 116: 1080, 120: 2160, 125: 2160,
+             126: 2160, 127: 4320}
 #: Stream entries kept from one playurl answer: a real one has about a dozen; more is a hostile or broken answer.
 MAX_RENDITIONS = 64
 _WBI_KEY_RE = re.compile(r"[0-9A-Za-z]{32}")
@@ -337,8 +342,8 @@ def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | None = None) -> Post:
     """A ``/x/web-interface/view`` answer as a :class:`Post`: the cover as an image asset (``cover:{bvid}``) and
-    one video asset per part (``{bvid}:{cid}``, ``manifest="bilibili"``, ``url`` empty until the spider has the
-    part's playurl). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos)."""
+    one video asset per part (``{bvid}:{cid}``, ``url`` and ``renditions`` empty until the spider has the part's
+    playurl: :func:`parse_playurl`). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos)."""
     raise_for_envelope(payload)
     data = _obj(payload.get("data"))
     bvid = clean_id(data.get("bvid"))
@@ -353,7 +358,7 @@ def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | 
     if cover:
         media.append(MediaAsset(kind="image", key=f"cover:{bvid}", url=cover))
     for part in parts:
-        media.append(MediaAsset(kind="video", key=f"{bvid}:{part['cid']}", url="", manifest="bilibili",
+        media.append(MediaAsset(kind="video", key=f"{bvid}:{part['cid']}", url="",
                                 duration=None if part["duration"] is None else float(part["duration"]),
                                 width=part["width"], height=part["height"]))
     desc = _text(data.get("desc"))
@@ -425,6 +430,7 @@ def _dash_entry(entry: dict[str, Any], kind: str) -> dict[str, Any] | None:
     seg = _obj(entry.get("segment_base")) or _obj(entry.get("SegmentBase"))
     init = _text(seg.get("initialization") or seg.get("Initialization"))
     index = _text(seg.get("index_range") or seg.get("indexRange"))
+    codecid = _int(entry.get("codecid"))
     return {
         "kind": kind,
         "url": urls[0],
@@ -432,7 +438,8 @@ def _dash_entry(entry: dict[str, Any], kind: str) -> dict[str, Any] | None:
         "width": _int(entry.get("width")) or None,
         "height": _int(entry.get("height")) or None,
         "codecs": _text(entry.get("codecs")) or None,
-        "codecid": _int(entry.get("codecid")),
+        "codec": CODECID_FAMILY.get(codecid) if kind == "video" and codecid is not None else None,
+        "codecid": codecid,
         "bandwidth": _int(entry.get("bandwidth")),
         "frame_rate": _frame_rate(_twin(entry, "frameRate", "frame_rate")),
         "mime": _text(_twin(entry, "mimeType", "mime_type")) or None,
@@ -443,9 +450,10 @@ def _dash_entry(entry: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 
 def parse_playurl(payload: Any) -> list[dict[str, Any]]:
-    """The renditions of a ``/x/player/wbi/playurl`` answer as plain JSON, best first as listed: DASH video and
-    audio streams (``kind`` ``video``/``audio``), or ``durl`` progressive files (``kind`` ``progressive`` with
-    ``size``). Both spellings of twin fields are read; URLs that are not http(s) with a host are dropped; at most
+    """The renditions of a ``/x/player/wbi/playurl`` answer as plain JSON (``MediaAsset.renditions``, read by
+    ``media.manifests.manifest_from_renditions``), best first as listed: DASH video and audio streams (``kind``
+    ``video``/``audio``; ``codec`` from ``codecid`` for the streams without ``codecs``), or ``durl`` progressive
+    files (``kind`` ``progressive`` with ``size``, ``height`` from the quality number). Both spellings of twin fields are read; URLs that are not http(s) with a host are dropped; at most
     :data:`MAX_RENDITIONS` entries. Raises :class:`PlatformError` for error envelopes."""
     data = _data_of(payload)
     out: list[dict[str, Any]] = []
@@ -472,9 +480,11 @@ def parse_playurl(payload: Any) -> list[dict[str, Any]]:
         urls = _urls(entry.get("url"), _twin(entry, "backup_url", "backupUrl"))
         if urls is None:
             continue
-        out.append({"kind": "progressive", "url": urls[0], "alternates": urls[1], "width": None, "height": None,
-                    "codecs": None, "codecid": None, "bandwidth": None, "frame_rate": None, "mime": mime,
-                    "size": _int(entry.get("size")), "quality": _int(data.get("quality")), "segment_base": None})
+        quality = _int(data.get("quality"))
+        out.append({"kind": "progressive", "url": urls[0], "alternates": urls[1], "width": None,
+                    "height": QN_HEIGHT.get(quality) if quality is not None else None, "codecs": None,
+                    "codec": None, "codecid": None, "bandwidth": None, "frame_rate": None, "mime": mime,
+                    "size": _int(entry.get("size")), "quality": quality, "segment_base": None})
     return out
 
 

@@ -375,7 +375,7 @@ class MediaStorePipeline(FilesPipeline):
             index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
             referer=self.video.referer(platform=ident.get("platform") or platform,
                                        request_referer=referer.decode("latin-1") if referer else None),
-            duration=_number_or_none(fields.get("duration")))
+            duration=_number_or_none(fields.get("duration")), renditions=fields.get("renditions"))
         if outcome.obj is None:
             return failed_result(url=request.url, reason=outcome.error or "video-failed")
         result = result_from_record(url=request.url, obj=outcome.obj,
