@@ -33,7 +33,7 @@ For one asset:
 
 3. **Fetch** — per track (video, and audio when selected separately):
 
-   - ``SingleFile`` (Bilibili DASH, DASH SegmentBase, progressive MP4, Bilibili ``durl``): the large-file path,
+   - ``SingleFile`` (listed renditions, DASH SegmentBase, progressive MP4): the large-file path,
      ``SegmentedDownloader.download`` under the key ``<asset key>#<track>`` (Range segments, ledger, If-Range,
      resume; backups from ``urls[1:]`` tried in order when the primary fails; ``refresh_media_url`` of the spider
      for expired URLs).
