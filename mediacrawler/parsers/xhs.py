@@ -1,0 +1,437 @@
+"""XiaoHongShu (www.xiaohongshu.com) server-rendered pages to records.
+
+Pure functions, no Scrapy import: HTML text (or a decoded JSON error body) in, :class:`~mediacrawler.items.Post` or
+plain data out. Only signature-free routes: the note page and the profile page, both rendered on the server with
+their data in ``window.__INITIAL_STATE__`` (see docs/platforms.md, "XiaoHongShu", and tests/fixtures/xhs/).
+
+- ``window.__INITIAL_STATE__`` is a JavaScript object literal, not JSON: bare ``undefined`` values and ``\\u002F``
+  escapes. :func:`initial_state` reads it with a real JavaScript-literal parser (chompjs), never ``eval``, and turns
+  every ``undefined`` into ``None`` (chompjs 1.4.1 gives the string ``"undefined"``; a text field that really
+  reads "undefined" becomes ``None`` too, which no record field needs).
+- Note page ``/explore/{id}?xsec_token=…``: ``note.noteDetailMap[id].note`` → :func:`parse_note_page`. Images in
+  their best available quality (``imageList[].infoList`` scene ``WB_DFT`` before ``urlDefault``, the ``WB_PRV``
+  preview and ``urlPre`` as alternates); the video as ``MediaAsset.renditions`` from ``video.media.stream``
+  (``h264[]`` first, then ``h265[]``; ``masterUrl`` with ``backupUrls``), for the media path to pick by height and
+  codec. Counts such as ``"1.2万"`` and ``"10万+"`` as integers; ``time``/``lastUpdateTime`` are milliseconds.
+- An unavailable note (``serverRequestInfo.state == "fail"``, or no usable ``noteDetailMap`` entry) is a record
+  with ``deleted: true`` and ``extra.unavailable``, not an error.
+- Profile page ``/user/profile/{id}``: ``user.notes[0][]`` cards (``noteCard`` + ``xsecToken``) →
+  :func:`parse_profile_page`. Later pages of a profile come from signed APIs this project does not use.
+- Rate limiting: HTTP 461, or code ``300012`` (a JSON body, or ``serverRequestInfo.errorCode`` in the state):
+  :func:`classify_page`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import chompjs
+
+from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
+from mediacrawler.parsers._common import PlatformError, clean_id, iso_utc, parse_count
+
+__all__ = [
+    "NOTE_ID_RE",
+    "ProfileNote",
+    "ProfilePage",
+    "classify_page",
+    "initial_state",
+    "note_ref",
+    "note_url",
+    "parse_note_page",
+    "parse_profile_page",
+    "post_from_card",
+    "post_from_note",
+    "video_renditions",
+]
+
+PLATFORM = "xhs"
+SITE = "https://www.xiaohongshu.com"
+#: A note id: 24 lowercase hex digits (a MongoDB ObjectId).
+NOTE_ID_RE = re.compile(r"^[0-9a-f]{24}$")
+#: A user id has the same shape.
+USER_ID_RE = NOTE_ID_RE
+#: Codes that mean "slow down": 300012 (IP at risk), 300013 (访问频次异常).
+RATE_LIMIT_CODES = {300012, 300013}
+#: Codes that mean "log in": -100 (登录已过期), -101 (未登录).
+LOGIN_CODES = {-100, -101}
+#: HTTP statuses XHS answers when it rate-limits (461 comes with a ``verifytype`` header).
+RATE_LIMIT_STATUSES = {461}
+#: Stream lists of ``video.media.stream`` read, in order of preference, with the codec family each carries.
+STREAM_CODECS = (("h264", "avc1"), ("h265", "hevc"))
+#: Entries read from any one list (a real note has a handful).
+MAX_ENTRIES = 64
+_STATE_MARK = "window.__INITIAL_STATE__"
+_XSEC_RE = re.compile(r"^[A-Za-z0-9_=+/-]{1,256}$")
+# Milliseconds between 2000 and 2100: anything else is not a time.
+_MS_MIN, _MS_MAX = 946_684_800_000, 4_102_444_800_000
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value[:MAX_ENTRIES] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    return value.strip() if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value == value and abs(value) < 2**62:
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,18}", value.strip()):
+        return int(value.strip())
+    return None
+
+
+def _url(value: Any) -> str:
+    """An http(s) URL with a host, or ``""`` (``//host/…`` gets ``https:``)."""
+    if not isinstance(value, str):
+        return ""
+    url = value.strip()
+    if url.startswith("//"):
+        url = "https:" + url
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return ""
+    return url if parts.scheme in ("http", "https") and parts.hostname else ""
+
+
+def _iso_from_ms(value: Any) -> str | None:
+    ms = _int(value)
+    if ms is None or not _MS_MIN <= ms <= _MS_MAX:
+        return None
+    return iso_utc(datetime.fromtimestamp(ms / 1000, UTC))
+
+
+def _undefined_to_none(value: Any) -> Any:
+    """chompjs reads a bare ``undefined`` as the string ``"undefined"``: make it ``None``, everywhere."""
+    if isinstance(value, dict):
+        return {k: _undefined_to_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_undefined_to_none(v) for v in value]
+    return None if value == "undefined" else value
+
+
+def note_url(note_id: str) -> str:
+    """The canonical page of a note (without its ``xsec_token``)."""
+    return f"{SITE}/explore/{note_id}"
+
+
+def note_ref(text: str) -> tuple[str, str | None, str | None]:
+    """``(note id, xsec_token, xsec_source)`` of a note id or a note URL as copied from the browser
+    (``https://www.xiaohongshu.com/explore/<id>?xsec_token=…&xsec_source=pc_feed``, also ``/discovery/item/<id>``
+    and ``/user/profile/<user>/<id>``). Raises ValueError for anything else."""
+    text = text.strip()
+    if NOTE_ID_RE.match(text):
+        return text, None, None
+    parts = urlsplit(text)
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not (host == "xiaohongshu.com" or host.endswith(".xiaohongshu.com")):
+        raise ValueError("must be a 24-hex-digit note id or a https://www.xiaohongshu.com/explore/<id> URL")
+    segments = [s for s in parts.path.split("/") if s]
+    note_id = segments[-1] if segments else ""
+    if not NOTE_ID_RE.match(note_id) or not (
+            segments[:1] == ["explore"] or segments[:2] == ["discovery", "item"]
+            or (segments[:2] == ["user", "profile"] and len(segments) == 4)):
+        raise ValueError("must be a 24-hex-digit note id or a https://www.xiaohongshu.com/explore/<id> URL")
+    query = parse_qs(parts.query)
+    token = (query.get("xsec_token") or [None])[0]
+    source = (query.get("xsec_source") or [None])[0]
+    if token is not None and not _XSEC_RE.match(token):
+        raise ValueError("xsec_token of the note URL is malformed")
+    if source is not None and not re.fullmatch(r"[A-Za-z0-9_]{1,32}", source):
+        source = None
+    return note_id, token, source
+
+
+# ------------------------------------------------------------------------------------------------ the state
+
+
+def initial_state(html: str) -> dict[str, Any]:
+    """``window.__INITIAL_STATE__`` of a page as plain data (``undefined`` → ``None``). Raises ValueError when the
+    page carries none or it is not an object literal."""
+    at = html.find(_STATE_MARK)
+    if at < 0:
+        raise ValueError("no window.__INITIAL_STATE__ in the page")
+    eq = html.find("=", at + len(_STATE_MARK))
+    if eq < 0:
+        raise ValueError("no window.__INITIAL_STATE__ in the page")
+    try:
+        state = chompjs.parse_js_object(html[eq + 1:])
+    except ValueError as e:
+        raise ValueError(f"window.__INITIAL_STATE__ is not a JavaScript object literal: {e}") from None
+    if not isinstance(state, dict):
+        raise ValueError("window.__INITIAL_STATE__ is not an object")
+    return _undefined_to_none(state)
+
+
+def _request_info(state: dict[str, Any], area: str) -> tuple[str, int | None, str]:
+    info = _obj(_obj(state.get(area)).get("serverRequestInfo"))
+    return _text(info.get("state")), _int(info.get("errorCode")), _text(info.get("errMsg"))
+
+
+def classify_page(status: int, body: bytes) -> str:
+    """What an answer of the site means for the platform errors middleware: ``rate_limited`` (HTTP 461, code
+    300012/300013 in a JSON body or in the page state), ``login_required`` (code -100/-101 in a JSON body),
+    ``invalid`` (a 200 that is neither JSON nor a page with a state: retried) or ``ok``."""
+    if status in RATE_LIMIT_STATUSES:
+        return "rate_limited"
+    if status != 200:
+        return "ok"
+    head = body[:64].lstrip()
+    if head.startswith(b"{"):
+        try:
+            payload = json.loads(body)
+        except ValueError:
+            return "invalid"
+        code = _int(_obj(payload).get("code"))
+        if code in RATE_LIMIT_CODES:
+            return "rate_limited"
+        if code in LOGIN_CODES:
+            return "login_required"
+        return "ok"
+    try:
+        state = initial_state(body.decode("utf-8", "replace"))
+    except ValueError:
+        return "invalid"
+    for area in ("note", "user"):
+        if _request_info(state, area)[1] in RATE_LIMIT_CODES:
+            return "rate_limited"
+    return "ok"
+
+
+# ------------------------------------------------------------------------------------------------ media
+
+
+def _image_asset(note_id: str, index: int, entry: dict[str, Any]) -> MediaAsset | None:
+    """One ``imageList`` entry: the ``WB_DFT`` scene (else ``urlDefault``, else ``url``) first, then the rest."""
+    scenes: dict[str, str] = {}
+    for info in _list(entry.get("infoList")):
+        info = _obj(info)
+        scene, url = _text(info.get("imageScene")), _url(info.get("url"))
+        if scene and url and scene not in scenes:
+            scenes[scene] = url
+    candidates = [scenes.get("WB_DFT"), _url(entry.get("urlDefault")), _url(entry.get("url")),
+                  *(u for s, u in scenes.items() if s not in ("WB_DFT", "WB_PRV")),
+                  scenes.get("WB_PRV"), _url(entry.get("urlPre"))]
+    urls = list(dict.fromkeys(u for u in candidates if u))
+    if not urls:
+        return None
+    width, height = _int(entry.get("width")), _int(entry.get("height"))
+    return MediaAsset(kind="image", key=f"{note_id}:{index}", url=urls[0], alternates=urls[1:],
+                      width=width if width and width > 0 else None, height=height if height and height > 0 else None)
+
+
+def video_renditions(video: Any) -> list[dict[str, Any]]:
+    """The progressive MP4 streams of ``note.video`` as ``MediaAsset.renditions`` (plain JSON; see
+    ``media.manifests.manifest_from_renditions``): every ``h264[]`` entry, then every ``h265[]`` one, each with
+    ``masterUrl`` as ``url`` and ``backupUrls`` as ``alternates``; entries without a usable URL are dropped."""
+    stream = _obj(_obj(_obj(video).get("media")).get("stream"))
+    out: list[dict[str, Any]] = []
+    for name, codec in STREAM_CODECS:
+        for entry in _list(stream.get(name)):
+            entry = _obj(entry)
+            backups = [_url(u) for u in _list(entry.get("backupUrls"))]
+            urls = list(dict.fromkeys(u for u in (_url(entry.get("masterUrl")), *backups) if u))
+            if not urls:
+                continue
+            width, height = _int(entry.get("width")), _int(entry.get("height"))
+            fmt = _text(entry.get("format")).lower()
+            fps = entry.get("fps")
+            out.append({
+                "kind": "progressive", "url": urls[0], "alternates": urls[1:],
+                "width": width if width and width > 0 else None, "height": height if height and height > 0 else None,
+                "codecs": None, "codec": codec,
+                "bandwidth": _int(entry.get("avgBitrate")) or _int(entry.get("videoBitrate")),
+                "frame_rate": float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool)
+                and 0 < fps < 1000 else None,
+                "mime": "video/mp4" if fmt == "mp4" else None,
+                "size": _int(entry.get("size")) if (_int(entry.get("size")) or 0) > 0 else None,
+                "quality": _int(entry.get("streamType")), "segment_base": None,
+            })
+    return out
+
+
+def _video_duration(video: dict[str, Any], renditions: list[dict[str, Any]]) -> float | None:
+    seconds = _int(_obj(video.get("capa")).get("duration")) or _int(
+        _obj(_obj(video.get("media")).get("video")).get("duration"))
+    if seconds and 0 < seconds < 86_400:
+        return float(seconds)
+    stream = _obj(_obj(video.get("media")).get("stream"))
+    for name, _ in STREAM_CODECS:
+        for entry in _list(stream.get(name)):
+            ms = _int(_obj(entry).get("duration"))
+            if ms and 0 < ms < 86_400_000:
+                return ms / 1000
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ notes
+
+
+def _unavailable(note_id: str, reason: str, *, source: Source | None, fetched_at: str | None) -> Post:
+    return Post(platform=PLATFORM, post_id=note_id, url=note_url(note_id), author=None, created_at=None,
+                source=source, fetched_at=fetched_at, deleted=True, extra={"unavailable": reason})
+
+
+def _author(user: Any) -> Author | None:
+    user = _obj(user)
+    uid = clean_id(user.get("userId") or user.get("user_id"))
+    if uid is None:
+        return None
+    return Author(id=uid, name=_text(user.get("nickname") or user.get("nickName")) or None)
+
+
+def _metrics(interact: Any) -> tuple[Metrics, int | None]:
+    info = _obj(interact)
+    return (Metrics(likes=parse_count(info.get("likedCount")), comments=parse_count(info.get("commentCount")),
+                    shares=parse_count(info.get("shareCount"))), parse_count(info.get("collectedCount")))
+
+
+def post_from_note(note: dict[str, Any], *, note_id: str, source: Source | None = None,
+                   fetched_at: str | None = None) -> Post:
+    """One note object (``noteDetailMap[id].note``) as a :class:`Post`: images, video, counts, tags."""
+    metrics, collected = _metrics(note.get("interactInfo"))
+    kind = _text(note.get("type")) or None
+    media: list[MediaAsset] = []
+    for index, entry in enumerate(_list(note.get("imageList"))):
+        asset = _image_asset(note_id, index, _obj(entry))
+        if asset is not None:
+            media.append(asset)
+    extra: dict[str, Any] = {"type": kind}
+    video = _obj(note.get("video"))
+    if video:
+        renditions = video_renditions(video)
+        if renditions:
+            first = renditions[0]
+            media.append(MediaAsset(kind="video", key=f"video:{note_id}", url=first["url"],
+                                    alternates=list(first["alternates"]), width=first["width"],
+                                    height=first["height"], duration=_video_duration(video, renditions),
+                                    renditions=renditions))
+        else:
+            extra["video_unavailable"] = "no h264/h265 stream with a usable URL"
+    title = _text(note.get("title"))
+    if title:
+        extra["title"] = title
+    tags = [_text(_obj(t).get("name")) for t in _list(note.get("tagList"))]
+    if any(tags):
+        extra["tags"] = [t for t in tags if t]
+    if collected is not None:
+        extra["collected"] = collected
+    updated = _iso_from_ms(note.get("lastUpdateTime"))
+    if updated:
+        extra["updated_at"] = updated
+    location = _text(note.get("ipLocation"))
+    if location:
+        extra["ip_location"] = location
+    return Post(platform=PLATFORM, post_id=note_id, url=note_url(note_id), author=_author(note.get("user")),
+                created_at=_iso_from_ms(note.get("time")), text=_text(note.get("desc")), metrics=metrics,
+                media=media, source=source, fetched_at=fetched_at, extra=extra)
+
+
+def parse_note_page(html: str, *, note_id: str, source: Source | None = None,
+                    fetched_at: str | None = None) -> Post:
+    """The note page ``/explore/{note_id}`` as one :class:`Post`; an unavailable note is a post with ``deleted``
+    and ``extra.unavailable``. Raises :class:`PlatformError` (``rate_limited``) for code 300012 in the state and
+    ValueError for a page without a readable state."""
+    state = initial_state(html)
+    status, code, message = _request_info(state, "note")
+    if code in RATE_LIMIT_CODES:
+        raise PlatformError("rate_limited", message or "IP at risk", code=code)
+    details = _obj(_obj(state.get("note")).get("noteDetailMap"))
+    note = _obj(_obj(details.get(note_id)).get("note"))
+    if status == "fail":
+        reason = message or "the note cannot be shown"
+        return _unavailable(note_id, f"{reason} (code {code})" if code is not None else reason,
+                            source=source, fetched_at=fetched_at)
+    if not note or clean_id(note.get("noteId")) not in (None, note_id):
+        return _unavailable(note_id, "the page carries no such note", source=source, fetched_at=fetched_at)
+    return post_from_note(note, note_id=note_id, source=source, fetched_at=fetched_at)
+
+
+# ------------------------------------------------------------------------------------------------ profiles
+
+
+@dataclass
+class ProfileNote:
+    """A note card of a profile page: its id, the ``xsecToken`` that opens its page, and the card itself."""
+
+    note_id: str
+    xsec_token: str | None
+    card: dict[str, Any]
+
+
+@dataclass
+class ProfilePage:
+    """What a profile page carries: the user and the first notes (later ones need signed APIs)."""
+
+    user: Author | None
+    notes: list[ProfileNote] = field(default_factory=list)
+    has_more: bool = False
+    unavailable: str | None = None
+
+
+def parse_profile_page(html: str, *, user_id: str) -> ProfilePage:
+    """The profile page ``/user/profile/{user_id}``: the user and the note cards of its first tab
+    (``user.notes[0]``), in order, each once. Raises :class:`PlatformError` for code 300012."""
+    state = initial_state(html)
+    user_area = _obj(state.get("user"))
+    status, code, message = _request_info(state, "user")
+    if code in RATE_LIMIT_CODES:
+        raise PlatformError("rate_limited", message or "IP at risk", code=code)
+    basic = _obj(_obj(user_area.get("userPageData")).get("basicInfo"))
+    name = _text(basic.get("nickname")) or None
+    page = ProfilePage(user=Author(id=user_id, name=name))
+    if status == "fail":
+        page.unavailable = f"{message or 'the user cannot be shown'}" + (f" (code {code})" if code is not None else "")
+        return page
+    tabs = user_area.get("notes")
+    cards = _list(tabs[0]) if isinstance(tabs, list) and tabs else []
+    seen: set[str] = set()
+    for raw in cards:
+        raw = _obj(raw)
+        card = _obj(raw.get("noteCard"))
+        note_id = clean_id(raw.get("id") or card.get("noteId"))
+        if note_id is None or not NOTE_ID_RE.match(note_id) or note_id in seen:
+            continue
+        seen.add(note_id)
+        token = _text(raw.get("xsecToken") or card.get("xsecToken"))
+        page.notes.append(ProfileNote(note_id=note_id, xsec_token=token if _XSEC_RE.match(token) else None,
+                                      card=card))
+    more = _list(user_area.get("noteQueries"))
+    page.has_more = bool(more and _obj(more[0]).get("hasMore"))
+    return page
+
+
+def post_from_card(card: dict[str, Any], *, note_id: str, source: Source | None = None,
+                   fetched_at: str | None = None) -> Post:
+    """A profile card as a (partial) :class:`Post`: title, author, likes and the cover image only."""
+    metrics, _ = _metrics(card.get("interactInfo"))
+    media: list[MediaAsset] = []
+    cover = _image_asset(note_id, 0, _obj(card.get("cover")))
+    if cover is not None:
+        media.append(cover)
+    extra: dict[str, Any] = {"type": _text(card.get("type")) or None, "partial": "profile card"}
+    title = _text(card.get("displayTitle"))
+    if title:
+        extra["title"] = title
+    return Post(platform=PLATFORM, post_id=note_id, url=note_url(note_id), author=_author(card.get("user")),
+                created_at=None, metrics=metrics, media=media, source=source, fetched_at=fetched_at, extra=extra)

@@ -1,0 +1,134 @@
+"""XiaoHongShu parser, tested from fixture files: tests/fixtures/xhs/<case>/{input.html, meta.json,
+expected.json}.
+
+input.html is the page as www.xiaohongshu.com renders it (``window.__INITIAL_STATE__`` as a JavaScript literal with
+bare ``undefined`` and ``\\u002F`` escapes); meta.json says which page it is (a note or a profile) and its id;
+expected.json is the Post (or profile, or error) the parser must make of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mediacrawler.items import Source
+from mediacrawler.parsers import xhs
+from mediacrawler.parsers._common import PlatformError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "xhs"
+CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "input.html").exists())
+SOURCE = Source(spider="xhs", job="xhs-note-test", page=1, cursor=None)
+FETCHED = "2026-11-29T12:00:00Z"
+
+
+def run_case(case_dir: Path) -> Any:
+    meta = json.loads((case_dir / "meta.json").read_text("utf-8"))
+    html = (case_dir / "input.html").read_text("utf-8")
+    out: dict[str, Any] = {"classified": xhs.classify_page(200, html.encode("utf-8"))}
+    try:
+        if meta["kind"] == "profile":
+            profile = xhs.parse_profile_page(html, user_id=meta["id"])
+            out["profile"] = dataclasses.asdict(profile)
+            out["cards"] = [dataclasses.asdict(xhs.post_from_card(n.card, note_id=n.note_id, source=SOURCE,
+                                                                 fetched_at=FETCHED)) for n in profile.notes]
+        else:
+            out["post"] = dataclasses.asdict(xhs.parse_note_page(html, note_id=meta["id"], source=SOURCE,
+                                                                 fetched_at=FETCHED))
+    except PlatformError as e:
+        out["error"] = {"kind": e.kind, "message": e.message, "code": e.code}
+    except ValueError as e:
+        out["error"] = {"kind": "ValueError", "message": str(e)}
+    return out
+
+
+def test_at_least_six_cases() -> None:
+    assert len(CASES) >= 6
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fixture(case: str) -> None:
+    expected = json.loads((FIXTURES / case / "expected.json").read_text(encoding="utf-8"))
+    assert run_case(FIXTURES / case) == expected
+
+
+def test_inputs_are_javascript_literals_not_json() -> None:
+    html = (FIXTURES / "note_images" / "input.html").read_text("utf-8")
+    literal = html.split("window.__INITIAL_STATE__=", 1)[1].split("</script>", 1)[0]
+    assert ":undefined" in literal and "\\u002F" in literal
+    with pytest.raises(ValueError):
+        json.loads(literal)
+    state = xhs.initial_state(html)
+    assert state["feed"]["undefinedValue"] is None  # a bare undefined is None, never the string "undefined"
+    assert "undefined" not in json.dumps(state)
+    note = state["note"]["noteDetailMap"]["64a1b2c3d4e5f60718293a4b"]["note"]
+    assert note["imageList"][0]["urlDefault"].startswith("http://sns-webpic-qc.xhscdn.com/202611281000/")
+
+
+def test_images_take_the_default_scene_first_and_keep_the_preview() -> None:
+    post = run_case(FIXTURES / "note_images")["post"]
+    first = post["media"][0]
+    assert first["url"].endswith("1040g2sg31a0000000000001!nd_dft_wlteh_webp_3")
+    assert first["alternates"] == [first["url"].replace("nd_dft", "nd_prv")]
+    assert [m["key"] for m in post["media"]] == ["64a1b2c3d4e5f60718293a4b:0", "64a1b2c3d4e5f60718293a4b:1"]
+    assert post["metrics"]["likes"] == 12_000 and post["metrics"]["comments"] == 100_000
+    assert post["created_at"] == "2025-11-28T10:00:00Z"
+
+
+def test_video_prefers_h264_and_lists_h265_after_it() -> None:
+    post = run_case(FIXTURES / "note_video")["post"]
+    video = [m for m in post["media"] if m["kind"] == "video"][0]
+    assert [(r["codec"], r["height"]) for r in video["renditions"]] == [("avc1", 1080), ("avc1", 720),
+                                                                       ("hevc", 1080)]
+    assert all(len(r["alternates"]) == 2 for r in video["renditions"])
+    assert video["url"] == video["renditions"][0]["url"] and video["duration"] == 15.0
+
+
+def test_unavailable_and_missing_notes_are_records_with_a_reason() -> None:
+    gone = run_case(FIXTURES / "note_unavailable")["post"]
+    assert gone["deleted"] is True and gone["extra"]["unavailable"] == "当前笔记暂时无法浏览 (code -510001)"
+    missing = run_case(FIXTURES / "note_missing")["post"]
+    assert missing["deleted"] is True and missing["media"] == []
+
+
+def test_code_300012_is_rate_limited_not_gone() -> None:
+    out = run_case(FIXTURES / "note_rate_limited")
+    assert out["classified"] == "rate_limited" and out["error"]["kind"] == "rate_limited"
+    assert out["error"]["code"] == 300012
+
+
+@pytest.mark.parametrize(("status", "body", "kind"), [
+    (461, b"", "rate_limited"),
+    (200, b'{"code":300012,"success":false,"msg":"IP\\u5b58\\u5728\\u98ce\\u9669"}', "rate_limited"),
+    (200, b'{"code":-100,"success":false,"msg":"login"}', "login_required"),
+    (200, b'{"code":0,"success":true,"data":{}}', "ok"),
+    (200, b"<html>no state</html>", "invalid"),
+    (404, b"<html>not found</html>", "ok"),
+])
+def test_classify_page(status: int, body: bytes, kind: str) -> None:
+    assert xhs.classify_page(status, body) == kind
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("64a1b2c3d4e5f60718293a4b", ("64a1b2c3d4e5f60718293a4b", None, None)),
+    ("https://www.xiaohongshu.com/explore/64a1b2c3d4e5f60718293a4b?xsec_token=AB%2Bcd%3D&xsec_source=pc_feed",
+     ("64a1b2c3d4e5f60718293a4b", "AB+cd=", "pc_feed")),
+    ("https://www.xiaohongshu.com/discovery/item/64a1b2c3d4e5f60718293a4b?xsec_token=XY",
+     ("64a1b2c3d4e5f60718293a4b", "XY", None)),
+    ("https://www.xiaohongshu.com/user/profile/5f0e1d2c3b4a596877665544/64a1b2c3d4e5f60718293a4b",
+     ("64a1b2c3d4e5f60718293a4b", None, None)),
+])
+def test_note_ref(text: str, expected: tuple[str, str | None, str | None]) -> None:
+    assert xhs.note_ref(text) == expected
+
+
+@pytest.mark.parametrize("text", ["64A1B2C3D4E5F60718293A4B", "abc", "https://evil.test/explore/64a1b2c3d4e5f60718293a4b",
+                                  "https://www.xiaohongshu.com/explore/../64a1b2c3d4e5f60718293a4b/x",
+                                  "https://www.xiaohongshu.com/explore/64a1b2c3d4e5f60718293a4b?xsec_token=a%20b",
+                                  "javascript:alert(1)"])
+def test_note_ref_refuses(text: str) -> None:
+    with pytest.raises(ValueError):
+        xhs.note_ref(text)
