@@ -63,7 +63,7 @@ def test_inputs_are_javascript_literals_not_json() -> None:
         json.loads(literal)
     state = xhs.initial_state(html)
     assert state["feed"]["undefinedValue"] is None  # a bare undefined is None, never the string "undefined"
-    assert "undefined" not in json.dumps(state)
+    assert "\"undefined\"" not in json.dumps(state)  # no value is the string "undefined"
     note = state["note"]["noteDetailMap"]["64a1b2c3d4e5f60718293a4b"]["note"]
     assert note["imageList"][0]["urlDefault"].startswith("http://sns-webpic-qc.xhscdn.com/202611281000/")
 
