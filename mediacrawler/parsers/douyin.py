@@ -1,0 +1,422 @@
+"""Douyin payloads to records: the share page's server data and the web detail API.
+
+Pure functions: HTML text or decoded JSON in, :class:`~mediacrawler.items.Post` out (no Scrapy import). Shapes
+handled (see tests/fixtures/douyin/ and docs/platforms.md, "Douyin"):
+
+- The share page ``https://www.iesdouyin.com/share/video/{aweme_id}/`` (also ``/share/note/{id}/``): an HTML page
+  whose ``<script>window._ROUTER_DATA = {…}</script>`` holds ``loaderData["video_(id)/page"]`` (or
+  ``"note_(id)/page"``) ``.videoInfoRes`` = ``{"status_code":0,"item_list":[aweme],"filter_list":[…]}``. The
+  value is JSON (``\\u002F`` and ``\\u003C`` escapes included): it is read with a JSON decoder from the ``=``
+  on, never evaluated and never cut with a regular expression.
+- The web detail API ``/aweme/v1/web/aweme/detail/?aweme_id=`` (with the user's cookie):
+  ``{"status_code":0,"aweme_detail":{aweme}}``; ``status_code`` ≠ 0 or ``aweme_detail: null`` (with
+  ``filter_detail``) for an item that cannot be shown.
+- An aweme: ``aweme_id``, ``desc``, ``create_time`` (Unix seconds), ``aweme_type`` (68 and 2: image album),
+  ``author{uid,nickname,sec_uid}``, ``statistics{digg_count,comment_count,share_count,play_count}``,
+  ``video{play_addr{uri,url_list},bit_rate[{gear_name,quality_type,bit_rate,is_h265|is_bytevc1|codec_type,
+  play_addr{url_list,width,height,data_size}}],width,height,duration (ms)}``, ``images[{uri,url_list,width,
+  height}]``, ``music{id,title,author,play_url{url_list},duration}``.
+
+A video is one ``video`` asset whose ``renditions`` are its ``bit_rate[]`` files (``kind`` ``progressive``:
+muxed MP4s; ``codec`` ``hevc`` or ``avc1``), ``play_addr`` when there are none; the media path picks one by height
+and codec. An album is one ``image`` asset per picture and its background music as one ``audio`` asset. An item
+that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["unavailable"]`` saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
+from mediacrawler.parsers._common import PlatformError, clean_id, iso_utc
+
+__all__ = [
+    "ALBUM_TYPES",
+    "PLATFORM",
+    "aweme_id_from_url",
+    "aweme_to_post",
+    "classify_envelope",
+    "parse_detail",
+    "parse_share_page",
+    "parse_target",
+    "post_url",
+    "router_data",
+    "unavailable_post",
+]
+
+PLATFORM = "douyin"
+#: ``aweme_type`` values of image posts ("图文"): 2 (older albums) and 68.
+ALBUM_TYPES = frozenset({2, 68, 150})
+#: Renditions kept from one ``bit_rate[]`` (a real answer has 3 to 8); more is a broken or hostile answer.
+MAX_RENDITIONS = 32
+#: Pictures kept from one album (the app allows 35).
+MAX_IMAGES = 100
+#: URLs kept per ``url_list``.
+MAX_URLS = 8
+#: Longest share page read for its router data (a real one is about 150 kB).
+MAX_PAGE_CHARS = 8 * 1024 * 1024
+
+_AWEME_ID = re.compile(r"[0-9]{6,25}")
+_ROUTER_RE = re.compile(r"window\._ROUTER_DATA\s*=\s*")
+_PAGE_KEY_RE = re.compile(r"(?:video|note|slides)_\(id\)/page")
+_SHORT_HOSTS = frozenset({"v.douyin.com", "v.iesdouyin.com"})
+_WEB_HOSTS = frozenset({"www.douyin.com", "douyin.com", "m.douyin.com", "www.iesdouyin.com", "iesdouyin.com"})
+_ID_PATH_RE = re.compile(r"/(?:share/)?(?:video|note|slides)/([0-9]{6,25})(?:/|$)")
+_SHORT_PATH_RE = re.compile(r"/([0-9A-Za-z_-]{4,32})/?")
+_HEVC_NAMES = ("h265", "bytevc1", "hevc", "265")
+
+
+# -- small readers ------------------------------------------------------------------------------------------------
+
+
+def _obj(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any, cap: int) -> list[Any]:
+    return value[:cap] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _count(value: Any) -> int | None:
+    number = _int(value)
+    return number if number is not None and number >= 0 else None
+
+
+def _dimension(value: Any) -> int | None:
+    number = _int(value)
+    return number if number is not None and 0 < number <= 16384 else None
+
+
+def _valid_url(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname) and not any(c.isspace() for c in url)
+
+
+def _urls(url_list: Any) -> list[str]:
+    """The usable URLs of a ``url_list`` (http(s) with a host), deduplicated, in order, at most MAX_URLS."""
+    good = (u.strip() for u in _list(url_list, MAX_URLS * 4) if isinstance(u, str))
+    return list(dict.fromkeys(u for u in good if _valid_url(u)))[:MAX_URLS]
+
+
+def aweme_id(value: Any) -> str | None:
+    """An aweme id (digits, as Douyin writes them: a string or a large integer), else ``None``."""
+    cleaned = clean_id(value)
+    return cleaned if cleaned is not None and _AWEME_ID.fullmatch(cleaned) else None
+
+
+def post_url(aweme: str, *, album: bool = False) -> str:
+    """The canonical web URL of an aweme: ``https://www.douyin.com/video/{id}`` (``/note/{id}`` for albums)."""
+    return f"https://www.douyin.com/{'note' if album else 'video'}/{aweme}"
+
+
+# -- targets ------------------------------------------------------------------------------------------------------
+
+
+def aweme_id_from_url(url: str) -> str | None:
+    """The aweme id in a Douyin page URL: ``/video/{id}``, ``/note/{id}``, ``/share/video/{id}/`` on any host
+    (after a short link's redirect the host is the share host), or a ``modal_id``/``aweme_id`` query
+    parameter (``https://www.douyin.com/discover?modal_id={id}``); ``None`` when there is none."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    match = _ID_PATH_RE.search(parts.path)
+    if match:
+        return match.group(1)
+    query = parse_qs(parts.query)
+    for name in ("modal_id", "aweme_id", "item_id"):
+        for value in query.get(name, ()):
+            if _AWEME_ID.fullmatch(value):
+                return value
+    return None
+
+
+def parse_target(text: str) -> tuple[str, str]:
+    """One ``-a aweme=`` value as ``("id", digits)`` or ``("short", code)`` (a ``v.douyin.com/{code}/`` link,
+    resolved by its redirect). Accepts bare ids and ``https://www.douyin.com/video/{id}``,
+    ``https://www.iesdouyin.com/share/video/{id}/`` and share texts' URLs. Raises ``ValueError`` otherwise."""
+    value = text.strip()
+    if _AWEME_ID.fullmatch(value):
+        return "id", value
+    if "://" not in value and value.split("/", 1)[0].lower() in (_SHORT_HOSTS | _WEB_HOSTS):
+        value = "https://" + value
+    try:
+        parts = urlsplit(value)
+        host = (parts.hostname or "").lower()
+    except ValueError:
+        raise ValueError(f"not a Douyin id or URL: {text[:80]!r}") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"not a Douyin id or URL: {text[:80]!r}")
+    if host in _SHORT_HOSTS:
+        match = _SHORT_PATH_RE.fullmatch(parts.path)
+        if match is None:
+            raise ValueError(f"not a Douyin short link: {text[:80]!r}")
+        return "short", match.group(1)
+    if host in _WEB_HOSTS:
+        found = aweme_id_from_url(value)
+        if found is not None:
+            return "id", found
+    raise ValueError(f"not a Douyin id or URL: {text[:80]!r}")
+
+
+# -- envelopes ----------------------------------------------------------------------------------------------------
+
+
+def classify_envelope(payload: Any) -> str:
+    """What a detail API answer is, for the platform errors middleware. Any ``status_code`` is answered (a
+    non-zero one becomes the item's recorded reason, :func:`parse_detail`), so only a body that is not the API's
+    document is ``invalid`` (retried)."""
+    if not isinstance(payload, dict) or "status_code" not in payload:
+        return "invalid"
+    return "ok"
+
+
+def _status_reason(payload: dict[str, Any]) -> str | None:
+    code = _int(payload.get("status_code"))
+    if code is None:
+        raise PlatformError("error", "no status_code in the answer")
+    if code == 0:
+        return None
+    message = _text(payload.get("status_msg")).strip()[:200]
+    return f"status_code {code}" + (f": {message}" if message else "")
+
+
+def _filter_reason(entry: Any) -> str:
+    entry = _obj(entry)
+    reason = _text(entry.get("filter_reason")).strip()[:80] or "filtered"
+    detail = _text(entry.get("detail_msg")).strip()[:200] or _text(entry.get("notice")).strip()[:200]
+    return f"filtered: {reason}" + (f" ({detail})" if detail else "")
+
+
+# -- the share page -----------------------------------------------------------------------------------------------
+
+
+def router_data(html: str) -> dict[str, Any]:
+    """The object assigned to ``window._ROUTER_DATA`` in a share page. Raises ``ValueError`` when the page has
+    none (a verification page, an error page) or it is not a JSON object."""
+    if len(html) > MAX_PAGE_CHARS:
+        raise ValueError(f"share page of {len(html)} characters, over the cap of {MAX_PAGE_CHARS}")
+    match = _ROUTER_RE.search(html)
+    if match is None:
+        raise ValueError("no window._ROUTER_DATA in the page (not a share page: a verification or error page?)")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(html, match.end())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"window._ROUTER_DATA is not JSON: {e.msg} at {e.pos - match.end()}") from None
+    if not isinstance(value, dict):
+        raise ValueError("window._ROUTER_DATA is not an object")
+    return value
+
+
+def _video_info(data: dict[str, Any]) -> dict[str, Any]:
+    loader = _obj(data.get("loaderData"))
+    for key, value in loader.items():
+        if isinstance(key, str) and _PAGE_KEY_RE.fullmatch(key) and isinstance(value, dict):
+            info = value.get("videoInfoRes")
+            if isinstance(info, dict):
+                return info
+    raise ValueError("no loaderData[…_(id)/page].videoInfoRes in the router data")
+
+
+def parse_share_page(html: str, *, aweme: str, source: Source | None = None,
+                     fetched_at: str | None = None) -> Post:
+    """The aweme ``aweme`` from its share page: a :class:`Post`, or one with ``deleted=True`` and
+    ``extra["unavailable"]`` when the page says it is filtered (``filter_list``) or has no such item. Raises
+    ``ValueError`` when the page is not a share page."""
+    info = _video_info(router_data(html))
+    reason = _status_reason(info)
+    for entry in _list(info.get("filter_list"), 100):
+        if isinstance(entry, dict) and aweme_id(entry.get("aweme_id")) in (aweme, None):
+            return unavailable_post(aweme, _filter_reason(entry), source=source, fetched_at=fetched_at)
+    if reason is not None:
+        return unavailable_post(aweme, reason, source=source, fetched_at=fetched_at)
+    items = [i for i in _list(info.get("item_list"), 100) if isinstance(i, dict)]
+    item = next((i for i in items if aweme_id(i.get("aweme_id")) == aweme), None)
+    if item is None:
+        return unavailable_post(aweme, "not in the share page's item_list", source=source, fetched_at=fetched_at)
+    post = aweme_to_post(item, source=source, fetched_at=fetched_at)
+    post.extra["read_from"] = "share"
+    return post
+
+
+# -- the detail API -----------------------------------------------------------------------------------------------
+
+
+def parse_detail(payload: Any, *, aweme: str, source: Source | None = None, fetched_at: str | None = None) -> Post:
+    """The aweme ``aweme`` from a ``/aweme/v1/web/aweme/detail/`` answer; ``status_code`` ≠ 0, a null
+    ``aweme_detail`` or a ``filter_detail`` make a record with ``deleted=True`` and the reason. Raises
+    ``ValueError``/:class:`PlatformError` for a body that is not the API's answer."""
+    if not isinstance(payload, dict):
+        raise ValueError("detail answer is not a JSON object")
+    reason = _status_reason(payload)
+    if reason is not None:
+        return unavailable_post(aweme, reason, source=source, fetched_at=fetched_at)
+    detail = payload.get("aweme_detail")
+    if not isinstance(detail, dict):
+        filtered = payload.get("filter_detail")
+        why = _filter_reason(filtered) if isinstance(filtered, dict) else "aweme_detail is null"
+        return unavailable_post(aweme, why, source=source, fetched_at=fetched_at)
+    if aweme_id(detail.get("aweme_id")) != aweme:
+        raise ValueError(f"detail answer is about another aweme ({str(detail.get('aweme_id'))[:30]!r})")
+    post = aweme_to_post(detail, source=source, fetched_at=fetched_at)
+    post.extra["read_from"] = "detail"
+    return post
+
+
+# -- an aweme -----------------------------------------------------------------------------------------------------
+
+
+def unavailable_post(aweme: str, reason: str, *, source: Source | None = None, fetched_at: str | None = None) -> Post:
+    """The record of an aweme that cannot be read: ``deleted=True``, ``extra["unavailable"] = reason``."""
+    return Post(platform=PLATFORM, post_id=aweme, url=post_url(aweme), author=None, created_at=None,
+                source=source, fetched_at=fetched_at, deleted=True, extra={"unavailable": reason})
+
+
+def _is_hevc(entry: dict[str, Any]) -> bool:
+    if _int(entry.get("is_h265")) == 1 or _int(entry.get("is_bytevc1")) == 1:
+        return True
+    names = (_text(entry.get("codec_type")) + " " + _text(entry.get("gear_name"))).lower()
+    return any(n in names for n in _HEVC_NAMES)
+
+
+def _rendition(addr: Any, *, width: Any, height: Any, hevc: bool, bandwidth: Any = None, quality: Any = None,
+               frame_rate: Any = None) -> dict[str, Any] | None:
+    addr = _obj(addr)
+    urls = _urls(addr.get("url_list"))
+    if not urls:
+        return None
+    fps = _int(frame_rate)
+    return {
+        "kind": "progressive",
+        "url": urls[0],
+        "alternates": urls[1:],
+        "width": _dimension(width),
+        "height": _dimension(height),
+        "codecs": None,
+        "codec": "hevc" if hevc else "avc1",
+        "bandwidth": _count(bandwidth) or None,
+        "frame_rate": float(fps) if fps and 0 < fps <= 240 else None,
+        "mime": "video/mp4",
+        "size": _count(addr.get("data_size")) or None,
+        "quality": _count(quality),
+    }
+
+
+def video_renditions(video: dict[str, Any]) -> list[dict[str, Any]]:
+    """The files of a ``video`` object as renditions: one per ``bit_rate[]`` entry with a URL (as listed), else the
+    ``play_addr`` alone (its size and codec from ``video`` itself)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for entry in _list(video.get("bit_rate"), MAX_RENDITIONS):
+        if not isinstance(entry, dict):
+            continue
+        addr = _obj(entry.get("play_addr"))
+        found = _rendition(addr, width=addr.get("width"), height=addr.get("height"), hevc=_is_hevc(entry),
+                           bandwidth=entry.get("bit_rate"), quality=entry.get("quality_type"),
+                           frame_rate=entry.get("FPS"))
+        if found is not None and found["url"] not in seen:
+            seen.add(found["url"])
+            out.append(found)
+    if not out:
+        play = _obj(video.get("play_addr"))
+        found = _rendition(play, width=play.get("width") or video.get("width"),
+                           height=play.get("height") or video.get("height"), hevc=_is_hevc(video))
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _created_at(value: Any) -> str | None:
+    seconds = _int(value)
+    if seconds is None or not 0 < seconds < 4_102_444_800:  # before 2100
+        return None
+    return iso_utc(datetime.fromtimestamp(seconds, UTC))
+
+
+def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetched_at: str | None = None) -> Post:
+    """One aweme object (share page item or ``aweme_detail``) as a :class:`Post`. Raises ``ValueError`` when it
+    has no valid ``aweme_id``."""
+    post_id = aweme_id(aweme.get("aweme_id"))
+    if post_id is None:
+        raise ValueError(f"aweme without a valid aweme_id ({str(aweme.get('aweme_id'))[:30]!r})")
+    author_raw = _obj(aweme.get("author"))
+    uid = clean_id(author_raw.get("uid"))
+    author = Author(id=uid, name=_text(author_raw.get("nickname")) or None) if uid else None
+    stats = _obj(aweme.get("statistics"))
+    aweme_type = _int(aweme.get("aweme_type"))
+    images = [i for i in _list(aweme.get("images"), MAX_IMAGES) if isinstance(i, dict)]
+    album = bool(images) or aweme_type in ALBUM_TYPES
+    video = _obj(aweme.get("video"))
+    media: list[MediaAsset] = []
+    extra: dict[str, Any] = {"aweme_type": aweme_type}
+    sec_uid = _text(author_raw.get("sec_uid"))
+    if sec_uid and len(sec_uid) <= 100:
+        extra["author_sec_uid"] = sec_uid
+    duration_ms = _count(video.get("duration")) or _count(aweme.get("duration"))
+    if album:
+        for n, image in enumerate(images, start=1):
+            urls = _urls(image.get("url_list"))
+            if urls:
+                media.append(MediaAsset(kind="image", key=f"{post_id}:{n}", url=urls[0], alternates=urls[1:],
+                                        width=_dimension(image.get("width")),
+                                        height=_dimension(image.get("height"))))
+        music = _obj(aweme.get("music"))
+        music_urls = _urls(_obj(music.get("play_url")).get("url_list"))
+        if music_urls:
+            music_id = clean_id(music.get("id_str")) or clean_id(music.get("id")) or post_id
+            seconds = _count(music.get("duration"))
+            media.append(MediaAsset(kind="audio", key=f"music:{music_id}", url=music_urls[0],
+                                    alternates=music_urls[1:], duration=float(seconds) if seconds else None))
+            extra["music"] = {"id": music_id, "title": _text(music.get("title"))[:200] or None,
+                              "author": _text(music.get("author"))[:200] or None}
+    else:
+        renditions = video_renditions(video)
+        if renditions:
+            best = renditions[0]
+            media.append(MediaAsset(kind="video", key=f"video:{post_id}", url=best["url"],
+                                    alternates=[], width=_dimension(video.get("width")),
+                                    height=_dimension(video.get("height")),
+                                    duration=duration_ms / 1000 if duration_ms else None, renditions=renditions))
+        elif video:
+            extra["video_unavailable"] = "no play_addr or bit_rate URL"
+    cover = _urls(_obj(video.get("cover")).get("url_list"))
+    if cover:
+        extra["cover"] = cover[0]
+    return Post(
+        platform=PLATFORM,
+        post_id=post_id,
+        url=post_url(post_id, album=album),
+        author=author,
+        created_at=_created_at(aweme.get("create_time")),
+        text=_text(aweme.get("desc")),
+        metrics=Metrics(likes=_count(stats.get("digg_count")), comments=_count(stats.get("comment_count")),
+                        shares=_count(stats.get("share_count")), views=_count(stats.get("play_count")) or None),
+        media=media,
+        source=source,
+        fetched_at=fetched_at,
+        extra=extra,
+    )
