@@ -84,6 +84,21 @@ Facebook knobs (:mod:`.facebook_site`)
                               an ``X-App-Usage`` header at 100%); ``190`` → HTTP 400, code 190 subcode 463
                               (expired); ``100`` → HTTP 400, unknown object; ``5xx`` → HTTP ``status`` with a
                               transient code 1 envelope. First matching rule with budget wins.
+
+XiaoHongShu knobs (:mod:`.xhs_site`)
+------------------------------------
+``xhs_latency_ms``      int   extra delay for ``/xhs/`` page responses
+``xhs_web``             list  rules for the XHS pages (a single object is accepted too); each rule::
+
+                                {"kind": "461" | "300012" | "300012_json" | "5xx",
+                                 "endpoint": "note" (default) | "profile" | "any",
+                                 "note": NOTE_ID | null, "times": K | null, "rate": 0..1 | null,
+                                 "status": 503 (for "5xx")}
+
+                              kinds: ``461`` → HTTP 461 with ``verifytype``/``verifyuuid`` headers and a code 300012
+                              JSON body; ``300012`` → 200, the page's state says ``serverRequestInfo.errorCode``
+                              300012; ``300012_json`` → 200 ``{"code":300012,"success":false,…}``; ``5xx`` → HTTP
+                              ``status``. First matching rule with budget wins.
 """
 
 from __future__ import annotations
@@ -97,7 +112,7 @@ from typing import Any
 
 from .det import rng_for
 
-__all__ = ["DEFAULTS", "BilibiliFault", "FacebookFault", "FaultError", "FaultState", "WeiboFault"]
+__all__ = ["DEFAULTS", "BilibiliFault", "FacebookFault", "FaultError", "FaultState", "WeiboFault", "XhsFault"]
 
 DEFAULTS: dict[str, Any] = {
     "latency_ms": 0,
@@ -127,6 +142,9 @@ DEFAULTS: dict[str, Any] = {
     "facebook_latency_ms": 0,
     "facebook_token": "sandbox-token",
     "facebook_api": [],
+    # -- XiaoHongShu (see the docstring section) --
+    "xhs_latency_ms": 0,
+    "xhs_web": [],
 }
 
 _WEIBO_KINDS = {"errno", "418", "432", "429", "login", "5xx"}
@@ -143,6 +161,8 @@ _BILIBILI_WBI = ("lists", "all", "off")
 _SEGMENT_SUFFIXES = (".ts", ".m4s", ".mp4")
 _FACEBOOK_KINDS = {"4", "17", "32", "613", "190", "100", "5xx"}
 _FACEBOOK_ENDPOINTS = {"posts", "video", "any"}
+_XHS_KINDS = {"461", "300012", "300012_json", "5xx"}
+_XHS_ENDPOINTS = {"note", "profile", "any"}
 
 
 @dataclass(frozen=True)
@@ -151,6 +171,14 @@ class FacebookFault:
 
     kind: str
     status: int = 400
+
+
+@dataclass(frozen=True)
+class XhsFault:
+    """A decided XHS page fault: the rule ``kind`` and the HTTP ``status``."""
+
+    kind: str
+    status: int = 200
 
 
 @dataclass(frozen=True)
@@ -223,6 +251,9 @@ def _validate(key: str, value: Any) -> Any:
         if key == "facebook_api":
             out.append(_facebook_rule(raw, rule))
             continue
+        if key == "xhs_web":
+            out.append(_xhs_rule(raw, rule))
+            continue
         if key == "weibo_api":
             unknown = set(rule) - {"kind", "endpoint", "page", "uid", "times", "rate", "status"}
             kind = str(rule.get("kind", ""))
@@ -257,6 +288,21 @@ def _facebook_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
     if rule.get("page") is not None:
         _number("facebook_api.page", rule["page"], low=1, high=None, integer=True)
     rule["status"] = _number("facebook_api.status", rule.get("status", 500), low=500, high=599, integer=True)
+    return rule
+
+
+def _xhs_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
+    """Validate one ``xhs_web`` rule."""
+    unknown = set(rule) - {"kind", "endpoint", "note", "times", "rate", "status"}
+    kind = str(rule.get("kind", ""))
+    if unknown or kind not in _XHS_KINDS:
+        raise FaultError(f"xhs_web rule {raw!r}: kind must be one of {sorted(_XHS_KINDS)}"
+                         + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
+    rule["kind"] = kind
+    rule.setdefault("endpoint", "note")
+    if rule["endpoint"] not in _XHS_ENDPOINTS:
+        raise FaultError(f"xhs_web rule {raw!r}: endpoint must be one of {sorted(_XHS_ENDPOINTS)}")
+    rule["status"] = _number("xhs_web.status", rule.get("status", 503), low=500, high=599, integer=True)
     return rule
 
 
@@ -316,7 +362,7 @@ class FaultState:
             self.knobs[key] = value
             self._rngs.pop(key, None)
             if key in ("weibo_api", "media_errors", "bilibili_api", "fragment_drop", "fragment_corrupt",
-                       "facebook_api"):
+                       "facebook_api", "xhs_web"):
                 self._rule_hits = {k: v for k, v in self._rule_hits.items() if k[0] != key}
             if key in ("media_cut_first", "media_cut_paths"):
                 self._cut_seen.clear()
@@ -440,6 +486,18 @@ class FaultState:
                 continue
             if self._take_rule("facebook_api", index, rule):
                 return FacebookFault(rule["kind"], int(rule["status"]) if rule["kind"] == "5xx" else 400)
+        return None
+
+    def xhs_fault(self, endpoint: str, note_id: str | None) -> XhsFault | None:
+        """The fault for an XHS page request to ``endpoint`` (``note``/``profile``), if any."""
+        for index, rule in enumerate(self.knobs["xhs_web"]):
+            if rule["endpoint"] not in ("any", endpoint):
+                continue
+            if rule.get("note") is not None and rule["note"] != note_id:
+                continue
+            if self._take_rule("xhs_web", index, rule):
+                status = {"461": 461, "5xx": int(rule["status"])}.get(rule["kind"], 200)
+                return XhsFault(rule["kind"], status)
         return None
 
     def bilibili_wbi_checked(self, endpoint: str) -> bool:

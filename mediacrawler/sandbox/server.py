@@ -5,6 +5,7 @@
     /weibo/…      m.weibo.cn API            (:mod:`.weibo_site`)
     /bilibili/…   api.bilibili.com          (:mod:`.bilibili_site`)
     /facebook/…   graph.facebook.com        (:mod:`.facebook_site`; /facebook/v19.0/…)
+    /xhs/…        www.xiaohongshu.com pages (:mod:`.xhs_site`)
     /media/…      images, videos, blobs     (:mod:`.media_site`; HLS/DASH/Bilibili/progressive video:
                                              :mod:`.video_site`, which subclasses it)
     /hostile/…    gzip bombs, redirect loops and chains (:mod:`.hostile_site`)
@@ -38,6 +39,7 @@ from .state import SandboxState
 from .video_site import VideoMediaResource
 from .weibo_site import WeiboResource
 from .world import build_world
+from .xhs_site import XhsResource
 
 logger = logging.getLogger("mediacrawler.sandbox")
 
@@ -49,7 +51,7 @@ class _Index(Resource):
 
     def render_GET(self, request: server.Request) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        mounts = ["/weibo", "/bilibili", "/facebook", "/media", "/hostile", "/_sandbox"]
+        mounts = ["/weibo", "/bilibili", "/facebook", "/xhs", "/media", "/hostile", "/_sandbox"]
         return json.dumps({"mounts": mounts}).encode()
 
 
@@ -70,6 +72,7 @@ def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] 
     root.putChild(b"weibo", WeiboResource(state, reactor))
     root.putChild(b"bilibili", BilibiliResource(state, reactor))
     root.putChild(b"facebook", FacebookResource(state, reactor))  # FACEBOOK_GRAPH_URL = …/facebook/v19.0
+    root.putChild(b"xhs", XhsResource(state, reactor))  # XHS_WEB_URL = …/xhs
     root.putChild(b"media", VideoMediaResource(state, reactor))  # MediaResource + the video mounts
     root.putChild(b"hostile", HostileResource(state, reactor))  # hardening tests: bombs, redirect loops
     root.putChild(b"_sandbox", ControlResource(state, info or {}))
