@@ -6,6 +6,7 @@
     /bilibili/…   api.bilibili.com          (:mod:`.bilibili_site`)
     /facebook/…   graph.facebook.com        (:mod:`.facebook_site`; /facebook/v19.0/…)
     /xhs/…        www.xiaohongshu.com pages (:mod:`.xhs_site`)
+    /douyin/…     Douyin share pages, detail API, short links (:mod:`.douyin_site`)
     /media/…      images, videos, blobs     (:mod:`.media_site`; HLS/DASH/Bilibili/progressive video:
                                              :mod:`.video_site`, which subclasses it)
     /hostile/…    gzip bombs, redirect loops and chains (:mod:`.hostile_site`)
@@ -32,6 +33,7 @@ from twisted.web.resource import Resource
 
 from .bilibili_site import BilibiliResource
 from .control import ControlResource
+from .douyin_site import DouyinResource
 from .facebook_site import FacebookResource
 from .hostile_site import HostileResource
 from .httpbase import SandboxRequest
@@ -51,7 +53,7 @@ class _Index(Resource):
 
     def render_GET(self, request: server.Request) -> bytes:
         request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        mounts = ["/weibo", "/bilibili", "/facebook", "/xhs", "/media", "/hostile", "/_sandbox"]
+        mounts = ["/weibo", "/bilibili", "/facebook", "/xhs", "/douyin", "/media", "/hostile", "/_sandbox"]
         return json.dumps({"mounts": mounts}).encode()
 
 
@@ -73,6 +75,7 @@ def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] 
     root.putChild(b"bilibili", BilibiliResource(state, reactor))
     root.putChild(b"facebook", FacebookResource(state, reactor))  # FACEBOOK_GRAPH_URL = …/facebook/v19.0
     root.putChild(b"xhs", XhsResource(state, reactor))  # XHS_WEB_URL = …/xhs
+    root.putChild(b"douyin", DouyinResource(state, reactor))  # DOUYIN_SHARE_URL = DOUYIN_WEB_URL = …/douyin
     root.putChild(b"media", VideoMediaResource(state, reactor))  # MediaResource + the video mounts
     root.putChild(b"hostile", HostileResource(state, reactor))  # hardening tests: bombs, redirect loops
     root.putChild(b"_sandbox", ControlResource(state, info or {}))
