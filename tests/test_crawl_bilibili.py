@@ -57,7 +57,7 @@ def test_a_creator_gives_one_post_per_video_and_one_verified_mp4_per_part(bili: 
     by_id = {r["post_id"]: r for r in rows}
     multi = by_id[bilibili.MULTIPART_BVID]
     parts = [a for a in multi["media"] if a["kind"] == "video"]
-    assert [a["key"].rsplit(":", 1)[1] for a in parts] == [str(cid) for _, cid in
+    assert [a["key"].rsplit(":", 1)[1] for a in parts] == [str(cid) for cid, _ in
                                                             bilibili.parts_of(bilibili.MULTIPART_BVID)]
     hashes = set()
     for row in rows:

@@ -458,11 +458,9 @@ def parse_playurl(payload: Any) -> list[dict[str, Any]]:
     data = _data_of(payload)
     out: list[dict[str, Any]] = []
     dash = _obj(data.get("dash"))
-    audio: list[Any] = []
-    for extra in (dash.get("audio"), _obj(dash.get("dolby")).get("audio"), [_obj(dash.get("flac")).get("audio")]):
-        if isinstance(extra, list):
-            audio.extend(extra[:MAX_RENDITIONS])
-    for kind, entries in (("video", dash.get("video")), ("audio", audio)):
+    # dash.dolby / dash.flac (premium-only E-AC-3 and FLAC tracks) are left out: the media path picks the audio with
+    # the highest bandwidth, and those are neither what a logged-out user gets nor what an MP4 of AAC holds.
+    for kind, entries in (("video", dash.get("video")), ("audio", dash.get("audio"))):
         for entry in entries[:MAX_RENDITIONS] if isinstance(entries, list) else []:
             if len(out) >= MAX_RENDITIONS:
                 return out
