@@ -54,8 +54,8 @@ PLATFORM_RATE_LIMIT_RETRIES = 6
 PLATFORM_BACKOFF_BASE = 2.0
 PLATFORM_BACKOFF_MAX = 120.0
 
-#: HTTP statuses that mean "slow down" on platform APIs (Weibo 418/432, Bilibili 412, everyone 429).
-PLATFORM_RATE_LIMIT_HTTP_CODES = [412, 418, 429, 432]
+#: HTTP statuses that mean "slow down" on platform APIs (Weibo 418/432, Bilibili 412, XHS 461, everyone 429).
+PLATFORM_RATE_LIMIT_HTTP_CODES = [412, 418, 429, 432, 461]
 #: Largest API answer (listing page, post JSON, SSR page) in bytes, on the wire and once inflated; a larger one
 #: fails that request ("too-large"). Media have MEDIA_MAXSIZE (middlewares/body_limits.py).
 PLATFORM_API_MAXSIZE = 16 * 1024 * 1024
@@ -98,6 +98,8 @@ BILIBILI_MEDIA_REFERER = "https://www.bilibili.com/"
 FACEBOOK_GRAPH_URL = "https://graph.facebook.com/v19.0"
 #: Posts per Graph API page (``limit``); the API caps it at 100.
 FACEBOOK_PAGE_SIZE = 25
+#: Root of XiaoHongShu's site: note pages /explore/{id}?xsec_token=… and profile pages /user/profile/{id} (their
+#: server-rendered state; no signed API is used). XHS_COOKIE (environment) goes with these page requests.
 XHS_WEB_URL = "https://www.xiaohongshu.com"
 DOUYIN_WEB_URL = "https://www.douyin.com"
 

@@ -42,11 +42,14 @@ __all__ = [
     "classify_page",
     "initial_state",
     "note_ref",
+    "user_ref",
     "note_url",
     "parse_note_page",
     "parse_profile_page",
     "post_from_card",
     "post_from_note",
+    "post_from_read",
+    "read_note_page",
     "video_renditions",
 ]
 
@@ -162,6 +165,21 @@ def note_ref(text: str) -> tuple[str, str | None, str | None]:
     return note_id, token, source
 
 
+def user_ref(text: str) -> str:
+    """The user id of a 24-hex-digit id or a ``https://www.xiaohongshu.com/user/profile/<id>`` URL. Raises
+    ValueError for anything else."""
+    text = text.strip()
+    if USER_ID_RE.match(text):
+        return text
+    parts = urlsplit(text)
+    host = (parts.hostname or "").lower()
+    segments = [s for s in parts.path.split("/") if s]
+    if (parts.scheme in ("http", "https") and (host == "xiaohongshu.com" or host.endswith(".xiaohongshu.com"))
+            and len(segments) == 3 and segments[:2] == ["user", "profile"] and USER_ID_RE.match(segments[2])):
+        return segments[2]
+    raise ValueError("must be a 24-hex-digit user id or a https://www.xiaohongshu.com/user/profile/<id> URL")
+
+
 # ------------------------------------------------------------------------------------------------ the state
 
 
@@ -265,7 +283,7 @@ def video_renditions(video: Any) -> list[dict[str, Any]]:
                 and 0 < fps < 1000 else None,
                 "mime": "video/mp4" if fmt == "mp4" else None,
                 "size": _int(entry.get("size")) if (_int(entry.get("size")) or 0) > 0 else None,
-                "quality": _int(entry.get("streamType")), "segment_base": None,
+                "quality": None, "segment_base": None,  # streamType is shared by every entry of a list
             })
     return out
 
@@ -347,10 +365,9 @@ def post_from_note(note: dict[str, Any], *, note_id: str, source: Source | None 
                 media=media, source=source, fetched_at=fetched_at, extra=extra)
 
 
-def parse_note_page(html: str, *, note_id: str, source: Source | None = None,
-                    fetched_at: str | None = None) -> Post:
-    """The note page ``/explore/{note_id}`` as one :class:`Post`; an unavailable note is a post with ``deleted``
-    and ``extra.unavailable``. Raises :class:`PlatformError` (``rate_limited``) for code 300012 in the state and
+def read_note_page(html: str, *, note_id: str) -> dict[str, Any]:
+    """What the note page ``/explore/{note_id}`` says, as plain JSON: ``{"note": {…}}`` (the raw note object) or
+    ``{"unavailable": reason}``. Raises :class:`PlatformError` (``rate_limited``) for code 300012 in the state and
     ValueError for a page without a readable state."""
     state = initial_state(html)
     status, code, message = _request_info(state, "note")
@@ -360,11 +377,29 @@ def parse_note_page(html: str, *, note_id: str, source: Source | None = None,
     note = _obj(_obj(details.get(note_id)).get("note"))
     if status == "fail":
         reason = message or "the note cannot be shown"
-        return _unavailable(note_id, f"{reason} (code {code})" if code is not None else reason,
-                            source=source, fetched_at=fetched_at)
+        return {"unavailable": f"{reason} (code {code})" if code is not None else reason}
     if not note or clean_id(note.get("noteId")) not in (None, note_id):
-        return _unavailable(note_id, "the page carries no such note", source=source, fetched_at=fetched_at)
+        return {"unavailable": "the page carries no such note"}
+    return {"note": note}
+
+
+def post_from_read(read: dict[str, Any], *, note_id: str, source: Source | None = None,
+                   fetched_at: str | None = None) -> Post:
+    """The :class:`Post` of what :func:`read_note_page` gave (``deleted`` with ``extra.unavailable`` for a note
+    that is not there)."""
+    note = read.get("note")
+    if not isinstance(note, dict):
+        return _unavailable(note_id, str(read.get("unavailable") or "the page carries no such note"),
+                            source=source, fetched_at=fetched_at)
     return post_from_note(note, note_id=note_id, source=source, fetched_at=fetched_at)
+
+
+def parse_note_page(html: str, *, note_id: str, source: Source | None = None,
+                    fetched_at: str | None = None) -> Post:
+    """The note page ``/explore/{note_id}`` as one :class:`Post`; an unavailable note is a post with ``deleted``
+    and ``extra.unavailable``. Raises like :func:`read_note_page`."""
+    return post_from_read(read_note_page(html, note_id=note_id), note_id=note_id, source=source,
+                          fetched_at=fetched_at)
 
 
 # ------------------------------------------------------------------------------------------------ profiles

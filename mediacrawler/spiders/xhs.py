@@ -1,0 +1,210 @@
+"""XiaoHongShu: given notes (``-a note=``, ``-a notes_file=``) or the notes a profile page carries (``-a user=``).
+
+    scrapy crawl xhs -a note='https://www.xiaohongshu.com/explore/<id>?xsec_token=…&xsec_source=pc_feed'
+    scrapy crawl xhs -a notes_file=notes.txt        (one note URL per line, as copied from the browser)
+    scrapy crawl xhs -a user=<24-hex user id>
+
+Signature-free routes only: the server-rendered note page ``{XHS_WEB_URL}/explore/{id}?xsec_token=…`` (one listing
+page per note, like Bilibili's ``-a bvid``) and the profile page ``/user/profile/{id}``, whose notes are each read
+from their own note page (a chain step; when that fails the record keeps what the profile card said). Further
+profile pages need the signed ``X-S``/``X-T`` APIs, which this project does not compute: the spider says so. Pages
+are HTML, so :meth:`XhsSpider.classify_response` reads them: HTTP 461 and code 300012 back off, then the page fails
+with that reason. XHS_COOKIE, when set, goes with page requests at download time. See docs/platforms.md.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from pydantic import Field, field_validator, model_validator
+from scrapy import Request
+from scrapy.http import Response
+from scrapy_spider_metadata import Args
+
+from mediacrawler.items import Post, Source
+from mediacrawler.parsers import xhs as parser
+from mediacrawler.parsers._common import Page, PlatformError, job_slug
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+
+#: Notes one job may name (``-a note`` or ``-a notes_file``).
+MAX_NOTES = 1000
+#: Largest notes file read, in bytes.
+MAX_NOTES_FILE = 1024 * 1024
+
+
+def _refs(text: str, *, what: str) -> list[tuple[str, str | None, str | None]]:
+    """``(id, xsec_token, xsec_source)`` of each note in ``text`` (comma- or line-separated; ``#`` comments),
+    first mention of an id wins; ValueError naming the first bad entry."""
+    refs: dict[str, tuple[str, str | None, str | None]] = {}
+    for number, line in enumerate(text.replace(",", "\n").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            ref = parser.note_ref(line)
+        except ValueError as e:
+            raise ValueError(f"{what} entry {number}: {e}") from None
+        refs.setdefault(ref[0], ref)
+    if not refs:
+        raise ValueError(f"{what} names no note")
+    if len(refs) > MAX_NOTES:
+        raise ValueError(f"{what} names {len(refs)} notes; at most {MAX_NOTES} per job")
+    return list(refs.values())
+
+
+def _read_notes_file(path: str) -> str:
+    file = Path(path).expanduser()
+    try:
+        if file.stat().st_size > MAX_NOTES_FILE:
+            raise ValueError(f"larger than {MAX_NOTES_FILE} bytes")
+        return file.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read it: {e.__class__.__name__}") from None
+
+
+class XhsParams(SpiderParams):
+    """Arguments of ``scrapy crawl xhs``: exactly one of ``note``, ``notes_file`` and ``user``."""
+
+    note: str | None = Field(default=None, description="Note ids or note URLs (with their xsec_token), "
+                                                        "comma-separated.")
+    notes_file: str | None = Field(default=None, description="A file of note URLs, one per line.")
+    user: str | None = Field(default=None, description="A user id (or profile URL): the notes its profile page "
+                                                       "carries.")
+
+    @field_validator("note")
+    @classmethod
+    def _notes(cls, v: str | None) -> str | None:
+        if v is not None:
+            _refs(v, what="note")
+        return v
+
+    @field_validator("notes_file")
+    @classmethod
+    def _file(cls, v: str | None) -> str | None:
+        if v is not None:
+            _refs(_read_notes_file(v), what="notes_file")
+        return v
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        return parser.user_ref(v) if v is not None else None
+
+    @model_validator(mode="after")
+    def _one_target(self) -> XhsParams:
+        if sum(x is not None for x in (self.note, self.notes_file, self.user)) != 1:
+            raise ValueError("give exactly one of -a note=<id or URL>[,…], -a notes_file=<path> or -a user=<id>")
+        return self
+
+
+class XhsSpider(Args[XhsParams], PlatformSpider):
+    """Crawls XiaoHongShu notes into :class:`~mediacrawler.items.Post` records (images and the video)."""
+
+    name = "xhs"
+    platform = "xhs"
+    params_model = XhsParams
+    args: XhsParams
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: note id → (xsec_token, xsec_source) of every note this job knows how to open.
+        self._tokens: dict[str, tuple[str | None, str | None]] = {n: (t, s) for n, t, s in self.refs}
+
+    @cached_property
+    def refs(self) -> list[tuple[str, str | None, str | None]]:
+        """The notes given, in order (empty with ``-a user``)."""
+        if self.args.note is not None:
+            return _refs(self.args.note, what="note")
+        if self.args.notes_file is not None:
+            return _refs(_read_notes_file(self.args.notes_file), what="notes_file")
+        return []
+
+    def job_key(self) -> str:
+        if self.args.user is not None:
+            return f"xhs-user-{self.args.user}"
+        ids = [n for n, _, _ in self.refs]
+        return f"xhs-note-{ids[0]}" if len(ids) == 1 else f"xhs-notes-{job_slug('-'.join(ids), max_len=24)}"
+
+    @property
+    def web(self) -> str:
+        return str(self.settings.get("XHS_WEB_URL")).rstrip("/")
+
+    def note_page_url(self, note_id: str, *, default_source: str | None = None) -> str:
+        """``{XHS_WEB_URL}/explore/{id}`` with the note's ``xsec_token`` and ``xsec_source`` when known."""
+        token, source = self._tokens.get(note_id, (None, None))
+        query = {"xsec_token": token, "xsec_source": source or default_source} if token else {}
+        return f"{self.web}/explore/{note_id}" + (f"?{urlencode(query)}" if query else "")
+
+    def listing_headers(self) -> dict[str, str]:
+        return {"Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8", "Referer": f"{self.web}/"}
+
+    # --- listings: one page per note, or the profile page -----------------------------------------------------
+    def listing_url(self, page: int, cursor: str | None) -> str:
+        if self.args.user is not None:
+            return f"{self.web}/user/profile/{self.args.user}"
+        refs = self.refs
+        return self.note_page_url(refs[min(page, len(refs)) - 1][0])
+
+    def classify_response(self, response: Response) -> str:
+        # HTML pages (or a JSON error body): HTTP 461 and code 300012 mean "slow down".
+        return parser.classify_page(response.status, response.body)
+
+    def parse_listing_payload(self, response: Response, source: Source) -> Page:
+        html = response.text
+        if self.args.user is not None:
+            return self._profile(html)
+        refs = self.refs
+        page_no = int(source.page or 1)
+        note_id = refs[min(page_no, len(refs)) - 1][0]
+        post = parser.parse_note_page(html, note_id=note_id, source=source, fetched_at=self.now_iso())
+        if post.deleted:
+            self.logger.warning("xhs: note %s is unavailable: %s", note_id, post.extra.get("unavailable"))
+        return Page(posts=[post], is_last=page_no >= len(refs))
+
+    def _profile(self, html: str) -> Page:
+        user = str(self.args.user)
+        profile = parser.parse_profile_page(html, user_id=user)
+        if profile.unavailable:
+            raise PlatformError("not_found", f"user {user}: {profile.unavailable}")
+        page = Page(is_last=True)
+        for note in profile.notes:
+            self._tokens.setdefault(note.note_id, (note.xsec_token, "pc_user"))
+            page.incomplete[note.note_id] = {"card": note.card}
+        self.logger.info("xhs: the profile page of %s carries %d notes; further pages need signed APIs (X-S/X-T) "
+                         "this project does not use%s", user, len(profile.notes),
+                         "" if profile.has_more else " (the profile says it has no more)")
+        return page
+
+    # --- a profile's note: its own page, as a chain step ------------------------------------------------------
+    def next_step(self, chain: dict[str, Any]) -> Step | None:
+        if "read" in chain["data"]:
+            return None
+        return Step("note", self.note_page_url(chain["post_id"], default_source="pc_user"),
+                    headers=self.listing_headers())
+
+    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+        chain["data"]["read"] = parser.read_note_page(response.text, note_id=chain["post_id"])
+
+    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+        note_id, read = chain["post_id"], chain["data"].get("read")
+        if read is None:
+            post = parser.post_from_card(chain["raw"].get("card") or {}, note_id=note_id, source=source,
+                                         fetched_at=self.now_iso())
+        else:
+            post = parser.post_from_read(read, note_id=note_id, source=source, fetched_at=self.now_iso())
+        if missing is not None:
+            post.extra["incomplete"] = missing
+        return post
+
+    # --- expired media URLs: read the note page again ---------------------------------------------------------
+    def post_request(self, post_id: str) -> Request | None:
+        return Request(self.note_page_url(post_id), headers=self.listing_headers(), dont_filter=True,
+                       meta={"mc_api": True, "mc_optional": True})
+
+    def parse_post_payload(self, response: Response, source: Source) -> Post | None:
+        note_id = response.url.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        post = parser.parse_note_page(response.text, note_id=note_id, source=source, fetched_at=self.now_iso())
+        return None if post.deleted else post
