@@ -21,15 +21,24 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "7365120894"}),
     ("weibo", {"uid": "1669879400"}),
     ("weibo", {"keyword": "猫"}),
+    ("bilibili", {"mid": "2"}),
+    ("facebook", {"page": "100000000000001"}),
 ]
 
 
 def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
     from scrapy.utils.project import get_project_settings
 
+    from mediacrawler.sandbox.facebook import DEFAULT_TOKEN
+
     settings = get_project_settings()
     overrides = {
         "WEIBO_BASE_URL": f"{sandbox_url}/weibo",
+        "BILIBILI_API_URL": f"{sandbox_url}/bilibili",
+        "FACEBOOK_GRAPH_URL": f"{sandbox_url}/facebook/v19.0",
+        # The sandbox's own token (not a secret: it opens nothing but the sandbox). A real one comes from the
+        # FACEBOOK_ACCESS_TOKEN environment variable and is never a setting.
+        "FACEBOOK_ACCESS_TOKEN": DEFAULT_TOKEN,
         "OUTPUT_DIR": str(out),
         "FILES_STORE": str(out / "files"),
         "CHECKPOINT_DIR": str(out / "checkpoints"),

@@ -27,7 +27,8 @@ def mediacrawler(*args: str, timeout: float = 300) -> subprocess.CompletedProces
 
 def summary(stdout: str) -> dict[str, list[str]]:
     rows = [line.split() for line in stdout.splitlines()]
-    return {row[0]: row[1:] for row in rows if row and (row[0] == "total" or row[0].startswith("weibo-"))}
+    jobs = ("weibo-", "bilibili-", "facebook-")
+    return {row[0]: row[1:] for row in rows if row and (row[0] == "total" or row[0].startswith(jobs))}
 
 
 @pytest.mark.slow
@@ -40,7 +41,7 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     assert all(row[-1] == "finished" for job, row in rows.items() if job != "total"), first.stdout
     posts, pages, media, new, failed = (int(x) for x in rows["total"][:5])
     assert posts > 100 and pages > 10 and media > 200 and new > 0 and failed == 0, first.stdout
-    records = [json.loads(line) for path in out.glob("weibo/*.jsonl") for line in path.read_text().splitlines()]
+    records = [json.loads(line) for path in out.glob("*/*.jsonl") for line in path.read_text().splitlines()]
     assert len(records) == posts
     objects = sorted(p for p in (out / "files" / "objects").rglob("*") if p.is_file())
     assert objects and any(p.suffix == ".mp4" for p in objects)
