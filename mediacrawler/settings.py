@@ -101,7 +101,18 @@ FACEBOOK_PAGE_SIZE = 25
 #: Root of XiaoHongShu's site: note pages /explore/{id}?xsec_token=… and profile pages /user/profile/{id} (their
 #: server-rendered state; no signed API is used). XHS_COOKIE (environment) goes with these page requests.
 XHS_WEB_URL = "https://www.xiaohongshu.com"
+#: Root of Douyin's web API: with DOUYIN_COOKIE (environment) each aweme is read from /aweme/v1/web/aweme/detail/.
 DOUYIN_WEB_URL = "https://www.douyin.com"
+#: Root of the share pages read without DOUYIN_COOKIE (``/share/video/{aweme_id}/``, window._ROUTER_DATA).
+DOUYIN_SHARE_URL = "https://www.iesdouyin.com"
+#: Root of the short share links (``https://v.douyin.com/{code}/``): ``-a aweme=`` short links are requested here
+#: and followed by their redirect.
+DOUYIN_SHORT_URL = "https://v.douyin.com"
+#: User-Agent of share page requests (the share pages are made for the mobile browsers that open shared links).
+DOUYIN_SHARE_USER_AGENT = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_0 like Mac OS X) AppleWebKit/605.1.15 "
+                           "(KHTML, like Gecko) Version/17.0 Mobile/15E148 Safari/604.1")
+#: Referer of Douyin media requests.
+DOUYIN_MEDIA_REFERER = "https://www.douyin.com/"
 
 # --- Item pipelines ---------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {

@@ -38,6 +38,7 @@ from mediacrawler.parsers._common import PlatformError, clean_id, iso_utc
 __all__ = [
     "ALBUM_TYPES",
     "PLATFORM",
+    "aweme_id",
     "aweme_id_from_url",
     "aweme_to_post",
     "classify_envelope",

@@ -1,0 +1,225 @@
+"""Douyin: given awemes (``-a aweme=``), each read from its share page or, with DOUYIN_COOKIE, the web detail API.
+
+    scrapy crawl douyin -a aweme=7300000000000000101,https://v.douyin.com/iRNBho6u/ -a max_height=720
+    DOUYIN_COOKIE='sessionid=…' scrapy crawl douyin -a aweme=https://www.douyin.com/video/7300000000000000101
+
+One page per aweme (like Bilibili's ``-a bvid``). Without DOUYIN_COOKIE page N is the N-th aweme's share page
+``{DOUYIN_SHARE_URL}/share/video/{id}/`` (its ``window._ROUTER_DATA``); with it, ``{DOUYIN_WEB_URL}/aweme/v1/web/
+aweme/detail/?aweme_id={id}``, the cookie added at download time by the session middleware. A short link
+(``v.douyin.com/{code}/``) is requested on DOUYIN_SHORT_URL and followed by its redirect; the id is read from the
+final URL (or the page's one item), and with a cookie the detail API is then a chain step.
+
+A video's ``bit_rate[]`` files are the asset's renditions (``-a max_height`` / ``-a video_codecs`` pick one); an
+album's pictures are image assets and its music an audio asset; an item that is filtered or answered with
+``status_code`` ≠ 0 is a record with ``deleted: true`` and ``extra.unavailable``. A user's list needs request
+signatures (``a_bogus``) this project does not produce: ``-a user=`` is refused with exit status 2. See
+docs/platforms.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from pydantic import Field, field_validator, model_validator
+from scrapy import Request
+from scrapy.http import Response
+from scrapy_spider_metadata import Args
+
+from mediacrawler.items import Post, Source
+from mediacrawler.parsers import douyin as parser
+from mediacrawler.parsers._common import Page, job_slug
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+
+#: Targets one job takes (each is one page).
+MAX_TARGETS = 1000
+#: Said for ``-a user=`` (and in the docs).
+USER_REFUSED = "a user's list needs request signatures this project does not produce"
+
+
+class DouyinParams(SpiderParams):
+    """Arguments of ``scrapy crawl douyin``: ``aweme`` (``-a user`` is refused, see :data:`USER_REFUSED`)."""
+
+    aweme: str | None = Field(default=None, description="Aweme ids or share URLs (douyin.com/video/…, "
+                                                        "iesdouyin.com/share/video/…, v.douyin.com/…), comma-separated.")
+    user: str | None = Field(default=None, description="Not supported: " + USER_REFUSED + ".")
+
+    @field_validator("aweme", mode="before")
+    @classmethod
+    def _targets(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        values = [x for x in str(v).split(",") if x.strip()]
+        if not values or len(values) > MAX_TARGETS:
+            raise ValueError(f"must be 1 to {MAX_TARGETS} aweme ids or share URLs, comma-separated")
+        targets = [":".join(parser.parse_target(x)) for x in values]  # ValueError names the bad one
+        return ",".join(dict.fromkeys(targets))
+
+    @field_validator("user", mode="before")
+    @classmethod
+    def _user(cls, v: Any) -> Any:
+        if v is not None:
+            raise ValueError(USER_REFUSED)
+        return v
+
+    @model_validator(mode="after")
+    def _one_target(self) -> DouyinParams:
+        if self.aweme is None:
+            raise ValueError("give -a aweme=<id or share URL>[,<id or share URL>…]")
+        return self
+
+
+class DouyinSpider(Args[DouyinParams], PlatformSpider):
+    """Crawls given Douyin awemes into :class:`~mediacrawler.items.Post` records (one page each)."""
+
+    name = "douyin"
+    platform = "douyin"
+    params_model = DouyinParams
+    args: DouyinParams
+    credential_env = "DOUYIN_COOKIE"
+
+    def job_key(self) -> str:
+        return f"douyin-aweme-{job_slug(str(self.args.aweme).replace(',', '-').replace(':', '-'))}"
+
+    @property
+    def targets(self) -> list[tuple[str, str]]:
+        """``[(kind, value)]``: ``("id", digits)`` or ``("short", code)``, in the order given."""
+        return [(t.split(":", 1)[0], t.split(":", 1)[1]) for t in str(self.args.aweme).split(",")]
+
+    @property
+    def use_detail(self) -> bool:
+        """Whether the detail API is used (DOUYIN_COOKIE is set; its value is never read here beyond that)."""
+        return bool(os.environ.get("DOUYIN_COOKIE") or self.settings.get("DOUYIN_COOKIE"))
+
+    def _root(self, name: str) -> str:
+        return str(self.settings.get(name)).rstrip("/")
+
+    def share_url(self, aweme: str) -> str:
+        return f"{self._root('DOUYIN_SHARE_URL')}/share/video/{aweme}/"
+
+    def detail_url(self, aweme: str) -> str:
+        query = {"device_platform": "webapp", "aid": "6383", "channel": "channel_pc_web", "aweme_id": aweme}
+        return f"{self._root('DOUYIN_WEB_URL')}/aweme/v1/web/aweme/detail/?{urlencode(query)}"
+
+    def _target(self, page: int) -> tuple[str, str]:
+        targets = self.targets
+        return targets[min(max(page, 1), len(targets)) - 1]
+
+    # --- pages ------------------------------------------------------------------------------------------------
+    def listing_url(self, page: int, cursor: str | None) -> str:
+        kind, value = self._target(page)
+        if kind == "short":
+            return f"{self._root('DOUYIN_SHORT_URL')}/{value}/"
+        return self.detail_url(value) if self.use_detail else self.share_url(value)
+
+    def listing_headers(self) -> dict[str, str]:
+        if self.use_detail:
+            return {"Referer": f"{self._root('DOUYIN_WEB_URL')}/"}
+        return {"User-Agent": str(self.settings.get("DOUYIN_SHARE_USER_AGENT"))}
+
+    def classify_response(self, response: Response) -> str:
+        if response.status != 200:
+            return "ok"  # left to HTTP handling
+        if not response.body.strip():
+            # The detail API answers a request it does not accept (no session, an expired cookie) with an empty
+            # body; an empty share page is not a page either (retried).
+            return "login_required" if "/aweme/v1/web/aweme/detail/" in response.url else "invalid"
+        if "/aweme/v1/web/aweme/detail/" in response.url:
+            try:
+                return parser.classify_envelope(json.loads(response.body))
+            except ValueError:
+                return "invalid"
+        return "ok"  # a share page: what it says about the item is read by the parser
+
+    def refusal_message(self, reason: str) -> str:
+        if reason == "login_required":
+            return ("the detail API answered nothing: DOUYIN_COOKIE is missing, expired or not accepted "
+                    "(unset it to read the share pages instead)")
+        return super().refusal_message(reason)
+
+    def parse_listing_payload(self, response: Response, source: Source) -> Page:
+        page_no = int(source.page or 1)
+        page = Page(is_last=page_no >= len(self.targets))
+        kind, value = self._target(page_no)
+        if kind == "short":
+            aweme = parser.aweme_id_from_url(response.url) or self._only_item(response)
+            if aweme is None:
+                raise ValueError(f"short link {value} led to {urlsplit(response.url).path!r}, not an aweme")
+            if self.use_detail:
+                page.incomplete[aweme] = {"aweme": aweme, "short": value}
+                return page
+        else:
+            aweme = value
+        page.posts.append(self._read(response, aweme, source))
+        return page
+
+    def _only_item(self, response: Response) -> str | None:
+        try:
+            ids = {parser.aweme_id(i.get("aweme_id")) for i in self._items(response.text)}
+        except ValueError:
+            return None
+        return ids.pop() if len(ids) == 1 else None
+
+    @staticmethod
+    def _items(html: str) -> list[dict[str, Any]]:
+        loader = parser.router_data(html).get("loaderData")
+        out: list[dict[str, Any]] = []
+        for value in (loader.values() if isinstance(loader, dict) else ()):
+            info = value.get("videoInfoRes") if isinstance(value, dict) else None
+            items = info.get("item_list") if isinstance(info, dict) else None
+            out.extend(i for i in (items if isinstance(items, list) else ()) if isinstance(i, dict))
+        return out
+
+    def _read(self, response: Response, aweme: str, source: Source) -> Post:
+        """The post of ``aweme`` from a detail answer (JSON) or a share page (HTML)."""
+        if "/aweme/v1/web/aweme/detail/" in response.url:
+            return parser.parse_detail(json.loads(response.body), aweme=aweme, source=source,
+                                       fetched_at=self.now_iso())
+        return parser.parse_share_page(response.text, aweme=aweme, source=source, fetched_at=self.now_iso())
+
+    # --- a short link with a cookie: the detail API as a chain step -----------------------------------------
+    def next_step(self, chain: dict[str, Any]) -> Step | None:
+        if "detail" in chain["data"]:
+            return None
+        return Step("detail", self.detail_url(chain["post_id"]), headers=self.listing_headers())
+
+    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+        payload = json.loads(response.body)
+        if not isinstance(payload, dict):
+            raise ValueError("detail answer is not a JSON object")
+        chain["data"]["detail"] = payload
+
+    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+        aweme = chain["post_id"]
+        payload = chain["data"].get("detail")
+        if payload is None:
+            post = Post(platform=self.platform, post_id=aweme, url=parser.post_url(aweme), author=None,
+                        created_at=None, source=source, fetched_at=self.now_iso())
+        else:
+            try:
+                post = parser.parse_detail(payload, aweme=aweme, source=source, fetched_at=self.now_iso())
+            except ValueError as e:
+                post = Post(platform=self.platform, post_id=aweme, url=parser.post_url(aweme), author=None,
+                            created_at=None, source=source, fetched_at=self.now_iso())
+                missing = missing or f"detail: {e}"
+        if missing is not None:
+            post.extra["incomplete"] = missing
+        return post
+
+    # --- expired media URLs -----------------------------------------------------------------------------------
+    def post_request(self, post_id: str) -> Request | None:
+        url = self.detail_url(post_id) if self.use_detail else self.share_url(post_id)
+        return Request(url, headers=self.listing_headers(), dont_filter=True,
+                       meta={"mc_api": True, "mc_optional": True, "mc_aweme": post_id})
+
+    def parse_post_payload(self, response: Response, source: Source) -> Post | None:
+        post = self._read(response, str(response.meta["mc_aweme"]), source)
+        if post.deleted:
+            return None
+        for asset in post.media:
+            # The same file in a fresh answer may be any listed rendition, not only the first.
+            for rendition in asset.renditions or ():
+                asset.alternates.extend([rendition["url"], *rendition.get("alternates", ())])
+        return post
