@@ -5,8 +5,8 @@ plain data out. Only signature-free routes: the note page and the profile page, 
 their data in ``window.__INITIAL_STATE__`` (see docs/platforms.md, "XiaoHongShu", and tests/fixtures/xhs/).
 
 - ``window.__INITIAL_STATE__`` is a JavaScript object literal, not JSON: bare ``undefined`` values and ``\\u002F``
-  escapes. :func:`initial_state` reads it with a real JavaScript-literal parser (chompjs), never ``eval``, and turns
-  every ``undefined`` into ``None`` (chompjs 1.4.1 gives the string ``"undefined"``; a text field that really
+  escapes. :func:`initial_state` reads it with a real JavaScript-literal parser (chompjs), never ``eval``, and
+  turns every ``undefined`` into ``None`` (chompjs 1.4.1 gives the string ``"undefined"``; a text field that really
   reads "undefined" becomes ``None`` too, which no record field needs).
 - Note page ``/explore/{id}?xsec_token=…``: ``note.noteDetailMap[id].note`` → :func:`parse_note_page`. Images in
   their best available quality (``imageList[].infoList`` scene ``WB_DFT`` before ``urlDefault``, the ``WB_PRV``
@@ -102,6 +102,10 @@ def _int(value: Any) -> int | None:
     return None
 
 
+def _positive(value: int | None) -> int | None:
+    return value if value is not None and value > 0 else None
+
+
 def _url(value: Any) -> str:
     """An http(s) URL with a host, or ``""`` (``//host/…`` gets ``https:``)."""
     if not isinstance(value, str):
@@ -147,7 +151,8 @@ def note_ref(text: str) -> tuple[str, str | None, str | None]:
         return text, None, None
     parts = urlsplit(text)
     host = (parts.hostname or "").lower()
-    if parts.scheme not in ("http", "https") or not (host == "xiaohongshu.com" or host.endswith(".xiaohongshu.com")):
+    on_site = host == "xiaohongshu.com" or host.endswith(".xiaohongshu.com")
+    if parts.scheme not in ("http", "https") or not on_site:
         raise ValueError("must be a 24-hex-digit note id or a https://www.xiaohongshu.com/explore/<id> URL")
     segments = [s for s in parts.path.split("/") if s]
     note_id = segments[-1] if segments else ""
@@ -255,7 +260,7 @@ def _image_asset(note_id: str, index: int, entry: dict[str, Any]) -> MediaAsset 
         return None
     width, height = _int(entry.get("width")), _int(entry.get("height"))
     return MediaAsset(kind="image", key=f"{note_id}:{index}", url=urls[0], alternates=urls[1:],
-                      width=width if width and width > 0 else None, height=height if height and height > 0 else None)
+                      width=_positive(width), height=_positive(height))
 
 
 def video_renditions(video: Any) -> list[dict[str, Any]]:
@@ -276,7 +281,7 @@ def video_renditions(video: Any) -> list[dict[str, Any]]:
             fps = entry.get("fps")
             out.append({
                 "kind": "progressive", "url": urls[0], "alternates": urls[1:],
-                "width": width if width and width > 0 else None, "height": height if height and height > 0 else None,
+                "width": _positive(width), "height": _positive(height),
                 "codecs": None, "codec": codec,
                 "bandwidth": _int(entry.get("avgBitrate")) or _int(entry.get("videoBitrate")),
                 "frame_rate": float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool)
@@ -436,7 +441,8 @@ def parse_profile_page(html: str, *, user_id: str) -> ProfilePage:
     name = _text(basic.get("nickname")) or None
     page = ProfilePage(user=Author(id=user_id, name=name))
     if status == "fail":
-        page.unavailable = f"{message or 'the user cannot be shown'}" + (f" (code {code})" if code is not None else "")
+        reason = message or "the user cannot be shown"
+        page.unavailable = f"{reason} (code {code})" if code is not None else reason
         return page
     tabs = user_area.get("notes")
     cards = _list(tabs[0]) if isinstance(tabs, list) and tabs else []

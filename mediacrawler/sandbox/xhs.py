@@ -76,7 +76,7 @@ class XhsImage:
 
 @dataclass(frozen=True)
 class XhsNote:
-    """A note: ``kind`` is the site's ``type`` (``normal`` or ``video``); ``video_id`` names sandbox video media."""
+    """A note: ``kind`` is the site's ``type`` (``normal`` or ``video``); ``video_id`` names its video media."""
 
     id: str
     kind: str
@@ -122,7 +122,8 @@ def build_xhs_world(seed: int = 1) -> XhsWorld:
         note = XhsNote(
             id=note_id, kind=kind, title=f"{_TITLES[i % 4]} #{i + 1}", desc=f"第{i + 1}篇 #沙盒[话题]#\n今天也很好",
             time_ms=time_ms, xsec_token=token, images=images, liked=_COUNTS[i % 6], collected=_COUNTS[(i + 3) % 6],
-            comments=_COUNTS[(i + 1) % 6], shares=str(i * 7), video_id=f"xhs{note_id[-10:]}" if kind == "video" else None)
+            comments=_COUNTS[(i + 1) % 6], shares=str(i * 7),
+            video_id=f"xhs{note_id[-10:]}" if kind == "video" else None)
         world.notes[note_id] = note
         world.order.append(note_id)
         time_ms -= (3600 + stable_int(seed, "xhs-gap", i, bits=12)) * 1000
@@ -157,7 +158,8 @@ def _image_json(base: str, image: XhsImage) -> dict[str, Any]:
     dft = f"{base}/media/img/{image.n}.jpg?sc=dft&sign={sign}"
     prv = f"{base}/media/img/{image.n}.jpg?sc=prv&sign={sign}"
     return {"fileId": "", "height": image.height, "width": image.width, "url": "", "traceId": "",
-            "livePhoto": False, "infoList": [{"imageScene": "WB_PRV", "url": prv}, {"imageScene": "WB_DFT", "url": dft}],
+            "livePhoto": False,
+            "infoList": [{"imageScene": "WB_PRV", "url": prv}, {"imageScene": "WB_DFT", "url": dft}],
             "urlPre": prv, "urlDefault": dft, "stream": {}}
 
 
