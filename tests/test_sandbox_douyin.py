@@ -136,3 +136,15 @@ def test_short_links_redirect_to_the_share_page(dy: SandboxProcess) -> None:
     status, _, body = fetch(f"{dy.url}/douyin/v/iSbxA201/")  # followed: the album's share page
     assert status == 200 and parser.parse_share_page(body.decode(), aweme=douyin.ALBUM_AWEME).media
     assert fetch(f"{dy.url}/douyin/v/nope1234/", follow=False)[0] == 404
+
+
+def test_douyin_latency_knob_delays_this_mount_only(dy: SandboxProcess) -> None:
+    import time
+
+    dy.set_faults(douyin_latency_ms=400)
+    started = time.monotonic()
+    assert fetch(f"{dy.url}/douyin/share/video/{douyin.VIDEO_AWEMES[1]}/")[0] == 200
+    assert time.monotonic() - started >= 0.4
+    started = time.monotonic()
+    assert fetch(f"{dy.url}/media/img/1.jpg")[0] == 200
+    assert time.monotonic() - started < 0.4

@@ -99,6 +99,11 @@ XiaoHongShu knobs (:mod:`.xhs_site`)
                               JSON body; ``300012`` → 200, the page's state says ``serverRequestInfo.errorCode``
                               300012; ``300012_json`` → 200 ``{"code":300012,"success":false,…}``; ``5xx`` → HTTP
                               ``status``. First matching rule with budget wins.
+
+Douyin knobs (:mod:`.douyin_site`)
+----------------------------------
+``douyin_latency_ms``   int   extra delay for ``/douyin/`` responses (share pages, detail API, short links, and
+                              its HEVC/music files)
 """
 
 from __future__ import annotations
@@ -145,6 +150,8 @@ DEFAULTS: dict[str, Any] = {
     # -- XiaoHongShu (see the docstring section) --
     "xhs_latency_ms": 0,
     "xhs_web": [],
+    # -- Douyin (see the docstring section) --
+    "douyin_latency_ms": 0,
 }
 
 _WEIBO_KINDS = {"errno", "418", "432", "429", "login", "5xx"}
