@@ -431,6 +431,9 @@ def test_large_blob_streams_with_little_memory(fresh_sandbox: SandboxProcess) ->
     psutil = pytest.importorskip("psutil")
     size = 256 * 1024 * 1024
     server = psutil.Process(fresh_sandbox.info()["pid"])
+    # The session's sandbox holds whatever earlier tests made it generate (video packages, bombs): what counts is
+    # how much serving this body adds.
+    baseline = server.memory_info().rss
     parts = urlsplit(fresh_sandbox.url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
     received, peak = 0, 0
@@ -445,5 +448,5 @@ def test_large_blob_streams_with_little_memory(fresh_sandbox: SandboxProcess) ->
     finally:
         conn.close()
     assert received == size
-    assert peak < 200 * 1024 * 1024  # the whole body would be 256 MiB on its own
+    assert peak - baseline < 64 * 1024 * 1024  # the whole body would be 256 MiB on its own
     assert fresh_sandbox.stats()["media_bytes_sent"] == size
