@@ -80,9 +80,11 @@ def test_a_creator_gives_one_post_per_video_and_one_verified_mp4_per_part(bili: 
 
 
 def test_keyword_and_bvid_targets_and_a_gone_video(bili: Any, tmp_path: Path) -> None:
-    proc, rows = crawl(tmp_path, bili, "-a", "keyword=日常", "-a", "max_pages=1", media=False)
+    proc, rows = crawl(tmp_path, bili, "-a", "keyword=猫", media=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert len(rows) == 20 and all("<em" not in r["extra"]["title"] for r in rows)
+    hits = {u.bvid for u in bilibili.UPLOADS.values() if "猫" in u.title}
+    assert len(hits) >= 3 and Counter(r["post_id"] for r in rows) == Counter({b: 1 for b in hits})
+    assert all("<em" not in r["extra"]["title"] and "猫" in r["extra"]["title"] for r in rows)
     gone = "BV2zz9999999"  # not a video the sandbox knows: -404
     (tmp_path / "b").mkdir()
     proc, rows = crawl(tmp_path / "b", bili, "-a", f"bvid={bilibili.BVIDS[0]},{gone}", media=False)

@@ -17,6 +17,7 @@ import textwrap
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -51,6 +52,16 @@ RUNNER = textwrap.dedent(
         name = "media_test"
 
         async def start(self):
+            if config.get("listing"):
+                # A listing request first and the posts from its callback, as a platform spider yields them: the
+                # crawl then closes once they are processed, not at the engine's next 5 s heartbeat.
+                yield scrapy.Request(config["listing"], callback=self.parse_listing, dont_filter=True,
+                                     meta={"handle_httpstatus_all": True})
+                return
+            for d in config["posts"]:
+                yield to_post(d)
+
+        def parse_listing(self, response):
             for d in config["posts"]:
                 yield to_post(d)
 
@@ -89,7 +100,9 @@ def run_crawl(tmp_path: Path, posts: list[Post], *, store: Path, name: str = "ru
     workdir = tmp_path / name
     workdir.mkdir()
     feed = workdir / "items.jsonl"
+    urls = [m.url for p in posts for m in p.media if m.url.startswith("http")]
     config = {
+        "listing": f"{urlsplit(urls[0]).scheme}://{urlsplit(urls[0]).netloc}/" if urls else None,
         "posts": [asdict(p) for p in posts],
         "stats_path": str(workdir / "stats.json"),
         "settings": {

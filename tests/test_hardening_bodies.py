@@ -56,6 +56,12 @@ MEDIA_RUNNER = textwrap.dedent(
         name = "hostile_media"
 
         async def start(self):
+            # The posts come from a listing's callback, so the crawl closes once they are processed (not at the
+            # engine's next 5 s heartbeat).
+            yield scrapy.Request(config["listing"], callback=self.parse_listing, dont_filter=True,
+                                 meta={"handle_httpstatus_all": True})
+
+        def parse_listing(self, response):
             for d in config["posts"]:
                 d = dict(d, media=[MediaAsset(**m) for m in d["media"]], reposted=None, author=None, source=None)
                 d.pop("metrics")
@@ -134,7 +140,8 @@ def test_media_bodies_that_inflate_past_the_limit_fail_with_a_reason_in_bounded_
         "FILES_STORE": str(tmp_path / "files"), "FEEDS": {str(feed): {"format": "jsonlines"}},
         "LOG_FILE": str(tmp_path / "crawl.log"), "DOWNLOAD_DELAY": 0, "AUTOTHROTTLE_ENABLED": False,
         "RETRY_TIMES": 0}
-    config = {"posts": [asdict(post)], "settings": settings, "stats_path": str(tmp_path / "stats.json")}
+    config = {"posts": [asdict(post)], "settings": settings, "stats_path": str(tmp_path / "stats.json"),
+              "listing": f"{sandbox.url}/"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     (tmp_path / "runner.py").write_text(MEDIA_RUNNER)
     (tmp_path / "peak.py").write_text(PEAK_RSS)
