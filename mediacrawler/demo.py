@@ -23,6 +23,8 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"keyword": "猫"}),
     ("bilibili", {"mid": "2"}),
     ("facebook", {"page": "100000000000001"}),
+    ("xhs", {"user": "5f0e1d2c3b4a596877665544"}),
+    ("douyin", {"aweme": "7300000000000000101,7300000000000000201,https://v.douyin.com/iSbxV101/"}),
 ]
 
 
@@ -36,6 +38,10 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
         "WEIBO_BASE_URL": f"{sandbox_url}/weibo",
         "BILIBILI_API_URL": f"{sandbox_url}/bilibili",
         "FACEBOOK_GRAPH_URL": f"{sandbox_url}/facebook/v19.0",
+        "XHS_WEB_URL": f"{sandbox_url}/xhs",
+        "DOUYIN_SHARE_URL": f"{sandbox_url}/douyin",
+        "DOUYIN_WEB_URL": f"{sandbox_url}/douyin",
+        "DOUYIN_SHORT_URL": f"{sandbox_url}/douyin/v",
         # The sandbox's own token (not a secret: it opens nothing but the sandbox). A real one comes from the
         # FACEBOOK_ACCESS_TOKEN environment variable and is never a setting.
         "FACEBOOK_ACCESS_TOKEN": DEFAULT_TOKEN,

@@ -27,7 +27,7 @@ def mediacrawler(*args: str, timeout: float = 300) -> subprocess.CompletedProces
 
 def summary(stdout: str) -> dict[str, list[str]]:
     rows = [line.split() for line in stdout.splitlines()]
-    jobs = ("weibo-", "bilibili-", "facebook-")
+    jobs = ("weibo-", "bilibili-", "facebook-", "xhs-", "douyin-")
     return {row[0]: row[1:] for row in rows if row and (row[0] == "total" or row[0].startswith(jobs))}
 
 
