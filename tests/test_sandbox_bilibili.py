@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 
@@ -217,3 +217,57 @@ def test_wbi_knob_and_listing_faults(fresh_sandbox: SandboxProcess) -> None:
         parser.parse_search(api(sb, SEARCH, {"search_type": "video", "keyword": "猫"}))
     assert e.value.code == -412
     assert api(sb, SEARCH, {"search_type": "video", "keyword": "猫"})["code"] == 0
+
+
+def test_stream_urls_expire_after_n_gets_and_a_new_playurl_signs_them_afresh(fresh_sandbox: SandboxProcess) -> None:
+    sb = fresh_sandbox
+    vid = bilibili.BVIDS[0]
+    cid = bilibili.cid_for(vid)
+    referer = {"Referer": f"https://www.bilibili.com/video/{vid}"}
+    plain = parser.parse_playurl(api(sb, "/x/player/wbi/playurl", {"bvid": vid, "cid": cid, "fnval": 16}))
+    assert all("trid=" not in u for r in plain for u in (r["url"], *r["alternates"]))  # off by default
+    sb.set_faults(bilibili_stream_url_uses=2)
+
+    def streams() -> list[dict[str, Any]]:
+        return parser.parse_playurl(api(sb, "/x/player/wbi/playurl", {"bvid": vid, "cid": cid, "fnval": 16}))
+
+    def tokens(renditions: list[dict[str, Any]]) -> list[str]:
+        return [parse_qs(urlsplit(u).query)["trid"][0] for r in renditions for u in (r["url"], *r["alternates"])]
+
+    first = streams()
+    assert set(tokens(first)) == {"1"}  # one token per path: the backups are other paths
+    audio = first[-1]
+    body = video.video_package(vid).tracks["audio"].full
+    ranged = {**referer, "Range": "bytes=0-99"}
+    assert fetch(audio["url"], ranged) == (206, body[:100])
+    assert fetch(audio["url"], referer) == (200, body)
+    status, page = fetch(audio["url"], ranged)  # its third GET: used up
+    assert status == 403 and b"403" in page
+    assert fetch(audio["alternates"][0], ranged)[0] == 206  # the backup's token is its own
+    unsigned = audio["url"].split("&trid=")[0]
+    assert fetch(unsigned, ranged)[0] == 403
+    assert fetch(unsigned + "&trid=9", ranged)[0] == 403  # never issued
+    second = streams()
+    assert set(tokens(second)) == {"2"}
+    assert fetch(second[-1]["url"], ranged) == (206, body[:100])
+    assert fetch(audio["url"], ranged)[0] == 403  # the old token stays expired
+    head = urllib.request.Request(second[0]["url"], headers=referer, method="HEAD")
+    for _ in range(3):  # HEAD requests do not use a token up
+        with urllib.request.urlopen(head, timeout=30) as response:
+            assert response.status == 200
+    assert fetch(second[0]["url"], ranged)[0] == 206
+    log = [r for r in sb.requests() if r["path"] == urlsplit(audio["url"]).path]
+    assert [r["status"] for r in log] == [206, 200, 403, 403, 403, 206, 403]
+    with pytest.raises(Exception, match="HTTP 400"):
+        sb.set_faults(bilibili_stream_url_uses=-1)
+
+
+def test_a_playurl_fault_can_start_after_the_first_answers(fresh_sandbox: SandboxProcess) -> None:
+    sb = fresh_sandbox
+    vid = bilibili.BVIDS[0]
+    params = {"bvid": vid, "cid": bilibili.cid_for(vid), "fnval": 16}
+    sb.set_faults(bilibili_api=[{"kind": "-404", "endpoint": "playurl", "bvid": vid, "after": 1, "times": 2}])
+    codes = [api(sb, "/x/player/wbi/playurl", params)["code"] for _ in range(4)]
+    assert codes == [0, -404, -404, 0]
+    with pytest.raises(Exception, match="HTTP 400"):
+        sb.set_faults(bilibili_api=[{"kind": "-404", "after": -1}])

@@ -16,12 +16,15 @@ HTML-safe escapes (``&`` → ``\\u0026``, ``<``/``>`` → ``\\u003c``/``\\u003e`
 application/json; charset=utf-8``; the ``bilibili_api`` fault knob (:mod:`.faults`) replaces them with Bilibili's
 risk-control answers (``-352``, ``-412``, HTTP 412, …). Media URLs in the payloads point at ``/media/bili/…`` on
 the origin the client used (:mod:`.video_site`), a host with a port, like Bilibili's ``:4483`` CDN mirrors.
+With the ``bilibili_stream_url_uses`` knob every playurl answer adds a fresh ``&trid=`` token to each stream URL
+(one per path per answer, :class:`~.state.SignedUrls`), and ``/media/bili/…`` serves a token that many GETs.
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from twisted.web import server
 
@@ -49,6 +52,8 @@ class BilibiliResource(SandboxResource):
                 bvid, query_int(request, b"cid"), fnval=query_int(request, b"fnval", 1) or 0,
                 qn=query_int(request, b"qn"), base=origin_of(request),
             )
+            if self.state.faults.knobs["bilibili_stream_url_uses"] > 0:
+                payload = self._with_tokens(payload, {})
             return self._json(request, payload)
         if path == "x/web-interface/view":
             fault = self._fault(request, "view", bvid)
@@ -82,6 +87,20 @@ class BilibiliResource(SandboxResource):
         request.setResponseCode(404)
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return b"<html><body>404 Not Found</body></html>"
+
+    def _with_tokens(self, value: Any, tokens: dict[str, int]) -> Any:
+        """``value`` with every ``/media/bili/`` URL carrying its path's token for this answer (``&trid=N``)."""
+        if isinstance(value, dict):
+            return {k: self._with_tokens(v, tokens) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._with_tokens(v, tokens) for v in value]
+        if isinstance(value, str) and "/media/bili/" in value:
+            path = urlsplit(value).path
+            # baseUrl and base_url (backupUrl and backup_url) name the same file: one token for both.
+            if path not in tokens:
+                tokens[path] = self.state.signed.issue(path)
+            return f"{value}{'&' if '?' in value else '?'}trid={tokens[path]}"
+        return value
 
     def _signed(self, request: server.Request, endpoint: str) -> bool:
         """Whether the request passes the WBI check the ``bilibili_wbi`` knob asks of ``endpoint``."""

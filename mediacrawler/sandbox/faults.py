@@ -50,12 +50,19 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
                                 {"kind": "-352" | "-412" | "-404" | "412" | "5xx",
                                  "endpoint": "playurl" (default) | "view" | "nav" | "arc_search" | "search"
                                              | "any",
-                                 "bvid": BVID | null, "times": K | null, "rate": 0..1 | null,
-                                 "status": 503 (for "5xx")}
+                                 "bvid": BVID | null, "after": N (default 0: the first N matching requests
+                                 pass untouched, e.g. a playurl that works once and then no more),
+                                 "times": K | null, "rate": 0..1 | null, "status": 503 (for "5xx")}
 
                               kinds: ``-352`` → 200 ``{"code":-352,"message":"风控校验失败",…}``; ``-412`` → 200
                               ``{"code":-412,"message":"请求被拦截"}``; ``-404`` → 200 ``{"code":-404,…}``;
                               ``412`` → HTTP 412; ``5xx`` → HTTP ``status``. First matching rule with budget wins.
+``bilibili_stream_url_uses`` int 0 (default): playurl stream URLs are served as long as asked. N > 0: every
+                              playurl answer gives each stream file it lists (video, audio, backups, durl) a fresh
+                              ``&trid=`` token (:class:`~.state.SignedUrls`, one per path per answer; Bilibili's
+                              ``deadline``/``upsig`` URLs expire after ~120 min); a token serves N GETs of
+                              ``/media/bili/…``, then that URL answers 403, as do unknown tokens and URLs without
+                              one. A new playurl request gives fresh tokens.
 ``bilibili_wbi``        str   which ``/wbi/`` routes check the WBI signature (``w_rid``/``wts``; a bad or missing one
                               answers ``{"code":-403,"message":"访问权限不足"}``): ``"lists"`` (default:
                               ``arc/search`` and ``search/type``), ``"all"`` (``playurl`` too), ``"off"``
@@ -141,6 +148,7 @@ DEFAULTS: dict[str, Any] = {
     "bilibili_latency_ms": 0,
     "bilibili_api": [],
     "bilibili_wbi": "lists",
+    "bilibili_stream_url_uses": 0,
     "fragment_drop": [],
     "fragment_corrupt": [],
     # -- Facebook (see the docstring section) --
@@ -223,7 +231,8 @@ def _validate(key: str, value: Any) -> Any:
     """Check one knob and return its normalized value."""
     if key not in DEFAULTS:
         raise FaultError(f"unknown fault knob {key!r}; known: {', '.join(sorted(DEFAULTS))}")
-    if key.endswith("_ms") or key in ("media_cut_first", "media_etag_generation", "weibo_video_url_uses"):
+    if key.endswith("_ms") or key in ("media_cut_first", "media_etag_generation", "weibo_video_url_uses",
+                                                "bilibili_stream_url_uses"):
         return _number(key, value, low=0, high=None, integer=True)
     if key.endswith("_rate") or key == "media_cut_fraction":
         return float(_number(key, value, low=0, high=1, integer=False))
@@ -316,7 +325,7 @@ def _xhs_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
 def _video_rule(key: str, raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
     """Validate one ``bilibili_api`` / ``fragment_drop`` / ``fragment_corrupt`` rule."""
     if key == "bilibili_api":
-        unknown = set(rule) - {"kind", "endpoint", "bvid", "times", "rate", "status"}
+        unknown = set(rule) - {"kind", "endpoint", "bvid", "after", "times", "rate", "status"}
         kind = str(rule.get("kind", ""))
         if unknown or kind not in _BILIBILI_KINDS:
             raise FaultError(f"bilibili_api rule {raw!r}: kind must be one of {sorted(_BILIBILI_KINDS)}"
@@ -326,6 +335,7 @@ def _video_rule(key: str, raw: dict[str, Any], rule: dict[str, Any]) -> dict[str
         if rule["endpoint"] not in _BILIBILI_ENDPOINTS:
             raise FaultError(f"bilibili_api rule {raw!r}: endpoint must be one of {sorted(_BILIBILI_ENDPOINTS)}")
         rule["status"] = _number(f"{key}.status", rule.get("status", 503), low=400, high=599, integer=True)
+        rule["after"] = _number(f"{key}.after", rule.get("after", 0), low=0, high=None, integer=True)
         return rule
     unknown = set(rule) - {"path", "path_regex", "times", "rate"}
     if unknown:
@@ -390,11 +400,15 @@ class FaultState:
         return rng.random() < rate
 
     def _take_rule(self, key: str, index: int, rule: dict[str, Any]) -> bool:
-        """Count a matching request against ``rule``; return whether the fault fires for it."""
+        """Count a matching request against ``rule``; return whether the fault fires for it (never for the first
+        ``after`` matching requests)."""
         hits = self._rule_hits.get((key, index), 0)
-        if rule.get("times") is not None and hits >= rule["times"]:
+        after = int(rule.get("after") or 0)
+        if rule.get("times") is not None and hits >= after + rule["times"]:
             return False
         self._rule_hits[(key, index)] = hits + 1
+        if hits < after:
+            return False
         if rule.get("rate") is not None:
             return self._draw(f"{key}[{index}]", rule["rate"])
         return True

@@ -49,7 +49,8 @@ class RequestLog:
 
 
 class SignedUrls:
-    """Tokens of signed media URLs (the ``weibo_video_url_uses`` knob): issued per render, counted per GET."""
+    """Tokens of signed media URLs (the ``weibo_video_url_uses`` and ``bilibili_stream_url_uses`` knobs): issued
+    per render, counted per GET. Keyed by URL path, so Weibo's and Bilibili's files never share a counter."""
 
     def __init__(self) -> None:
         self.issued: Counter[str] = Counter()

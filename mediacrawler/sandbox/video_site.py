@@ -5,7 +5,8 @@ log) plus the fragment knobs ``fragment_drop`` / ``fragment_corrupt`` (:mod:`.fa
 :class:`VideoMediaResource` *is* the ``/media`` resource (a subclass: every other ``/media`` path is answered by
 the base class unchanged), so video requests go through exactly the same code path and log as images and blobs.
 URL patterns: see :mod:`mediacrawler.sandbox.video`. ``/media/bili/…`` needs a ``Referer`` (403 without, as
-Bilibili's CDN answers hot-linking). The first request for a video id encodes it (≈1.5 s, on the reactor
+Bilibili's CDN answers hot-linking) and, with the ``bilibili_stream_url_uses`` knob, a ``trid`` token that a playurl
+answer issued and that has GETs left (403 otherwise, as an expired stream URL). The first request for a video id encodes it (≈1.5 s, on the reactor
 thread); later ones are served from memory.
 """
 
@@ -17,6 +18,7 @@ from twisted.web import server
 
 from . import video
 from .det import rng_for
+from .httpbase import query_arg
 from .media_site import Entity, MediaResource
 
 __all__ = ["VideoMediaResource"]
@@ -38,6 +40,13 @@ class VideoMediaResource(MediaResource):
                 request.setHeader(b"content-type", b"text/html")
                 return b"<html><head><title>403 Forbidden</title></head><body><h1>403 Forbidden</h1></body></html>"
             path = request.path.decode("latin-1")
+            uses = self.state.faults.knobs["bilibili_stream_url_uses"]
+            if uses and parts[0] == "bili" and not self.state.signed.admit(
+                    path, query_arg(request, b"trid"), limit=uses, count=request.method == b"GET"):
+                # An expired, used-up or missing token, as upos answers a stream URL past its deadline.
+                request.setResponseCode(403)
+                request.setHeader(b"content-type", b"text/html")
+                return b"<html><head><title>403 Forbidden</title></head><body><h1>403 Forbidden</h1></body></html>"
             fault = self.state.faults.fragment_fault(path) if request.method == b"GET" else None
             if fault is not None:
                 self.state.count("faults")
