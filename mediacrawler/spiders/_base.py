@@ -36,10 +36,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -112,6 +113,50 @@ class SpiderParams(BaseModel):
         if isinstance(data, dict):
             return {k: v for k, v in data.items() if not str(k).startswith("_")}
         return data
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+# --- argument checks shared by the platforms' parameter models (called from their validators) -----------------
+def matched_arg(value: Any, *, pattern: re.Pattern[str], message: str) -> str | None:
+    """``None`` stays ``None``; anything else as stripped text that ``pattern`` must match, else ``ValueError``."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not pattern.match(text):
+        raise ValueError(message)
+    return text
+
+
+def digits_arg(value: Any, *, what: str, example: str | None = None, most: int = 20) -> str | None:
+    """A numeric id of 1 to ``most`` ASCII digits (``None`` stays ``None``): "must be a numeric {what}[, e.g. …]"."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= most):
+        raise ValueError(f"must be a numeric {what}" + (f", e.g. {example}" if example else ""))
+    return text
+
+
+def keyword_arg(value: str | None, *, most: int = 100, message: str | None = None) -> str | None:
+    """A search keyword, stripped, 1 to ``most`` characters (``None`` stays ``None``); ``message`` replaces both
+    the "empty" and the "too long" message when given."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text:
+        raise ValueError(message or "must not be empty")
+    if len(text) > most:
+        raise ValueError(message or f"must be at most {most} characters")
+    return text
+
+
+def one_target(model: _M, *, names: tuple[str, ...], message: str) -> _M:
+    """``model`` if exactly one of its fields ``names`` is set, else ``ValueError(message)``."""
+    if sum(getattr(model, name) is not None for name in names) != 1:
+        raise ValueError(message)
+    return model
 
 
 def format_validation_error(spider_name: str, error: ValidationError) -> str:

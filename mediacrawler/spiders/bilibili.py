@@ -32,9 +32,8 @@ from mediacrawler.cache import cache_from_crawler
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, keyword_arg, one_target
 
-_DIGITS = re.compile(r"^[0-9]{1,20}$")
 _BVID = re.compile(r"^BV[0-9A-Za-z]{10}$")
 #: Cache key of the WBI mixin key (one per API root).
 _WBI_CACHE_KEY = "bilibili:wbi:{root}"
@@ -50,22 +49,12 @@ class BilibiliParams(SpiderParams):
     @field_validator("mid", mode="before")
     @classmethod
     def _mid_digits(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        s = str(v).strip()
-        if not _DIGITS.match(s):
-            raise ValueError("must be a numeric Bilibili user id (mid), e.g. 2")
-        return s
+        return digits_arg(v, what="Bilibili user id (mid)", example="2")
 
     @field_validator("keyword")
     @classmethod
     def _keyword_text(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        v = v.strip()
-        if not v or len(v) > 100:
-            raise ValueError("must be 1 to 100 characters")
-        return v
+        return keyword_arg(v, message="must be 1 to 100 characters")
 
     @field_validator("bvid", mode="before")
     @classmethod
@@ -79,9 +68,8 @@ class BilibiliParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> BilibiliParams:
-        if sum(x is not None for x in (self.mid, self.keyword, self.bvid)) != 1:
-            raise ValueError("give exactly one of -a mid=<digits>, -a keyword=<text> or -a bvid=<BV…[,BV…]>")
-        return self
+        return one_target(self, names=("mid", "keyword", "bvid"),
+                          message="give exactly one of -a mid=<digits>, -a keyword=<text> or -a bvid=<BV…[,BV…]>")
 
 
 class BilibiliSpider(Args[BilibiliParams], PlatformSpider):

@@ -31,7 +31,7 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import douyin as parser
 from mediacrawler.parsers._common import Page, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, one_target
 
 #: Targets one job takes (each is one page).
 MAX_TARGETS = 1000
@@ -66,9 +66,8 @@ class DouyinParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> DouyinParams:
-        if self.aweme is None:
-            raise ValueError("give -a aweme=<id or share URL>[,<id or share URL>…]")
-        return self
+        # -a user is refused by its own validator, so "exactly one" is "aweme is set".
+        return one_target(self, names=("aweme",), message="give -a aweme=<id or share URL>[,<id or share URL>…]")
 
 
 class DouyinSpider(Args[DouyinParams], PlatformSpider):

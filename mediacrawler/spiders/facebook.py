@@ -25,10 +25,9 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers._common import Page, PlatformError
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, matched_arg, one_target
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
-_DIGITS = re.compile(r"^[0-9]{1,25}$")
 #: The fields of a post the parser reads (parsers/facebook.py).
 POST_FIELDS = ("id,message,created_time,permalink_url,from,"
                "attachments{media_type,media,subattachments,target,url,type,title,description}")
@@ -43,28 +42,17 @@ class FacebookParams(SpiderParams):
     @field_validator("page", mode="before")
     @classmethod
     def _page_name(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        s = str(v).strip()
-        if not _PAGE.match(s):
-            raise ValueError("must be a page id or username (letters, digits, dots), e.g. 100000000000001")
-        return s
+        return matched_arg(v, pattern=_PAGE,
+                           message="must be a page id or username (letters, digits, dots), e.g. 100000000000001")
 
     @field_validator("video", mode="before")
     @classmethod
     def _video_id(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        s = str(v).strip()
-        if not _DIGITS.match(s):
-            raise ValueError("must be a numeric video id")
-        return s
+        return digits_arg(v, what="video id", most=25)
 
     @model_validator(mode="after")
     def _one_target(self) -> FacebookParams:
-        if (self.page is None) == (self.video is None):
-            raise ValueError("give exactly one of -a page=<id> or -a video=<id>")
-        return self
+        return one_target(self, names=("page", "video"), message="give exactly one of -a page=<id> or -a video=<id>")
 
 
 class FacebookSpider(Args[FacebookParams], PlatformSpider):

@@ -12,7 +12,6 @@ and expire (``Expires``/``ssig``); a download that outlives its URL reads the po
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 from urllib.parse import urlencode
 
@@ -24,9 +23,7 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers._common import Page, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
-
-_DIGITS = re.compile(r"^[0-9]{1,20}$")
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, keyword_arg, one_target
 
 
 class WeiboParams(SpiderParams):
@@ -38,30 +35,17 @@ class WeiboParams(SpiderParams):
     @field_validator("uid", mode="before")
     @classmethod
     def _uid_digits(cls, v: Any) -> Any:
-        if v is None:
-            return v
-        s = str(v).strip()
-        if not _DIGITS.match(s):
-            raise ValueError("must be a numeric Weibo user id, e.g. 7365120894")
-        return s
+        return digits_arg(v, what="Weibo user id", example="7365120894")
 
     @field_validator("keyword")
     @classmethod
     def _keyword_text(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        v = v.strip()
-        if not v:
-            raise ValueError("must not be empty")
-        if len(v) > 100:
-            raise ValueError("must be at most 100 characters")
-        return v
+        return keyword_arg(v)
 
     @model_validator(mode="after")
     def _one_target(self) -> WeiboParams:
-        if (self.uid is None) == (self.keyword is None):
-            raise ValueError("give exactly one of -a uid=<digits> or -a keyword=<text>")
-        return self
+        return one_target(self, names=("uid", "keyword"),
+                          message="give exactly one of -a uid=<digits> or -a keyword=<text>")
 
 
 class WeiboSpider(Args[WeiboParams], PlatformSpider):

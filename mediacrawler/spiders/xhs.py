@@ -27,7 +27,7 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import xhs as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step
+from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, one_target
 
 #: Notes one job may name (``-a note`` or ``-a notes_file``).
 MAX_NOTES = 1000
@@ -95,9 +95,8 @@ class XhsParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> XhsParams:
-        if sum(x is not None for x in (self.note, self.notes_file, self.user)) != 1:
-            raise ValueError("give exactly one of -a note=<id or URL>[,…], -a notes_file=<path> or -a user=<id>")
-        return self
+        return one_target(self, names=("note", "notes_file", "user"),
+                          message="give exactly one of -a note=<id or URL>[,…], -a notes_file=<path> or -a user=<id>")
 
 
 class XhsSpider(Args[XhsParams], PlatformSpider):
