@@ -258,8 +258,24 @@ CACHE_RETRY_BACKOFF_MAX = 8.0
 #: Seconds a session:{id} record lives unless used (every use renews it).
 SESSION_TTL = 300
 
+# --- Metrics (extensions/metrics.py) and progress (extensions/progress.py) -------------------------------------
+#: Port of the Prometheus endpoint (http://METRICS_HOST:METRICS_PORT/metrics); unset: no endpoint. 0: a free port,
+#: logged at start ("Metrics endpoint at …").
+METRICS_PORT = os.environ.get("METRICS_PORT") or None
+#: Address the endpoint listens on; loopback unless a scraper on another host must reach it.
+METRICS_HOST = "127.0.0.1"
+#: File written at close with the final metrics (node-exporter textfile collector format); unset: none.
+METRICS_TEXTFILE = None
+#: Seconds between progress lines (Scrapy's own setting; 0: none).
+LOGSTATS_INTERVAL = 60.0
+
 EXTENSIONS = {
     "mediacrawler.extensions.checkpoint.CheckpointExtension": 500,
+    # One progress line per LOGSTATS_INTERVAL with pages, posts, media files and MiB: replaces Scrapy's LogStats.
+    "scrapy.extensions.logstats.LogStats": None,
+    "mediacrawler.extensions.progress.ProgressLogStats": 0,
+    # After the checkpoint extension: reads where it resumed on spider_opened (METRICS_PORT unset: off).
+    "mediacrawler.extensions.metrics.MetricsExtension": 900,
 }
 
 ADDONS = {

@@ -1,0 +1,214 @@
+"""Prometheus metrics of a crawl, read from the crawler's stats at scrape time (docs/operations.md, "Metrics").
+
+With ``METRICS_PORT`` set, :class:`MetricsExtension` serves ``http://METRICS_HOST:METRICS_PORT/metrics`` from
+prometheus-client's WSGI server in a daemon thread (started on ``engine_started``, stopped on ``spider_closed``
+off the reactor thread). There are no counters of our own: :class:`StatsCollector` turns the crawler's stats
+(the numbers ``Dumping Scrapy stats`` prints) into metric families each time Prometheus scrapes, so the endpoint and
+the stats can never disagree. ``METRICS_TEXTFILE`` also writes the final figures to a file at close, in the text
+format node-exporter's textfile collector reads.
+
+Families (all labelled ``platform`` and ``job``; ``*_total`` are counters):
+
+- ``mediacrawler_pages_total{status=parsed|failed}``: listing pages (``<platform>/pages``, ``…/pages_failed``)
+- ``mediacrawler_posts_total{status=scraped|dropped}``: posts out of the pipelines (exported or dropped)
+- ``mediacrawler_media_files_total{status=downloaded|uptodate|deduplicated|failed}``: media assets by outcome
+- ``mediacrawler_media_bytes_total{status=stored|received}``: bytes written to the store / media bytes received
+- ``mediacrawler_media_failures_total{reason}``: failed assets by reason (``media/failed/<reason>``)
+- ``mediacrawler_dedupe_hits_total{kind=seen|claimed_elsewhere|checkpoint}``: posts dropped as already emitted
+- ``mediacrawler_retries_total{reason}``: Scrapy retries by reason (``retry/reason_count/<reason>``)
+- ``mediacrawler_rate_limit_waits_total{reason}``: back-offs on "slow down" answers (``<platform>/rate_limited/…``)
+- ``mediacrawler_checkpoint_watermark`` and ``mediacrawler_checkpoint_lag_pages``: the watermark, and pages parsed
+  in this run that it has not passed yet (parsed pages whose posts are still in the pipelines, or a failed page)
+- ``mediacrawler_up``: 1 while the crawl runs (the textfile says 0)
+
+Settings: ``METRICS_PORT`` (unset: off), ``METRICS_HOST`` (``127.0.0.1``), ``METRICS_TEXTFILE`` (unset: none).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.asyncio import run_in_thread
+
+from mediacrawler.fsutil import write_atomic
+
+if TYPE_CHECKING:
+    from typing import Self
+    from wsgiref.simple_server import WSGIServer
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "mediacrawler_"
+MEDIA_STATUSES = ("downloaded", "uptodate", "deduplicated", "failed")
+DEDUPE_KINDS = {"dedupe/dropped": "seen", "dedupe/claimed_elsewhere": "claimed_elsewhere",
+                "checkpoint/skipped_stored": "checkpoint"}
+
+
+def _num(stats: Mapping[str, Any], key: str) -> float:
+    value = stats.get(key, 0)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+def _by_suffix(stats: Mapping[str, Any], prefix: str) -> dict[str, float]:
+    """``{suffix: value}`` of the numeric stats named ``<prefix><suffix>`` (one level: no ``/`` in the suffix)."""
+    return {key[len(prefix):]: _num(stats, key) for key in stats
+            if key.startswith(prefix) and "/" not in key[len(prefix):] and key != prefix}
+
+
+def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, running: bool = True,
+                     checkpoint_base: int | None = None) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+    """The metric families for one crawl's *stats* (a plain dict copy). ``checkpoint_base`` is the watermark this
+    run started from (the page before its first page); ``None``: the crawl keeps no checkpoint, no lag."""
+    labels = ["platform", "job"]
+    ids = [platform, job]
+
+    def counter(name: str, doc: str, extra: str | None, values: Mapping[str, float]) -> CounterMetricFamily:
+        family = CounterMetricFamily(PREFIX + name, doc, labels=labels + ([extra] if extra else []))
+        for value_label, value in sorted(values.items()):
+            family.add_metric(ids + ([value_label] if extra else []), value)
+        return family
+
+    yield counter("pages", "Listing pages by status", "status", {
+        "parsed": _num(stats, f"{platform}/pages"), "failed": _num(stats, f"{platform}/pages_failed")})
+    yield counter("posts", "Posts out of the item pipelines by status", "status", {
+        "scraped": _num(stats, "item_scraped_count"), "dropped": _num(stats, "item_dropped_count")})
+    yield counter("media_files", "Media assets by outcome", "status",
+                  {status: _num(stats, f"media/{status}") for status in MEDIA_STATUSES})
+    yield counter("media_bytes", "Media bytes written to the store (stored) or received from the network "
+                  "(received)", "status", {
+                      "stored": _num(stats, "media/stored_bytes"),
+                      "received": _num(stats, "media/response_bytes") + _num(stats, "media/segments/response_bytes")})
+    yield counter("media_failures", "Failed media assets by reason", "reason", _by_suffix(stats, "media/failed/"))
+    yield counter("dedupe_hits", "Posts dropped as already emitted, by kind", "kind",
+                  {kind: _num(stats, key) for key, kind in DEDUPE_KINDS.items()})
+    yield counter("retries", "Requests retried, by reason", "reason", _by_suffix(stats, "retry/reason_count/"))
+    yield counter("rate_limit_waits", "Back-offs on rate-limit answers, by reason", "reason",
+                  _by_suffix(stats, f"{platform}/rate_limited/"))
+    if checkpoint_base is not None:
+        watermark = int(_num(stats, "checkpoint/watermark")) if "checkpoint/watermark" in stats else checkpoint_base
+        # Pages this run parsed that the watermark has not passed yet: their posts are still in the pipelines, or a
+        # page before them failed. Grows without bound when a page failed for good.
+        lag = max(0.0, _num(stats, f"{platform}/pages") - max(0, watermark - checkpoint_base))
+        family = GaugeMetricFamily(PREFIX + "checkpoint_watermark", "Highest page whose posts are all stored",
+                                   labels=labels)
+        family.add_metric(ids, watermark)
+        yield family
+        family = GaugeMetricFamily(PREFIX + "checkpoint_lag_pages", "Pages parsed in this run that the checkpoint "
+                                   "watermark has not passed yet", labels=labels)
+        family.add_metric(ids, lag)
+        yield family
+    family = GaugeMetricFamily(PREFIX + "up", "1 while the crawl runs", labels=labels)
+    family.add_metric(ids, 1.0 if running else 0.0)
+    yield family
+
+
+class StatsCollector(Collector):
+    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.platform = ""
+        self.job = ""
+        self.checkpoint_base: int | None = None
+        self.running = False
+
+    def describe(self) -> list[Any]:
+        return []  # families depend on the stats (reasons); nothing to check at registration
+
+    def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
+        if not self.platform or self.crawler.stats is None:
+            return
+        # Called from the HTTP server's thread while the reactor updates the stats: dict.copy() runs in C under the
+        # GIL, so it is one consistent snapshot, and everything after reads the copy.
+        stats = self.crawler.stats.get_stats().copy()
+        yield from stats_to_metrics(stats, platform=self.platform, job=self.job, running=self.running,
+                                    checkpoint_base=self.checkpoint_base)
+
+
+class MetricsExtension:
+    """Serves the crawl's stats as Prometheus metrics (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        port = settings.get("METRICS_PORT")
+        if port in (None, ""):
+            raise NotConfigured("METRICS_PORT is not set")
+        try:
+            self.port = int(port)
+        except (TypeError, ValueError):
+            raise NotConfigured(f"METRICS_PORT={port!r} is not a port number") from None
+        if not 0 <= self.port <= 65535:
+            raise NotConfigured(f"METRICS_PORT={port!r} is not a port number")
+        self.host: str = settings.get("METRICS_HOST") or "127.0.0.1"
+        self.textfile: str | None = settings.get("METRICS_TEXTFILE") or None
+        self.crawler = crawler
+        self.collector = StatsCollector(crawler)
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self.collector)
+        self.server: WSGIServer | None = None
+        self.thread: threading.Thread | None = None
+        crawler.signals.connect(self.engine_started, signal=signals.engine_started)
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    @property
+    def url(self) -> str | None:
+        if self.server is None:
+            return None
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}/metrics"
+
+    def engine_started(self) -> None:
+        try:
+            self.server, self.thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        except OSError as e:
+            # The crawl matters more than its metrics: say so once, loudly, and go on without them.
+            logger.error("Metrics endpoint not started: cannot listen on %s:%s: %s", self.host, self.port, e)
+            assert self.crawler.stats is not None
+            self.crawler.stats.set_value("metrics/error", str(e))
+            return
+        # With METRICS_PORT=0 the system picks the port: this line is how a scraper (or a test) finds it.
+        logger.info("Metrics endpoint at %s", self.url)
+
+    def spider_opened(self, spider: Spider) -> None:
+        platform = getattr(spider, "platform", None) or spider.name
+        self.collector.platform = str(platform)
+        self.collector.job = str(getattr(spider, "job", None) or spider.name)
+        if self.crawler.settings.getbool("CHECKPOINT_ENABLED") and hasattr(spider, "first_page"):
+            # The checkpoint extension (earlier in EXTENSIONS) has set spider.resume by now.
+            self.collector.checkpoint_base = spider.first_page()[0] - 1
+        self.collector.running = True
+
+    async def spider_closed(self, spider: Spider, reason: str) -> None:
+        self.collector.running = False
+        server, self.server = self.server, None
+        # The textfile's fsync and the server's shutdown() (it waits up to 0.5 s for the serve loop to notice) run
+        # in a thread, never on the reactor.
+        await run_in_thread(self._close, server)
+
+    def _close(self, server: WSGIServer | None) -> None:
+        if self.textfile:
+            try:
+                write_atomic(self.textfile, generate_latest(self.registry))
+            except OSError as e:
+                logger.error("Cannot write METRICS_TEXTFILE %s: %s", self.textfile, e)
+            else:
+                logger.info("Final metrics written to %s", self.textfile)
+        if server is not None:
+            server.shutdown()
+            server.server_close()
