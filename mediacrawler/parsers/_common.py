@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
@@ -18,8 +19,15 @@ from mediacrawler.items import Post
 __all__ = [
     "Page",
     "PlatformError",
+    "as_int",
+    "as_list",
+    "as_obj",
+    "as_text",
     "clean_id",
     "html_to_text",
+    "https_url",
+    "is_http_url",
+    "iso_from_timestamp",
     "iso_utc",
     "job_slug",
     "parse_count",
@@ -73,6 +81,73 @@ def clean_id(value: Any) -> str | None:
         value = value.strip()
         return value if _ID_RE.fullmatch(value) else None
     return None
+
+
+# --- readers of untrusted JSON values: the platform's shapes are not a promise ------------------------------------
+def as_obj(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_text(value: Any) -> str:
+    """``value`` when it is a string, else ``""``."""
+    return value if isinstance(value, str) else ""
+
+
+def as_list(value: Any, cap: int) -> list[Any]:
+    """The first ``cap`` entries of ``value`` when it is a list, else an empty list."""
+    return value[:cap] if isinstance(value, list) else []
+
+
+_INT_TEXT_RE = re.compile(r"-?[0-9]{1,18}")
+
+
+def as_int(value: Any) -> int | None:
+    """An integer (never a boolean), a finite float below 2**62 (truncated) or a string of at most 18 digits
+    (``-`` allowed, spaces around ignored) as an ``int``; anything else ``None``. The bound keeps ``int()`` from
+    ever raising or working hard on a hostile value."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and abs(value) < 2**62:
+        return int(value)
+    if isinstance(value, str) and _INT_TEXT_RE.fullmatch(value.strip()):
+        return int(value.strip())
+    return None
+
+
+def is_http_url(url: Any) -> bool:
+    """Whether ``url`` is an http(s) URL with a host (and a numeric port, if any)."""
+    if not isinstance(url, str):
+        return False
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and bool(parts.hostname)
+
+
+def https_url(url: Any) -> str:
+    """A media URL as a usable absolute URL, stripped: protocol-relative ``//host/…`` gets ``https:``; anything that
+    is not http(s) with a host is ``""``."""
+    if not isinstance(url, str):
+        return ""
+    url = url.strip()
+    if url.startswith("//"):
+        url = "https:" + url
+    return url if is_http_url(url) else ""
+
+
+def iso_from_timestamp(value: Any, *, per_second: int = 1, low: int = 1, high: int = 253_402_300_799) -> str | None:
+    """A Unix timestamp (``per_second`` units a second: 1000 for milliseconds) as :func:`iso_utc` writes it;
+    ``None`` when unreadable or outside ``low..high`` (inclusive; 0 is the platforms' "unknown", and past year 9999
+    datetime cannot say it)."""
+    n = as_int(value)
+    if n is None or not low <= n <= high:
+        return None
+    return iso_utc(datetime.fromtimestamp(n / per_second if per_second != 1 else n, UTC))
 
 
 _COUNT_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(万|亿|[kKmMwW])?\s*\+?\s*$")

@@ -24,12 +24,23 @@ import hashlib
 import math
 import re
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
-from mediacrawler.parsers._common import Page, PlatformError, clean_id, html_to_text, iso_utc, parse_count
+from mediacrawler.parsers._common import (
+    Page,
+    PlatformError,
+    as_int,
+    as_obj,
+    as_text,
+    clean_id,
+    html_to_text,
+    https_url,
+    is_http_url,
+    iso_from_timestamp,
+    parse_count,
+)
 
 __all__ = [
     "MIXIN_KEY_ENC_TAB",
@@ -164,26 +175,6 @@ def sign_params(params: Mapping[str, Any], mixin_key: str, *, wts: int) -> dict[
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    return None
-
-
 def duration_seconds(value: Any) -> int | None:
     """A video length in seconds: ``"3:05"`` → 185, ``"104:52"`` (minutes past 60) → 6292, ``"1:02:03"`` → 3723,
     an integer as is; ``None`` when unreadable."""
@@ -203,36 +194,6 @@ def duration_seconds(value: Any) -> int | None:
     return seconds
 
 
-def _https(url: Any) -> str:
-    """An image URL as a usable absolute URL: protocol-relative ``//i0.hdslb.com/…`` gets ``https:``; anything
-    that is not http(s) with a host is ``""``."""
-    if not isinstance(url, str) or not url.strip():
-        return ""
-    url = url.strip()
-    if url.startswith("//"):
-        url = "https:" + url
-    return url if _valid_url(url) else ""
-
-
-def _valid_url(url: Any) -> bool:
-    if not isinstance(url, str):
-        return False
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        return False
-    return parts.scheme in ("http", "https") and bool(parts.hostname)
-
-
-def _iso_from_seconds(value: Any) -> str | None:
-    seconds = _int(value)
-    # 0 is the platform's "unknown"; past year 9999 datetime cannot say it.
-    if seconds is None or seconds <= 0 or seconds >= 253_402_300_800:
-        return None
-    return iso_utc(datetime.fromtimestamp(seconds, UTC))
-
-
 # ---------------------------------------------------------------------------------------------- listings
 
 
@@ -240,18 +201,18 @@ def _listing_entry(*, bvid: str, aid: Any, title: str, description: str, pic: An
                    author: Any, mid: Any, views: Any, comments: Any, union: Any) -> dict[str, Any]:
     return {
         "bvid": bvid,
-        "aid": _int(aid),
+        "aid": as_int(aid),
         "title": title,
         "description": description,
-        "pic": _https(pic),
-        "created": _int(created),
-        "created_at": _iso_from_seconds(created),
+        "pic": https_url(pic),
+        "created": as_int(created),
+        "created_at": iso_from_timestamp(created),
         "length": duration_seconds(length),
-        "author": _text(author) or None,
+        "author": as_text(author) or None,
         "mid": clean_id(mid),
         "views": parse_count(views),
         "comments": parse_count(comments),
-        "is_union_video": bool(_int(union)),
+        "is_union_video": bool(as_int(union)),
     }
 
 
@@ -275,16 +236,16 @@ def parse_arc_search(payload: Any) -> Page:
     the listing says. ``is_last`` when ``pn * ps >= count`` or the list is empty; a page without readable paging
     is taken as the last (a guess that could loop forever is worse than a short crawl)."""
     raise_for_envelope(payload)
-    data = _obj(payload.get("data"))
+    data = as_obj(payload.get("data"))
     page = Page()
     # A collaboration (is_union_video) shows under every member's space with its owner's mid and name: kept as
     # listed, the record's author comes from /view.
-    n = _collect(page, _obj(data.get("list")).get("vlist"), lambda e, bvid: _listing_entry(
-        bvid=bvid, aid=e.get("aid"), title=_text(e.get("title")), description=_text(e.get("description")),
+    n = _collect(page, as_obj(data.get("list")).get("vlist"), lambda e, bvid: _listing_entry(
+        bvid=bvid, aid=e.get("aid"), title=as_text(e.get("title")), description=as_text(e.get("description")),
         pic=e.get("pic"), created=e.get("created"), length=e.get("length"), author=e.get("author"),
         mid=e.get("mid"), views=e.get("play"), comments=e.get("comment"), union=e.get("is_union_video")))
-    info = _obj(data.get("page"))
-    pn, ps, count = _int(info.get("pn")), _int(info.get("ps")), _int(info.get("count"))
+    info = as_obj(data.get("page"))
+    pn, ps, count = as_int(info.get("pn")), as_int(info.get("ps")), as_int(info.get("count"))
     page.is_last = n == 0 or None in (pn, ps, count) or pn * ps >= count  # type: ignore[operator]
     return page
 
@@ -294,7 +255,7 @@ def parse_search(payload: Any) -> Page:
     :func:`parse_arc_search`: titles lose their ``<em class="keyword">`` markup, protocol-relative covers get
     ``https:``. ``is_last`` when ``page >= numPages`` or there are no results."""
     raise_for_envelope(payload)
-    data = _obj(payload.get("data"))
+    data = as_obj(payload.get("data"))
     page = Page()
     results = data.get("result")
     videos = [r for r in results if isinstance(r, dict) and r.get("type", "video") == "video"] \
@@ -302,11 +263,11 @@ def parse_search(payload: Any) -> Page:
     if isinstance(results, list) and len(videos) < len(results):
         page.skipped["not_a_video"] = len(results) - len(videos)
     n = _collect(page, videos, lambda e, bvid: _listing_entry(
-        bvid=bvid, aid=e.get("aid", e.get("id")), title=html_to_text(_text(e.get("title"))),
-        description=html_to_text(_text(e.get("description"))), pic=e.get("pic"), created=e.get("pubdate"),
+        bvid=bvid, aid=e.get("aid", e.get("id")), title=html_to_text(as_text(e.get("title"))),
+        description=html_to_text(as_text(e.get("description"))), pic=e.get("pic"), created=e.get("pubdate"),
         length=e.get("duration"), author=e.get("author"), mid=e.get("mid"), views=e.get("play"),
         comments=e.get("review"), union=e.get("is_union_video")))
-    current, pages = _int(data.get("page")), _int(data.get("numPages"))
+    current, pages = as_int(data.get("page")), as_int(data.get("numPages"))
     page.is_last = n == 0 or current is None or pages is None or current >= pages
     return page
 
@@ -330,11 +291,11 @@ def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
         if cid is None or cid in seen:
             continue
         seen.add(cid)
-        dim = _obj(entry.get("dimension"))
-        width, height = _int(dim.get("width")), _int(dim.get("height"))
-        if _int(dim.get("rotate")) == 1:  # a portrait upload stored sideways: the player swaps them
+        dim = as_obj(entry.get("dimension"))
+        width, height = as_int(dim.get("width")), as_int(dim.get("height"))
+        if as_int(dim.get("rotate")) == 1:  # a portrait upload stored sideways: the player swaps them
             width, height = height, width
-        parts.append({"cid": cid, "page": _int(entry.get("page")), "part": _text(entry.get("part")),
+        parts.append({"cid": cid, "page": as_int(entry.get("page")), "part": as_text(entry.get("part")),
                       "duration": duration_seconds(entry.get("duration")), "width": width or None,
                       "height": height or None})
     return parts
@@ -345,29 +306,29 @@ def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | 
     one video asset per part (``{bvid}:{cid}``, ``url`` and ``renditions`` empty until the spider has the part's
     playurl: :func:`parse_playurl`). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos)."""
     raise_for_envelope(payload)
-    data = _obj(payload.get("data"))
+    data = as_obj(payload.get("data"))
     bvid = clean_id(data.get("bvid"))
     if bvid is None:
         raise PlatformError("error", "view answer without a bvid")
-    owner = _obj(data.get("owner"))
+    owner = as_obj(data.get("owner"))
     owner_id = clean_id(owner.get("mid"))
-    stat = _obj(data.get("stat"))
+    stat = as_obj(data.get("stat"))
     parts = _parts(data)
     media: list[MediaAsset] = []
-    cover = _https(data.get("pic"))
+    cover = https_url(data.get("pic"))
     if cover:
         media.append(MediaAsset(kind="image", key=f"cover:{bvid}", url=cover))
     for part in parts:
         media.append(MediaAsset(kind="video", key=f"{bvid}:{part['cid']}", url="",
                                 duration=None if part["duration"] is None else float(part["duration"]),
                                 width=part["width"], height=part["height"]))
-    desc = _text(data.get("desc"))
+    desc = as_text(data.get("desc"))
     return Post(
         platform=PLATFORM,
         post_id=bvid,
         url=video_url(bvid),
-        author=Author(id=owner_id, name=_text(owner.get("name")) or None) if owner_id else None,
-        created_at=_iso_from_seconds(data.get("pubdate")),
+        author=Author(id=owner_id, name=as_text(owner.get("name")) or None) if owner_id else None,
+        created_at=iso_from_timestamp(data.get("pubdate")),
         # "-" is what the site stores for "no description".
         text="" if desc.strip() == "-" else desc,
         metrics=Metrics(likes=parse_count(stat.get("like")), comments=parse_count(stat.get("reply")),
@@ -375,7 +336,7 @@ def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | 
         media=media,
         source=source,
         fetched_at=fetched_at,
-        extra={"title": _text(data.get("title")), "aid": _int(data.get("aid")),
+        extra={"title": as_text(data.get("title")), "aid": as_int(data.get("aid")),
                "parts": [{k: p[k] for k in ("cid", "page", "part", "duration")} for p in parts]},
     )
 
@@ -405,7 +366,7 @@ def _urls(primary: Any, backups: Any) -> tuple[str, list[str]] | None:
     """``(url, alternates)``: valid http(s) URLs only, deduplicated; a bad primary is replaced by the first good
     backup. ``None`` when none is usable."""
     candidates = [primary, *(backups[:MAX_RENDITIONS] if isinstance(backups, list) else [backups])]
-    good = list(dict.fromkeys(u.strip() for u in candidates if isinstance(u, str) and _valid_url(u.strip())))
+    good = list(dict.fromkeys(u.strip() for u in candidates if isinstance(u, str) and is_http_url(u.strip())))
     return (good[0], good[1:]) if good else None
 
 
@@ -427,24 +388,24 @@ def _dash_entry(entry: dict[str, Any], kind: str) -> dict[str, Any] | None:
     urls = _urls(_twin(entry, "baseUrl", "base_url"), _twin(entry, "backupUrl", "backup_url"))
     if urls is None:
         return None
-    seg = _obj(entry.get("segment_base")) or _obj(entry.get("SegmentBase"))
-    init = _text(seg.get("initialization") or seg.get("Initialization"))
-    index = _text(seg.get("index_range") or seg.get("indexRange"))
-    codecid = _int(entry.get("codecid"))
+    seg = as_obj(entry.get("segment_base")) or as_obj(entry.get("SegmentBase"))
+    init = as_text(seg.get("initialization") or seg.get("Initialization"))
+    index = as_text(seg.get("index_range") or seg.get("indexRange"))
+    codecid = as_int(entry.get("codecid"))
     return {
         "kind": kind,
         "url": urls[0],
         "alternates": urls[1],
-        "width": _int(entry.get("width")) or None,
-        "height": _int(entry.get("height")) or None,
-        "codecs": _text(entry.get("codecs")) or None,
+        "width": as_int(entry.get("width")) or None,
+        "height": as_int(entry.get("height")) or None,
+        "codecs": as_text(entry.get("codecs")) or None,
         "codec": CODECID_FAMILY.get(codecid) if kind == "video" and codecid is not None else None,
         "codecid": codecid,
-        "bandwidth": _int(entry.get("bandwidth")),
+        "bandwidth": as_int(entry.get("bandwidth")),
         "frame_rate": _frame_rate(_twin(entry, "frameRate", "frame_rate")),
-        "mime": _text(_twin(entry, "mimeType", "mime_type")) or None,
+        "mime": as_text(_twin(entry, "mimeType", "mime_type")) or None,
         "size": None,
-        "quality": _int(entry.get("id")),
+        "quality": as_int(entry.get("id")),
         "segment_base": {"initialization": init, "index_range": index} if init and index else None,
     }
 
@@ -457,7 +418,7 @@ def parse_playurl(payload: Any) -> list[dict[str, Any]]:
     :data:`MAX_RENDITIONS` entries. Raises :class:`PlatformError` for error envelopes."""
     data = _data_of(payload)
     out: list[dict[str, Any]] = []
-    dash = _obj(data.get("dash"))
+    dash = as_obj(data.get("dash"))
     # dash.dolby / dash.flac (premium-only E-AC-3 and FLAC tracks) are left out: the media path picks the audio with
     # the highest bandwidth, and those are neither what a logged-out user gets nor what an MP4 of AAC holds.
     for kind, entries in (("video", dash.get("video")), ("audio", dash.get("audio"))):
@@ -468,7 +429,7 @@ def parse_playurl(payload: Any) -> list[dict[str, Any]]:
             if rendition is not None:
                 out.append(rendition)
     durl = data.get("durl")
-    fmt = _text(data.get("format"))
+    fmt = as_text(data.get("format"))
     mime = "video/x-flv" if fmt.startswith("flv") else "video/mp4" if fmt.startswith("mp4") else None
     for entry in durl[:MAX_RENDITIONS] if isinstance(durl, list) else []:
         if len(out) >= MAX_RENDITIONS:
@@ -478,21 +439,21 @@ def parse_playurl(payload: Any) -> list[dict[str, Any]]:
         urls = _urls(entry.get("url"), _twin(entry, "backup_url", "backupUrl"))
         if urls is None:
             continue
-        quality = _int(data.get("quality"))
+        quality = as_int(data.get("quality"))
         out.append({"kind": "progressive", "url": urls[0], "alternates": urls[1], "width": None,
                     "height": QN_HEIGHT.get(quality) if quality is not None else None, "codecs": None,
                     "codec": None, "codecid": None, "bandwidth": None, "frame_rate": None, "mime": mime,
-                    "size": _int(entry.get("size")), "quality": quality, "segment_base": None})
+                    "size": as_int(entry.get("size")), "quality": quality, "segment_base": None})
     return out
 
 
 def playurl_duration(payload: Any) -> float | None:
     """The length of a playurl answer in seconds (``timelength`` is milliseconds; ``dash.duration`` seconds)."""
     data = _data_of(payload)
-    ms = _int(data.get("timelength"))
+    ms = as_int(data.get("timelength"))
     if ms and ms > 0:
         return ms / 1000
-    seconds = _int(_obj(data.get("dash")).get("duration"))
+    seconds = as_int(as_obj(data.get("dash")).get("duration"))
     return float(seconds) if seconds and seconds > 0 else None
 
 
@@ -506,11 +467,11 @@ def post_from_listing(entry: dict[str, Any], *, source: Source | None = None, fe
         platform=PLATFORM,
         post_id=bvid,
         url=video_url(bvid),
-        author=Author(id=mid, name=_text(entry.get("author")) or None) if mid else None,
+        author=Author(id=mid, name=as_text(entry.get("author")) or None) if mid else None,
         created_at=entry.get("created_at") if isinstance(entry.get("created_at"), str) else None,
-        text=_text(entry.get("description")),
-        metrics=Metrics(views=_int(entry.get("views")), comments=_int(entry.get("comments"))),
+        text=as_text(entry.get("description")),
+        metrics=Metrics(views=as_int(entry.get("views")), comments=as_int(entry.get("comments"))),
         source=source,
         fetched_at=fetched_at,
-        extra={"title": _text(entry.get("title")), "aid": _int(entry.get("aid"))},
+        extra={"title": as_text(entry.get("title")), "aid": as_int(entry.get("aid"))},
     )

@@ -26,14 +26,12 @@ that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["u
 from __future__ import annotations
 
 import json
-import math
 import re
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
-from mediacrawler.parsers._common import PlatformError, clean_id, iso_utc
+from mediacrawler.parsers._common import PlatformError, as_int, as_list, as_obj, as_text, clean_id, iso_from_timestamp
 
 __all__ = [
     "ALBUM_TYPES",
@@ -75,37 +73,13 @@ _HEVC_NAMES = ("h265", "bytevc1", "hevc", "265")
 # -- small readers ------------------------------------------------------------------------------------------------
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _list(value: Any, cap: int) -> list[Any]:
-    return value[:cap] if isinstance(value, list) else []
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def _count(value: Any) -> int | None:
-    number = _int(value)
+    number = as_int(value)
     return number if number is not None and number >= 0 else None
 
 
 def _dimension(value: Any) -> int | None:
-    number = _int(value)
+    number = as_int(value)
     return number if number is not None and 0 < number <= 16384 else None
 
 
@@ -119,7 +93,7 @@ def _valid_url(url: str) -> bool:
 
 def _urls(url_list: Any) -> list[str]:
     """The usable URLs of a ``url_list`` (http(s) with a host), deduplicated, in order, at most MAX_URLS."""
-    good = (u.strip() for u in _list(url_list, MAX_URLS * 4) if isinstance(u, str))
+    good = (u.strip() for u in as_list(url_list, MAX_URLS * 4) if isinstance(u, str))
     return list(dict.fromkeys(u for u in good if _valid_url(u)))[:MAX_URLS]
 
 
@@ -197,19 +171,19 @@ def classify_envelope(payload: Any) -> str:
 
 
 def _status_reason(payload: dict[str, Any]) -> str | None:
-    code = _int(payload.get("status_code"))
+    code = as_int(payload.get("status_code"))
     if code is None:
         raise PlatformError("error", "no status_code in the answer")
     if code == 0:
         return None
-    message = _text(payload.get("status_msg")).strip()[:200]
+    message = as_text(payload.get("status_msg")).strip()[:200]
     return f"status_code {code}" + (f": {message}" if message else "")
 
 
 def _filter_reason(entry: Any) -> str:
-    entry = _obj(entry)
-    reason = _text(entry.get("filter_reason")).strip()[:80] or "filtered"
-    detail = _text(entry.get("detail_msg")).strip()[:200] or _text(entry.get("notice")).strip()[:200]
+    entry = as_obj(entry)
+    reason = as_text(entry.get("filter_reason")).strip()[:80] or "filtered"
+    detail = as_text(entry.get("detail_msg")).strip()[:200] or as_text(entry.get("notice")).strip()[:200]
     return f"filtered: {reason}" + (f" ({detail})" if detail else "")
 
 
@@ -234,7 +208,7 @@ def router_data(html: str) -> dict[str, Any]:
 
 
 def _video_info(data: dict[str, Any]) -> dict[str, Any]:
-    loader = _obj(data.get("loaderData"))
+    loader = as_obj(data.get("loaderData"))
     for key, value in loader.items():
         if isinstance(key, str) and _PAGE_KEY_RE.fullmatch(key) and isinstance(value, dict):
             info = value.get("videoInfoRes")
@@ -250,12 +224,12 @@ def parse_share_page(html: str, *, aweme: str, source: Source | None = None,
     ``ValueError`` when the page is not a share page."""
     info = _video_info(router_data(html))
     reason = _status_reason(info)
-    for entry in _list(info.get("filter_list"), 100):
+    for entry in as_list(info.get("filter_list"), 100):
         if isinstance(entry, dict) and aweme_id(entry.get("aweme_id")) in (aweme, None):
             return unavailable_post(aweme, _filter_reason(entry), source=source, fetched_at=fetched_at)
     if reason is not None:
         return unavailable_post(aweme, reason, source=source, fetched_at=fetched_at)
-    items = [i for i in _list(info.get("item_list"), 100) if isinstance(i, dict)]
+    items = [i for i in as_list(info.get("item_list"), 100) if isinstance(i, dict)]
     item = next((i for i in items if aweme_id(i.get("aweme_id")) == aweme), None)
     if item is None:
         return unavailable_post(aweme, "not in the share page's item_list", source=source, fetched_at=fetched_at)
@@ -298,19 +272,19 @@ def unavailable_post(aweme: str, reason: str, *, source: Source | None = None, f
 
 
 def _is_hevc(entry: dict[str, Any]) -> bool:
-    if _int(entry.get("is_h265")) == 1 or _int(entry.get("is_bytevc1")) == 1:
+    if as_int(entry.get("is_h265")) == 1 or as_int(entry.get("is_bytevc1")) == 1:
         return True
-    names = (_text(entry.get("codec_type")) + " " + _text(entry.get("gear_name"))).lower()
+    names = (as_text(entry.get("codec_type")) + " " + as_text(entry.get("gear_name"))).lower()
     return any(n in names for n in _HEVC_NAMES)
 
 
 def _rendition(addr: Any, *, width: Any, height: Any, hevc: bool, bandwidth: Any = None, quality: Any = None,
                frame_rate: Any = None) -> dict[str, Any] | None:
-    addr = _obj(addr)
+    addr = as_obj(addr)
     urls = _urls(addr.get("url_list"))
     if not urls:
         return None
-    fps = _int(frame_rate)
+    fps = as_int(frame_rate)
     return {
         "kind": "progressive",
         "url": urls[0],
@@ -332,10 +306,10 @@ def video_renditions(video: dict[str, Any]) -> list[dict[str, Any]]:
     ``play_addr`` alone (its size and codec from ``video`` itself)."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
-    for entry in _list(video.get("bit_rate"), MAX_RENDITIONS):
+    for entry in as_list(video.get("bit_rate"), MAX_RENDITIONS):
         if not isinstance(entry, dict):
             continue
-        addr = _obj(entry.get("play_addr"))
+        addr = as_obj(entry.get("play_addr"))
         found = _rendition(addr, width=addr.get("width"), height=addr.get("height"), hevc=_is_hevc(entry),
                            bandwidth=entry.get("bit_rate"), quality=entry.get("quality_type"),
                            frame_rate=entry.get("FPS"))
@@ -343,19 +317,12 @@ def video_renditions(video: dict[str, Any]) -> list[dict[str, Any]]:
             seen.add(found["url"])
             out.append(found)
     if not out:
-        play = _obj(video.get("play_addr"))
+        play = as_obj(video.get("play_addr"))
         found = _rendition(play, width=play.get("width") or video.get("width"),
                            height=play.get("height") or video.get("height"), hevc=_is_hevc(video))
         if found is not None:
             out.append(found)
     return out
-
-
-def _created_at(value: Any) -> str | None:
-    seconds = _int(value)
-    if seconds is None or not 0 < seconds < 4_102_444_800:  # before 2100
-        return None
-    return iso_utc(datetime.fromtimestamp(seconds, UTC))
 
 
 def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetched_at: str | None = None) -> Post:
@@ -364,17 +331,17 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
     post_id = aweme_id(aweme.get("aweme_id"))
     if post_id is None:
         raise ValueError(f"aweme without a valid aweme_id ({str(aweme.get('aweme_id'))[:30]!r})")
-    author_raw = _obj(aweme.get("author"))
+    author_raw = as_obj(aweme.get("author"))
     uid = clean_id(author_raw.get("uid"))
-    author = Author(id=uid, name=_text(author_raw.get("nickname")) or None) if uid else None
-    stats = _obj(aweme.get("statistics"))
-    aweme_type = _int(aweme.get("aweme_type"))
-    images = [i for i in _list(aweme.get("images"), MAX_IMAGES) if isinstance(i, dict)]
+    author = Author(id=uid, name=as_text(author_raw.get("nickname")) or None) if uid else None
+    stats = as_obj(aweme.get("statistics"))
+    aweme_type = as_int(aweme.get("aweme_type"))
+    images = [i for i in as_list(aweme.get("images"), MAX_IMAGES) if isinstance(i, dict)]
     album = bool(images) or aweme_type in ALBUM_TYPES
-    video = _obj(aweme.get("video"))
+    video = as_obj(aweme.get("video"))
     media: list[MediaAsset] = []
     extra: dict[str, Any] = {"aweme_type": aweme_type}
-    sec_uid = _text(author_raw.get("sec_uid"))
+    sec_uid = as_text(author_raw.get("sec_uid"))
     if sec_uid and len(sec_uid) <= 100:
         extra["author_sec_uid"] = sec_uid
     duration_ms = _count(video.get("duration")) or _count(aweme.get("duration"))
@@ -385,15 +352,15 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
                 media.append(MediaAsset(kind="image", key=f"{post_id}:{n}", url=urls[0], alternates=urls[1:],
                                         width=_dimension(image.get("width")),
                                         height=_dimension(image.get("height"))))
-        music = _obj(aweme.get("music"))
-        music_urls = _urls(_obj(music.get("play_url")).get("url_list"))
+        music = as_obj(aweme.get("music"))
+        music_urls = _urls(as_obj(music.get("play_url")).get("url_list"))
         if music_urls:
             music_id = clean_id(music.get("id_str")) or clean_id(music.get("id")) or post_id
             seconds = _count(music.get("duration"))
             media.append(MediaAsset(kind="audio", key=f"music:{music_id}", url=music_urls[0],
                                     alternates=music_urls[1:], duration=float(seconds) if seconds else None))
-            extra["music"] = {"id": music_id, "title": _text(music.get("title"))[:200] or None,
-                              "author": _text(music.get("author"))[:200] or None}
+            extra["music"] = {"id": music_id, "title": as_text(music.get("title"))[:200] or None,
+                              "author": as_text(music.get("author"))[:200] or None}
     else:
         renditions = video_renditions(video)
         if renditions:
@@ -404,7 +371,7 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
                                     duration=duration_ms / 1000 if duration_ms else None, renditions=renditions))
         elif video:
             extra["video_unavailable"] = "no play_addr or bit_rate URL"
-    cover = _urls(_obj(video.get("cover")).get("url_list"))
+    cover = _urls(as_obj(video.get("cover")).get("url_list"))
     if cover:
         extra["cover"] = cover[0]
     return Post(
@@ -412,8 +379,8 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
         post_id=post_id,
         url=post_url(post_id, album=album),
         author=author,
-        created_at=_created_at(aweme.get("create_time")),
-        text=_text(aweme.get("desc")),
+        created_at=iso_from_timestamp(aweme.get("create_time"), high=4_102_444_799),
+        text=as_text(aweme.get("desc")),
         metrics=Metrics(likes=_count(stats.get("digg_count")), comments=_count(stats.get("comment_count")),
                         shares=_count(stats.get("share_count")), views=_count(stats.get("play_count")) or None),
         media=media,

@@ -27,7 +27,16 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from mediacrawler.items import Author, MediaAsset, Post, Source
-from mediacrawler.parsers._common import Page, PlatformError, clean_id, iso_utc, strip_url
+from mediacrawler.parsers._common import (
+    Page,
+    PlatformError,
+    as_int,
+    as_obj,
+    as_text,
+    clean_id,
+    iso_utc,
+    strip_url,
+)
 
 __all__ = [
     "PLATFORM",
@@ -74,16 +83,6 @@ def _scrub(text: str, secrets: Iterable[str]) -> str:
     return _TOKEN_TEXT_RE.sub(lambda m: f"{m.group(1)}=[redacted]" if m.group(1) else "[redacted]", text)
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def classify_error(payload: Any, status: int = 200, *, secrets: Iterable[str] = ()) -> tuple[str, str]:
     """What a Graph answer is, and a message safe to log: ``("ok", "")`` or (kind, message) with kind one of
     ``login_required``, ``rate_limited``, ``not_found``, ``error``.
@@ -103,7 +102,7 @@ def classify_error(payload: Any, status: int = 200, *, secrets: Iterable[str] = 
         return "error", f"HTTP {status}"
     if not isinstance(error, dict):  # {"error": "…"} from a proxy or an old endpoint
         return "error", _scrub(f"HTTP {status}: {str(error)[:200]}", secrets)
-    code, subcode = _int(error.get("code")), _int(error.get("error_subcode"))
+    code, subcode = as_int(error.get("code")), as_int(error.get("error_subcode"))
     raw_message = error.get("message") if isinstance(error.get("message"), str) else ""
     message = _scrub(raw_message[:300], secrets)
     suffix = f" (code {code}" + (f", subcode {subcode})" if subcode is not None else ")")
@@ -127,7 +126,7 @@ def raise_for_error(payload: Any, status: int = 200, *, secrets: Iterable[str] =
     if kind == "ok":
         return
     error = payload.get("error") if isinstance(payload, dict) else None
-    code = _int(error.get("code")) if isinstance(error, dict) else None
+    code = as_int(error.get("code")) if isinstance(error, dict) else None
     raise PlatformError(kind, message, code=code if code is not None else (status if status >= 400 else None))
 
 
@@ -149,7 +148,7 @@ def strip_token(url: str) -> str:
 def next_request_params(payload: Any) -> dict[str, str] | None:
     """The query of ``paging.next`` minus the credentials, for the caller to build the next URL on its own base
     (so neither the token nor the platform's host ends up in a stored URL); ``None`` on the last page."""
-    paging = _obj(payload.get("paging")) if isinstance(payload, dict) else {}
+    paging = as_obj(payload.get("paging")) if isinstance(payload, dict) else {}
     nxt = paging.get("next")
     if not isinstance(nxt, str) or not nxt:
         return None
@@ -192,23 +191,14 @@ def _permalink(value: Any, post_id: str) -> str:
 # -- posts --------------------------------------------------------------------------------------------------------
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (the platform's shapes are not a promise)."""
-    return value if isinstance(value, dict) else {}
-
-
 def _list(value: Any) -> list[Any]:
     """The ``data`` list of a Graph edge (``{"data":[…]}``), else an empty one."""
-    data = _obj(value).get("data")
+    data = as_obj(value).get("data")
     return data if isinstance(data, list) else []
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def _dimension(value: Any) -> int | None:
-    n = _int(value)
+    n = as_int(value)
     return n if n is not None and n > 0 else None
 
 
@@ -242,15 +232,15 @@ class _Media:
             self.assets.append(asset)
 
     def attachment(self, att: Any, *, nested: bool = False) -> None:
-        att = _obj(att)
-        kind = _text(att.get("media_type")) or _text(att.get("type"))
-        atype = _text(att.get("type"))
-        media, target = _obj(att.get("media")), _obj(att.get("target"))
+        att = as_obj(att)
+        kind = as_text(att.get("media_type")) or as_text(att.get("type"))
+        atype = as_text(att.get("type"))
+        media, target = as_obj(att.get("media")), as_obj(att.get("target"))
         if kind == "album" or (not nested and isinstance(att.get("subattachments"), dict)):
             subs = att.get("subattachments")
             for sub in _list(subs):
                 self.attachment(sub, nested=True)
-            if _obj(_obj(subs).get("paging")).get("next"):
+            if as_obj(as_obj(subs).get("paging")).get("next"):
                 self.album_truncated = True  # the rest of the album is behind another (token-bearing) page
             if not _list(subs):  # an album without its subattachments: at least its cover
                 self._photo(media, target)
@@ -270,7 +260,7 @@ class _Media:
 
     def _photo(self, media: dict[str, Any], target: dict[str, Any]) -> None:
         photo_id = clean_id(target.get("id"))
-        image = _obj(media.get("image"))
+        image = as_obj(media.get("image"))
         src = _http_url(image.get("src"))
         if photo_id is None or not src:
             return
@@ -313,7 +303,7 @@ def _build(
                 continue
             asset.url, asset.duration = resolved[0], _float(resolved[1])
         media.append(asset)
-    author_raw = _obj(raw.get("from"))
+    author_raw = as_obj(raw.get("from"))
     author_id = clean_id(author_raw.get("id"))
     extra: dict[str, Any] = {}
     if found.link:
@@ -324,9 +314,9 @@ def _build(
         platform=PLATFORM,
         post_id=post_id,
         url=_permalink(raw.get("permalink_url"), post_id),
-        author=Author(id=author_id, name=_text(author_raw.get("name")) or None) if author_id else None,
+        author=Author(id=author_id, name=as_text(author_raw.get("name")) or None) if author_id else None,
         created_at=parse_created_time(raw.get("created_time")),
-        text=_text(raw.get("message")),
+        text=as_text(raw.get("message")),
         media=media,
         source=source,
         fetched_at=fetched_at,
@@ -395,9 +385,9 @@ def parse_posts(
             page.incomplete[post.post_id] = raw
         else:
             page.posts.append(post)
-    paging = _obj(payload.get("paging"))
+    paging = as_obj(payload.get("paging"))
     has_next = isinstance(paging.get("next"), str) and bool(paging["next"])
-    after = _obj(paging.get("cursors")).get("after")
+    after = as_obj(paging.get("cursors")).get("after")
     page.next_cursor = after if has_next and isinstance(after, str) and _CURSOR_RE.fullmatch(after) else None
     page.is_last = not has_next
     return page

@@ -22,6 +22,8 @@ from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
 from mediacrawler.parsers._common import (
     Page,
     PlatformError,
+    as_obj,
+    as_text,
     clean_id,
     html_to_text,
     iso_utc,
@@ -99,16 +101,6 @@ def parse_created_at(value: Any, *, now: datetime | None = None) -> str | None:
     return iso_utc(dt) if dt else None
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one (the platform's shapes are not a promise)."""
-    return value if isinstance(value, dict) else {}
-
-
-def _text(value: Any) -> str:
-    """``value`` when it is a string, else ``""``."""
-    return value if isinstance(value, str) else ""
-
-
 def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
     assets: list[MediaAsset] = []
     pics = mblog.get("pics")
@@ -116,12 +108,12 @@ def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
         pid = clean_id(pic.get("pid")) if isinstance(pic, dict) else None
         if pid is None:
             continue
-        large = _obj(pic.get("large"))
-        small_url = _text(pic.get("url"))
-        url = _text(large.get("url")) or small_url
+        large = as_obj(pic.get("large"))
+        small_url = as_text(pic.get("url"))
+        url = as_text(large.get("url")) or small_url
         if not url:
             continue
-        geo = _obj(large.get("geo")) or _obj(pic.get("geo"))
+        geo = as_obj(large.get("geo")) or as_obj(pic.get("geo"))
         assets.append(
             MediaAsset(
                 kind="image",
@@ -139,11 +131,11 @@ def _video(mblog: dict[str, Any]) -> MediaAsset | None:
     page_info = mblog.get("page_info")
     if not isinstance(page_info, dict) or page_info.get("type") != "video":
         return None
-    media_info = _obj(page_info.get("media_info"))
-    urls = [u for u in dict.fromkeys(_text(media_info.get(f)) for f in VIDEO_FIELDS) if u]
+    media_info = as_obj(page_info.get("media_info"))
+    urls = [u for u in dict.fromkeys(as_text(media_info.get(f)) for f in VIDEO_FIELDS) if u]
     if not urls:
         return None
-    ident = (_text(page_info.get("object_id")) or clean_id(media_info.get("media_id"))
+    ident = (as_text(page_info.get("object_id")) or clean_id(media_info.get("media_id"))
              or clean_id(mblog.get("id")))
     return MediaAsset(
         kind="video",
@@ -202,14 +194,14 @@ def parse_mblog(
         raise ValueError("mblog without a usable id")
     user = mblog.get("user") if isinstance(mblog.get("user"), dict) else None
     author_id = clean_id(user.get("id")) if user else None
-    author = Author(id=author_id, name=_text(user.get("screen_name")) or None) if user and author_id else None
+    author = Author(id=author_id, name=as_text(user.get("screen_name")) or None) if user and author_id else None
     bid = clean_id(mblog.get("bid"))
     if author and bid:
         url = f"https://weibo.com/{author.id}/{bid}"
     else:
         # Without its author (deleted originals) only the numeric detail URL identifies a post.
         url = f"https://m.weibo.cn/detail/{post_id}"
-    text_html = long_text if long_text is not None else _text(mblog.get("text"))
+    text_html = long_text if long_text is not None else as_text(mblog.get("text"))
     deleted = _is_deleted(mblog)
     media: list[MediaAsset] = [] if deleted else _images(mblog)
     video = None if deleted else _video(mblog)
@@ -225,7 +217,7 @@ def parse_mblog(
             # An original without a usable id (or of a shape we cannot read) costs the original, not the repost.
             extra["reposted"] = "unavailable"
     for key, value in (("mid", clean_id(mblog.get("mid"))), ("bid", bid),
-                       ("source", _text(mblog.get("source"))), ("region_name", _text(mblog.get("region_name")))):
+                       ("source", as_text(mblog.get("source"))), ("region_name", as_text(mblog.get("region_name")))):
         if value:
             extra[key] = value
     if mblog.get("isLongText"):
@@ -290,7 +282,7 @@ def parse_index(
     """
     if raise_for_envelope(payload) == "end":
         return Page(is_last=True)
-    data = _obj(payload.get("data"))
+    data = as_obj(payload.get("data"))
     skipped: dict[str, int] = {}
     mblogs = iter_post_cards(data.get("cards"), skipped)
     page = Page(skipped=skipped)
@@ -314,7 +306,7 @@ def parse_index(
             page.incomplete[post.post_id] = mblog
         else:
             page.posts.append(post)
-    info = _obj(data.get("cardlistInfo"))
+    info = as_obj(data.get("cardlistInfo"))
     since_id = info.get("since_id")
     page.next_cursor = str(since_id) if since_id not in (None, "", 0, "0") else None
     # An ok page with no cards at all is as final as the ok:0 answer: there is nothing to page through.

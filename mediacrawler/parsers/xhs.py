@@ -26,14 +26,23 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import chompjs
 
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
-from mediacrawler.parsers._common import PlatformError, clean_id, iso_utc, parse_count
+from mediacrawler.parsers._common import (
+    PlatformError,
+    as_int,
+    as_list,
+    as_obj,
+    as_text,
+    clean_id,
+    https_url,
+    iso_from_timestamp,
+    parse_count,
+)
 
 __all__ = [
     "NOTE_ID_RE",
@@ -78,54 +87,16 @@ _MS_MIN, _MS_MAX = 946_684_800_000, 4_102_444_800_000
 # ------------------------------------------------------------------------------------------------ helpers
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
 def _list(value: Any) -> list[Any]:
-    return value[:MAX_ENTRIES] if isinstance(value, list) else []
+    return as_list(value, MAX_ENTRIES)
 
 
 def _text(value: Any) -> str:
-    return value.strip() if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value == value and abs(value) < 2**62:
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"-?[0-9]{1,18}", value.strip()):
-        return int(value.strip())
-    return None
+    return as_text(value).strip()
 
 
 def _positive(value: int | None) -> int | None:
     return value if value is not None and value > 0 else None
-
-
-def _url(value: Any) -> str:
-    """An http(s) URL with a host, or ``""`` (``//host/…`` gets ``https:``)."""
-    if not isinstance(value, str):
-        return ""
-    url = value.strip()
-    if url.startswith("//"):
-        url = "https:" + url
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        return ""
-    return url if parts.scheme in ("http", "https") and parts.hostname else ""
-
-
-def _iso_from_ms(value: Any) -> str | None:
-    ms = _int(value)
-    if ms is None or not _MS_MIN <= ms <= _MS_MAX:
-        return None
-    return iso_utc(datetime.fromtimestamp(ms / 1000, UTC))
 
 
 def _undefined_to_none(value: Any) -> Any:
@@ -207,8 +178,8 @@ def initial_state(html: str) -> dict[str, Any]:
 
 
 def _request_info(state: dict[str, Any], area: str) -> tuple[str, int | None, str]:
-    info = _obj(_obj(state.get(area)).get("serverRequestInfo"))
-    return _text(info.get("state")), _int(info.get("errorCode")), _text(info.get("errMsg"))
+    info = as_obj(as_obj(state.get(area)).get("serverRequestInfo"))
+    return _text(info.get("state")), as_int(info.get("errorCode")), _text(info.get("errMsg"))
 
 
 def classify_page(status: int, body: bytes) -> str:
@@ -225,7 +196,7 @@ def classify_page(status: int, body: bytes) -> str:
             payload = json.loads(body)
         except ValueError:
             return "invalid"
-        code = _int(_obj(payload).get("code"))
+        code = as_int(as_obj(payload).get("code"))
         if code in RATE_LIMIT_CODES:
             return "rate_limited"
         if code in LOGIN_CODES:
@@ -248,17 +219,17 @@ def _image_asset(note_id: str, index: int, entry: dict[str, Any]) -> MediaAsset 
     """One ``imageList`` entry: the ``WB_DFT`` scene (else ``urlDefault``, else ``url``) first, then the rest."""
     scenes: dict[str, str] = {}
     for info in _list(entry.get("infoList")):
-        info = _obj(info)
-        scene, url = _text(info.get("imageScene")), _url(info.get("url"))
+        info = as_obj(info)
+        scene, url = _text(info.get("imageScene")), https_url(info.get("url"))
         if scene and url and scene not in scenes:
             scenes[scene] = url
-    candidates = [scenes.get("WB_DFT"), _url(entry.get("urlDefault")), _url(entry.get("url")),
+    candidates = [scenes.get("WB_DFT"), https_url(entry.get("urlDefault")), https_url(entry.get("url")),
                   *(u for s, u in scenes.items() if s not in ("WB_DFT", "WB_PRV")),
-                  scenes.get("WB_PRV"), _url(entry.get("urlPre"))]
+                  scenes.get("WB_PRV"), https_url(entry.get("urlPre"))]
     urls = list(dict.fromkeys(u for u in candidates if u))
     if not urls:
         return None
-    width, height = _int(entry.get("width")), _int(entry.get("height"))
+    width, height = as_int(entry.get("width")), as_int(entry.get("height"))
     return MediaAsset(kind="image", key=f"{note_id}:{index}", url=urls[0], alternates=urls[1:],
                       width=_positive(width), height=_positive(height))
 
@@ -267,41 +238,41 @@ def video_renditions(video: Any) -> list[dict[str, Any]]:
     """The progressive MP4 streams of ``note.video`` as ``MediaAsset.renditions`` (plain JSON; see
     ``media.manifests.manifest_from_renditions``): every ``h264[]`` entry, then every ``h265[]`` one, each with
     ``masterUrl`` as ``url`` and ``backupUrls`` as ``alternates``; entries without a usable URL are dropped."""
-    stream = _obj(_obj(_obj(video).get("media")).get("stream"))
+    stream = as_obj(as_obj(as_obj(video).get("media")).get("stream"))
     out: list[dict[str, Any]] = []
     for name, codec in STREAM_CODECS:
         for entry in _list(stream.get(name)):
-            entry = _obj(entry)
-            backups = [_url(u) for u in _list(entry.get("backupUrls"))]
-            urls = list(dict.fromkeys(u for u in (_url(entry.get("masterUrl")), *backups) if u))
+            entry = as_obj(entry)
+            backups = [https_url(u) for u in _list(entry.get("backupUrls"))]
+            urls = list(dict.fromkeys(u for u in (https_url(entry.get("masterUrl")), *backups) if u))
             if not urls:
                 continue
-            width, height = _int(entry.get("width")), _int(entry.get("height"))
+            width, height = as_int(entry.get("width")), as_int(entry.get("height"))
             fmt = _text(entry.get("format")).lower()
             fps = entry.get("fps")
             out.append({
                 "kind": "progressive", "url": urls[0], "alternates": urls[1:],
                 "width": _positive(width), "height": _positive(height),
                 "codecs": None, "codec": codec,
-                "bandwidth": _int(entry.get("avgBitrate")) or _int(entry.get("videoBitrate")),
+                "bandwidth": as_int(entry.get("avgBitrate")) or as_int(entry.get("videoBitrate")),
                 "frame_rate": float(fps) if isinstance(fps, (int, float)) and not isinstance(fps, bool)
                 and 0 < fps < 1000 else None,
                 "mime": "video/mp4" if fmt == "mp4" else None,
-                "size": _int(entry.get("size")) if (_int(entry.get("size")) or 0) > 0 else None,
+                "size": as_int(entry.get("size")) if (as_int(entry.get("size")) or 0) > 0 else None,
                 "quality": None, "segment_base": None,  # streamType is shared by every entry of a list
             })
     return out
 
 
 def _video_duration(video: dict[str, Any], renditions: list[dict[str, Any]]) -> float | None:
-    seconds = _int(_obj(video.get("capa")).get("duration")) or _int(
-        _obj(_obj(video.get("media")).get("video")).get("duration"))
+    seconds = as_int(as_obj(video.get("capa")).get("duration")) or as_int(
+        as_obj(as_obj(video.get("media")).get("video")).get("duration"))
     if seconds and 0 < seconds < 86_400:
         return float(seconds)
-    stream = _obj(_obj(video.get("media")).get("stream"))
+    stream = as_obj(as_obj(video.get("media")).get("stream"))
     for name, _ in STREAM_CODECS:
         for entry in _list(stream.get(name)):
-            ms = _int(_obj(entry).get("duration"))
+            ms = as_int(as_obj(entry).get("duration"))
             if ms and 0 < ms < 86_400_000:
                 return ms / 1000
     return None
@@ -316,7 +287,7 @@ def _unavailable(note_id: str, reason: str, *, source: Source | None, fetched_at
 
 
 def _author(user: Any) -> Author | None:
-    user = _obj(user)
+    user = as_obj(user)
     uid = clean_id(user.get("userId") or user.get("user_id"))
     if uid is None:
         return None
@@ -324,7 +295,7 @@ def _author(user: Any) -> Author | None:
 
 
 def _metrics(interact: Any) -> tuple[Metrics, int | None]:
-    info = _obj(interact)
+    info = as_obj(interact)
     return (Metrics(likes=parse_count(info.get("likedCount")), comments=parse_count(info.get("commentCount")),
                     shares=parse_count(info.get("shareCount"))), parse_count(info.get("collectedCount")))
 
@@ -336,11 +307,11 @@ def post_from_note(note: dict[str, Any], *, note_id: str, source: Source | None 
     kind = _text(note.get("type")) or None
     media: list[MediaAsset] = []
     for index, entry in enumerate(_list(note.get("imageList"))):
-        asset = _image_asset(note_id, index, _obj(entry))
+        asset = _image_asset(note_id, index, as_obj(entry))
         if asset is not None:
             media.append(asset)
     extra: dict[str, Any] = {"type": kind}
-    video = _obj(note.get("video"))
+    video = as_obj(note.get("video"))
     if video:
         renditions = video_renditions(video)
         if renditions:
@@ -354,19 +325,21 @@ def post_from_note(note: dict[str, Any], *, note_id: str, source: Source | None 
     title = _text(note.get("title"))
     if title:
         extra["title"] = title
-    tags = [_text(_obj(t).get("name")) for t in _list(note.get("tagList"))]
+    tags = [_text(as_obj(t).get("name")) for t in _list(note.get("tagList"))]
     if any(tags):
         extra["tags"] = [t for t in tags if t]
     if collected is not None:
         extra["collected"] = collected
-    updated = _iso_from_ms(note.get("lastUpdateTime"))
+    # Milliseconds, between 2000 and 2100.
+    created, updated = (iso_from_timestamp(note.get(k), per_second=1000, low=_MS_MIN, high=_MS_MAX)
+                        for k in ("time", "lastUpdateTime"))
     if updated:
         extra["updated_at"] = updated
     location = _text(note.get("ipLocation"))
     if location:
         extra["ip_location"] = location
     return Post(platform=PLATFORM, post_id=note_id, url=note_url(note_id), author=_author(note.get("user")),
-                created_at=_iso_from_ms(note.get("time")), text=_text(note.get("desc")), metrics=metrics,
+                created_at=created, text=_text(note.get("desc")), metrics=metrics,
                 media=media, source=source, fetched_at=fetched_at, extra=extra)
 
 
@@ -378,8 +351,8 @@ def read_note_page(html: str, *, note_id: str) -> dict[str, Any]:
     status, code, message = _request_info(state, "note")
     if code in RATE_LIMIT_CODES:
         raise PlatformError("rate_limited", message or "IP at risk", code=code)
-    details = _obj(_obj(state.get("note")).get("noteDetailMap"))
-    note = _obj(_obj(details.get(note_id)).get("note"))
+    details = as_obj(as_obj(state.get("note")).get("noteDetailMap"))
+    note = as_obj(as_obj(details.get(note_id)).get("note"))
     if status == "fail":
         reason = message or "the note cannot be shown"
         return {"unavailable": f"{reason} (code {code})" if code is not None else reason}
@@ -433,11 +406,11 @@ def parse_profile_page(html: str, *, user_id: str) -> ProfilePage:
     """The profile page ``/user/profile/{user_id}``: the user and the note cards of its first tab
     (``user.notes[0]``), in order, each once. Raises :class:`PlatformError` for code 300012."""
     state = initial_state(html)
-    user_area = _obj(state.get("user"))
+    user_area = as_obj(state.get("user"))
     status, code, message = _request_info(state, "user")
     if code in RATE_LIMIT_CODES:
         raise PlatformError("rate_limited", message or "IP at risk", code=code)
-    basic = _obj(_obj(user_area.get("userPageData")).get("basicInfo"))
+    basic = as_obj(as_obj(user_area.get("userPageData")).get("basicInfo"))
     name = _text(basic.get("nickname")) or None
     page = ProfilePage(user=Author(id=user_id, name=name))
     if status == "fail":
@@ -448,8 +421,8 @@ def parse_profile_page(html: str, *, user_id: str) -> ProfilePage:
     cards = _list(tabs[0]) if isinstance(tabs, list) and tabs else []
     seen: set[str] = set()
     for raw in cards:
-        raw = _obj(raw)
-        card = _obj(raw.get("noteCard"))
+        raw = as_obj(raw)
+        card = as_obj(raw.get("noteCard"))
         note_id = clean_id(raw.get("id") or card.get("noteId"))
         if note_id is None or not NOTE_ID_RE.match(note_id) or note_id in seen:
             continue
@@ -458,7 +431,7 @@ def parse_profile_page(html: str, *, user_id: str) -> ProfilePage:
         page.notes.append(ProfileNote(note_id=note_id, xsec_token=token if _XSEC_RE.match(token) else None,
                                       card=card))
     more = _list(user_area.get("noteQueries"))
-    page.has_more = bool(more and _obj(more[0]).get("hasMore"))
+    page.has_more = bool(more and as_obj(more[0]).get("hasMore"))
     return page
 
 
@@ -467,7 +440,7 @@ def post_from_card(card: dict[str, Any], *, note_id: str, source: Source | None 
     """A profile card as a (partial) :class:`Post`: title, author, likes and the cover image only."""
     metrics, _ = _metrics(card.get("interactInfo"))
     media: list[MediaAsset] = []
-    cover = _image_asset(note_id, 0, _obj(card.get("cover")))
+    cover = _image_asset(note_id, 0, as_obj(card.get("cover")))
     if cover is not None:
         media.append(cover)
     extra: dict[str, Any] = {"type": _text(card.get("type")) or None, "partial": "profile card"}
