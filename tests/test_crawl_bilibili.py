@@ -14,11 +14,12 @@ import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 import av
 import pytest
 
-from mediacrawler.sandbox import bilibili
+from mediacrawler.sandbox import bilibili, video
 
 pytestmark = pytest.mark.slow
 
@@ -98,3 +99,111 @@ def test_keyword_and_bvid_targets_and_a_gone_video(bili: Any, tmp_path: Path) ->
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, sandbox: Any) -> None:
     proc, _ = crawl(tmp_path, sandbox, "-a", "bvid=av123")
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "bvid" in proc.stderr
+
+
+# Stream URLs that expire mid-download: 4 KiB Range segments, so a part's 480p video takes 5 requests and its audio
+# 17, and a sandbox whose stream tokens serve 3 GETs each (every stream outlives its URL, the audio five times: more
+# than the default MEDIA_SEGMENT_MAX_RESOLVES, sized for real ~120 min URLs, allows).
+EXPIRING = ("-s", "MEDIA_SEGMENT_THRESHOLD=4096", "-s", "MEDIA_SEGMENT_SIZE=4096", "-s", "MEDIA_SEGMENT_CONCURRENCY=2",
+            "-s", "MEDIA_SEGMENT_MAX_RESOLVES=8", "-a", "max_height=480")
+STREAM_USES = 3
+
+
+def stream_requests(sandbox: Any) -> list[dict[str, Any]]:
+    return [r for r in sandbox.requests() if r["path"].startswith("/media/bili/")]
+
+
+def playurl_requests(sandbox: Any) -> list[dict[str, Any]]:
+    return [r for r in sandbox.requests() if r["path"].endswith("/x/player/wbi/playurl")]
+
+
+def trid(entry: dict[str, Any]) -> int:
+    return int(parse_qs(entry["query"])["trid"][0])
+
+
+def stored_videos(tmp_path: Path, rows: list[dict[str, Any]]) -> dict[str, str]:
+    """``{asset key: sha256 of the stored object}`` of every video asset, each checked against its record."""
+    found = {}
+    for row in rows:
+        for asset in row["media"]:
+            if asset["kind"] == "video" and asset["status"] == "downloaded":
+                digest = hashlib.sha256((tmp_path / "files" / asset["path"]).read_bytes()).hexdigest()
+                assert digest == asset["sha256"]
+                found[asset["key"]] = digest
+    return found
+
+
+def test_expired_stream_urls_are_read_again_from_the_parts_playurl(bili: Any, tmp_path: Path) -> None:
+    bvid = bilibili.MULTIPART_BVID
+    cids = [str(cid) for cid, _ in bilibili.parts_of(bvid)]
+    (tmp_path / "plain").mkdir()
+    proc, rows = crawl(tmp_path / "plain", bili, "-a", f"bvid={bvid}", *EXPIRING)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    reference = stored_videos(tmp_path / "plain", rows)
+    assert sorted(reference) == sorted(f"{bvid}:{cid}" for cid in cids)
+    assert not any(r["status"] == 403 for r in stream_requests(bili))
+
+    bili.reset()
+    bili.set_faults(bilibili_wbi="all", bilibili_stream_url_uses=STREAM_USES)
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bvid}", *EXPIRING)
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    assert stored_videos(tmp_path, rows) == reference  # every part, byte for byte what the unexpired run stored
+
+    requests = bili.requests()
+    playurls = [r for r in requests if r["path"].endswith("/x/player/wbi/playurl")]
+    assert all(r["status"] == 200 and "w_rid=" in r["query"] for r in playurls)
+    streams = [r for r in requests if r["path"].startswith("/media/bili/")]
+    # The refreshes are API requests like the chain's (signed, with the session); the CDN never sees the cookie.
+    assert all(r["cookie"] for r in playurls) and not any(r["cookie"] for r in streams)
+    # The files the media path picks at max_height=480: the 480p AVC stream and the audio.
+    names = {f"{next(r.bili_stream_id for r in video.RENDITIONS if r.height == 480)}.m4s",
+             f"{video.AUDIO_BILI_ID}.m4s"}
+    for cid in cids:
+        part_playurls = [r for r in playurls if parse_qs(r["query"])["cid"] == [cid]]
+        paths = {r["path"] for r in streams if f"/{cid}-1-" in r["path"]}
+        assert {p.rsplit("-", 1)[1] for p in paths} == names and len(paths) == 2  # on the primary host only
+        for path in paths:
+            fetched = [r for r in streams if r["path"] == path]
+            expired = [r for r in fetched if r["status"] == 403]
+            assert expired, f"{path} never outlived its URL"
+            assert {r["status"] for r in fetched} == {206, 403}
+            for gone in expired:
+                # A 403, then a fresh playurl of this cid, then this file's next segment under a newer token.
+                refresh = next(p for p in part_playurls if p["seq"] > gone["seq"])
+                later = next(r for r in fetched if r["seq"] > refresh["seq"])
+                assert later["status"] == 206 and trid(later) > trid(gone)
+            served = [r for r in fetched if r["status"] == 206 and not r["aborted"]]
+            assert max(Counter(trid(r) for r in served).values()) <= STREAM_USES
+            spans = sorted({tuple(map(int, r["range"].removeprefix("bytes=").split("-"))) for r in served})
+            assert spans[0][0] == 0 and all(a[1] + 1 == b[0] for a, b in zip(spans, spans[1:]))  # no gap
+        assert len(part_playurls) >= 3  # the chain's, then one per expired stream at least
+    refreshed = sum(1 for r in playurls) - len(cids)
+    assert f"'bilibili/media_refresh/resolved': {refreshed}" in log
+    assert "'bilibili/media_refresh/failed'" not in log
+    assert CANARY not in log and CANARY not in json.dumps(rows)
+
+
+def test_a_part_whose_playurl_cannot_be_read_again_fails_alone(bili: Any, tmp_path: Path) -> None:
+    broken, fine = bilibili.BVIDS[0], bilibili.BVIDS[1]
+    # The chain's playurl works; every later one (the refreshes) answers -404.
+    bili.set_faults(bilibili_stream_url_uses=STREAM_USES,
+                    bilibili_api=[{"kind": "-404", "endpoint": "playurl", "bvid": broken, "after": 1}])
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={broken},{fine}", *EXPIRING)
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    by_id = {r["post_id"]: r for r in rows}
+    assert set(by_id) == {broken, fine}
+    failed = next(a for a in by_id[broken]["media"] if a["kind"] == "video")
+    assert failed["status"] == "failed" and failed["sha256"] is None, failed
+    assert "403" in failed["error"] and "could not be re-resolved" in failed["error"], failed["error"]
+    cover = next(a for a in by_id[broken]["media"] if a["kind"] == "image")
+    assert cover["status"] == "downloaded"
+    assert list(stored_videos(tmp_path, [by_id[fine]])) == [f"{fine}:{bilibili.cid_for(fine)}"]
+    # ... although its streams expired too: their refreshes worked.
+    assert any(r["status"] == 403 for r in stream_requests(bili) if f"/{fine}/" in r["path"])
+    playurls = [r for r in bili.requests() if r["path"].endswith("/x/player/wbi/playurl")
+                and parse_qs(r["query"])["bvid"] == [broken]]
+    assert len(playurls) >= 2  # the refresh was tried (and answered -404)
+    assert "could not read the streams of" in log and "'bilibili/media_refresh/failed'" in log
+    assert "'finish_reason': 'finished'" in log
