@@ -1,4 +1,4 @@
-"""The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``.
+"""The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
 ``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand parses its
@@ -31,10 +31,17 @@ def _checkpoints(argv: Sequence[str]) -> int:
     return checkpoints_main(argv)
 
 
+def _status(argv: Sequence[str]) -> int:
+    from mediacrawler.status import main as status_main
+
+    return status_main(argv)
+
+
 COMMANDS = {
     "demo": (_demo, "start the bundled sandbox and crawl it with every spider (no account needed)"),
     "verify": (_verify, "re-hash every stored media file; report corrupt, missing and orphan files"),
     "checkpoints": (_checkpoints, "list, show or reset the resume checkpoints of crawl jobs"),
+    "status": (_status, "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }
 
 

@@ -1,0 +1,170 @@
+"""``mediacrawler status``: what the crawler knows about each source, without running a crawl.
+
+Local part: every checkpoint of the checkpoint store (``CHECKPOINT_BACKEND``/``CHECKPOINT_DIR``, or ``--dir``):
+job key, spider, watermark, what fetches the next page (page number and cursor), failed pages, posts stored past
+the watermark, when it was written and how long ago. Fields the checkpoint document gains later (e.g. high-water
+marks, pending retries) are passed through in ``--json`` as they are.
+
+Distributed part (with ``REDIS_URL``): :func:`distributed_status` asks ``mediacrawler.distributed.status`` for
+its figures (queue depth per spider, live workers, leases, jobs; the keys it reads are documented in
+docs/operations.md). Until that module exists the part says "not available".
+
+Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error. See docs/operations.md, "Metrics and
+status".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import NotConfigured
+
+from mediacrawler.extensions.checkpoint import (
+    CheckpointCorrupt,
+    CheckpointStore,
+    FileCheckpointStore,
+    store_from_settings,
+)
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+# Keys of Checkpoint.to_dict() shown under their own names; any other key is passed through as it is.
+_SHOWN = {"schema", "key", "spider", "watermark", "next", "stored", "failed_pages", "last_page", "feeds", "seq",
+          "updated_at"}
+
+
+def _age_seconds(updated_at: str | None, now: datetime) -> int | None:
+    if not updated_at:
+        return None
+    try:
+        then = datetime.fromisoformat(updated_at.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    return max(0, int((now - then).total_seconds()))
+
+
+def checkpoint_status(store: CheckpointStore, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """One entry per checkpoint of *store*, by job key; an unreadable one is ``{"job", "location", "error"}``."""
+    now = now or datetime.now(UTC)
+    entries: list[dict[str, Any]] = []
+    for key in store.keys():
+        try:
+            cp = store.load(key)
+        except CheckpointCorrupt as e:
+            entries.append({"job": key, "location": store.location(key), "error": str(e)})
+            continue
+        if cp is None:  # deleted since keys() was read: a crawl just completed its source
+            continue
+        doc = cp.to_dict()
+        entry: dict[str, Any] = {
+            "job": cp.key,
+            "spider": cp.spider,
+            "watermark": cp.watermark,
+            "next_page": cp.next_page,
+            "next_cursor": cp.next_cursor,
+            "failed_pages": sorted(cp.failed_pages),
+            "stored_past_watermark": len(cp.stored_ids()),
+            "last_page": cp.last_page,
+            "updated_at": cp.updated_at,
+            "age_seconds": _age_seconds(cp.updated_at, now),
+            "location": store.location(key),
+        }
+        entry.update({k: v for k, v in doc.items() if k not in _SHOWN})
+        entries.append(entry)
+    return entries
+
+
+def distributed_status(settings: BaseSettings) -> dict[str, Any] | None:
+    """The Redis-held figures (queue depth per spider, workers, leases, jobs); ``None`` without ``REDIS_URL``.
+
+    The seam to ``mediacrawler.distributed``: its ``status.distributed_status(settings)`` returns a JSON-ready
+    dict. Until it exists this returns ``{"available": False, "reason": …}``.
+    """
+    if not settings.get("REDIS_URL"):
+        return None
+    try:
+        from mediacrawler.distributed.status import distributed_status as read  # type: ignore[import-not-found]
+    except ImportError as e:
+        return {"available": False, "reason": f"mediacrawler.distributed.status is not available ({e})"}
+    result: dict[str, Any] = {"available": True, **read(settings)}
+    return result
+
+
+def _age(seconds: int | None) -> str:
+    if seconds is None:
+        return "?"
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str, Any] | None) -> str:
+    lines = [f"checkpoints in {where}: {len(entries)}"]
+    rows = [("JOB", "SPIDER", "WATERMARK", "NEXT", "FAILED", "UPDATED", "AGE")]
+    unreadable = [f"{e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in entries if "error" in e]
+    for e in entries:
+        if "error" in e:
+            continue
+        nxt = f"page {e['next_page']}" + (f" cursor {e['next_cursor']}" if e["next_cursor"] else "")
+        rows.append((e["job"], e["spider"], str(e["watermark"]), nxt,
+                     ",".join(map(str, e["failed_pages"])) or "-", e["updated_at"] or "?", _age(e["age_seconds"])))
+    if entries:
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+    lines += unreadable
+    if distributed is None:
+        lines.append("distributed state: REDIS_URL is not set (everything is local)")
+    elif not distributed.get("available"):
+        lines.append("distributed state: not available")
+    else:
+        lines.append("distributed state:")
+        lines += [f"  {k}: {json.dumps(v, ensure_ascii=False, default=str)}" for k, v in distributed.items()
+                  if k != "available"]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``mediacrawler status [--dir DIR] [--json]``."""
+    parser = argparse.ArgumentParser(prog="mediacrawler status",
+                                     description="Checkpoints per source and, with REDIS_URL, the shared state.")
+    parser.add_argument("--dir", help="checkpoint directory (default: the CHECKPOINT_DIR/CHECKPOINT_BACKEND "
+                                      "settings)")
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
+    try:
+        opts = parser.parse_args(list(argv or []))
+    except SystemExit as e:
+        return int(e.code or 0)
+    from scrapy.utils.project import get_project_settings
+
+    settings = get_project_settings()
+    store: CheckpointStore
+    if opts.dir:
+        store = FileCheckpointStore(opts.dir)
+    else:
+        try:
+            store = store_from_settings(settings)
+        except NotConfigured as e:
+            print(f"mediacrawler status: {e}", file=sys.stderr)
+            return 2
+    where = str(store.directory) if isinstance(store, FileCheckpointStore) else type(store).__name__
+    entries = checkpoint_status(store)
+    distributed = distributed_status(settings)
+    if opts.json:
+        json.dump({"checkpoint_store": where, "checkpoints": entries, "distributed": distributed}, sys.stdout,
+                  ensure_ascii=False, indent=2, default=str)
+        print()
+    else:
+        print(format_text(where, entries, distributed))
+    return 1 if any("error" in e for e in entries) else 0
