@@ -17,9 +17,10 @@ import pytest
 from mediacrawler.items import Source
 from mediacrawler.parsers import douyin
 from mediacrawler.parsers._common import PlatformError
+from tests.parser_cases import assert_case, case_names
 
 FIXTURES = Path(__file__).parent / "fixtures" / "douyin"
-CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").exists())
+CASES = case_names("douyin", marker="expected.json")
 SOURCE = Source(spider="douyin", job="douyin-aweme-7300000000000000001", page=1)
 FETCHED = "2026-11-30T12:00:00Z"
 VID = "7300000000000000001"
@@ -46,8 +47,7 @@ def test_at_least_eight_cases() -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture(case: str) -> None:
-    expected = json.loads((FIXTURES / case / "expected.json").read_text(encoding="utf-8"))
-    assert run_case(FIXTURES / case) == expected
+    assert_case(FIXTURES / case, run_case)
 
 
 def test_share_pages_are_escaped_as_the_site_writes_them() -> None:

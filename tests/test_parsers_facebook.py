@@ -7,7 +7,6 @@ parser must make of it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,9 +16,10 @@ import pytest
 from mediacrawler.items import Source
 from mediacrawler.parsers import facebook
 from mediacrawler.parsers._common import PlatformError
+from tests.parser_cases import assert_case, case_names, page_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "facebook"
-CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "input.json").exists())
+CASES = case_names("facebook", marker="input.json")
 SOURCE = Source(spider="facebook", job="facebook-page-100000000000001", page=1, cursor=None)
 FETCHED = "2026-11-29T12:00:00Z"
 TOKEN = "EAAJsandboxFAKEtokenZC4ZBxyzQ0ZD"
@@ -45,14 +45,7 @@ def run_case(case_dir: Path) -> Any:
         page = facebook.parse_posts(payload, source=SOURCE, fetched_at=FETCHED)
     except PlatformError as e:
         return {"error": e.kind, "message": e.message, "code": e.code}
-    return {
-        "posts": [dataclasses.asdict(p) for p in page.posts],
-        "incomplete": sorted(page.incomplete),
-        "next_cursor": page.next_cursor,
-        "is_last": page.is_last,
-        "skipped": page.skipped,
-        "next_params": facebook.next_request_params(payload),
-    }
+    return {**page_record(page), "next_params": facebook.next_request_params(payload)}
 
 
 def test_at_least_eight_cases() -> None:
@@ -61,8 +54,7 @@ def test_at_least_eight_cases() -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture(case: str) -> None:
-    expected = json.loads((FIXTURES / case / "expected.json").read_text(encoding="utf-8"))
-    assert run_case(FIXTURES / case) == expected
+    assert_case(FIXTURES / case, run_case)
 
 
 @pytest.mark.parametrize("case", CASES)

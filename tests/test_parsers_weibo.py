@@ -17,9 +17,10 @@ import pytest
 from mediacrawler.items import Source
 from mediacrawler.parsers import weibo
 from mediacrawler.parsers._common import PlatformError
+from tests.parser_cases import assert_case, case_names, page_record
 
 FIXTURES = Path(__file__).parent / "fixtures" / "weibo"
-CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "input.json").exists())
+CASES = case_names("weibo", marker="input.json")
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 SOURCE = Source(spider="weibo", job="weibo-uid-7365120894", page=2, cursor="111")
 
@@ -40,13 +41,7 @@ def run_case(case_dir: Path) -> Any:
         page = weibo.parse_index(payload, source=SOURCE, fetched_at="2026-11-29T12:00:00Z", now=NOW)
     except PlatformError as e:
         return {"error": e.kind}
-    return {
-        "posts": [dataclasses.asdict(p) for p in page.posts],
-        "incomplete": sorted(page.incomplete),
-        "next_cursor": page.next_cursor,
-        "is_last": page.is_last,
-        "skipped": page.skipped,
-    }
+    return page_record(page)
 
 
 def test_at_least_eight_cases() -> None:
@@ -55,8 +50,7 @@ def test_at_least_eight_cases() -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture(case: str) -> None:
-    expected = json.loads((FIXTURES / case / "expected.json").read_text(encoding="utf-8"))
-    assert run_case(FIXTURES / case) == expected
+    assert_case(FIXTURES / case, run_case)
 
 
 def test_inputs_are_php_escaped() -> None:

@@ -18,9 +18,10 @@ import pytest
 from mediacrawler.items import Source
 from mediacrawler.parsers import xhs
 from mediacrawler.parsers._common import PlatformError
+from tests.parser_cases import assert_case, case_names
 
 FIXTURES = Path(__file__).parent / "fixtures" / "xhs"
-CASES = sorted(p.name for p in FIXTURES.iterdir() if (p / "input.html").exists())
+CASES = case_names("xhs", marker="input.html")
 SOURCE = Source(spider="xhs", job="xhs-note-test", page=1, cursor=None)
 FETCHED = "2026-11-29T12:00:00Z"
 
@@ -51,8 +52,7 @@ def test_at_least_six_cases() -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_fixture(case: str) -> None:
-    expected = json.loads((FIXTURES / case / "expected.json").read_text(encoding="utf-8"))
-    assert run_case(FIXTURES / case) == expected
+    assert_case(FIXTURES / case, run_case)
 
 
 def test_inputs_are_javascript_literals_not_json() -> None:
