@@ -37,10 +37,17 @@ def _status(argv: Sequence[str]) -> int:
     return status_main(argv)
 
 
+def _enqueue(argv: Sequence[str]) -> int:
+    from mediacrawler.distributed.jobs import main as enqueue_main
+
+    return enqueue_main(argv)
+
+
 COMMANDS = {
     "demo": (_demo, "start the bundled sandbox and crawl it with every spider (no account needed)"),
     "verify": (_verify, "re-hash every stored media file; report corrupt, missing and orphan files"),
     "checkpoints": (_checkpoints, "list, show or reset the resume checkpoints of crawl jobs"),
+    "enqueue": (_enqueue, "queue a crawl job in Redis for the workers (scrapy crawl <platform> -s REDIS_URL=…)"),
     "status": (_status, "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }
 

@@ -258,6 +258,24 @@ CACHE_RETRY_BACKOFF_MAX = 8.0
 #: Seconds a session:{id} record lives unless used (every use renews it).
 SESSION_TTL = 300
 
+# --- Many workers on one Redis (docs/operations.md) -------------------------------------------------------------
+#: With REDIS_URL set, the DistributedAddon swaps in the shared leased queue and duplicate filter; False: never.
+DISTRIBUTED_ENABLED = True
+#: Prefix of the queue, job and duplicate filter keys.
+DISTRIBUTED_KEY_PREFIX = "mediacrawler:dist"
+#: Seconds a popped request stays leased without a heartbeat; after that any worker puts it back in the queue.
+DISTRIBUTED_LEASE_TTL = 30.0
+#: Seconds between heartbeats (renew this worker's leases, put expired ones back, retry Redis after an outage).
+DISTRIBUTED_HEARTBEAT = 5.0
+#: A worker with no job for this many seconds (queue empty, no lease anywhere) closes.
+DISTRIBUTED_IDLE_CLOSE = 30.0
+#: Seconds between a waiting worker's looks at the job list.
+DISTRIBUTED_JOB_POLL = 1.0
+#: Seconds without Redis before a worker gives up and closes (its leases come back when they expire).
+DISTRIBUTED_REDIS_GIVE_UP = 600.0
+#: Connect and read timeout of the distributed components' Redis calls.
+DISTRIBUTED_SOCKET_TIMEOUT = 5.0
+
 # --- Metrics (extensions/metrics.py) and progress (extensions/progress.py) -------------------------------------
 #: Port of the Prometheus endpoint (http://METRICS_HOST:METRICS_PORT/metrics); unset: no endpoint. 0: a free port,
 #: logged at start ("Metrics endpoint at …").
@@ -280,4 +298,5 @@ EXTENSIONS = {
 
 ADDONS = {
     "mediacrawler.extensions.output.DefaultOutputAddon": 0,
+    "mediacrawler.distributed.addon.DistributedAddon": 10,
 }

@@ -18,7 +18,7 @@ from scrapy.spiderloader import get_spider_loader
 
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.media.store import store_scheme
-from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, validate_args
+from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, is_worker_mode, validate_args
 
 if TYPE_CHECKING:
     import argparse
@@ -34,7 +34,19 @@ class Command(ScrapyCrawlCommand):
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
             self._fail(f"no spider named {args[0]!r} (see: scrapy list)")
-        error = validate_args(spidercls, opts.spargs) or self._unwritable_dir()
+        if is_worker_mode(spidercls, self.settings, opts.spargs):
+            # No target with REDIS_URL: a worker; each job brings its own validated arguments.
+            extra = sorted(k for k in opts.spargs if not k.startswith("_"))
+            if extra:
+                self._fail(f"{args[0]}: a worker takes its arguments from each job; drop -a {', '.join(extra)} "
+                           f"(or give a target to crawl one job)")
+            # Per-process checkpoints cannot follow a shared queue (docs/operations.md): off for workers.
+            self.settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
+            print(f"{args[0]}: worker mode: waiting for jobs in Redis (mediacrawler enqueue {args[0]} key=value…)",
+                  file=sys.stderr)
+            error = self._unwritable_dir()
+        else:
+            error = validate_args(spidercls, opts.spargs) or self._unwritable_dir()
         if error:
             self._fail(error)
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
@@ -43,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
+import redis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
@@ -174,6 +176,21 @@ def format_validation_error(spider_name: str, error: ValidationError) -> str:
     return f"{spider_name}: " + "; ".join(parts)
 
 
+def is_distributed(settings: Any) -> bool:
+    """True when the crawl uses the shared Redis queue (``REDIS_URL`` set and ``DISTRIBUTED_ENABLED``)."""
+    return bool(settings.get("REDIS_URL")) and settings.getbool("DISTRIBUTED_ENABLED", True)
+
+
+def is_worker_mode(spidercls: type[Spider], settings: Any, kwargs: dict[str, Any]) -> bool:
+    """A distributed crawl given no target argument (none of the spider's own fields beyond :class:`SpiderParams`):
+    the spider is a worker that takes its jobs from Redis (docs/operations.md, "Many workers on one Redis")."""
+    model = getattr(spidercls, "params_model", None)
+    if model is None or not is_distributed(settings):
+        return False
+    targets = set(model.model_fields) - set(SpiderParams.model_fields)
+    return bool(targets) and not any(k in targets for k in kwargs)
+
+
 def validate_args(spidercls: type[Spider], kwargs: dict[str, Any]) -> str | None:
     """Check ``-a`` values against the spider's argument model before a crawler exists.
 
@@ -223,12 +240,20 @@ class PlatformSpider(Spider):
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
     media_posts_remembered: ClassVar[int] = 20_000
+    #: True when requests go through the shared Redis queue (set in :meth:`from_crawler`): the queue, not this
+    #: process, answers for every request, so pending listing pages are not tracked here.
+    distributed: bool = False
+    #: Worker mode: the id of this worker, and the board it takes jobs from (see :meth:`start`).
+    worker_id: str | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         for key in self.params_model.model_fields:
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
-        self.job: str = self.job_key()
+        #: A worker has no job until it takes one: its own name keys its output file until then.
+        self.job: str = f"{self.name}-worker-{self.worker_id}" if self.worker_id else self.job_key()
+        #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
+        self.job_queue: str | None = None if self.worker_id else self.job
         #: Set by the checkpoint extension on spider_opened when there is a checkpoint to resume from.
         self.resume: Resume | None = None
         #: True once the platform said the last page was reached (and that page was parsed).
@@ -250,7 +275,18 @@ class PlatformSpider(Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
-        spider = super().from_crawler(crawler, *args, **kwargs)
+        if is_worker_mode(cls, crawler.settings, kwargs):
+            # No target: the argument model would refuse; each job brings its own validated arguments (start()).
+            from mediacrawler.distributed.scheduler import worker_id
+
+            spider = cls.__new__(cls)
+            spider.worker_id = worker_id()
+            spider.args = cls.params_model.model_construct()
+            PlatformSpider.__init__(spider, *args, **kwargs)
+            spider._set_crawler(crawler)
+        else:
+            spider = super().from_crawler(crawler, *args, **kwargs)
+        spider.distributed = is_distributed(crawler.settings)
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
         return spider
@@ -337,6 +373,10 @@ class PlatformSpider(Spider):
         return 1, None
 
     async def start(self) -> AsyncIterator[Any]:
+        if self.worker_id:
+            async for request in self.worker_start():
+                yield request
+            return
         page, cursor = self.first_page()
         if self.args.start is not None:
             logger.info("%s: starting at page %d (-a start)", self.job, page)
@@ -346,7 +386,7 @@ class PlatformSpider(Spider):
 
     def listing_request(self, page: int, cursor: str | None) -> Request:
         """The request for one listing page; plain-data meta only, callbacks by method name (JOBDIR-safe)."""
-        if page not in self._listing_answered:
+        if page not in self._listing_answered and not self.distributed:
             self._listing_pending[page] = cursor
         return Request(
             self.listing_url(page, cursor),
@@ -519,6 +559,77 @@ class PlatformSpider(Spider):
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
         )
         return iter(())
+
+    # --- Worker mode (docs/operations.md, "Many workers on one Redis") ------------------------------------------
+
+    async def worker_start(self) -> AsyncIterator[Request]:
+        """Serve jobs from Redis, one at a time, until none came for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
+
+        Each job's arguments are validated again with the argument model; the first worker on a job yields its first
+        page (the others serve the job's queue). A job ends when nothing of it is queued or leased anywhere."""
+        from mediacrawler.distributed import jobs
+        from mediacrawler.distributed.scheduler import in_thread, sleep
+
+        settings = self.settings
+        board = jobs.JobBoard(settings, self.name, worker=str(self.worker_id))
+        idle_close = settings.getfloat("DISTRIBUTED_IDLE_CLOSE")
+        poll = settings.getfloat("DISTRIBUTED_JOB_POLL")
+        logger.info("%s: worker %s waiting for jobs (mediacrawler enqueue %s key=value…)", self.name,
+                    self.worker_id, self.name)
+        idle_since = time.monotonic()
+        while True:
+            try:
+                job = await in_thread(board.take)
+            except redis.RedisError as e:
+                logger.warning("%s: cannot read the job list (%s); retrying", self.name, e)
+                job = None
+                idle_since = time.monotonic()  # an outage is not idleness
+            if job is None:
+                if time.monotonic() - idle_since >= idle_close:
+                    logger.info("%s: no job for %.0f s; the worker closes", self.name, idle_close)
+                    return
+                await sleep(poll)
+                continue
+            try:
+                self.args = self.params_model(**job.args)
+            except ValidationError as e:
+                logger.error("%s: job %s refused: %s", self.name, job.key, format_validation_error(self.name, e))
+                return
+            self._adopt(job.key)
+            self.crawler.signals.send_catch_log(signal=jobs.job_started, spider=self, job=job.key)
+            seed = job.seed
+            while True:
+                if seed:
+                    logger.info("%s: seeding job %s", self.name, job.key)
+                    page, cursor = self.first_page()
+                    yield self.listing_request(page, cursor)
+                    seed = False
+                await sleep(poll)
+                try:
+                    state = await in_thread(board.state, job, self)
+                except redis.RedisError:
+                    continue
+                if state == "done":
+                    break
+                seed = state == "seed"
+            logger.info("%s: job %s finished", self.name, job.key)
+            self.crawler.signals.send_catch_log(signal=jobs.job_finished, spider=self, job=job.key)
+            self.job_queue = None
+            idle_since = time.monotonic()
+
+    def _adopt(self, job_key: str) -> None:
+        """Serve job ``job_key`` (``self.args`` already set): per-job state starts afresh."""
+        self.job = self.job_key()
+        if self.job != job_key:
+            logger.warning("%s: job key %s computed as %s here", self.name, job_key, self.job)
+        self.job_queue = job_key
+        self.resume = None
+        self.source_exhausted = False
+        self.pages_fetched = self.pages_failed = self._failed_streak = 0
+        self._listing_pending.clear()
+        self._listing_dropped.clear()
+        self._listing_answered.clear()
+        logger.info("%s: worker %s serves job %s", self.name, self.worker_id, job_key)
 
     # --- Expired media URLs ----------------------------------------------------------------------------------
 
