@@ -35,9 +35,7 @@ from __future__ import annotations
 
 import io
 import json
-import math
 import os
-import struct
 import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,7 +43,7 @@ from typing import Any
 
 from .det import stable_int
 from .media import generic_image
-from .video import DURATION, FPS, RENDITIONS
+from .video import DURATION, FPS, RENDITIONS, encode_tone
 
 __all__ = [
     "ALBUM_AWEME",
@@ -272,7 +270,7 @@ def hevc_file(aweme_id: str, name: str) -> bytes | None:
                 frame.pts = i
                 out.mux(vstream.encode(frame))
             out.mux(vstream.encode())
-            _encode_tone(out, astream, seconds=DURATION, rate=48000, frame_samples=1024, period=120)
+            encode_tone(out, astream, frames=int(DURATION * 48000) // 1024, frame_samples=1024, rate=48000, period=120)
         with open(path, "rb") as fh:
             return fh.read()
     finally:
@@ -292,20 +290,8 @@ def music_file(music_id: str) -> bytes | None:
         stream = out.add_stream("libmp3lame", rate=44100)
         stream.layout = "stereo"  # type: ignore[union-attr]
         stream.bit_rate = 128_000
-        _encode_tone(out, stream, seconds=MUSIC_SECONDS, rate=44100, frame_samples=1152, period=100)
+        encode_tone(out, stream, frames=int(MUSIC_SECONDS * 44100) // 1152, frame_samples=1152, rate=44100,
+                    period=100)
     return buf.getvalue()
 
 
-def _encode_tone(out: Any, stream: Any, *, seconds: float, rate: int, frame_samples: int, period: int) -> None:
-    import av
-
-    cycle = [0.2 * math.sin(2 * math.pi * k / period) for k in range(period)]
-    for f in range(int(seconds * rate) // frame_samples):
-        samples = struct.pack(f"<{frame_samples}f",
-                              *(cycle[(f * frame_samples + i) % period] for i in range(frame_samples)))
-        frame = av.AudioFrame(format="fltp", layout="stereo", samples=frame_samples)
-        frame.planes[0].update(samples)
-        frame.planes[1].update(samples)
-        frame.sample_rate, frame.pts = rate, f * frame_samples
-        out.mux(stream.encode(frame))
-    out.mux(stream.encode())

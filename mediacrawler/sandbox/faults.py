@@ -124,7 +124,7 @@ from typing import Any
 
 from .det import rng_for
 
-__all__ = ["DEFAULTS", "BilibiliFault", "FacebookFault", "FaultError", "FaultState", "WeiboFault", "XhsFault"]
+__all__ = ["DEFAULTS", "ApiFault", "BilibiliFault", "FacebookFault", "FaultError", "FaultState", "WeiboFault", "XhsFault"]
 
 DEFAULTS: dict[str, Any] = {
     "latency_ms": 0,
@@ -181,35 +181,16 @@ _XHS_ENDPOINTS = {"note", "profile", "any"}
 
 
 @dataclass(frozen=True)
-class FacebookFault:
-    """A decided Graph API fault: the rule ``kind`` (an error code, or ``5xx``) and the HTTP ``status``."""
-
-    kind: str
-    status: int = 400
-
-
-@dataclass(frozen=True)
-class XhsFault:
-    """A decided XHS page fault: the rule ``kind`` and the HTTP ``status``."""
+class ApiFault:
+    """A decided platform API fault: the rule ``kind`` (see each platform's knob above) and the HTTP ``status`` to
+    answer with."""
 
     kind: str
     status: int = 200
 
 
-@dataclass(frozen=True)
-class BilibiliFault:
-    """A decided Bilibili API fault: the rule ``kind`` and the HTTP ``status`` to answer with."""
-
-    kind: str
-    status: int = 200
-
-
-@dataclass(frozen=True)
-class WeiboFault:
-    """A decided Weibo API fault: the rule ``kind`` and, for ``5xx``, the HTTP ``status``."""
-
-    kind: str
-    status: int = 200
+#: One class serves every platform; the names say which decision made it.
+WeiboFault = BilibiliFault = FacebookFault = XhsFault = ApiFault
 
 
 def _number(key: str, value: Any, *, low: float, high: float | None, integer: bool) -> Any:
@@ -271,15 +252,8 @@ def _validate(key: str, value: Any) -> Any:
             out.append(_xhs_rule(raw, rule))
             continue
         if key == "weibo_api":
-            unknown = set(rule) - {"kind", "endpoint", "page", "uid", "times", "rate", "status"}
-            kind = str(rule.get("kind", ""))
-            if unknown or kind not in _WEIBO_KINDS:
-                raise FaultError(f"weibo_api rule {raw!r}: kind must be one of {sorted(_WEIBO_KINDS)}"
-                                 + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
-            rule["kind"] = kind
-            rule.setdefault("endpoint", "getIndex")
-            if rule["endpoint"] not in _ENDPOINTS:
-                raise FaultError(f"weibo_api rule {raw!r}: endpoint must be one of {sorted(_ENDPOINTS)}")
+            _api_rule(key, raw, rule, kinds=_WEIBO_KINDS, endpoints=_ENDPOINTS, endpoint="getIndex",
+                      fields={"page", "uid"})
             rule.setdefault("status", 503)
         else:
             unknown = set(rule) - {"status", "path", "times", "rate"}
@@ -290,17 +264,26 @@ def _validate(key: str, value: Any) -> Any:
     return out
 
 
-def _facebook_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
-    """Validate one ``facebook_api`` rule."""
-    unknown = set(rule) - {"kind", "endpoint", "page", "times", "rate", "status"}
+def _api_rule(key: str, raw: dict[str, Any], rule: dict[str, Any], *, kinds: set[str], endpoints: set[str],
+              endpoint: str, fields: set[str]) -> None:
+    """Check the part every platform API rule shares, in place: only ``kind``, ``endpoint``, ``times``, ``rate``,
+    ``status`` and the platform's own match ``fields``; ``kind`` one of ``kinds`` (as a string); ``endpoint`` one
+    of ``endpoints``, ``endpoint`` when not given."""
+    unknown = set(rule) - {"kind", "endpoint", "times", "rate", "status"} - fields
     kind = str(rule.get("kind", ""))
-    if unknown or kind not in _FACEBOOK_KINDS:
-        raise FaultError(f"facebook_api rule {raw!r}: kind must be one of {sorted(_FACEBOOK_KINDS)}"
+    if unknown or kind not in kinds:
+        raise FaultError(f"{key} rule {raw!r}: kind must be one of {sorted(kinds)}"
                          + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
     rule["kind"] = kind
-    rule.setdefault("endpoint", "posts")
-    if rule["endpoint"] not in _FACEBOOK_ENDPOINTS:
-        raise FaultError(f"facebook_api rule {raw!r}: endpoint must be one of {sorted(_FACEBOOK_ENDPOINTS)}")
+    rule.setdefault("endpoint", endpoint)
+    if rule["endpoint"] not in endpoints:
+        raise FaultError(f"{key} rule {raw!r}: endpoint must be one of {sorted(endpoints)}")
+
+
+def _facebook_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
+    """Validate one ``facebook_api`` rule."""
+    _api_rule("facebook_api", raw, rule, kinds=_FACEBOOK_KINDS, endpoints=_FACEBOOK_ENDPOINTS, endpoint="posts",
+              fields={"page"})
     if rule.get("page") is not None:
         _number("facebook_api.page", rule["page"], low=1, high=None, integer=True)
     rule["status"] = _number("facebook_api.status", rule.get("status", 500), low=500, high=599, integer=True)
@@ -309,15 +292,7 @@ def _facebook_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
 
 def _xhs_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
     """Validate one ``xhs_web`` rule."""
-    unknown = set(rule) - {"kind", "endpoint", "note", "times", "rate", "status"}
-    kind = str(rule.get("kind", ""))
-    if unknown or kind not in _XHS_KINDS:
-        raise FaultError(f"xhs_web rule {raw!r}: kind must be one of {sorted(_XHS_KINDS)}"
-                         + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
-    rule["kind"] = kind
-    rule.setdefault("endpoint", "note")
-    if rule["endpoint"] not in _XHS_ENDPOINTS:
-        raise FaultError(f"xhs_web rule {raw!r}: endpoint must be one of {sorted(_XHS_ENDPOINTS)}")
+    _api_rule("xhs_web", raw, rule, kinds=_XHS_KINDS, endpoints=_XHS_ENDPOINTS, endpoint="note", fields={"note"})
     rule["status"] = _number("xhs_web.status", rule.get("status", 503), low=500, high=599, integer=True)
     return rule
 
@@ -325,15 +300,8 @@ def _xhs_rule(raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
 def _video_rule(key: str, raw: dict[str, Any], rule: dict[str, Any]) -> dict[str, Any]:
     """Validate one ``bilibili_api`` / ``fragment_drop`` / ``fragment_corrupt`` rule."""
     if key == "bilibili_api":
-        unknown = set(rule) - {"kind", "endpoint", "bvid", "after", "times", "rate", "status"}
-        kind = str(rule.get("kind", ""))
-        if unknown or kind not in _BILIBILI_KINDS:
-            raise FaultError(f"bilibili_api rule {raw!r}: kind must be one of {sorted(_BILIBILI_KINDS)}"
-                             + (f"; unknown keys {sorted(unknown)}" if unknown else ""))
-        rule["kind"] = kind
-        rule.setdefault("endpoint", "playurl")
-        if rule["endpoint"] not in _BILIBILI_ENDPOINTS:
-            raise FaultError(f"bilibili_api rule {raw!r}: endpoint must be one of {sorted(_BILIBILI_ENDPOINTS)}")
+        _api_rule(key, raw, rule, kinds=_BILIBILI_KINDS, endpoints=_BILIBILI_ENDPOINTS, endpoint="playurl",
+                  fields={"bvid", "after"})
         rule["status"] = _number(f"{key}.status", rule.get("status", 503), low=400, high=599, integer=True)
         rule["after"] = _number(f"{key}.after", rule.get("after", 0), low=0, high=None, integer=True)
         return rule
@@ -485,41 +453,33 @@ class FaultState:
                     return outcome
         return None
 
+    def _api_fault(self, key: str, endpoint: str, *, statuses: dict[str, int], default: int, field: str,
+                   value: Any) -> ApiFault | None:
+        """The first rule of ``key`` for ``endpoint`` (or ``any``) whose ``field``, when set, is ``value`` and
+        whose budget fires, as a fault: HTTP status from ``statuses`` by kind, the rule's own for ``5xx``, else
+        ``default``."""
+        for index, rule in enumerate(self.knobs[key]):
+            if rule["endpoint"] not in ("any", endpoint):
+                continue
+            if rule.get(field) is not None and rule[field] != value:
+                continue
+            if self._take_rule(key, index, rule):
+                status = {**statuses, "5xx": int(rule["status"])}.get(rule["kind"], default)
+                return ApiFault(rule["kind"], status)
+        return None
+
     def bilibili_fault(self, endpoint: str, bvid: str | None) -> BilibiliFault | None:
         """The fault for a Bilibili API request to ``endpoint`` (``playurl``/``view``/``nav``/``arc_search``/
         ``search``), if any."""
-        for index, rule in enumerate(self.knobs["bilibili_api"]):
-            if rule["endpoint"] not in ("any", endpoint):
-                continue
-            if rule.get("bvid") is not None and rule["bvid"] != bvid:
-                continue
-            if self._take_rule("bilibili_api", index, rule):
-                status = {"412": 412, "5xx": int(rule["status"])}.get(rule["kind"], 200)
-                return BilibiliFault(rule["kind"], status)
-        return None
+        return self._api_fault("bilibili_api", endpoint, statuses={"412": 412}, default=200, field="bvid", value=bvid)
 
     def facebook_fault(self, endpoint: str, page: int | None) -> FacebookFault | None:
         """The fault for a Graph API request to ``endpoint`` (``posts``/``video``), if any."""
-        for index, rule in enumerate(self.knobs["facebook_api"]):
-            if rule["endpoint"] not in ("any", endpoint):
-                continue
-            if rule.get("page") is not None and rule["page"] != page:
-                continue
-            if self._take_rule("facebook_api", index, rule):
-                return FacebookFault(rule["kind"], int(rule["status"]) if rule["kind"] == "5xx" else 400)
-        return None
+        return self._api_fault("facebook_api", endpoint, statuses={}, default=400, field="page", value=page)
 
     def xhs_fault(self, endpoint: str, note_id: str | None) -> XhsFault | None:
         """The fault for an XHS page request to ``endpoint`` (``note``/``profile``), if any."""
-        for index, rule in enumerate(self.knobs["xhs_web"]):
-            if rule["endpoint"] not in ("any", endpoint):
-                continue
-            if rule.get("note") is not None and rule["note"] != note_id:
-                continue
-            if self._take_rule("xhs_web", index, rule):
-                status = {"461": 461, "5xx": int(rule["status"])}.get(rule["kind"], 200)
-                return XhsFault(rule["kind"], status)
-        return None
+        return self._api_fault("xhs_web", endpoint, statuses={"461": 461}, default=200, field="note", value=note_id)
 
     def bilibili_wbi_checked(self, endpoint: str) -> bool:
         """Whether requests to the ``/wbi/`` route ``endpoint`` must carry a valid WBI signature."""

@@ -378,22 +378,30 @@ def _encode_audio(video_id: str) -> bytes:
     import av
 
     period = 80 + stable_int("tone", video_id, bits=16) % 80  # samples per cycle: 300–600 Hz
-    cycle = struct.pack(f"<{period}f", *(0.2 * math.sin(2 * math.pi * k / period) for k in range(period)))
-    signal = cycle * (AUDIO_FRAMES * AAC_FRAME // period + 2)
     buf = io.BytesIO()
     with av.open(buf, mode="w", format="mp4") as out:
         stream = out.add_stream("aac", rate=SAMPLE_RATE)
         stream.layout = "stereo"  # type: ignore[union-attr]
         stream.bit_rate = AUDIO_BITRATE
-        for f in range(AUDIO_FRAMES):
-            chunk = signal[4 * f * AAC_FRAME : 4 * (f + 1) * AAC_FRAME]
-            frame = av.AudioFrame(format="fltp", layout="stereo", samples=AAC_FRAME)
-            frame.planes[0].update(chunk)
-            frame.planes[1].update(chunk)
-            frame.sample_rate, frame.pts = SAMPLE_RATE, f * AAC_FRAME
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode())
+        encode_tone(out, stream, frames=AUDIO_FRAMES, frame_samples=AAC_FRAME, rate=SAMPLE_RATE, period=period)
     return buf.getvalue()
+
+
+def encode_tone(out: Any, stream: Any, *, frames: int, frame_samples: int, rate: int, period: int) -> None:
+    """Mux ``frames`` stereo frames of a sine tone (``period`` samples a cycle) through the audio ``stream`` of
+    ``out``, then flush the encoder."""
+    import av
+
+    cycle = [0.2 * math.sin(2 * math.pi * k / period) for k in range(period)]
+    for f in range(frames):
+        samples = struct.pack(f"<{frame_samples}f",
+                              *(cycle[(f * frame_samples + i) % period] for i in range(frame_samples)))
+        frame = av.AudioFrame(format="fltp", layout="stereo", samples=frame_samples)
+        frame.planes[0].update(samples)
+        frame.planes[1].update(samples)
+        frame.sample_rate, frame.pts = rate, f * frame_samples
+        out.mux(stream.encode(frame))
+    out.mux(stream.encode())
 
 
 # -------------------------------------------------------------------------------------------- packaging
