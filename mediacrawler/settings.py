@@ -269,6 +269,9 @@ DISTRIBUTED_LEASE_TTL = 30.0
 DISTRIBUTED_HEARTBEAT = 5.0
 #: A worker with no job for this many seconds (queue empty, no lease anywhere) closes.
 DISTRIBUTED_IDLE_CLOSE = 30.0
+#: Seconds between acknowledgement batches (the local feeds are flushed and fsynced first: no record is lost to a
+#: SIGKILL after its request was acknowledged).
+DISTRIBUTED_ACK_INTERVAL = 0.5
 #: Seconds between a waiting worker's looks at the job list.
 DISTRIBUTED_JOB_POLL = 1.0
 #: Seconds without Redis before a worker gives up and closes (its leases come back when they expire).

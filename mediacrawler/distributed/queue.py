@@ -87,9 +87,11 @@ redis.call('HSET', b..':owner', id, ARGV[2])
 return {id, redis.call('HGET', b..':req', id)}
 """
 
-# ARGV: base, id
+# ARGV: base, ids...
 ACK = _DONE + """
-return done(ARGV[1], ARGV[2], true)
+local n = 0
+for i = 2, #ARGV do n = n + done(ARGV[1], ARGV[i], true) end
+return n
 """
 
 # ARGV: base, worker, lease ms, ids...
@@ -190,8 +192,9 @@ class LeasedQueue(Base):
         got = self.pop_payload("anonymous", 60_000)
         return None if got is None else self._decode_request(got[1])
 
-    def ack(self, rid: str) -> bool:
-        return bool(self._scripts["ack"](args=[self.key, rid]))
+    def ack(self, *rids: str) -> int:
+        """Acknowledge requests (done: their fingerprints become seen); how many were still queued or leased."""
+        return int(self._scripts["ack"](args=[self.key, *rids])) if rids else 0
 
     def renew(self, worker: str, lease_ms: int, rids: list[str]) -> int:
         return int(self._scripts["renew"](args=[self.key, worker, lease_ms, *rids])) if rids else 0

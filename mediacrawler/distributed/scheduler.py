@@ -38,6 +38,7 @@ from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
 from mediacrawler.distributed.queue import LeasedQueue
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
+from mediacrawler.extensions.feeds import sync_feeds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -48,6 +49,8 @@ logger = logging.getLogger(__name__)
 LEASE_META = "mc_lease"
 #: meta key: the lease id of the request whose callback yielded this one.
 PARENT_META = "mc_parent"
+#: meta key of the scheduler's own engine wake-ups (never stored, never downloaded).
+KICK_META = "mc_distributed_kick"
 
 
 def worker_id() -> str:
@@ -87,6 +90,8 @@ class RedisScheduler(Scheduler):
         self._down_since: float | None = None
         self._retry_at = 0.0
         self._tick: task.LoopingCall | None = None
+        self._acker: task.LoopingCall | None = None
+        self.ack_interval = s.getfloat("DISTRIBUTED_ACK_INTERVAL")
         self._tick_running = False
         self._redis_url = str(s.get("REDIS_URL"))
 
@@ -112,6 +117,8 @@ class RedisScheduler(Scheduler):
         sig.connect(self.spider_idle, signal=signals.spider_idle)
         self._tick = task.LoopingCall(self._heartbeat)
         self._tick.start(self.heartbeat, now=False)
+        self._acker = task.LoopingCall(self._flush)
+        self._acker.start(self.ack_interval, now=False)
         queue = self.queue_for_spider()
         if queue is not None:
             try:
@@ -123,12 +130,15 @@ class RedisScheduler(Scheduler):
 
     def close(self, reason: str) -> None:
         """Hand back what this worker still holds (queued again at once); never delete shared state."""
-        if self._tick is not None and self._tick.running:
-            self._tick.stop()
+        for loop in (self._tick, self._acker):
+            if loop is not None and loop.running:
+                loop.stop()
+        self._retry_at = 0.0
         self._flush()
         by_base: dict[str, list[str]] = {}
         for rid, lease in self.held.items():
-            by_base.setdefault(lease.base, []).append(rid)
+            if not lease.extra.get("done"):
+                by_base.setdefault(lease.base, []).append(rid)
         for base, rids in by_base.items():
             try:
                 n = self._queue(base).release(self.worker, rids)
@@ -151,6 +161,8 @@ class RedisScheduler(Scheduler):
         return bool(self.backlog or self.unacked) or len(self) > 0
 
     def enqueue_request(self, request: Request) -> bool:
+        if request.meta.get(KICK_META):
+            return True  # a wake-up of the engine (see _after_tick), not a request
         queue = self.queue_for_spider()
         parent = request.meta.pop(PARENT_META, None)
         replaces = request.meta.pop(LEASE_META, None)
@@ -198,7 +210,8 @@ class RedisScheduler(Scheduler):
             logger.error("Dropped undecodable queue entry %s of %s: %s", rid, queue.key, e)
             assert self.stats is not None
             self.stats.inc_value("distributed/undecodable")
-            self._ack(queue.key, rid)
+            self.held[rid] = Lease(queue.key, ended=True)
+            self.unacked.append((queue.key, rid))
             return None
         self.held[rid] = Lease(queue.key)
         request.meta[LEASE_META] = rid
@@ -329,23 +342,34 @@ class RedisScheduler(Scheduler):
 
     def _maybe_ack(self, rid: str) -> None:
         lease = self.held.get(rid)
-        if lease is None or not lease.ended or lease.open > 0:
+        if lease is None or not lease.ended or lease.open > 0 or lease.extra.get("done"):
             return
-        del self.held[rid]
-        if self.backlog or self.unacked or self._paused():
-            self.unacked.append((lease.base, rid))  # after the requests it yielded are in Redis
-            return
-        self._ack(lease.base, rid)
+        # Acknowledged by _ack_ready, after the feeds are flushed (a SIGKILL then loses no exported record) and
+        # after the requests it yielded are in Redis (the backlog goes first).
+        lease.extra["done"] = True
+        self.unacked.append((lease.base, rid))
 
-    def _ack(self, base: str, rid: str) -> None:
-        try:
-            self._queue(base).ack(rid)
-        except redis.RedisError as e:
-            self._lost(e)
-            self.unacked.append((base, rid))
+    def _ack_ready(self) -> None:
+        """Flush and fsync the local feeds, then acknowledge every finished request in one script call per job."""
+        if not self.unacked or self.backlog or self._paused():
             return
-        assert self.stats is not None
-        self.stats.inc_value("distributed/acked")
+        sync_feeds(self.crawler)
+        batch: dict[str, list[str]] = {}
+        while self.unacked:
+            base, rid = self.unacked.popleft()
+            batch.setdefault(base, []).append(rid)
+        for n, (base, rids) in enumerate(batch.items()):
+            try:
+                self._queue(base).ack(*rids)
+            except redis.RedisError as e:
+                self._lost(e)
+                for later_base, later in list(batch.items())[n:]:
+                    self.unacked.extend((later_base, r) for r in later)
+                return
+            for rid in rids:
+                self.held.pop(rid, None)
+            assert self.stats is not None
+            self.stats.inc_value("distributed/acked", len(rids))
 
     # --- Outages, heartbeat, idle ----------------------------------------------------------------------------
 
@@ -373,14 +397,13 @@ class RedisScheduler(Scheduler):
             self._down_since = None
 
     def _flush(self) -> None:
-        """Send the backlog (in order), then the held acknowledgements."""
+        """Send the backlog (in order), then the acknowledgements."""
         while self.backlog:
             entry = self.backlog.popleft()
             self._push(entry)
             if self._down_since is not None:
                 return
-        while self.unacked and self._down_since is None:
-            self._ack(*self.unacked.popleft())
+        self._ack_ready()
 
     def _heartbeat(self) -> None:
         if self._tick_running:
@@ -401,21 +424,28 @@ class RedisScheduler(Scheduler):
     def _down_since_retry(self) -> None:
         self._retry_at = 0.0
 
-    def _renew_and_reap(self, by_base: dict[str, list[str]]) -> int:
-        reaped = 0
+    def _renew_and_reap(self, by_base: dict[str, list[str]]) -> tuple[int, int]:
+        reaped = queued = 0
         for base, rids in by_base.items():
             queue = self._queue(base)
             queue.renew(self.worker, self.lease_ms, rids)
             reaped += queue.reap()
-        return reaped
+            queued += len(queue)
+        return reaped, queued
 
-    def _after_tick(self, reaped: int) -> None:
+    def _after_tick(self, result: tuple[int, int]) -> None:
+        reaped, queued = result
         self._tick_running = False
         self._reached()
         if reaped:
             logger.warning("Put %d request(s) with expired leases (dead workers) back in the queue", reaped)
             assert self.stats is not None
             self.stats.inc_value("distributed/reaped", reaped)
+        if queued and self.crawler.engine is not None and self.spider is not None:
+            # Scrapy's engine looks at an idle scheduler only every 5 s; handing it a request (accepted and
+            # discarded by enqueue_request) is the public way to make it look now, so a waiting worker takes
+            # work others (or the reaper) queued within one heartbeat.
+            self.crawler.engine.crawl(Request("data:,", meta={KICK_META: True}, dont_filter=True))
 
     def _tick_failed(self, failure: Failure) -> None:
         self._tick_running = False
@@ -429,7 +459,8 @@ class RedisScheduler(Scheduler):
         if self.backlog or self.unacked or self.held:
             self._retry_at = 0.0
             self._flush()
-            raise DontCloseSpider
+            if self.backlog or self.unacked or self.held:
+                raise DontCloseSpider
         queue = self.queue_for_spider()
         if queue is None:
             return  # a worker between jobs: its start() decides (DISTRIBUTED_IDLE_CLOSE)
