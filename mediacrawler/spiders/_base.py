@@ -485,7 +485,10 @@ class PlatformSpider(Spider):
             # Pages past the real end can look like failures on some platforms; never walk on forever.
             logger.error("%s: %d pages in a row failed; stopping at page %d", self.job, self._failed_streak, page_no)
             return
-        if self.args.max_pages is not None and self.pages_fetched >= self.args.max_pages:
+        # Distributed: consecutive pages land on different workers, so the count is the page number's distance
+        # from the job's first page (the same figure as pages_fetched of a single process).
+        fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.pages_fetched
+        if self.args.max_pages is not None and fetched >= self.args.max_pages:
             logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
             return
         yield self.listing_request(page_no + 1, next_cursor)

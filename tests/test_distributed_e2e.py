@@ -1,0 +1,272 @@
+"""Many workers on one Redis, end to end: real ``scrapy crawl weibo`` worker subprocesses (no target, REDIS_URL set),
+a job queued with ``mediacrawler enqueue``, the sandbox over HTTP and a real redis-server.
+
+The issue's figure is a job of 300 pages; these tests scale it down (150 pages of 4 posts, 30 ms per Weibo answer;
+60 pages for the Redis restart) to stay within ~40 s, and turn the lease timings down (2 s leases, 0.3 s heartbeat)
+so a dead worker's requests come back quickly. Item dedupe and media are off: they are the subject of the shared
+checkpoint / dedupe claims / media parts of issue #14, not of the queue under test here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.world import build_world
+from tests.plugins.redis_server import free_port, redis_server_binary
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+UID = 7365120894
+PAGES, PER_PAGE = 150, 4
+PREFIX = "mediacrawler:dist"
+BASE = f"{PREFIX}:weibo:weibo-uid-{UID}"
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[SandboxProcess]:
+    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def expected_ids(pages: int) -> set[str]:
+    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE)
+    ids = [str(p.id) for p in world.weibo.timeline(UID)]
+    assert len(ids) == PAGES * PER_PAGE
+    return set(ids[: pages * PER_PAGE])  # the timeline is served newest first, page by page
+
+
+class Worker:
+    """One ``scrapy crawl weibo -s REDIS_URL=…`` worker (no target); its log goes to a file."""
+
+    count = 0
+
+    def __init__(self, workdir: Path, sandbox: SandboxProcess, redis_url: str, *settings: str) -> None:
+        Worker.count += 1
+        self.log_path = workdir / f"worker-{Worker.count}.log"
+        argv = [
+            sys.executable, "-m", "scrapy", "crawl", "weibo",
+            "-s", f"REDIS_URL={redis_url}", "-s", f"WEIBO_BASE_URL={sandbox.weibo_url}",
+            "-s", f"OUTPUT_DIR={workdir / 'output'}", "-s", f"FILES_STORE={workdir / 'files'}",
+            "-s", "MEDIA_ENABLED=0", "-s", "DEDUPE_ENABLED=0",
+            "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0", "-s", "CONCURRENT_REQUESTS=4",
+            "-s", "DISTRIBUTED_LEASE_TTL=2", "-s", "DISTRIBUTED_HEARTBEAT=0.3", "-s", "DISTRIBUTED_ACK_INTERVAL=0.2",
+            "-s", "DISTRIBUTED_IDLE_CLOSE=3", "-s", "DISTRIBUTED_JOB_POLL=0.2",
+            "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=0", *settings,
+        ]  # fmt: skip
+        env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        env.pop("REDIS_URL", None)
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+
+    def log(self) -> str:
+        return self.log_path.read_text("utf-8", "replace")
+
+    def wait(self, timeout: float) -> int:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+            pytest.fail(f"worker did not close within {timeout}s:\n{self.log()[-3000:]}")
+        self._log.close()
+        return code
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.wait(10) == -signal.SIGKILL
+
+
+def enqueue(redis_url: str, workdir: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env.pop("REDIS_URL", None)
+    done = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", f"uid={UID}", "--redis-url",
+                           redis_url], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"queued weibo-uid-{UID}" in done.stdout
+
+
+def outputs(workdir: Path) -> Counter[str]:
+    """Post ids over every worker's output file (a torn last line of a killed worker is not a record)."""
+    ids: Counter[str] = Counter()
+    for path in sorted((workdir / "output" / "weibo").glob("*.jsonl")):
+        for line in path.read_text("utf-8").splitlines():
+            try:
+                ids[json.loads(line)["post_id"]] += 1
+            except ValueError:
+                continue
+    return ids
+
+
+def wait_for(predicate: Callable[[], Any], what: str, timeout: float, workers: list[Worker]) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}:\n" +
+                        "\n".join(w.log()[-1500:] for w in workers))
+        time.sleep(0.05)
+
+
+def assert_all_json(client: redis.Redis) -> int:
+    """Every stored request and job is JSON (no pickle); returns how many were checked."""
+    n = 0
+    for key in client.scan_iter(f"{PREFIX}:*"):
+        kind = client.type(key)
+        values = (client.hvals(key) if kind == b"hash" and key.endswith((b":req", b":active")) else
+                  client.lrange(key, 0, -1) if kind == b"list" else [])
+        for value in values:
+            json.loads(value)
+            n += 1
+    return n
+
+
+def in_flight_posts(client: redis.Redis, pid: int) -> int:
+    """What the requests leased by worker ``pid`` can emit again: a listing page's posts, a chain step's post."""
+    owned = [rid for rid, owner in client.hgetall(f"{BASE}:owner").items() if f"-{pid}-".encode() in owner]
+    total = 0
+    for payload in client.hmget(f"{BASE}:req", owned) if owned else []:
+        if payload is not None:
+            total += PER_PAGE if json.loads(payload)["callback"] == "parse_listing" else 1
+    return total
+
+
+def test_three_workers_one_killed_three_times_lose_nothing(sb: SandboxProcess, redis_url: str,
+                                                           tmp_path: Path) -> None:
+    sb.reset()
+    sb.set_faults(weibo_latency_ms=30)
+    expected = expected_ids(PAGES)
+    rng = random.Random(os.environ.get("DISTRIBUTED_E2E_SEED", "14"))
+    client = redis.Redis.from_url(redis_url)
+    workers = [Worker(tmp_path, sb, redis_url) for _ in range(3)]
+    started = time.monotonic()
+    try:
+        enqueue(redis_url, tmp_path)
+        wait_for(lambda: client.exists(f"{BASE}:seeded"), "the job to be seeded", 30, workers)
+        bound, checked = 0, 0
+        for _ in range(3):
+            time.sleep(rng.uniform(0.8, 2.0))
+            checked += assert_all_json(client)
+            assert client.hexists(f"{PREFIX}:weibo:active", f"weibo-uid-{UID}"), "the job ended before the kill"
+            # The worker holding the most leases right now (the one whose death costs most).
+            owners = Counter(o.decode().split("-")[-2] for o in client.hvals(f"{BASE}:owner"))
+            live = [w for w in workers if w.proc.poll() is None]
+            victim = max(live, key=lambda w: owners.get(str(w.proc.pid), 0))
+            victim.kill()
+            bound += in_flight_posts(client, victim.proc.pid)
+            workers[workers.index(victim)] = Worker(tmp_path, sb, redis_url)
+        codes = [w.wait(60) for w in workers]
+    finally:
+        for w in workers:
+            if w.proc.poll() is None:
+                w.proc.kill()
+        sb.reset()
+    assert codes == [0, 0, 0], "\n".join(w.log()[-2000:] for w in workers)
+    assert checked > 0
+    ids = outputs(tmp_path)
+    missing = expected - set(ids)
+    assert not missing, f"{len(missing)} posts missing, e.g. {sorted(missing)[:5]}"
+    assert set(ids) == expected
+    duplicates = sum(c - 1 for c in ids.values())
+    assert duplicates <= bound, f"{duplicates} duplicates, more than the {bound} posts in flight at the kills"
+    # The job finished: its keys are gone, nothing is queued, leased or active; no worker deleted it early.
+    assert client.keys(f"{BASE}:*") == [] and client.hlen(f"{PREFIX}:weibo:active") == 0
+    logs = "".join(w.log() for w in workers)
+    assert "Traceback" not in logs
+    print(f"3 kills: {duplicates} duplicates (bound {bound}); {time.monotonic() - started:.1f}s")
+
+
+class AofRedis:
+    """A private redis-server with AOF (appendfsync everysec), as docs/operations.md asks; stop/start on one port."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port, self.directory = free_port(), directory
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "everysec", "--dir", str(self.directory),
+             "--protected-mode", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        with redis.Redis(port=self.port, socket_connect_timeout=1) as c:
+            while True:  # bounded by the deadline
+                try:
+                    if c.ping():
+                        return
+                except redis.ConnectionError:
+                    assert time.monotonic() < deadline, "redis-server did not start"
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()  # a clean shutdown fsyncs the AOF
+            self.proc.wait(10)
+            self.proc = None
+
+
+def test_redis_restarted_mid_crawl_costs_a_pause_not_data(sb: SandboxProcess, tmp_path: Path) -> None:
+    sb.reset()
+    sb.set_faults(weibo_latency_ms=30)
+    pages = 60
+    expected = expected_ids(pages)
+    server = AofRedis(tmp_path)
+    server.start()
+    workers: list[Worker] = []
+    try:
+        client = redis.Redis.from_url(server.url)
+        workers = [Worker(tmp_path, sb, server.url, "-s", "DISTRIBUTED_LEASE_TTL=10", "-s", "CACHE_BACKEND=memory",
+                          "-s", f"DISTRIBUTED_KEY_PREFIX={PREFIX}") for _ in range(2)]
+        _enqueue_job(client, pages)
+        wait_for(lambda: int(client.get(f"{BASE}:seq") or 0) >= 15, "15 requests queued", 30, workers)
+        server.stop()
+        time.sleep(2.0)
+        assert all(w.proc.poll() is None for w in workers), "a worker died with Redis"
+        server.start()
+        codes = [w.wait(60) for w in workers]
+    finally:
+        for w in workers:
+            if w.proc.poll() is None:
+                w.proc.kill()
+        server.stop()
+        sb.reset()
+    assert codes == [0, 0], "\n".join(w.log()[-2000:] for w in workers)
+    ids = outputs(tmp_path)
+    missing = expected - set(ids)
+    assert not missing, f"{len(missing)} posts missing, e.g. {sorted(missing)[:5]}"
+    assert set(ids) == expected
+    logs = "".join(w.log() for w in workers)
+    assert "lost Redis" in logs and "answers again" in logs
+    assert "Traceback" not in logs
+
+
+def _enqueue_job(client: redis.Redis, pages: int) -> None:
+    """``mediacrawler enqueue weibo uid=… max_pages=…`` through the command (validated there)."""
+    url = f"redis://127.0.0.1:{client.connection_pool.connection_kwargs['port']}/0"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", f"uid={UID}",
+                           f"max_pages={pages}", "--redis-url", url], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
