@@ -27,16 +27,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 from mediacrawler.items import Author, MediaAsset, Post, Source
-from mediacrawler.parsers._common import (
-    Page,
-    PlatformError,
-    as_int,
-    as_obj,
-    as_text,
-    clean_id,
-    iso_utc,
-    strip_url,
-)
+from mediacrawler.parsers._common import Page, PlatformError, as_int, as_obj, as_text, clean_id, iso_utc, strip_url
 
 __all__ = [
     "PLATFORM",
