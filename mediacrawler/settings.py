@@ -290,8 +290,17 @@ METRICS_TEXTFILE = None
 #: Seconds between progress lines (Scrapy's own setting; 0: none).
 LOGSTATS_INTERVAL = 60.0
 
+# --- Shutdown (extensions/shutdown.py; docs/operations.md, "Deploying on scrapyd") -------------------------------
+#: Seconds a graceful stop (first SIGTERM/SIGINT, scrapyd's cancel.json) waits for in-flight requests and media
+#: downloads before it stops as a second signal would (the checkpoint keeps the last completed page); 0: no bound.
+SHUTDOWN_GRACE = 30.0
+#: Seconds between two looks at whether a graceful stop has begun.
+SHUTDOWN_POLL_INTERVAL = 0.5
+
 EXTENSIONS = {
     "mediacrawler.extensions.checkpoint.CheckpointExtension": 500,
+    # Bounds a graceful stop to SHUTDOWN_GRACE seconds (a stalled media download would hold it for minutes).
+    "mediacrawler.extensions.shutdown.ShutdownGraceExtension": 510,
     # One progress line per LOGSTATS_INTERVAL with pages, posts, media files and MiB: replaces Scrapy's LogStats.
     "scrapy.extensions.logstats.LogStats": None,
     "mediacrawler.extensions.progress.ProgressLogStats": 0,
