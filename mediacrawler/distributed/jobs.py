@@ -103,6 +103,10 @@ class JobBoard:
         msg = json.loads(got[0])
         return Job(key=msg["key"], spider=msg["spider"], args=dict(msg["args"]), seed=bool(int(got[1])))
 
+    def drop(self, job: Job) -> None:
+        """Take a job this worker cannot run (its arguments no longer validate) off the active list."""
+        self.server.hdel(self.keys[1], job.key)
+
     def state(self, job: Job, spider: Spider) -> str:
         """``done`` (finished, keys deleted), ``seed`` (nobody seeded it: the caller must), or ``busy``."""
         queue = LeasedQueue(self.server, spider, key_base(self.prefix, self.spider_name, job.key))

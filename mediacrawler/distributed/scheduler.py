@@ -158,7 +158,8 @@ class RedisScheduler(Scheduler):
             return len(self.backlog)
 
     def has_pending_requests(self) -> bool:
-        return bool(self.backlog or self.unacked) or len(self) > 0
+        # Acknowledgements waiting for their batch are not requests: spider_idle sends them before deciding.
+        return bool(self.backlog) or len(self) > 0
 
     def enqueue_request(self, request: Request) -> bool:
         if request.meta.get(KICK_META):
