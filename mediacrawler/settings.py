@@ -242,6 +242,21 @@ FEED_STORAGES = {
     "file": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
 }
 
+# --- Incremental sync, retries, targets (extensions/marks.py, extensions/retries.py, commands/crawl.py) ----------
+# docs/operations.md, "Incremental sync and retries".
+#: Keep a high-water mark per source (CHECKPOINT_DIR/marks/<job>.json): the next run emits only newer posts and stops
+#: paginating at the first page all at or below it (-a full=true walks every page).
+MARKS_ENABLED = True
+#: "file" or the import path of a mark store class with from_settings().
+MARKS_BACKEND = "file"
+#: Targets crawled by `scrapy crawl <platform>` given none with -a: "<argument>:<value>" entries, one job (and
+#: checkpoint) each, e.g. WEIBO_TARGETS = ["uid:7365120894", "keyword:猫"]; -a values (start=3) apply to each.
+WEIBO_TARGETS: list[str] = []
+BILIBILI_TARGETS: list[str] = []
+FACEBOOK_TARGETS: list[str] = []
+XHS_TARGETS: list[str] = []
+DOUYIN_TARGETS: list[str] = []
+
 # --- Cache and Redis --------------------------------------------------------------------------------------------
 #: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.
 REDIS_URL = os.environ.get("REDIS_URL") or None
@@ -299,6 +314,8 @@ SHUTDOWN_POLL_INTERVAL = 0.5
 
 EXTENSIONS = {
     "mediacrawler.extensions.checkpoint.CheckpointExtension": 500,
+    # High-water marks per source (MARKS_ENABLED).
+    "mediacrawler.extensions.marks.MarkExtension": 505,
     # Bounds a graceful stop to SHUTDOWN_GRACE seconds (a stalled media download would hold it for minutes).
     "mediacrawler.extensions.shutdown.ShutdownGraceExtension": 510,
     # One progress line per LOGSTATS_INTERVAL with pages, posts, media files and MiB: replaces Scrapy's LogStats.

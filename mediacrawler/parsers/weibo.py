@@ -222,6 +222,9 @@ def parse_mblog(
             extra[key] = value
     if mblog.get("isLongText"):
         extra["long_text"] = "expanded" if long_text is not None else "truncated"
+    if _depth == 0 and mblog.get("isTop") in (1, True, "1"):
+        # Pinned to the top of the timeline, out of time order (never a high-water mark, never a stop).
+        extra["pinned"] = True
     page_info = mblog.get("page_info")
     if isinstance(page_info, dict) and page_info.get("type") == "webpage" and page_info.get("page_url"):
         extra["link"] = page_info["page_url"]

@@ -3,7 +3,10 @@
 ::
 
     GET  /_sandbox/requests   the request log since the last reset (see :class:`~.state.RequestLog`)
-    POST /_sandbox/reset      clear the log and counters, restore the start-up fault knobs
+    POST /_sandbox/reset      clear the log and counters, restore the start-up fault knobs, unpublish (below)
+    POST /_sandbox/weibo/publish   {"uid": UID, "count": N}: N new posts (with pictures) at the top of UID's
+                              timeline, ids above every existing one; answers {"ids": [newest first]}
+    POST /_sandbox/weibo/pin       {"uid": UID, "post_id": ID | null}: show ID pinned (isTop) first on page 1
     GET  /_sandbox/faults     the current fault knobs
     POST /_sandbox/faults     merge a JSON object of knobs (see :mod:`~.faults`); 400 on an unknown/invalid knob
     GET  /_sandbox/stats      totals since the last reset (requests, bytes, media bytes, by status) + lifetime
@@ -43,7 +46,21 @@ class ControlResource(Resource):
                 return self._json(request, list(self.state.log.entries))
             if name == "reset" and method == b"POST":
                 self.state.reset()
+                self.state.world.weibo.unpublish()
                 return self._json(request, {"ok": True})
+            if name in ("weibo/publish", "weibo/pin") and method == b"POST":
+                body = json.loads((request.content.read() if request.content is not None else b"") or b"{}")
+                if not isinstance(body, dict):
+                    raise FaultError("the body must be a JSON object")
+                world = self.state.world.weibo
+                try:
+                    if name == "weibo/publish":
+                        return self._json(request, {"ids": world.publish(int(body["uid"]), int(body["count"]))})
+                    post_id = body.get("post_id")
+                    world.pin(int(body["uid"]), None if post_id is None else str(post_id))
+                    return self._json(request, {"ok": True})
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise FaultError(f"{name}: {exc}") from None
             if name == "faults" and method == b"GET":
                 return self._json(request, self.state.faults.snapshot())
             if name == "faults" and method == b"POST":

@@ -287,6 +287,10 @@ class WeiboWorld:
     duplicate_pids: dict[str, str]
     bad_pids: dict[str, str]
     search_pool: list[str]
+    #: ``{uid: post id}``: the post shown pinned (``isTop: 1``) at the top of page 1 (control: ``weibo/pin``).
+    pinned: dict[int, str] = field(default_factory=dict)
+    #: ``{uid: [post id, …]}``: posts published at run time (control: ``weibo/publish``), newest first.
+    published: dict[int, list[str]] = field(default_factory=dict)
 
     def timeline(self, uid: int) -> list[WeiboPost]:
         """All posts of ``uid``'s timeline, newest first."""
@@ -298,6 +302,57 @@ class WeiboWorld:
             return []
         ids = self.timelines.get(int(uid), [])
         return [self.posts[i] for i in ids[(page - 1) * self.per_page : page * self.per_page]]
+
+    def publish(self, uid: int, count: int) -> list[str]:
+        """Publish ``count`` new posts at the top of ``uid``'s timeline (ids above every existing one, 1 to 3
+        pictures each, served by the media site); returns their ids, newest first. Deterministic: the same
+        calls on the same world give the same posts."""
+        uid = int(uid)
+        if uid not in self.timelines or not 1 <= count <= 100:
+            raise ValueError(f"cannot publish {count} posts for {uid} (a timeline owner, 1 to 100 posts)")
+        builder = _Builder(self.seed, self.bad_media)
+        builder.used_ids = set(self.posts)
+        rng = rng_for(self.seed, "weibo", "publish", uid, len(self.published.get(uid, [])))
+        newest = self.posts[self.timelines[uid][0]].created_at if self.timelines[uid] else WEIBO_NOW
+        when = newest or WEIBO_NOW
+        new: list[str] = []
+        for _ in range(count):
+            when += timedelta(minutes=rng.randrange(5, 90))
+            post_id = builder.new_id(rng, when)
+            post = WeiboPost(
+                id=post_id, bid=mid_to_bid(post_id), user_id=uid, created_at=when, text=builder.text(rng, 2),
+                source=rng.choice(_SOURCES), region=rng.choice(_REGIONS), reposts_count=builder.count(rng),
+                comments_count=builder.count(rng), attitudes_count=builder.count(rng),
+                pics=builder.make_pics(rng, rng.randrange(1, 4)),
+            )
+            self.posts[post_id] = post
+            new.insert(0, post_id)
+        self.pics.update(builder.pics)
+        self.timelines[uid][:0] = new
+        self.published[uid] = new + self.published.get(uid, [])
+        return new
+
+    def pin(self, uid: int, post_id: str | None) -> None:
+        """Show ``post_id`` pinned at the top of ``uid``'s page 1 (``None``: nothing pinned)."""
+        uid = int(uid)
+        if post_id is None:
+            self.pinned.pop(uid, None)
+            return
+        if uid not in self.timelines or post_id not in self.timelines[uid]:
+            raise ValueError(f"post {post_id} is not on the timeline of {uid}")
+        self.pinned[uid] = post_id
+
+    def unpublish(self) -> None:
+        """Back to the world as built: published posts and their pictures removed, nothing pinned."""
+        for uid, ids in self.published.items():
+            gone = set(ids)
+            self.timelines[uid] = [i for i in self.timelines[uid] if i not in gone]
+            for post_id in ids:
+                post = self.posts.pop(post_id, None)
+                for pic in post.pics if post else ():
+                    self.pics.pop(pic.pid, None)
+        self.published.clear()
+        self.pinned.clear()
 
     def page_count(self, uid: int) -> int:
         """Number of non-empty timeline pages of ``uid``."""
@@ -969,6 +1024,12 @@ def timeline_response(
         cards.append({"card_type": 31, "show_type": 0, "desc": "搜索他的微博",
                       "scheme": f"https://m.weibo.cn/p/index?containerid=231802_{uid}", "itemid": ""})
         cards.append({"card_type": 42, "show_type": 0, "desc": "全部微博", "display_arrow": 0, "itemid": ""})
+        pinned = world.pinned.get(uid)
+        if pinned is not None:
+            # Weibo shows a pinned post first on page 1, marked isTop, out of time order.
+            card = _post_card(world, world.posts[pinned], base, lfid)
+            card["mblog"]["isTop"] = 1
+            cards.append(card)
     # One post per page nests in a card_group (as "热门" groups do), next to a non-post card.
     grouped = (page * 3) % len(posts)
     for k, post in enumerate(posts):

@@ -27,6 +27,14 @@ the rest the same way for all of them:
 - Every listing request ends as parsed or failed, whatever path it takes: one that reaches neither callback nor
   errback (dropped by the duplicate filter, e.g. a 302 back to itself; filtered by a middleware) is failed when the
   crawl goes idle, with the reason when Scrapy said one (``request_dropped``), and the crawl goes on past it.
+- Incremental sync: with a high-water mark (:class:`HighWaterMark`, set by
+  :mod:`mediacrawler.extensions.marks` on spider_opened unless ``-a full=true``), posts at or below it are not
+  emitted again, and pagination stops at the first page whose posts (pinned ones aside: ``Post.extra["pinned"]``)
+  are all at or below it; that page is announced as the last one, so the checkpoint completes.
+- Media left behind: the posts in :attr:`PlatformSpider.retry_posts` (set by
+  :mod:`mediacrawler.extensions.retries`) are read again through :meth:`~PlatformSpider.post_request` before the
+  first listing page, and go through the pipelines again (``-a retry_only=true``: only them). See
+  docs/operations.md, "Incremental sync and retries".
 - Expired media URLs: the spider remembers which post each media asset came from, and
   :meth:`PlatformSpider.refresh_media_url` (called by the large-file downloader on a 403/410 mid-download) reads
   that post again through :meth:`~PlatformSpider.post_request` and returns the asset's fresh URL.
@@ -106,6 +114,10 @@ class SpiderParams(BaseModel):
     video_codecs: str | None = Field(
         default=None, pattern=r"^[A-Za-z0-9.]{1,16}(,[A-Za-z0-9.]{1,16}){0,7}$",
         description="Video codecs in order of preference, e.g. hevc,avc1 (default: MEDIA_VIDEO_CODECS).",
+    )
+    full: bool = Field(default=False, description="Ignore the high-water mark of earlier runs: walk every page.")
+    retry_only: bool = Field(
+        default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
     )
 
     @model_validator(mode="before")
@@ -224,6 +236,32 @@ class Resume:
     cursor: str | None = None
 
 
+@dataclass
+class HighWaterMark:
+    """The newest post of a source known to be completely stored, with everything older (incremental sync; kept by
+    :mod:`mediacrawler.extensions.marks`). ``created_at`` is the post's ISO-8601 UTC time, when known."""
+
+    post_id: str
+    created_at: str | None = None
+
+    def covers(self, post_id: str, created_at: str | None) -> bool:
+        """Whether a post is at or below the mark: numeric ids (Weibo mids, Douyin aweme ids grow with time) compare
+        as numbers; other ids by time (both in the parsers' one UTC format, so as text). Unknown: not covered."""
+        if post_id == self.post_id:
+            return True
+        if post_id.isdigit() and self.post_id.isdigit():
+            return int(post_id) <= int(self.post_id)
+        if created_at and self.created_at:
+            return created_at <= self.created_at
+        return False
+
+
+def is_pinned(post: Post) -> bool:
+    """A post the platform pinned to the top of a listing (``extra["pinned"]``, set by the parsers): it is out of
+    order, so it never stops pagination nor moves a high-water mark."""
+    return bool(post.extra.get("pinned")) if isinstance(post.extra, dict) else False
+
+
 class PlatformSpider(Spider):
     """Base class of the platform spiders. Subclasses set ``name``, ``platform``, ``params_model`` and implement
     :meth:`job_key`, :meth:`listing_url` and :meth:`parse_listing_payload`."""
@@ -266,6 +304,14 @@ class PlatformSpider(Spider):
         self._media_posts: OrderedDict[str, str] = OrderedDict()
         #: Listing pages requested and not yet parsed or failed: page → cursor (see :meth:`spider_idle`).
         self._listing_pending: dict[int, str | None] = {}
+        #: The high-water mark of this source (set by the marks extension; ``None``: none, or ``-a full=true``).
+        self.mark: HighWaterMark | None = None
+        #: True once a page was all at or below the mark (the run stopped paginating there).
+        self.stopped_at_mark = False
+        #: Posts with media that failed in earlier runs, read again first (set by the retries extension).
+        self.retry_posts: list[str] = []
+        #: Posts of :attr:`retry_posts` that could not be read again in this run: post id → why.
+        self.retry_unreachable: dict[str, str] = {}
         #: Why a pending page's request was dropped, when Scrapy said so (``request_dropped``).
         self._listing_dropped: dict[int, str] = {}
         #: Pages parsed or failed in this run. With JOBDIR a page's request can come out of the restored queue
@@ -377,6 +423,11 @@ class PlatformSpider(Spider):
             async for request in self.worker_start():
                 yield request
             return
+        for request in self.retry_requests():
+            yield request
+        if self.args.retry_only:
+            logger.info("%s: retry only: %d posts to read again, no listing", self.job, len(self.retry_posts))
+            return
         page, cursor = self.first_page()
         if self.args.start is not None:
             logger.info("%s: starting at page %d (-a start)", self.job, page)
@@ -419,6 +470,7 @@ class PlatformSpider(Spider):
         assert stats is not None
         for reason, count in page.skipped.items():
             stats.inc_value(f"{self.platform}/skipped/{reason}", count)
+        at_mark = self._apply_mark(page, page_no)
         post_ids = [p.post_id for p in page.posts] + list(page.incomplete)
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_parsed,
@@ -427,7 +479,8 @@ class PlatformSpider(Spider):
             cursor=cursor,
             next_cursor=page.next_cursor,
             post_ids=post_ids,
-            is_last=page.is_last,
+            # A page at the mark ends the part of the source this run covers: the checkpoint completes there.
+            is_last=page.is_last or at_mark,
         )
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
@@ -439,7 +492,64 @@ class PlatformSpider(Spider):
             self.source_exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
             return
+        if at_mark:
+            self.stopped_at_mark = True
+            assert self.mark is not None
+            logger.info("%s: page %d is all at or below the high-water mark (post %s); stopping there", self.job,
+                        page_no, self.mark.post_id)
+            return
         yield from self._next_page(page_no, page.next_cursor)
+
+    def _apply_mark(self, page: Page, page_no: int) -> bool:
+        """Drop the posts of ``page`` at or below the high-water mark; whether the page is all at or below it.
+
+        Pinned posts are out of order: they never make the page count as below the mark. A post still waiting for
+        a step is judged by its id alone (its time is not parsed yet)."""
+        mark = self.mark
+        if mark is None:
+            return False
+        regular = [mark.covers(p.post_id, p.created_at) for p in page.posts if not is_pinned(p)]
+        regular += [mark.covers(post_id, None) for post_id in page.incomplete]
+        kept = [p for p in page.posts if not mark.covers(p.post_id, p.created_at)]
+        kept_incomplete = {i: raw for i, raw in page.incomplete.items() if not mark.covers(i, None)}
+        below = len(page.posts) + len(page.incomplete) - len(kept) - len(kept_incomplete)
+        if below:
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("incremental/below_mark", below)
+            logger.debug("%s page %d: %d posts at or below the mark", self.job, page_no, below)
+        page.posts, page.incomplete = kept, kept_incomplete
+        return bool(regular) and all(regular)
+
+    # --- Media left behind by earlier runs (docs/operations.md, "Incremental sync and retries") --------------
+
+    def retry_requests(self) -> Iterator[Request]:
+        """A fresh read of every post in :attr:`retry_posts` (as :meth:`refresh_media_url` reads one)."""
+        for post_id in self.retry_posts:
+            request = self.post_request(post_id)
+            if request is None:
+                self.retry_unreachable[post_id] = f"{self.name} cannot read one post again"
+                continue
+            yield request.replace(callback=self.parse_retry_post, errback=self.retry_post_failed,
+                                  meta={**request.meta, "mc_retry_post": post_id})
+
+    def parse_retry_post(self, response: Response) -> Iterator[Post]:
+        post_id: str = response.meta["mc_retry_post"]
+        try:
+            post = self.parse_post_payload(response, self.source_for(response))
+        except (PlatformError, ValueError, TypeError, KeyError) as e:
+            self.retry_unreachable[post_id] = f"unreadable: {e}"
+            return
+        if post is None:
+            self.retry_unreachable[post_id] = "the post is gone"
+            return
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value("retry/posts_read")
+        yield self.remember_media(post)
+
+    def retry_post_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        self.retry_unreachable[request.meta["mc_retry_post"]] = failure.getErrorMessage()
+        return iter(())
 
     # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
 

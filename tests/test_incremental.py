@@ -1,0 +1,95 @@
+"""Incremental sync end to end: real ``scrapy crawl weibo`` runs against a sandbox whose timeline gains new posts.
+
+Run 1 walks the whole timeline and sets the high-water mark; 3 posts are published (and an old post pinned on top
+of page 1); run 2 requests pages 1 and 2 only, emits exactly the 3 new posts and downloads only their pictures;
+run 3 (nothing new) requests page 1 only and emits nothing; ``-a full=true`` walks every page again and downloads
+nothing (every asset is recognised by its key). Expectations come from the sandbox's own world model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mediacrawler.extensions.marks import FileMarkStore
+from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.world import build_world
+from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run
+
+pytestmark = pytest.mark.slow
+
+UID = 7365120894
+KEY = f"weibo-uid-{UID}"
+CONTAINER = f"107603{UID}"
+PAGES, PER_PAGE = 2, 10
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[SandboxProcess]:
+    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def crawl(sb: SandboxProcess, workdir: Path, name: str, *args: str) -> list[dict]:
+    code, log = run(crawl_command("weibo", sb, workdir, "-a", f"uid={UID}", *args, run=name), workdir, name=name)
+    assert code == 0, log[-3000:]
+    return records(workdir / name / "weibo" / f"{KEY}.jsonl")
+
+
+def test_second_run_fetches_only_new_posts_and_their_media(tmp_path: Path, sb: SandboxProcess) -> None:
+    sb.reset()
+    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
+    old_ids = [p.id for p in world.timeline(UID)]
+    marks = FileMarkStore(tmp_path / "checkpoints" / "marks")
+
+    first = crawl(sb, tmp_path, "run1")
+    assert sorted(r["post_id"] for r in first) == sorted(old_ids)
+    assert [page for _, page in listing_requests(sb)] == [1, 2, 3]  # page 3: the end-of-list answer
+    mark = marks.load(KEY)
+    assert mark is not None and mark.post_id == old_ids[0]
+    assert (tmp_path / "checkpoints" / f"{KEY}.json").exists() is False  # completed: checkpoint cleared
+
+    sb.reset()
+    new_ids = control(sb, "weibo/publish", {"uid": UID, "count": 3})["ids"]
+    assert new_ids == world.publish(UID, 3)  # the same posts the model computes
+    assert all(int(i) > int(old_ids[0]) for i in new_ids)
+    control(sb, "weibo/pin", {"uid": UID, "post_id": old_ids[-1]})  # an old post pinned first on page 1
+    new_pics = {pic.path("large") for i in new_ids for pic in world.posts[i].pics}
+    assert new_pics
+
+    second = crawl(sb, tmp_path, "run2")
+    assert sorted(r["post_id"] for r in second) == sorted(new_ids)
+    assert [page for _, page in listing_requests(sb)] == [1, 2]  # page 2 is all below the mark: stop there
+    assert set(media_paths(sb)) == new_pics
+    assert all(m["status"] == "downloaded" for r in second for m in r["media"])
+    for r in second:  # the pictures are on disk under their recorded hashes
+        for m in r["media"]:
+            assert (tmp_path / "files" / m["path"]).stat().st_size == m["size"]
+    mark = marks.load(KEY)
+    assert mark is not None and mark.post_id == new_ids[0]  # the newest new post, never the pinned one
+
+    before = len(sb.requests())  # no reset: it would unpublish the new posts
+    third = crawl(sb, tmp_path, "run3")
+    assert third == []
+    entries = sb.requests()[before:]
+    assert [(e["path"], e["query"].split("page=")[-1]) for e in entries] == [
+        ("/weibo/api/container/getIndex", "1")]  # page 1, nothing else: no other page, no media
+    assert json.loads((tmp_path / "checkpoints" / "marks" / f"{KEY}.json").read_text())["post_id"] == new_ids[0]
+
+
+def test_full_walks_every_page_and_downloads_nothing_known(tmp_path: Path, sb: SandboxProcess) -> None:
+    sb.reset()
+    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
+    crawl(sb, tmp_path, "run1")
+    sb.reset()
+    again = crawl(sb, tmp_path, "run2", "-a", "full=true")
+    assert sorted(r["post_id"] for r in again) == sorted(p.id for p in world.timeline(UID))
+    assert [page for _, page in listing_requests(sb)] == [1, 2, 3]
+    assert media_paths(sb) == []  # every asset recognised by its key in the media index
+    assert {m["status"] for r in again for m in r["media"]} == {"uptodate"}
