@@ -420,3 +420,18 @@ def test_stalled_media_bound_the_graceful_stop_and_a_second_cancel_forces_it(
     jobs = (first, second, third)
     assert_exactly_once(post_ids(scrapyd.items_path(j) for j in jobs), all_posts(world_pages))
     assert checkpoint(tmp_path) is None
+
+
+def test_shutdown_grace_zero_turns_the_bound_off() -> None:
+    from scrapy.exceptions import NotConfigured
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    from mediacrawler.extensions.shutdown import ShutdownGraceExtension
+
+    def crawler(grace: float) -> Any:
+        return get_crawler(settings_dict={"SHUTDOWN_GRACE": grace, "SHUTDOWN_POLL_INTERVAL": 0.5})
+
+    assert build_from_crawler(ShutdownGraceExtension, crawler(30)).grace == 30
+    with pytest.raises(NotConfigured):
+        build_from_crawler(ShutdownGraceExtension, crawler(0))
