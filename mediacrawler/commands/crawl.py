@@ -6,25 +6,66 @@ crawler (or its log banner) exists: a bad value prints one line naming the argum
 nothing is crawled. So does a directory the crawl must write to (FILES_STORE, CHECKPOINT_DIR, OUTPUT_DIR) that
 cannot be written. A run the platform refused (e.g. login required), with a listing page that failed for good, or
 whose checkpoint could not be written exits with status 1.
+
+Given no target (``-a uid=…``), the crawl takes the targets of ``<PLATFORM>_TARGETS`` (``"<argument>:<value>"``
+entries): one crawler per target, each its own job and checkpoint, run side by side in this process, with the
+``-a`` values (``start=3``) applied to each. With no target and no such setting, ``REDIS_URL`` makes the crawl a
+worker; with neither, one line says both ways and the exit status is 2. See docs/operations.md, "Incremental sync
+and retries".
 """
 
 from __future__ import annotations
 
+import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.spiderloader import get_spider_loader
 
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.media.store import store_scheme
-from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, is_worker_mode, validate_args
+from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, is_worker_mode, target_names, validate_args
 
 if TYPE_CHECKING:
     import argparse
 
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+
+def targets_setting(spidercls: type[Spider]) -> str:
+    """The setting listing a spider's configured targets, e.g. ``WEIBO_TARGETS``."""
+    return f"{str(getattr(spidercls, 'platform', spidercls.name)).upper()}_TARGETS"
+
+
+def configured_targets(spidercls: type[Spider], settings: BaseSettings) -> list[dict[str, str]]:
+    """The targets of ``<PLATFORM>_TARGETS`` as spider arguments (``"uid:7365120894"`` → ``{"uid": "7365120894"}``).
+
+    The setting is a list, or on the command line a JSON list or comma-separated entries. ValueError names the
+    entry that is not ``<argument>:<value>`` with one of the spider's target arguments."""
+    name = targets_setting(spidercls)
+    raw = settings.get(name) or []
+    if isinstance(raw, str):
+        raw = json.loads(raw) if raw.lstrip().startswith("[") else [p for p in raw.split(",") if p.strip()]
+    if not isinstance(raw, (list, tuple)):
+        raise ValueError(f"{name} must be a list of \"<argument>:<value>\" entries")
+    allowed = target_names(spidercls)
+    targets = []
+    for entry in raw:
+        key, sep, value = str(entry).partition(":")
+        if not sep or key.strip() not in allowed or not value.strip():
+            raise ValueError(f"{name} entry {entry!r}: expected <argument>:<value> with argument one of "
+                             f"{', '.join(sorted(allowed))}")
+        targets.append({key.strip(): value.strip()})
+    return targets
+
 
 class Command(ScrapyCrawlCommand):
+    #: Spider arguments of each configured target (``<PLATFORM>_TARGETS``); empty: one crawl of ``-a`` alone.
+    targets: list[dict[str, str]] = []
+
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
         if len(args) != 1:
@@ -34,7 +75,27 @@ class Command(ScrapyCrawlCommand):
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
             self._fail(f"no spider named {args[0]!r} (see: scrapy list)")
-        if is_worker_mode(spidercls, self.settings, opts.spargs):
+        names = target_names(spidercls)
+        given = any(k in names for k in opts.spargs)
+        try:
+            self.targets = [] if given else configured_targets(spidercls, self.settings)
+        except ValueError as e:
+            self._fail(f"{args[0]}: {e}")
+        if self.targets:
+            for target in self.targets:
+                error = validate_args(spidercls, {**opts.spargs, **target})
+                if error:
+                    self._fail(f"{error} (from {targets_setting(spidercls)})")
+            error = self._unwritable_dir()
+        elif names and not given and not is_worker_mode(spidercls, self.settings, opts.spargs):
+            # Neither a target nor REDIS_URL: say every way to give one (the model's own message first).
+            error = validate_args(spidercls, opts.spargs)
+            if error:
+                self._fail(f"{error}; or list targets in {targets_setting(spidercls)} (e.g. "
+                           f"{targets_setting(spidercls)}=[\"{sorted(names)[-1]}:…\"]), or set REDIS_URL to run "
+                           f"as a worker taking jobs from Redis")
+            error = self._unwritable_dir()
+        elif is_worker_mode(spidercls, self.settings, opts.spargs):
             # No target with REDIS_URL: a worker; each job brings its own validated arguments.
             extra = sorted(k for k in opts.spargs if not k.startswith("_"))
             if extra:
@@ -77,25 +138,37 @@ class Command(ScrapyCrawlCommand):
             super().run(args, opts)
             return
         assert self.crawler_process
-        crawler = self._create_crawler(args[0])
-        self.crawler_process.crawl(crawler, **opts.spargs)
+        runs: list[tuple[Crawler, dict[str, Any]]] = []
+        for target in self.targets or [{}]:
+            # One crawler per configured target, side by side (as `mediacrawler demo` runs its jobs): each is its
+            # own job, with its own checkpoint, mark and output file.
+            runs.append((self._create_crawler(args[0]), {**opts.spargs, **target}))
+        for crawler, kwargs in runs:
+            self.crawler_process.crawl(crawler, **kwargs)
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:
             self.exitcode = 1
             return
+        for crawler, _ in runs:
+            name = str(getattr(crawler.spider, "job", None) or args[0]) if self.targets else args[0]
+            self.exitcode = max(self.exitcode, self._exit_status(name, crawler))
+
+    @staticmethod
+    def _exit_status(name: str, crawler: Crawler) -> int:
         reason = getattr(crawler.spider, "close_reason", None)
         if reason in FATAL_CLOSE_REASONS:
-            print(f"error: {args[0]}: stopped: {reason}", file=sys.stderr)
-            self.exitcode = 1
-            return
+            print(f"error: {name}: stopped: {reason}", file=sys.stderr)
+            return 1
+        status = 0
         assert crawler.stats is not None
         if crawler.stats.get_value("checkpoint/write_errors"):
-            print(f"error: {args[0]}: the checkpoint could not be written (see the log): the next run may "
+            print(f"error: {name}: the checkpoint could not be written (see the log): the next run may "
                   f"fetch pages again", file=sys.stderr)
-            self.exitcode = 1
+            status = 1
         failed = getattr(crawler.spider, "pages_failed", 0)
         if failed:
             # The crawl went on past them, but the job is not complete: say so, and not with exit status 0.
-            print(f"error: {args[0]}: {failed} listing page(s) failed for good (see the log); run the same "
+            print(f"error: {name}: {failed} listing page(s) failed for good (see the log); run the same "
                   f"command again to fetch them, the checkpoint keeps their place", file=sys.stderr)
-            self.exitcode = 1
+            status = 1
+        return status

@@ -193,13 +193,18 @@ def is_distributed(settings: Any) -> bool:
     return bool(settings.get("REDIS_URL")) and settings.getbool("DISTRIBUTED_ENABLED", True)
 
 
+def target_names(spidercls: type[Spider]) -> set[str]:
+    """The arguments that name what a spider crawls (its own fields beyond :class:`SpiderParams`, e.g. ``uid``)."""
+    model = getattr(spidercls, "params_model", None)
+    return set() if model is None else set(model.model_fields) - set(SpiderParams.model_fields)
+
+
 def is_worker_mode(spidercls: type[Spider], settings: Any, kwargs: dict[str, Any]) -> bool:
     """A distributed crawl given no target argument (none of the spider's own fields beyond :class:`SpiderParams`):
     the spider is a worker that takes its jobs from Redis (docs/operations.md, "Many workers on one Redis")."""
-    model = getattr(spidercls, "params_model", None)
-    if model is None or not is_distributed(settings):
+    if getattr(spidercls, "params_model", None) is None or not is_distributed(settings):
         return False
-    targets = set(model.model_fields) - set(SpiderParams.model_fields)
+    targets = target_names(spidercls)
     return bool(targets) and not any(k in targets for k in kwargs)
 
 
