@@ -1,4 +1,4 @@
-"""The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``, ``status``.
+"""The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``, ``retry``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
 ``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand parses its
@@ -37,6 +37,12 @@ def _status(argv: Sequence[str]) -> int:
     return status_main(argv)
 
 
+def _retry(argv: Sequence[str]) -> int:
+    from mediacrawler.extensions.retries import main as retry_main
+
+    return retry_main(argv)
+
+
 def _enqueue(argv: Sequence[str]) -> int:
     from mediacrawler.distributed.jobs import main as enqueue_main
 
@@ -48,6 +54,7 @@ COMMANDS = {
     "verify": (_verify, "re-hash every stored media file; report corrupt, missing and orphan files"),
     "checkpoints": (_checkpoints, "list, show or reset the resume checkpoints of crawl jobs"),
     "enqueue": (_enqueue, "queue a crawl job in Redis for the workers (scrapy crawl <platform> -s REDIS_URL=…)"),
+    "retry": (_retry, "retry the media assets that failed in earlier crawls [--platform P] [-s NAME=VALUE]"),
     "status": (_status, "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }
 

@@ -249,6 +249,15 @@ FEED_STORAGES = {
 MARKS_ENABLED = True
 #: "file" or the import path of a mark store class with from_settings().
 MARKS_BACKEND = "file"
+#: Keep media assets that failed in a retry set per job (CHECKPOINT_DIR/retry/<job>.json): the next run of the job
+#: (or `mediacrawler retry`) reads their posts again first; dedupe never drops a post while it has one.
+RETRY_MEDIA_ENABLED = True
+#: Failure reasons never retried: the URL serves no media at all.
+RETRY_MEDIA_IGNORE_REASONS = ["not-media"]
+#: Failed attempts (runs) after which an asset is given up, with a WARNING.
+RETRY_MEDIA_MAX_ATTEMPTS = 5
+#: "file" or the import path of a retry store class with from_settings().
+RETRY_MEDIA_BACKEND = "file"
 #: Targets crawled by `scrapy crawl <platform>` given none with -a: "<argument>:<value>" entries, one job (and
 #: checkpoint) each, e.g. WEIBO_TARGETS = ["uid:7365120894", "keyword:猫"]; -a values (start=3) apply to each.
 WEIBO_TARGETS: list[str] = []
@@ -316,6 +325,8 @@ EXTENSIONS = {
     "mediacrawler.extensions.checkpoint.CheckpointExtension": 500,
     # High-water marks per source (MARKS_ENABLED).
     "mediacrawler.extensions.marks.MarkExtension": 505,
+    # Failed media kept per job and read again first by the next run (RETRY_MEDIA_ENABLED).
+    "mediacrawler.extensions.retries.RetryExtension": 506,
     # Bounds a graceful stop to SHUTDOWN_GRACE seconds (a stalled media download would hold it for minutes).
     "mediacrawler.extensions.shutdown.ShutdownGraceExtension": 510,
     # One progress line per LOGSTATS_INTERVAL with pages, posts, media files and MiB: replaces Scrapy's LogStats.

@@ -41,6 +41,10 @@ Stats: ``dedupe/accepted``, ``dedupe/dropped``, ``dedupe/claimed_elsewhere``, ``
 ``dedupe/no_id`` (items without platform or post_id, passed on untouched; normalize drops those),
 ``dedupe/committed``, ``dedupe/commit_unavailable``, ``dedupe/released``, ``dedupe/release_unavailable``.
 
+A post with a media asset pending retry in this job (:mod:`mediacrawler.extensions.retries`) is never dropped as
+seen: it is claimed without the seen check (``dedupe/retry_pending``), so the run that reads it again can store its
+media.
+
 Settings: ``DEDUPE_ENABLED``, ``DEDUPE_TTL`` (seconds, 0: never forget), ``DEDUPE_CLAIM_TTL`` (seconds > 0,
 default 3600: longer than a post may take from this pipeline to the export, media downloads included).
 """
@@ -113,6 +117,17 @@ def _already_stored(exception: BaseException) -> bool:
     return isinstance(exception, AlreadyStored)
 
 
+def _retry_extension(crawler: Crawler) -> Any:
+    """The crawler's :class:`~mediacrawler.extensions.retries.RetryExtension`, or None when it is off."""
+    from mediacrawler.extensions.retries import RetryExtension
+
+    extensions = getattr(crawler, "extensions", None)
+    for ext in getattr(extensions, "middlewares", ()):
+        if isinstance(ext, RetryExtension):
+            return ext
+    return None
+
+
 class _Batch:
     """Posts to commit in one go, and whoever waits for that commit (futures or Deferreds)."""
 
@@ -148,6 +163,8 @@ class DedupePipeline:
         self.cache = cache_from_crawler(crawler)
         #: The owner written into claims: the job key. None until the first item (the spider exists by then).
         self.owner: str | None = None
+        #: The retry extension, when on: it says which posts still have media to retry.
+        self.retries = _retry_extension(crawler)
         # Posts this run let through and that have not left the pipelines yet, with the item that carries each.
         self._in_flight: dict[PostKey, Any] = {}
         self._batch: _Batch | None = None
@@ -193,7 +210,10 @@ class DedupePipeline:
             raise DuplicatePost(f"duplicate post {platform}:{post_id} (in flight in this run)", log_level="DEBUG")
         owner = self._owner()
         self._in_flight[key] = item  # reserved before the await: a second copy arriving meanwhile is dropped
-        seen = (dedupe_key(key[0]), key[1])
+        seen: tuple[str, str] | None = (dedupe_key(key[0]), key[1])
+        if self.retries is not None and self.retries.pending_post(key[1]):
+            seen = None  # media of it failed before: never dropped as seen until they are stored
+            self.stats.inc_value("dedupe/retry_pending")
         try:
             holder = await self._call(self.cache.claim, claim_key(*key), owner, ttl=self.claim_ttl, unless_in=seen)
         except CacheUnavailable as exc:

@@ -1,0 +1,388 @@
+"""Nothing left behind: media assets that failed are kept per job in a retry set, and come back.
+
+A post is exported even when one of its media assets failed (a record is never lost for its media); such an asset
+(any reason but those in ``RETRY_MEDIA_IGNORE_REASONS``, by default ``not-media``: the URL serves no media at all)
+is recorded here with its post. With the ``file`` backend the set is ``CHECKPOINT_DIR/retry/<job>.json``, written
+atomically before the post can be marked seen by dedupe::
+
+    {"schema": 1, "key": "weibo-uid-7365120894", "spider": "weibo", "args": {"uid": "7365120894"},
+     "assets": {"weibo/video/weibo:video:1034:5012…": {"post_id": "5012…", "kind": "video",
+                "reason": "http-404", "attempts": 1, "first_failed": "…Z", "last_failed": "…Z"}}}
+
+No URL is kept (signed media URLs carry tokens): the post is read again for fresh ones.
+
+- ``spider_opened``: the posts of the job's pending assets go to ``spider.retry_posts``; the spider reads each one
+  again through its ``post_request``/``parse_post_payload`` before its first listing page and sends it through
+  the pipelines again. The dedupe pipeline never drops a post while it has a pending asset (:meth:`pending_post`).
+- ``item_scraped``: failed assets are added (or their attempts counted); assets now stored are removed.
+- ``spider_closed``: posts that could not be read again count an attempt; an asset that failed
+  ``RETRY_MEDIA_MAX_ATTEMPTS`` times is given up (WARNING). The run's summary line says how many are pending
+  (stat ``retry/pending``).
+
+``mediacrawler retry [--platform P]`` (:func:`main`) runs a retry-only crawl (``-a retry_only=true``) of every job
+with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``, ``RETRY_MEDIA_MAX_ATTEMPTS``,
+``RETRY_MEDIA_BACKEND`` (``file``). See docs/operations.md, "Incremental sync and retries".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from itemadapter import ItemAdapter, is_item
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.misc import load_object
+
+from mediacrawler.fsutil import fsync_dir, write_atomic
+from mediacrawler.media.index import asset_index_key
+from mediacrawler.spiders._base import target_names
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Spider
+    from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+RETRY_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.retries.FileRetryStore"}
+#: Statuses of an asset that is stored.
+_STORED = frozenset({"downloaded", "deduplicated", "uptodate"})
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def safe_key(key: str) -> str:
+    from mediacrawler.extensions.checkpoint import check_key
+
+    return check_key(key)
+
+
+class RetryCorrupt(Exception):
+    """A retry set exists but cannot be used."""
+
+
+@dataclass
+class RetrySet:
+    """The pending media assets of one job, by asset index key (see the module docstring)."""
+
+    key: str
+    spider: str
+    #: The spider arguments that name the job's target (``mediacrawler retry`` crawls with them).
+    args: dict[str, str] = field(default_factory=dict)
+    assets: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def post_ids(self) -> list[str]:
+        return sorted({str(a["post_id"]) for a in self.assets.values()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA_VERSION, "key": self.key, "spider": self.spider, "args": self.args,
+                "assets": dict(sorted(self.assets.items()))}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, key: str) -> RetrySet:
+        try:
+            if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or data.get("key") != key:
+                raise ValueError("not a retry set of this job (schema or key)")
+            args = {str(k): str(v) for k, v in dict(data.get("args") or {}).items()}
+            assets = {str(k): dict(v) for k, v in dict(data.get("assets") or {}).items()}
+            for entry in assets.values():
+                if not isinstance(entry.get("post_id"), str):
+                    raise TypeError("an asset without its post_id")
+            return cls(key=key, spider=str(data["spider"]), args=args, assets=assets)
+        except (KeyError, TypeError, ValueError) as e:
+            raise RetryCorrupt(f"{type(e).__name__}: {e}") from None
+
+
+class RetryStore(Protocol):
+    """Where retry sets live (the shape of the checkpoint and mark stores)."""
+
+    def location(self, key: str) -> str: ...
+
+    def load(self, key: str) -> RetrySet | None: ...
+
+    def save(self, retry_set: RetrySet) -> None: ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def keys(self) -> list[str]: ...
+
+
+class FileRetryStore:
+    """Retry sets as ``<directory>/<key>.json``; ``from_settings``: ``CHECKPOINT_DIR/retry``."""
+
+    suffix = ".json"
+
+    def __init__(self, directory: Path | str) -> None:
+        self.directory = Path(directory)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings) -> Self:
+        return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / "retry")
+
+    def path(self, key: str) -> Path:
+        return self.directory / f"{safe_key(key)}{self.suffix}"
+
+    def location(self, key: str) -> str:
+        return str(self.path(key))
+
+    def load(self, key: str) -> RetrySet | None:
+        try:
+            raw = self.path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise RetryCorrupt(f"unreadable: {e}") from None
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise RetryCorrupt(f"not JSON: {e}") from None
+        return RetrySet.from_dict(data, key=key)
+
+    def save(self, retry_set: RetrySet) -> None:
+        write_atomic(self.path(retry_set.key),
+                     json.dumps(retry_set.to_dict(), ensure_ascii=False, indent=1).encode() + b"\n")
+
+    def delete(self, key: str) -> bool:
+        try:
+            self.path(key).unlink()
+        except FileNotFoundError:
+            return False
+        fsync_dir(self.directory)
+        return True
+
+    def keys(self) -> list[str]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(p.name[: -len(self.suffix)] for p in self.directory.glob(f"*{self.suffix}"))
+
+
+def retry_store_from_settings(settings: BaseSettings) -> RetryStore:
+    name = str(settings.get("RETRY_MEDIA_BACKEND") or "file")
+    try:
+        cls = load_object(RETRY_BACKENDS.get(name.lower(), name))
+    except (ImportError, NameError, ValueError) as e:
+        raise NotConfigured(f"RETRY_MEDIA_BACKEND={name!r} is neither one of {sorted(RETRY_BACKENDS)} nor "
+                            f"importable: {e}") from e
+    store: RetryStore = cls.from_settings(settings)
+    return store
+
+
+def _assets(item: Any) -> Iterator[tuple[str, ItemAdapter]]:
+    """``(index key, asset)`` of every media asset of a post and of the post it reposts."""
+    post: Any = item
+    for _ in range(8):  # a post and its original; the cap guards cycles
+        if post is None or not is_item(post):
+            return
+        adapter = ItemAdapter(post)
+        platform = str(adapter.get("platform") or "unknown")
+        for media in adapter.get("media") or []:
+            asset = ItemAdapter(media)
+            yield asset_index_key(platform=platform, kind=str(asset.get("kind")), key=str(asset.get("key"))), asset
+        post = adapter.get("reposted")
+
+
+class RetryExtension:
+    """Keeps the job's retry set and hands its posts to the spider (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not settings.getbool("RETRY_MEDIA_ENABLED"):
+            raise NotConfigured("RETRY_MEDIA_ENABLED is off")
+        self.store = retry_store_from_settings(settings)
+        self.ignore = frozenset(settings.getlist("RETRY_MEDIA_IGNORE_REASONS"))
+        self.max_attempts = settings.getint("RETRY_MEDIA_MAX_ATTEMPTS")
+        if self.max_attempts < 1:
+            raise NotConfigured("RETRY_MEDIA_MAX_ATTEMPTS must be at least 1")
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        self.set: RetrySet | None = None
+        self._pending_posts: set[str] = set()
+        self.resolved = 0
+        crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def pending_post(self, post_id: str) -> bool:
+        """Whether ``post_id`` has a media asset pending retry in this job (dedupe lets it through)."""
+        return post_id in self._pending_posts
+
+    def spider_opened(self, spider: Spider) -> None:
+        job = getattr(spider, "job", None)
+        if getattr(spider, "worker_id", None) or not job or not hasattr(spider, "retry_posts"):
+            return  # not a platform spider, or a worker (its jobs come and go)
+        key = safe_key(job)
+        try:
+            self.set = self.store.load(key)
+        except RetryCorrupt as e:
+            logger.warning("%s: retry set %s is unusable (%s); starting a new one", key, self.store.location(key), e)
+            self.set = None
+        if self.set is None:
+            args = {name: str(value) for name in sorted(target_names(type(spider)))
+                    if (value := getattr(spider.args, name, None)) is not None}  # type: ignore[attr-defined]
+            self.set = RetrySet(key=key, spider=spider.name, args=args)
+        self._pending_posts = set(self.set.post_ids())
+        spider.retry_posts = self.set.post_ids()  # type: ignore[attr-defined]
+        if self.set.assets:
+            logger.info("%s: %d media assets of %d posts failed in earlier runs; reading those posts again first",
+                        key, len(self.set.assets), len(self._pending_posts))
+
+    def item_scraped(self, item: Any, spider: Spider) -> None:
+        if self.set is None or not is_item(item):
+            return
+        post_id = str(ItemAdapter(item).get("post_id") or "")
+        if not post_id:
+            return
+        changed = False
+        now = utc_now()
+        for index_key, asset in _assets(item):
+            status = asset.get("status")
+            entry = self.set.assets.get(index_key)
+            if status == "failed":
+                reason = str(asset.get("error") or "unknown").split(":", 1)[0]
+                if reason in self.ignore:
+                    continue
+                if entry is None:
+                    entry = self.set.assets[index_key] = {"post_id": post_id, "kind": asset.get("kind"),
+                                                          "attempts": 0, "first_failed": now}
+                    self.stats.inc_value("retry/recorded")
+                entry.update(reason=reason, attempts=int(entry.get("attempts", 0)) + 1, last_failed=now)
+                changed = True
+            elif status in _STORED and entry is not None:
+                del self.set.assets[index_key]
+                self.resolved += 1
+                self.stats.inc_value("retry/resolved")
+                logger.info("%s: media asset %s of post %s stored on retry", self.set.key, index_key, post_id)
+                changed = True
+        if changed:
+            # Written now, before dedupe (a later turn of the loop) marks the post seen: a kill in between must
+            # not leave a seen post whose failed asset nobody remembers.
+            self._save()
+
+    def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self.set is None:
+            return
+        unreachable: dict[str, str] = getattr(spider, "retry_unreachable", {})
+        for index_key, entry in list(self.set.assets.items()):
+            if entry["post_id"] in unreachable:
+                entry.update(attempts=int(entry.get("attempts", 0)) + 1, last_failed=utc_now(),
+                             reason="post-unreadable")
+            if int(entry.get("attempts", 0)) >= self.max_attempts:
+                logger.warning("%s: media asset %s of post %s failed %d times (%s); given up", self.set.key,
+                               index_key, entry["post_id"], entry["attempts"], entry.get("reason"))
+                del self.set.assets[index_key]
+                self.stats.inc_value("retry/given_up")
+        self._save()
+        pending = len(self.set.assets)
+        self.stats.set_value("retry/pending", pending)
+        logger.info("%s: %d media assets pending retry (%d stored on retry in this run)%s", self.set.key, pending,
+                    self.resolved, "; the next run (or: mediacrawler retry) tries them again" if pending else "")
+
+    def _save(self) -> None:
+        assert self.set is not None
+        try:
+            if self.set.assets:
+                self.store.save(self.set)
+            else:
+                self.store.delete(self.set.key)
+        except OSError as e:
+            logger.error("%s: cannot write the retry set %s: %s", self.set.key, self.store.location(self.set.key), e)
+            self.stats.inc_value("retry/write_errors")
+
+
+# --- mediacrawler retry ------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``mediacrawler retry [--platform P] [-s NAME=VALUE …]``: a retry-only crawl of every job with pending media.
+
+    Exit 0: nothing pending (any more); 1: assets still pending or a crawl failed; 2: usage."""
+    parser = argparse.ArgumentParser(prog="mediacrawler retry",
+                                     description="Retry the media assets that failed in earlier crawls.")
+    parser.add_argument("--platform", help="only the jobs of this spider, e.g. weibo")
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a setting, as with scrapy crawl -s (e.g. CHECKPOINT_DIR=…)")
+    try:
+        opts = parser.parse_args(list(argv or []))
+    except SystemExit as e:
+        return int(e.code or 0)
+    from scrapy.crawler import AsyncCrawlerProcess
+    from scrapy.spiderloader import get_spider_loader
+    from scrapy.utils.project import get_project_settings
+
+    from mediacrawler.spiders._base import validate_args
+
+    settings = get_project_settings()
+    for pair in opts.set:
+        name, sep, value = pair.partition("=")
+        if not sep:
+            print(f"mediacrawler retry: -s {pair!r}: expected NAME=VALUE", file=sys.stderr)
+            return 2
+        settings.set(name, value, priority="cmdline")
+    # A retry-only crawl walks no listing page: it has no checkpoint to keep.
+    settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
+    try:
+        store = retry_store_from_settings(settings)
+    except NotConfigured as e:
+        print(f"mediacrawler retry: {e}", file=sys.stderr)
+        return 2
+    loader = get_spider_loader(settings)
+    jobs: list[RetrySet] = []
+    status = 0
+    for key in store.keys():
+        try:
+            found = store.load(key)
+        except (RetryCorrupt, ValueError) as e:
+            print(f"{key}: unreadable retry set: {e}", file=sys.stderr)
+            status = 1
+            continue
+        if found is not None and found.assets and (opts.platform is None or found.spider == opts.platform):
+            jobs.append(found)
+    if not jobs:
+        print("no media pending retry" + (f" for {opts.platform}" if opts.platform else ""))
+        return status
+    process = AsyncCrawlerProcess(settings)
+    crawlers = []
+    for job in jobs:
+        try:
+            spidercls = loader.load(job.spider)
+        except KeyError:
+            print(f"{job.key}: no spider named {job.spider!r}", file=sys.stderr)
+            status = 1
+            continue
+        kwargs = {**job.args, "retry_only": "true"}
+        error = validate_args(spidercls, kwargs)
+        if error:
+            print(f"{job.key}: {error}", file=sys.stderr)
+            status = 1
+            continue
+        print(f"{job.key}: retrying {len(job.assets)} media assets of {len(job.post_ids())} posts")
+        crawler = process.create_crawler(spidercls)
+        process.crawl(crawler, **kwargs)
+        crawlers.append((job.key, crawler))
+    if crawlers:
+        process.start()
+    for key, crawler in crawlers:
+        pending = crawler.stats.get_value("retry/pending") if crawler.stats else None
+        if pending is None or pending:
+            print(f"{key}: {'?' if pending is None else pending} media assets still pending", file=sys.stderr)
+            status = 1
+        else:
+            print(f"{key}: every media asset stored")
+    return status

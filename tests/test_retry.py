@@ -1,0 +1,105 @@
+"""Nothing left behind: a video whose URLs fail for good in one crawl is stored by the next run of the same source,
+and by ``mediacrawler retry``, with REDIS_URL set and dedupe on (the post is in the Redis seen set by then, and must
+still go through). Real subprocesses, a real redis-server, the sandbox's media fault knobs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.world import build_world
+from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run
+
+pytestmark = pytest.mark.slow
+
+UID = 7365120894
+KEY = f"weibo-uid-{UID}"
+PAGES, PER_PAGE = 1, 10
+
+
+@pytest.fixture(scope="module")
+def sb() -> Iterator[SandboxProcess]:
+    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def video_post() -> tuple[str, set[str]]:
+    """The timeline post with its own video, and every path of that video's files."""
+    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
+    post = next(p for p in world.timeline(UID) if p.video is not None)
+    assert post.video is not None
+    return post.id, {post.video.path(q) for q in post.video.qualities}
+
+
+def first_run_fails_the_video(sb: SandboxProcess, tmp_path: Path, redis_url: str) -> tuple[str, set[str], str]:
+    """Crawl with every file of one video answering 404; the record says failed, the retry set holds it."""
+    post_id, paths = video_post()
+    sb.reset()
+    sb.set_faults(media_errors=[{"status": 404, "path": p} for p in sorted(paths)])
+    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", run="run1"), tmp_path,
+                    redis_url=redis_url, name="run1")
+    assert code == 0, log[-3000:]
+    first = {r["post_id"]: r for r in records(tmp_path / "run1" / "weibo" / f"{KEY}.jsonl")}
+    assert len(first) == PER_PAGE
+    video = [m for m in first[post_id]["media"] if m["kind"] == "video"]
+    assert len(video) == 1 and video[0]["status"] == "failed", video
+    retry = json.loads((tmp_path / "checkpoints" / "retry" / f"{KEY}.json").read_text())
+    assert retry["args"] == {"uid": str(UID)}
+    assert [(k, a["post_id"], a["reason"]) for k, a in retry["assets"].items()] == [
+        (f"weibo/video/{video[0]['key']}", post_id, video[0]["error"].split(":")[0])]
+    assert f"{KEY}: 1 media assets pending retry" in log
+    # Dedupe on a real Redis: the post is seen, so without the retry set it would be dropped from now on.
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.zscore("mediacrawler:dedup:weibo", post_id) is not None
+    sb.reset()  # the video serves again
+    return post_id, paths, video[0]["key"]
+
+
+def assert_stored_on_retry(tmp_path: Path, records_path: Path, post_id: str, paths: set[str],
+                           sb: SandboxProcess) -> None:
+    again = records(records_path)
+    assert [r["post_id"] for r in again] == [post_id]  # the post, read again; nothing else
+    video = [m for m in again[0]["media"] if m["kind"] == "video"]
+    assert len(video) == 1 and video[0]["status"] == "downloaded", video
+    stored = tmp_path / "files" / video[0]["path"]
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == video[0]["sha256"]
+    fetched = set(media_paths(sb))
+    assert fetched and fetched <= paths  # only the video's files were downloaded
+    assert not (tmp_path / "checkpoints" / "retry" / f"{KEY}.json").exists()  # nothing pending any more
+
+
+def test_next_run_of_the_source_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
+    post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url)
+    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", run="run2"), tmp_path,
+                    redis_url=redis_url, name="run2")
+    assert code == 0, log[-3000:]
+    show = [e for e in sb.requests() if e["path"].endswith("/statuses/show")]
+    assert [e["query"] for e in show] == [f"id={post_id}"]  # the post read again for fresh URLs
+    assert [page for _, page in listing_requests(sb)] == [1]  # then the listing: all below the mark
+    assert_stored_on_retry(tmp_path, tmp_path / "run2" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb)
+    assert f"{KEY}: 0 media assets pending retry (1 stored on retry in this run)" in log
+    assert "'dedupe/retry_pending': 1" in log
+
+
+def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
+    post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url)
+    command = [sys.executable, "-m", "mediacrawler", "retry", "--platform", "weibo",
+               *crawl_command("weibo", sb, tmp_path, run="retry")[5:]]  # the same -s settings
+    code, log = run(command, tmp_path, redis_url=redis_url, name="retry")
+    assert code == 0, log[-3000:]
+    assert f"{KEY}: retrying 1 media assets of 1 posts" in log and f"{KEY}: every media asset stored" in log
+    assert listing_requests(sb) == []  # retry only: no listing page
+    assert_stored_on_retry(tmp_path, tmp_path / "retry" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb)
+
+    code, log = run(command, tmp_path, redis_url=redis_url, name="retry-again")
+    assert code == 0 and "no media pending retry for weibo" in log, log[-3000:]
