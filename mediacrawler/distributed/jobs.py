@@ -59,8 +59,8 @@ else
 end
 local b = ARGV[1]..':'..key
 local seed = 0
-if redis.call('EXISTS', b..':seeded') == 0 and redis.call('SET', b..':seeding', ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then
-  seed = 1
+if redis.call('EXISTS', b..':seeded') == 0 then
+  if redis.call('SET', b..':seeding', ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then seed = 1 end
 end
 return {msg, seed}
 """
