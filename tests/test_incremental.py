@@ -13,10 +13,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from scrapy.utils.test import get_crawler
 
-from mediacrawler.extensions.marks import FileMarkStore
+from mediacrawler.extensions.marks import FileMarkStore, MarkExtension
+from mediacrawler.items import Post, Source
+from mediacrawler.parsers._common import Page
+from mediacrawler.parsers.weibo import parse_mblog
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
+from mediacrawler.spiders._base import HighWaterMark
+from mediacrawler.spiders.weibo import WeiboSpider
 from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run
 
 pytestmark = pytest.mark.slow
@@ -93,3 +99,46 @@ def test_full_walks_every_page_and_downloads_nothing_known(tmp_path: Path, sb: S
     assert [page for _, page in listing_requests(sb)] == [1, 2, 3]
     assert media_paths(sb) == []  # every asset recognised by its key in the media index
     assert {m["status"] for r in again for m in r["media"]} == {"uptodate"}
+
+
+# --- The hooks on their own: pinned posts, the stop decision, the candidate ------------------------------------
+
+
+def _post(post_id: str, *, pinned: bool = False, created_at: str | None = None) -> Post:
+    return Post(platform="weibo", post_id=post_id, url=f"https://weibo.com/1/{post_id}", author=None,
+                created_at=created_at, source=Source(spider="weibo", job="weibo-uid-1", page=1),
+                extra={"pinned": True} if pinned else {})
+
+
+def test_weibo_isTop_is_the_pinned_flag() -> None:
+    mblog = {"id": "5", "bid": "x", "user": {"id": 1, "screen_name": "a"}, "text": "hi",
+             "created_at": "Sat Nov 28 10:00:00 +0800 2026"}
+    assert parse_mblog({**mblog, "isTop": 1}).extra["pinned"] is True
+    assert "pinned" not in parse_mblog(mblog).extra
+
+
+def test_pinned_posts_never_stop_the_walk_nor_become_the_mark(tmp_path: Path) -> None:
+    crawler = get_crawler(WeiboSpider, {"CHECKPOINT_DIR": str(tmp_path), "MARKS_ENABLED": True})
+    spider = WeiboSpider.from_crawler(crawler, uid="1")
+    spider.mark = HighWaterMark(post_id="100")
+    # Below the mark but pinned above newer posts: the page goes on; the old pinned post is not emitted again.
+    page = Page(posts=[_post("50", pinned=True), _post("120"), _post("90")])
+    assert spider._apply_mark(page, 1) is False
+    assert [p.post_id for p in page.posts] == ["120"]
+    # A new post pinned on a page otherwise all below the mark: emitted, and the walk stops there.
+    page = Page(posts=[_post("150", pinned=True), _post("90"), _post("80")], incomplete={"70": {}})
+    assert spider._apply_mark(page, 1) is True
+    assert [p.post_id for p in page.posts] == ["150"] and page.incomplete == {}
+    # Only a pinned post: nothing says where the source stands; go on.
+    assert spider._apply_mark(Page(posts=[_post("60", pinned=True)]), 1) is False
+    # Ids that are not numbers compare by time.
+    spider.mark = HighWaterMark(post_id="BVa", created_at="2026-11-28T01:00:00Z")
+    page = Page(posts=[_post("BVb", created_at="2026-11-28T02:00:00Z"),
+                       _post("BVc", created_at="2026-11-27T00:00:00Z")])
+    assert spider._apply_mark(page, 1) is False and [p.post_id for p in page.posts] == ["BVb"]
+
+    ext = MarkExtension(crawler)
+    ext.key = "weibo-uid-1"
+    for post in (_post("90"), _post("500", pinned=True), _post("120"), _post("110")):
+        ext.item_scraped(post, spider)
+    assert ext.best == HighWaterMark(post_id="120")

@@ -26,6 +26,10 @@ search_pages=3)`` returns a :class:`WeiboWorld` (plain dataclasses; same argumen
                            three posts of the first owner's timeline (indexes 0, 4 and 9) each gain one extra bad
                            picture;
                            post ids, order and every other field stay identical to the world without the flag.
+``world.publish(uid, n)``  n new posts (1–3 pictures each) at the top of ``uid``'s timeline, ids above every
+                           existing one (control ``POST /_sandbox/weibo/publish``); ``world.pin(uid, post_id)``
+                           shows a post first on page 1 with ``isTop: 1`` (``/_sandbox/weibo/pin``);
+                           ``world.unpublish()`` (on ``/_sandbox/reset``) restores the world as built.
 
 A :class:`WeiboPost` has ``id`` (= ``mid``, 16 digits), ``bid`` (Weibo's base62 of the mid, 9 chars), ``user_id``
 (``None`` for a deleted original), ``created_at`` (aware datetime, +08:00), ``text`` (the *full* HTML text),
