@@ -79,7 +79,20 @@ DOWNLOADER_MIDDLEWARES = {
     # Scrapy's decompression with a size limit per kind of request (API pages, media): no gzip bombs.
     "scrapy.downloadermiddlewares.httpcompression.HttpCompressionMiddleware": None,
     "mediacrawler.middlewares.body_limits.BodyLimitsMiddleware": 590,
+    # The shared rate budget (RATE_BUDGET; off when empty): after the platform back-off's wait (560), so a retry
+    # takes its slot when it really goes out; API and media requests alike.
+    "mediacrawler.middlewares.rate_budget.RateBudgetMiddleware": 580,
 }
+
+# --- Rate budget (middlewares/rate_budget.py, distributed/limiter.py; docs/operations.md) -----------------------
+#: Requests per period shared by every worker (in Redis with REDIS_URL, else in this process), per key: a platform
+#: ("weibo": "2/s") for its API requests, "media:<host>" or "media" (each host at that rate) for media downloads;
+#: e.g. {"weibo": "2/s", "bilibili": "1/s", "media": "20/s"}. Rates: "N/s", "N/min", "N/h", "1/5s". Empty: off.
+RATE_BUDGET: dict[str, str] = {}
+#: Requests of one key that may start back to back after a quiet spell (1: evenly spaced, never a burst).
+RATE_BUDGET_BURST = 1
+#: Prefix of the limiter's Redis keys (<prefix>:<key>:tat, <prefix>:<key>:cool).
+RATE_BUDGET_KEY_PREFIX = "mediacrawler:rate"
 
 # --- Platforms --------------------------------------------------------------------------------------------------
 WEIBO_BASE_URL = "https://m.weibo.cn"

@@ -35,6 +35,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
 from mediacrawler.contracts import PlatformRefused
+from mediacrawler.middlewares.rate_budget import cool_down_requested
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -135,6 +136,9 @@ class PlatformErrorsMiddleware:
             attempt, base=self.base, cap=self.cap, retry_after=parse_retry_after(response.headers.get(b"Retry-After"))
         )
         retry.meta["mc_not_before"] = time.time() + delay
+        # The shared rate budget (rate_budget.py, when RATE_BUDGET is set) holds every worker's requests of this
+        # platform for as long: the platform slowed all of us down, not only this request.
+        self.crawler.signals.send_catch_log(signal=cool_down_requested, key=platform, seconds=delay, reason=reason)
         logger.warning("%s: rate limited (%s) on %s; retry %d in %.1fs", platform, reason, request.url,
                        attempt + 1, delay)
         return retry
