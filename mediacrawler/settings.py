@@ -245,8 +245,13 @@ MEDIA_VIDEO_MAX_GAP = 5.0
 CHECKPOINT_ENABLED = True
 #: Where the file backend keeps <job>.json.
 CHECKPOINT_DIR = "checkpoints"
-#: "file" ("redis" arrives with the distributed issue) or the import path of a store class with from_settings().
+#: "file", "redis" (shared by the workers of a job; workers use it by default) or the import path of a store class
+#: with from_settings().
 CHECKPOINT_BACKEND = "file"
+#: CHECKPOINT_BACKEND="redis": key prefix of each job's checkpoint (<prefix><job>, <prefix><job>:pages).
+CHECKPOINT_REDIS_PREFIX = "mediacrawler:checkpoint:"
+#: CHECKPOINT_BACKEND="redis": seconds between two batches of page/item events when no acknowledgement sends them.
+CHECKPOINT_REDIS_INTERVAL = 0.5
 #: Flush + fsync local feeds before each checkpoint write, so the checkpoint never runs ahead of the export.
 CHECKPOINT_SYNC_FEEDS = True
 # Local feeds the checkpoint can flush and fsync, with repair of a torn last JSON line.

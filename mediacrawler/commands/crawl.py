@@ -21,6 +21,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
 from mediacrawler.fsutil import writable_dir_problem
@@ -101,8 +102,13 @@ class Command(ScrapyCrawlCommand):
             if extra:
                 self._fail(f"{args[0]}: a worker takes its arguments from each job; drop -a {', '.join(extra)} "
                            f"(or give a target to crawl one job)")
-            # Per-process checkpoints cannot follow a shared queue (docs/operations.md): off for workers.
-            self.settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
+            # A per-process checkpoint cannot follow a shared queue: workers share each job's checkpoint in Redis
+            # (docs/operations.md, "Many workers on one Redis"). An explicit -s CHECKPOINT_BACKEND of another kind
+            # turns checkpoints off for the worker, as a file checkpoint per worker would say nothing true.
+            if (self.settings.getpriority("CHECKPOINT_BACKEND") or 0) < SETTINGS_PRIORITIES["cmdline"]:
+                self.settings.set("CHECKPOINT_BACKEND", "redis", priority="cmdline")
+            elif str(self.settings.get("CHECKPOINT_BACKEND")).lower() != "redis":
+                self.settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
             print(f"{args[0]}: worker mode: waiting for jobs in Redis (mediacrawler enqueue {args[0]} key=value…)",
                   file=sys.stderr)
             error = self._unwritable_dir()

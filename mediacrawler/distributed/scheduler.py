@@ -51,6 +51,10 @@ LEASE_META = "mc_lease"
 PARENT_META = "mc_parent"
 #: meta key of the scheduler's own engine wake-ups (never stored, never downloaded).
 KICK_META = "mc_distributed_kick"
+#: Sent (no arguments) after the local feeds were flushed and before a batch of acknowledgements: a handler that
+#: must put state in Redis before the requests are acknowledged (the shared checkpoint) does it then, and returns
+#: ``False`` when it could not (the batch then waits for the next round).
+acks_pending = object()
 
 
 def worker_id() -> str:
@@ -355,6 +359,9 @@ class RedisScheduler(Scheduler):
         if not self.unacked or self.backlog or self._paused():
             return
         sync_feeds(self.crawler)
+        results = self.crawler.signals.send_catch_log(signal=acks_pending)
+        if any(result is False or isinstance(result, Failure) for _, result in results):
+            return
         batch: dict[str, list[str]] = {}
         while self.unacked:
             base, rid = self.unacked.popleft()

@@ -38,8 +38,14 @@ Settings:
 
 - ``CHECKPOINT_ENABLED`` (default ``True``): the extension and the skip pipeline are off when ``False``.
 - ``CHECKPOINT_DIR`` (default ``"checkpoints"``): where the ``file`` backend keeps ``<job>.json``.
-- ``CHECKPOINT_BACKEND`` (default ``"file"``): a name from :data:`CHECKPOINT_BACKENDS` or the import path of a
-  store class with ``from_settings(settings)``. (``redis`` arrives with the distributed issue.)
+- ``CHECKPOINT_BACKEND`` (default ``"file"``; ``"redis"`` for workers): a name from :data:`CHECKPOINT_BACKENDS` or
+  the import path of a store class with ``from_settings(settings)``. A store with ``shared = True``
+  (:class:`mediacrawler.distributed.checkpoint.RedisCheckpointStore`) puts the extension in its *shared mode*: no
+  local watermark; page and item events go in batches to the store, which advances the watermark for every worker
+  of the job (the batch waits until the local feeds are flushed and fsynced, and is sent before the scheduler
+  acknowledges the requests it covers). Workers open, join and clear a job's checkpoint on the ``job_started`` and
+  ``job_finished`` signals. See docs/operations.md, "Many workers on one Redis".
+- ``CHECKPOINT_REDIS_PREFIX``, ``CHECKPOINT_REDIS_INTERVAL``: the Redis keys, and seconds between two batches.
 - ``CHECKPOINT_SYNC_FEEDS`` (default ``True``): flush and fsync the local feeds before each write. Turning it off
   makes writes cheaper and lets a hard kill lose the records the checkpoint already counted.
 """
@@ -66,6 +72,7 @@ from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import CallLaterOnce
+from twisted.internet.task import LoopingCall
 
 from mediacrawler import signals as mc_signals
 from mediacrawler.extensions.feeds import (
@@ -94,6 +101,7 @@ SCHEMA_VERSION = 1
 #: Short names accepted by ``CHECKPOINT_BACKEND``.
 CHECKPOINT_BACKENDS: dict[str, str] = {
     "file": "mediacrawler.extensions.checkpoint.FileCheckpointStore",
+    "redis": "mediacrawler.distributed.checkpoint.RedisCheckpointStore",
 }
 
 # Job keys become file names: no separators, no leading dot, nothing a shell or Windows would trip over.
@@ -295,9 +303,6 @@ class FileCheckpointStore:
 def store_from_settings(settings: BaseSettings) -> CheckpointStore:
     """The store ``CHECKPOINT_BACKEND`` names; NotConfigured when it names nothing usable."""
     name = str(settings.get("CHECKPOINT_BACKEND") or "file")
-    if name.lower() == "redis":
-        raise NotConfigured("CHECKPOINT_BACKEND=redis is not available yet (it comes with the distributed "
-                            "setup); use 'file'")
     path = CHECKPOINT_BACKENDS.get(name.lower(), name)
     try:
         cls = load_object(path)
@@ -406,7 +411,19 @@ class CheckpointExtension:
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
-        if self.sync:
+        #: Shared mode (a Redis store): events waiting for the next batch, and the run they belong to.
+        self.shared = bool(getattr(self.store, "shared", False))
+        self._events: list[dict[str, Any]] = []
+        self._token: str | None = None
+        self._flusher: LoopingCall | None = None
+        self._outage = False
+        if self.shared:
+            self.interval = settings.getfloat("CHECKPOINT_REDIS_INTERVAL")
+            store: Any = self.store
+            crawler.signals.connect(self.job_started, signal=store.job_started)
+            crawler.signals.connect(self.job_finished, signal=store.job_finished)
+            crawler.signals.connect(self.acks_pending, signal=store.acks_pending)
+        elif self.sync:
             crawler.signals.connect(self.feed_opened, signal=feed_opened)
 
     @classmethod
@@ -422,6 +439,14 @@ class CheckpointExtension:
             logger.debug("checkpoint: %s is not a platform spider; no checkpoint", spider.name)
             return
         key = check_key(key)
+        if self.shared:
+            self._flusher = LoopingCall(self._flush_shared)
+            self._flusher.start(self.interval, now=False)
+            if not getattr(spider, "worker_id", None):  # a worker opens each job's checkpoint on job_started
+                store: Any = self.store
+                joined = getattr(spider, "distributed", False) and store.queue_seeded(spider.name, key)
+                self._open_shared(spider, key, token=None, join=joined)
+            return
         if isinstance(self.store, FileCheckpointStore):
             self.store.remove_stale_temps(key)
         old: Checkpoint | None = None
@@ -497,6 +522,10 @@ class CheckpointExtension:
         cp = self.checkpoint
         if cp is None:
             return
+        if self.shared:
+            self._events.append({"t": "a", "p": page, "ids": [str(i) for i in post_ids], "c": next_cursor,
+                                 "l": int(is_last)})
+            return
         if page <= cp.watermark:
             logger.debug("%s: page %d parsed again, already under the watermark %d", cp.key, page, cp.watermark)
             return
@@ -508,6 +537,10 @@ class CheckpointExtension:
     def page_failed(self, spider: Spider, page: int, cursor: str | None, reason: str) -> None:
         cp = self.checkpoint
         if cp is None or page <= cp.watermark:
+            return
+        if self.shared:
+            self._events.append({"t": "f", "p": page})
+            logger.info("%s: page %d failed; the shared checkpoint stays before it", cp.key, page)
             return
         state = self._pages.setdefault(page, _PageState(cursor, None, Counter()))
         state.failed = True
@@ -541,6 +574,9 @@ class CheckpointExtension:
             return
         job, page, post_id = _source_of(item)
         if job != cp.key or page is None or post_id is None:
+            return
+        if self.shared:
+            self._events.append({"t": "d", "p": page, "id": post_id, "s": int(stored), "f": int(failed)})
             return
         state = self._pages.get(page)
         if state is None:
@@ -607,6 +643,13 @@ class CheckpointExtension:
         return cp is not None and cp.last_page is not None and cp.watermark >= cp.last_page
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
+        if self.shared:
+            if self._flusher is not None and self._flusher.running:
+                self._flusher.stop()
+            if self.checkpoint is not None:
+                # A worker's job in progress is not finished here (job_finished says when it is).
+                self._end_shared(clear=reason == "finished" and not getattr(spider, "worker_id", None))
+            return
         cp = self.checkpoint
         if cp is None:
             return
@@ -634,6 +677,114 @@ class CheckpointExtension:
                    "the last page was not reached" if cp.last_page is None else "not every page was stored")
         logger.info("%s: checkpoint kept at page %d (%s); the next run resumes at page %d",
                     cp.key, cp.watermark, why, cp.next_page)
+
+    # --- Shared mode: a Redis store, many workers of one job (mediacrawler.distributed.checkpoint) ---------------
+    # Its Redis calls are blocking and run on the reactor thread: one at the start and one at the end of a job, and
+    # one per batch of events (CHECKPOINT_REDIS_INTERVAL, or the scheduler's acknowledgement round, which is
+    # itself one blocking call), never one per item.
+
+    def job_started(self, spider: Spider, job: str) -> None:
+        """A worker starts serving *job*: start or join the run of its shared checkpoint (resume from it)."""
+        self.checkpoint, self._token, self._events, self.skip_ids = None, None, [], frozenset()
+        store: Any = self.store
+        try:
+            token = store.run_token(spider.name, job)
+        except Exception as e:  # noqa: BLE001 - Redis unreachable: the job runs, without a checkpoint
+            logger.warning("%s: cannot reach the shared checkpoint (%s); this worker keeps none for the job", job, e)
+            return
+        self._open_shared(spider, check_key(job), token=token, join=False)
+
+    def job_finished(self, spider: Spider, job: str) -> None:
+        """*job* has nothing queued or leased anywhere: send the last events; clear the checkpoint if complete."""
+        if self.checkpoint is not None and self.checkpoint.key == job:
+            self._end_shared(clear=True)
+
+    def acks_pending(self) -> bool:
+        """The scheduler is about to acknowledge requests (feeds already synced): their events go first."""
+        return self._flush_shared(sync=False)
+
+    def _open_shared(self, spider: Spider, key: str, *, token: str | None, join: bool) -> None:
+        args: Any = getattr(spider, "args", None)
+        store: Any = self.store
+        start = getattr(args, "start", None)
+        try:
+            try:
+                started, self._token = store.open_run(key, spider=spider.name, token=token, join=join, start=start,
+                                                      reset=bool(getattr(args, "reset_checkpoint", False)),
+                                                      now=_utc_now())
+                cp = store.load(key)
+            except CheckpointCorrupt as e:
+                logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from page 1",
+                               key, store.location(key), e, store.quarantine(key))
+                self.stats.inc_value("checkpoint/corrupt")
+                started, self._token = store.open_run(key, spider=spider.name, token=token, start=start,
+                                                      now=_utc_now())
+                cp = store.load(key)
+            page, cursor = store.start_of_run(key)
+        except Exception as e:  # noqa: BLE001 - Redis unreachable: the job runs, without a checkpoint
+            logger.warning("%s: cannot open the shared checkpoint (%s); no checkpoint for this run", key, e)
+            self._token = None
+            return
+        self.checkpoint = cp or Checkpoint(key=key, spider=spider.name)
+        self.skip_ids = frozenset(self.checkpoint.stored_ids())
+        if page > 1 or cursor:
+            spider.resume = Resume(page=page, cursor=cursor)  # type: ignore[attr-defined]
+            self.stats.set_value("checkpoint/resumed_at", page)
+        logger.info("%s: %s the run of shared checkpoint %s at page %d%s (%d posts of later pages already stored)",
+                    key, "started" if started else "joined", store.location(key), page,
+                    f" (cursor {cursor})" if cursor else "", len(self.skip_ids))
+
+    def _flush_shared(self, *, sync: bool = True) -> bool:
+        """Send the waiting events in one script call, after the feeds (flush + fsync); False when Redis failed."""
+        cp, events = self.checkpoint, self._events
+        if cp is None or self._token is None or not events:
+            return True
+        if sync and self.sync:
+            sync_feeds(self.crawler)
+        self._events = []
+        store: Any = self.store
+        try:
+            watermark = store.apply(cp.key, self._token, events, now=_utc_now())
+        except Exception as e:  # noqa: BLE001 - kept and sent again (events are idempotent)
+            self._events[:0] = events
+            self.stats.inc_value("checkpoint/redis_errors")
+            if not self._outage:
+                self._outage = True
+                logger.warning("%s: cannot update the shared checkpoint (%s); %d events wait for Redis",
+                               cp.key, e, len(self._events))
+            return False
+        self._outage = False
+        self.stats.inc_value("checkpoint/writes")
+        if watermark >= 0:
+            cp.watermark, cp.next_page = watermark, watermark + 1
+            self.stats.set_value("checkpoint/watermark", watermark)
+        else:
+            logger.debug("%s: the shared checkpoint's run is over (cleared or restarted); %d events dropped",
+                         cp.key, len(events))
+        return True
+
+    def _end_shared(self, *, clear: bool) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        store: Any = self.store
+        flushed = self._flush_shared()
+        self.checkpoint = None
+        if not clear or not flushed or self._token is None:
+            logger.info("%s: shared checkpoint kept at page %d", cp.key, cp.watermark)
+            return
+        try:
+            result = store.clear(cp.key, self._token)
+        except Exception as e:  # noqa: BLE001 - kept: the next run re-fetches what this one stored
+            logger.error("%s: cannot clear the shared checkpoint: %s", cp.key, e)
+            return
+        if result == 1:
+            self.stats.set_value("checkpoint/cleared", True)
+            logger.info("%s: source completed; shared checkpoint cleared", cp.key)
+        elif result == 0:
+            logger.info("%s: shared checkpoint kept (the last page was not reached or not every page was stored)",
+                        cp.key)
+        else:
+            logger.info("%s: shared checkpoint already cleared (or taken by a newer run)", cp.key)
 
 
 def _extension_of(crawler: Crawler) -> CheckpointExtension | None:

@@ -9,6 +9,12 @@ twice, and a job that dies mid-flight still owns it on resume. Keys (all in the 
   was added, so a post comes back once its entry has expired and the set never outgrows one TTL of posts.
 - ``dedup-claim:{platform}:{post_id}``: the claim, whose value is the owner, the job key (``spider.job``, e.g.
   ``weibo-uid-7365120894``; the spider name for spiders without one), expiring after ``DEDUPE_CLAIM_TTL`` seconds.
+  On the shared queue (``REDIS_URL``) the owner is ``<job>@<worker id>``: two workers of one job never both emit a
+  post. Each such worker keeps ``dedup-alive:{worker}`` alive (refreshed every ``DISTRIBUTED_HEARTBEAT`` seconds,
+  expiring ``DISTRIBUTED_LEASE_TTL - DISTRIBUTED_HEARTBEAT`` seconds later, so never after the leases it renewed in
+  the same beat): a claim of the same job held by a worker whose key is gone (it died, and the worker that took its
+  lease over emits the post again) is taken over at once (``dedupe/claim_taken_over``) instead of waiting for
+  ``DEDUPE_CLAIM_TTL``; of several workers racing for it, one wins (release-if-owner, then claim).
 
 The life of a post:
 
@@ -53,6 +59,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -62,6 +71,7 @@ from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import is_asyncio_available
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred
+from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
@@ -88,6 +98,11 @@ def dedupe_key(platform: str) -> str:
 def claim_key(platform: str, post_id: str) -> str:
     """The cache key holding the owner (job key) of a post in flight."""
     return f"dedup-claim:{platform}:{post_id}"
+
+
+def alive_key(worker: str) -> str:
+    """The cache key a distributed worker keeps alive while it lives (its claims are taken over once it is gone)."""
+    return f"dedup-alive:{worker}"
 
 
 class DuplicatePost(DropItem):
@@ -174,16 +189,56 @@ class DedupePipeline:
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
+        #: On the shared queue: this worker's id (the owner is ``<job>@<worker>``) and its liveness beat.
+        self.worker: str | None = None
+        self._beat: LoopingCall | None = None
+        self.heartbeat = settings.getfloat("DISTRIBUTED_HEARTBEAT")
+        if settings.get("REDIS_URL") and settings.getbool("DISTRIBUTED_ENABLED", True) and self.heartbeat > 0:
+            self.alive_ttl = settings.getfloat("DISTRIBUTED_LEASE_TTL") - self.heartbeat
+            if not self.alive_ttl > self.heartbeat:
+                raise NotConfigured("DISTRIBUTED_LEASE_TTL must be more than twice DISTRIBUTED_HEARTBEAT")
+            crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupePipeline:
         return cls(crawler)
 
     def _owner(self) -> str:
+        if self.worker is not None:
+            # Read per call: a worker serves one job after another (spider.job changes with each).
+            spider = getattr(self.crawler, "spider", None)
+            return f"{getattr(spider, 'job', None) or getattr(spider, 'name', 'mediacrawler')}@{self.worker}"
         if self.owner is None:
             spider = getattr(self.crawler, "spider", None)
             self.owner = str(getattr(spider, "job", None) or getattr(spider, "name", None) or "mediacrawler")
         return self.owner
+
+    # --- Workers of one job on the shared queue ------------------------------------------------------------------
+    def spider_opened(self, spider: Any) -> None:
+        self.worker = str(getattr(spider, "worker_id", None) or
+                          f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}")
+        if self.cache.shared:
+            self._beat = LoopingCall(self._beat_once)
+            self._beat.start(self.heartbeat, now=True)
+
+    def _beat_once(self) -> Any:
+        assert self.worker is not None
+        d = deferToThread(self.cache.set, alive_key(self.worker), "1", ttl=self.alive_ttl)
+        d.addErrback(lambda f: logger.debug("dedupe: liveness beat failed: %s", f.getErrorMessage()))
+        return d
+
+    def _claim(self, key: str, owner: str, seen: tuple[str, str] | None) -> str | None:
+        """Claim *key*; a claim of this job held by a worker no longer alive is taken over (worker thread)."""
+        holder = self.cache.claim(key, owner, ttl=self.claim_ttl, unless_in=seen)
+        if holder is None or holder == owner or self.worker is None:
+            return holder
+        job, sep, worker = holder.rpartition("@")
+        if not sep or job != owner.rpartition("@")[0] or self.cache.exists(alive_key(worker)):
+            return holder
+        # Its worker died before the post was stored: the lease takeover re-emits it, and one of us emits it.
+        if self.cache.release(key, holder):
+            self.stats.inc_value("dedupe/claim_taken_over")
+        return self.cache.claim(key, owner, ttl=self.claim_ttl, unless_in=seen)
 
     async def _call(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         # redis-py is blocking, and on an outage the cache sleeps through its back-off: that must happen in a
@@ -215,7 +270,7 @@ class DedupePipeline:
             seen = None  # media of it failed before: never dropped as seen until they are stored
             self.stats.inc_value("dedupe/retry_pending")
         try:
-            holder = await self._call(self.cache.claim, claim_key(*key), owner, ttl=self.claim_ttl, unless_in=seen)
+            holder = await self._call(self._claim, claim_key(*key), owner, seen)
         except CacheUnavailable as exc:
             self.stats.inc_value("dedupe/unavailable")
             if not self._outage_logged:
@@ -270,6 +325,13 @@ class DedupePipeline:
         # than the one this pipeline passed (a later pipeline replaced it before dropping it): release it too.
         for key, item in list(self._in_flight.items()):
             await self._release(key, item)
+        if self._beat is not None and self._beat.running:
+            self._beat.stop()
+            assert self.worker is not None
+            try:
+                await self._call(self.cache.delete, alive_key(self.worker))
+            except CacheUnavailable:
+                pass  # it expires on its own
 
     async def _release(self, key: PostKey, item: Any) -> None:
         # Only the copy this pipeline passed holds the claim; another copy of the post, dropped before it got

@@ -1,0 +1,169 @@
+"""The shared checkpoint's Lua scripts (mediacrawler/distributed/checkpoint.py) on a real redis-server.
+
+Two store instances with their own connections play two workers of one job: what one announces, the other may
+finish; the watermark moves only when every page up to it has all its posts out.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import redis
+
+from mediacrawler.distributed.checkpoint import RedisCheckpointStore
+from mediacrawler.extensions.checkpoint import Checkpoint
+from mediacrawler.pipelines.dedupe import alive_key
+
+KEY = "weibo-uid-42"
+NOW = "2026-11-30T00:00:00Z"
+
+
+def stores(url: str) -> tuple[RedisCheckpointStore, RedisCheckpointStore]:
+    return (RedisCheckpointStore(redis.Redis.from_url(url), "t:cp:"),
+            RedisCheckpointStore(redis.Redis.from_url(url), "t:cp:"))
+
+
+def announce(page: int, ids: list[str], cursor: str | None = None, last: bool = False) -> dict:
+    return {"t": "a", "p": page, "ids": ids, "c": cursor, "l": int(last)}
+
+
+def done(page: int, post_id: str, stored: bool = True) -> dict:
+    return {"t": "d", "p": page, "id": post_id, "s": int(stored), "f": 0}
+
+
+def test_pages_finished_out_of_order_by_two_workers_advance_when_the_gaps_fill(redis_url: str) -> None:
+    a, b = stores(redis_url)
+    started, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)
+    assert started
+    assert b.open_run(KEY, spider="weibo", token="run-1", now=NOW) == (False, "run-1")  # joins
+    # Worker A parses pages 1 and 3, worker B pages 2 and 4 (cursors name what fetches the next page).
+    assert a.apply(KEY, token, [announce(1, ["p1a", "p1b"], "c2"), announce(3, ["p3a"], "c4")], now=NOW) == 0
+    assert b.apply(KEY, token, [announce(2, ["p2a", "p2b"], "c3"), announce(4, ["p4a"], None, last=True)],
+                   now=NOW) == 0
+    # Pages 3 and 4 finish first: nothing moves, page 1 is not done.
+    assert a.apply(KEY, token, [done(3, "p3a")], now=NOW) == 0
+    assert b.apply(KEY, token, [done(4, "p4a")], now=NOW) == 0
+    assert a.apply(KEY, token, [done(1, "p1a")], now=NOW) == 0
+    assert b.apply(KEY, token, [done(1, "p1b", stored=False)], now=NOW) == 1  # page 1 complete; page 2 is the gap
+    cp = a.load(KEY)
+    assert cp is not None and (cp.watermark, cp.next_page, cp.next_cursor) == (1, 2, "c2")
+    assert cp.stored == {3: ["p3a"], 4: ["p4a"]} and cp.last_page == 4
+    assert a.clear(KEY, token) == 0  # not complete: kept
+    assert b.apply(KEY, token, [done(2, "p2a")], now=NOW) == 1
+    # The gap fills: the watermark runs over every complete page, to the last one.
+    assert a.apply(KEY, token, [done(2, "p2b")], now=NOW) == 4
+    cp = b.load(KEY)
+    assert cp is not None and (cp.watermark, cp.next_page, cp.stored) == (4, 5, {})
+    assert cp.seq == 8 and cp.updated_at == NOW
+    assert b.clear(KEY, token) == 1
+    assert a.clear(KEY, token) == -1  # already cleared, by the other worker
+    assert a.load(KEY) is None
+    # A late batch of a cleared run changes nothing (and brings nothing back).
+    assert a.apply(KEY, token, [done(2, "p2b")], now=NOW) == -1
+    assert a.load(KEY) is None and a.keys() == []
+
+
+def test_a_failed_page_stops_the_watermark_until_a_new_run(redis_url: str) -> None:
+    a, b = stores(redis_url)
+    _, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)
+    a.apply(KEY, token, [announce(1, ["x"], None), done(1, "x"), announce(2, ["y"]), announce(3, ["z"], last=True)],
+            now=NOW)
+    assert b.apply(KEY, token, [{"t": "f", "p": 2}, done(3, "z")], now=NOW) == 1
+    assert a.apply(KEY, token, [done(2, "y")], now=NOW) == 1  # its posts left, but the page failed
+    cp = a.load(KEY)
+    assert cp is not None and cp.failed_pages == [2] and cp.watermark == 1 and cp.last_page == 3
+    assert a.clear(KEY, token) == 0
+    # The next enqueue of the job is a new run: it starts after the watermark, forgets the failure and the last
+    # page, and keeps the ids of posts already stored past the watermark (they count as done when re-announced).
+    started, token2 = b.open_run(KEY, spider="weibo", token="run-2", now=NOW)
+    assert started and token2 == "run-2"
+    assert b.start_of_run(KEY) == (2, None)
+    cp = b.load(KEY)
+    assert cp is not None and cp.failed_pages == [] and cp.last_page is None
+    assert cp.stored == {2: ["y"], 3: ["z"]}
+    assert a.apply(KEY, token, [done(2, "y")], now=NOW) == -1  # the old run's late events are refused
+    assert b.apply(KEY, token2, [announce(2, ["y"], "c3"), announce(3, ["z"], last=True)], now=NOW) == 3
+    assert b.clear(KEY, token2) == 1
+
+
+def test_takeover_repeats_and_early_items_are_idempotent(redis_url: str) -> None:
+    a, b = stores(redis_url)
+    _, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)
+    # An item's event can reach Redis before its page's announcement (another worker's batch).
+    assert b.apply(KEY, token, [done(1, "p1")], now=NOW) == 0
+    # Worker A announces page 1 and emits one of its two posts, then dies; B takes the lease over and emits both
+    # again (one a duplicate): the page completes exactly when both posts are out, not at two "done" events.
+    assert a.apply(KEY, token, [announce(1, ["p1", "p2", "p3"], "c2", last=True)], now=NOW) == 0
+    assert a.apply(KEY, token, [done(1, "p2")], now=NOW) == 0
+    assert b.apply(KEY, token, [announce(1, ["p1", "p2", "p3"], "c2", last=True), done(1, "p2", stored=False),
+                                done(1, "p1")], now=NOW) == 0
+    cp = b.load(KEY)
+    assert cp is not None and cp.stored == {1: ["p1", "p2"]}
+    # The same batch sent twice (a reply lost after the script ran) changes nothing.
+    for _ in range(2):
+        assert b.apply(KEY, token, [done(1, "p3")], now=NOW) == 1
+    assert b.clear(KEY, token) == 1
+
+
+def test_start_reset_join_and_the_document(redis_url: str) -> None:
+    a, b = stores(redis_url)
+    a.save(Checkpoint(key=KEY, spider="weibo", watermark=5, next_page=6, next_cursor="c6", stored={7: ["s7"]},
+                      seq=3, updated_at=NOW))
+    assert a.keys() == [KEY] and a.location(KEY) == f"redis:t:cp:{KEY}"
+    cp = a.load(KEY)
+    assert cp is not None and cp.to_dict() == {
+        "schema": 1, "key": KEY, "spider": "weibo", "watermark": 5, "next": {"page": 6, "cursor": "c6"},
+        "stored": {"7": ["s7"]}, "failed_pages": [], "last_page": None, "feeds": [], "seq": 3, "updated_at": NOW}
+    # A one-job crawl joining a seeded queue joins whatever run is open; a new token starts a new run.
+    assert a.open_run(KEY, spider="weibo", token=None, now=NOW)[0]
+    assert a.start_of_run(KEY) == (6, "c6")
+    assert b.open_run(KEY, spider="weibo", token=None, join=True, now=NOW)[0] is False
+    # -a start wins over the checkpoint (only for the call that starts the run).
+    assert b.open_run(KEY, spider="weibo", token="run-s", start=3, now=NOW) == (True, "run-s")
+    assert b.start_of_run(KEY) == (3, None) and b.load(KEY).stored == {}  # type: ignore[union-attr]
+    # -a reset_checkpoint forgets it all.
+    a.apply(KEY, "run-s", [announce(3, ["q"]), done(3, "q")], now=NOW)
+    assert b.open_run(KEY, spider="weibo", token="run-r", reset=True, now=NOW) == (True, "run-r")
+    cp = b.load(KEY)
+    assert cp is not None and (cp.watermark, cp.seq) == (0, 0)
+    assert b.delete(KEY) and not b.delete(KEY)
+
+
+# --- Dedupe claims owned per worker (pipelines/dedupe.py) --------------------------------------------------------
+
+
+def _worker_pipeline(redis_url: str, worker: str) -> Any:
+    """The dedupe pipeline of one worker of job KEY on the shared cache (its spider_opened done by hand)."""
+    from scrapy.utils.misc import build_from_crawler
+    from scrapy.utils.test import get_crawler
+
+    from mediacrawler.pipelines.dedupe import DedupePipeline
+
+    crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, "DISTRIBUTED_HEARTBEAT": 0.3,
+                                         "DISTRIBUTED_LEASE_TTL": 2.0})
+    crawler.spider = SimpleNamespace(job=KEY, name="weibo", worker_id=worker)
+    pipeline = build_from_crawler(DedupePipeline, crawler)
+    pipeline.worker = worker
+    pipeline.cache.set(alive_key(worker), "1", ttl=pipeline.alive_ttl)  # what its beat does
+    return pipeline
+
+
+def test_claims_are_per_worker_and_a_dead_workers_claim_is_taken_over_once(redis_url: str) -> None:
+    from tests.test_pipeline_dedupe import emit, post, run
+
+    a, b, c = (_worker_pipeline(redis_url, w) for w in ("wa", "wb", "wc"))
+    assert a.alive_ttl == pytest.approx(1.7)
+    item = post("4979000000000007")
+    assert run(a, item) is item  # A claims the post and holds it (its download is in flight)
+    assert a.cache.get("dedup-claim:weibo:4979000000000007") == f"{KEY}@wa".encode()
+    assert run(b, post("4979000000000007")) is None  # same job, other live worker: not emitted twice
+    assert b.stats.get_value("dedupe/claimed_elsewhere") == 1
+    # A dies (its liveness key expires): the lease takeover re-emits the post on B and C; exactly one emits it.
+    a.cache.delete(alive_key("wa"))
+    results = [emit(b, post("4979000000000007")), emit(c, post("4979000000000007"))]
+    assert sum(r is not None for r in results) == 1
+    assert (b.stats.get_value("dedupe/claim_taken_over") or 0) + (c.stats.get_value("dedupe/claim_taken_over")
+                                                                   or 0) == 1
+    assert emit(c, post("4979000000000007")) is None  # committed: seen for everyone
