@@ -3,12 +3,15 @@ a job queued with ``mediacrawler enqueue``, the sandbox over HTTP and a real red
 
 The issue's figure is a job of 300 pages; these tests scale it down (150 pages of 4 posts, 30 ms per Weibo answer;
 60 pages for the Redis restart) to stay within ~40 s, and turn the lease timings down (2 s leases, 0.3 s heartbeat)
-so a dead worker's requests come back quickly. Item dedupe and media are off: they are the subject of the shared
-checkpoint / dedupe claims / media parts of issue #14, not of the queue under test here.
+so a dead worker's requests come back quickly. The kill test runs the whole chain: item dedupe (claims per worker),
+media into one FILES_STORE every worker shares (with the Redis media index) and the job's checkpoint in Redis; the
+Redis restart test leaves dedupe and media off. Two workers on two FILES_STORE directories sharing the Redis index
+each store their own copy of every object.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 import redis
 
+from mediacrawler.media.store import parse_object_relpath
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from tests.plugins.redis_server import free_port, redis_server_binary
@@ -35,6 +39,12 @@ UID = 7365120894
 PAGES, PER_PAGE = 150, 4
 PREFIX = "mediacrawler:dist"
 BASE = f"{PREFIX}:weibo:weibo-uid-{UID}"
+CHECKPOINT = f"mediacrawler:checkpoint:weibo-uid-{UID}"
+#: The whole chain on: per-worker dedupe claims, media (shared index in Redis), the checkpoint (Redis for workers).
+FULL_CHAIN = ("-s", "MEDIA_ENABLED=1", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_FSYNC=0")
+#: Pages of the kill test's job: with media on (about 8 images and a video per page of 4 posts) 150 pages would
+#: take minutes here.
+MEDIA_PAGES = 40
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +56,20 @@ def sb() -> Iterator[SandboxProcess]:
         proc.stop()
 
 
-def expected_ids(pages: int) -> set[str]:
-    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE)
+@pytest.fixture(scope="module")
+def sb_media() -> Iterator[SandboxProcess]:
+    """A sandbox whose timeline ends at MEDIA_PAGES: the job completes (its checkpoint can be cleared)."""
+    proc = start_sandbox(weibo_users=(UID,), weibo_pages=MEDIA_PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+def expected_ids(pages: int, served: int = PAGES) -> set[str]:
+    world = build_world(weibo_users=(UID,), weibo_pages=served, weibo_per_page=PER_PAGE)
     ids = [str(p.id) for p in world.weibo.timeline(UID)]
-    assert len(ids) == PAGES * PER_PAGE
+    assert len(ids) == served * PER_PAGE
     return set(ids[: pages * PER_PAGE])  # the timeline is served newest first, page by page
 
 
@@ -96,25 +116,58 @@ class Worker:
         assert self.wait(10) == -signal.SIGKILL
 
 
-def enqueue(redis_url: str, workdir: Path) -> None:
+def enqueue(redis_url: str, workdir: Path, *args: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     env.pop("REDIS_URL", None)
-    done = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", f"uid={UID}", "--redis-url",
-                           redis_url], cwd=workdir, env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", f"uid={UID}", *args,
+                           "--redis-url", redis_url], cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=60)
     assert done.returncode == 0, done.stderr
     assert f"queued weibo-uid-{UID}" in done.stdout
 
 
-def outputs(workdir: Path) -> Counter[str]:
-    """Post ids over every worker's output file (a torn last line of a killed worker is not a record)."""
-    ids: Counter[str] = Counter()
-    for path in sorted((workdir / "output" / "weibo").glob("*.jsonl")):
+def records(workdir: Path, name: str = "*") -> list[dict[str, Any]]:
+    """Every record of the workers' output files (a torn last line of a killed worker is not a record)."""
+    found = []
+    for path in sorted((workdir / "output" / "weibo").glob(f"{name}.jsonl")):
         for line in path.read_text("utf-8").splitlines():
             try:
-                ids[json.loads(line)["post_id"]] += 1
+                found.append(json.loads(line))
             except ValueError:
                 continue
-    return ids
+    return found
+
+
+def outputs(workdir: Path) -> Counter[str]:
+    """Post ids over every worker's output file."""
+    return Counter(r["post_id"] for r in records(workdir))
+
+
+def assets(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for r in recs:
+        for post in (r, r.get("reposted") or {}):
+            out.extend(post.get("media") or [])
+    return out
+
+
+def assert_each_object_stored_once(store: Path, recs: list[dict[str, Any]]) -> set[str]:
+    """Every asset of *recs* is stored in *store* under its sha256, and *store* holds exactly those objects, each
+    one file with the right hash and nothing half-written; returns the sha256s."""
+    shas = set()
+    for asset in assets(recs):
+        assert asset["status"] in ("downloaded", "deduplicated", "uptodate"), asset
+        path = store / asset["path"]
+        assert path.is_file() and path.stat().st_size == asset["size"], asset
+        assert parse_object_relpath(asset["path"])[0] == asset["sha256"]
+        shas.add(asset["sha256"])
+    files = [p for p in (store / "objects").rglob("*") if p.is_file()]
+    stored = {parse_object_relpath(p.relative_to(store).as_posix())[0] for p in files}
+    assert len(files) == len(stored) == len(shas) and stored == shas, "a stray or duplicated object in the store"
+    for path in files:
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == parse_object_relpath(
+            path.relative_to(store).as_posix())[0]
+    return shas
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout: float, workers: list[Worker]) -> None:
@@ -149,30 +202,34 @@ def in_flight_posts(client: redis.Redis, pid: int) -> int:
     return total
 
 
-def test_three_workers_one_killed_three_times_lose_nothing(sb: SandboxProcess, redis_url: str,
+def test_three_workers_one_killed_three_times_lose_nothing(sb_media: SandboxProcess, redis_url: str,
                                                            tmp_path: Path) -> None:
+    sb = sb_media
     sb.reset()
     sb.set_faults(weibo_latency_ms=30)
-    expected = expected_ids(PAGES)
+    expected = expected_ids(MEDIA_PAGES, MEDIA_PAGES)
     rng = random.Random(os.environ.get("DISTRIBUTED_E2E_SEED", "14"))
     client = redis.Redis.from_url(redis_url)
-    workers = [Worker(tmp_path, sb, redis_url) for _ in range(3)]
+    workers = [Worker(tmp_path, sb, redis_url, *FULL_CHAIN) for _ in range(3)]
     started = time.monotonic()
     try:
         enqueue(redis_url, tmp_path)
         wait_for(lambda: client.exists(f"{BASE}:seeded"), "the job to be seeded", 30, workers)
-        bound, checked = 0, 0
+        bound, checked, watermarks = 0, 0, []
         for _ in range(3):
             time.sleep(rng.uniform(0.8, 2.0))
             checked += assert_all_json(client)
             assert client.hexists(f"{PREFIX}:weibo:active", f"weibo-uid-{UID}"), "the job ended before the kill"
+            # The job's checkpoint lives in Redis while it runs, its watermark moving as pages complete.
+            assert client.exists(CHECKPOINT), "no shared checkpoint while the job runs"
+            watermarks.append(int(client.hget(CHECKPOINT, "watermark") or -1))
             # The worker holding the most leases right now (the one whose death costs most).
             owners = Counter(o.decode().split("-")[-2] for o in client.hvals(f"{BASE}:owner"))
             live = [w for w in workers if w.proc.poll() is None]
             victim = max(live, key=lambda w: owners.get(str(w.proc.pid), 0))
             victim.kill()
             bound += in_flight_posts(client, victim.proc.pid)
-            workers[workers.index(victim)] = Worker(tmp_path, sb, redis_url)
+            workers[workers.index(victim)] = Worker(tmp_path, sb, redis_url, *FULL_CHAIN)
         codes = [w.wait(60) for w in workers]
     finally:
         for w in workers:
@@ -191,7 +248,16 @@ def test_three_workers_one_killed_three_times_lose_nothing(sb: SandboxProcess, r
     assert client.keys(f"{BASE}:*") == [] and client.hlen(f"{PREFIX}:weibo:active") == 0
     logs = "".join(w.log() for w in workers)
     assert "Traceback" not in logs
-    print(f"3 kills: {duplicates} duplicates (bound {bound}); {time.monotonic() - started:.1f}s")
+    # The checkpoint was shared and moving (never backwards), and was cleared once, at the end, by one worker.
+    assert watermarks == sorted(watermarks) and watermarks[0] >= 0, watermarks
+    assert client.keys("mediacrawler:checkpoint:*") == []
+    assert logs.count("source completed; shared checkpoint cleared") == 1
+    # Media of posts a dead worker held were downloaded by whoever took its leases over: every asset of the union
+    # of the outputs is in the one shared store, each object once.
+    shas = assert_each_object_stored_once(tmp_path / "files", records(tmp_path))
+    assert len(shas) > MEDIA_PAGES
+    print(f"3 kills: {duplicates} duplicates (bound {bound}); {len(shas)} objects; watermarks at the kills "
+          f"{watermarks}; {time.monotonic() - started:.1f}s")
 
 
 class AofRedis:
