@@ -44,7 +44,7 @@ CHECKPOINT = f"mediacrawler:checkpoint:weibo-uid-{UID}"
 FULL_CHAIN = ("-s", "MEDIA_ENABLED=1", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_FSYNC=0")
 #: Pages of the kill test's job: with media on (about 8 images and a video per page of 4 posts) 150 pages would
 #: take minutes here.
-MEDIA_PAGES = 40
+MEDIA_PAGES = 30
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +126,11 @@ def enqueue(redis_url: str, workdir: Path, *args: str) -> None:
     assert f"queued weibo-uid-{UID}" in done.stdout
 
 
-def records(workdir: Path, name: str = "*") -> list[dict[str, Any]]:
-    """Every record of the workers' output files (a torn last line of a killed worker is not a record)."""
+def records(output_dir: Path) -> list[dict[str, Any]]:
+    """Every record of the workers' output files in OUTPUT_DIR *output_dir* (a torn last line of a killed worker is
+    not a record)."""
     found = []
-    for path in sorted((workdir / "output" / "weibo").glob(f"{name}.jsonl")):
+    for path in sorted((output_dir / "weibo").glob("*.jsonl")):
         for line in path.read_text("utf-8").splitlines():
             try:
                 found.append(json.loads(line))
@@ -140,7 +141,7 @@ def records(workdir: Path, name: str = "*") -> list[dict[str, Any]]:
 
 def outputs(workdir: Path) -> Counter[str]:
     """Post ids over every worker's output file."""
-    return Counter(r["post_id"] for r in records(workdir))
+    return Counter(r["post_id"] for r in records(workdir / "output"))
 
 
 def assets(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -254,10 +255,43 @@ def test_three_workers_one_killed_three_times_lose_nothing(sb_media: SandboxProc
     assert logs.count("source completed; shared checkpoint cleared") == 1
     # Media of posts a dead worker held were downloaded by whoever took its leases over: every asset of the union
     # of the outputs is in the one shared store, each object once.
-    shas = assert_each_object_stored_once(tmp_path / "files", records(tmp_path))
+    shas = assert_each_object_stored_once(tmp_path / "files", records(tmp_path / "output"))
     assert len(shas) > MEDIA_PAGES
     print(f"3 kills: {duplicates} duplicates (bound {bound}); {len(shas)} objects; watermarks at the kills "
           f"{watermarks}; {time.monotonic() - started:.1f}s")
+
+
+def test_two_workers_on_separate_disks_store_their_own_copies(sb_media: SandboxProcess, redis_url: str,
+                                                               tmp_path: Path) -> None:
+    """Item 5: one Redis media index, two FILES_STORE directories (two machines' disks). The second worker finds
+    every asset in the index (the first stored it) but not on its disk: it downloads and stores its own copy; no
+    asset is "uptodate" without a local object."""
+    sb_media.reset()
+    client = redis.Redis.from_url(redis_url)
+    runs: dict[str, tuple[list[dict[str, Any]], set[str], int]] = {}
+    for name, job_args in (("a", ()), ("b", ("reset_checkpoint=true",))):
+        store, out = tmp_path / f"files-{name}", tmp_path / f"output-{name}"
+        worker = Worker(tmp_path, sb_media, redis_url, "-s", "MEDIA_ENABLED=1", "-s", "MEDIA_FSYNC=0",
+                        "-s", f"FILES_STORE={store}", "-s", f"OUTPUT_DIR={out}")
+        try:
+            enqueue(redis_url, tmp_path, "max_pages=4", *job_args)
+            assert worker.wait(60) == 0, worker.log()[-3000:]
+        finally:
+            if worker.proc.poll() is None:
+                worker.proc.kill()
+        recs = records(out)
+        media_requests = sum(1 for e in sb_media.requests() if e["path"].startswith("/media/"))
+        sb_media.reset()
+        runs[name] = (recs, assert_each_object_stored_once(store, recs), media_requests)
+        assert "Traceback" not in worker.log()
+    (recs_a, shas_a, fetched_a), (recs_b, shas_b, fetched_b) = runs["a"], runs["b"]
+    assert len(recs_a) == len(recs_b) == 4 * PER_PAGE and len(shas_a) > 4
+    assert client.scard("mediacrawler:media:objects") >= len(shas_a)  # the index is the shared one
+    # Same posts, same objects, each in its own store: the second worker downloaded them again (no asset taken as
+    # stored because the index knew it).
+    assert shas_b == shas_a and fetched_b >= len(shas_b) and fetched_a >= len(shas_a)
+    assert not [a for a in assets(recs_b) if a["status"] == "uptodate" and not (tmp_path / "files-b" / a["path"])
+                .is_file()]
 
 
 class AofRedis:
