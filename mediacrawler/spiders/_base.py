@@ -505,18 +505,25 @@ class PlatformSpider(Spider):
             return
         yield from self._next_page(page_no, page.next_cursor)
 
+    def listed_time(self, raw: dict[str, Any]) -> str | None:
+        """When a post still waiting for a step was published, as the listing says (ISO 8601 UTC, the parsers' one
+        format), so the high-water mark can judge it before its chain runs; ``None`` when unknown (then only a
+        numeric id can). Parsers that know it put it in the raw entry as ``created_at``."""
+        value = raw.get("created_at") if isinstance(raw, dict) else None
+        return value if isinstance(value, str) else None
+
     def _apply_mark(self, page: Page, page_no: int) -> bool:
         """Drop the posts of ``page`` at or below the high-water mark; whether the page is all at or below it.
 
         Pinned posts are out of order: they never make the page count as below the mark. A post still waiting for
-        a step is judged by its id alone (its time is not parsed yet)."""
+        a step is judged by its id and :meth:`listed_time`."""
         mark = self.mark
         if mark is None:
             return False
         regular = [mark.covers(p.post_id, p.created_at) for p in page.posts if not is_pinned(p)]
-        regular += [mark.covers(post_id, None) for post_id in page.incomplete]
+        regular += [mark.covers(post_id, self.listed_time(raw)) for post_id, raw in page.incomplete.items()]
         kept = [p for p in page.posts if not mark.covers(p.post_id, p.created_at)]
-        kept_incomplete = {i: raw for i, raw in page.incomplete.items() if not mark.covers(i, None)}
+        kept_incomplete = {i: raw for i, raw in page.incomplete.items() if not mark.covers(i, self.listed_time(raw))}
         below = len(page.posts) + len(page.incomplete) - len(kept) - len(kept_incomplete)
         if below:
             assert self.crawler.stats is not None

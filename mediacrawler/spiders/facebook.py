@@ -116,6 +116,10 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
             return Page(posts=[post], is_last=True)
         return parser.parse_posts(payload, source=source, fetched_at=self.now_iso(), secrets=self._secrets())
 
+    def listed_time(self, raw: dict[str, Any]) -> str | None:
+        # A raw Graph post (waiting for its video nodes) carries created_time in Graph's own format.
+        return parser.parse_created_time(raw.get("created_time")) if isinstance(raw, dict) else None
+
     # --- videos without a source: one video node per step -----------------------------------------------------
     def next_step(self, chain: dict[str, Any]) -> Step | None:
         data = chain["data"]
