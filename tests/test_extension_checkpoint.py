@@ -98,7 +98,7 @@ def test_disabled_raises_not_configured(tmp_path: Path) -> None:
         build_from_crawler(CheckpointSkipPipeline, crawler)
 
 
-@pytest.mark.parametrize(("backend", "message"), [("redis", "not available yet"), ("nosuch", "neither")])
+@pytest.mark.parametrize(("backend", "message"), [("redis", "needs REDIS_URL"), ("nosuch", "neither")])
 def test_unknown_backend_raises_not_configured(backend: str, message: str) -> None:
     crawler = get_crawler(WeiboSpider, {"CHECKPOINT_BACKEND": backend})
     with pytest.raises(NotConfigured, match=message):
