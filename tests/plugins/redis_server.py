@@ -50,8 +50,12 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server subprocess on a fixed port, which can be stopped and started again on that port."""
 
-    def __init__(self, *, port: int | None = None, directory: str | None = None, startup_timeout: float = 10.0):
+    def __init__(self, *, port: int | None = None, directory: str | None = None, startup_timeout: float = 10.0,
+                 aof: bool = False):
         self.binary = redis_server_binary()
+        #: Keep an append-only file (fsync every second), as a deployment that restarts Redis must (the shared
+        #: queue lives there: docs/operations.md).
+        self.aof = aof
         self.port = port or free_port()
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="redis-test-")
@@ -84,7 +88,9 @@ class RedisServer:
                 "--save",
                 "",
                 "--appendonly",
-                "no",
+                "yes" if self.aof else "no",
+                "--appendfsync",
+                "everysec",
                 "--dir",
                 self.directory,
                 "--protected-mode",
@@ -114,7 +120,7 @@ class RedisServer:
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return
-        process.terminate()  # SIGTERM: redis-server shuts down cleanly (nothing to save)
+        process.terminate()  # SIGTERM: redis-server shuts down cleanly (fsyncing its AOF when it keeps one)
         try:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -149,11 +155,11 @@ def redis_url(redis_server: RedisServer) -> str:
 
 
 @pytest.fixture
-def redis_server_factory() -> Iterator[Callable[[], RedisServer]]:
+def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
     servers: list[RedisServer] = []
 
-    def factory() -> RedisServer:
-        server = RedisServer()
+    def factory(*, aof: bool = False) -> RedisServer:
+        server = RedisServer(aof=aof)
         servers.append(server)
         return server.start()
 
