@@ -246,8 +246,8 @@ CHECKPOINT_ENABLED = True
 #: Where the file backend keeps <job>.json.
 CHECKPOINT_DIR = "checkpoints"
 #: "file", "redis" (shared by the workers of a job; workers use it by default) or the import path of a store class
-#: with from_settings().
-CHECKPOINT_BACKEND = "file"
+#: with from_settings(). From the environment too, so `mediacrawler checkpoints|status` can read the Redis store.
+CHECKPOINT_BACKEND = os.environ.get("CHECKPOINT_BACKEND") or "file"
 #: CHECKPOINT_BACKEND="redis": key prefix of each job's checkpoint (<prefix><job>, <prefix><job>:pages).
 CHECKPOINT_REDIS_PREFIX = "mediacrawler:checkpoint:"
 #: CHECKPOINT_BACKEND="redis": seconds between two batches of page/item events when no acknowledgement sends them.

@@ -68,8 +68,8 @@ def test_pages_finished_out_of_order_by_two_workers_advance_when_the_gaps_fill(r
 def test_a_failed_page_stops_the_watermark_until_a_new_run(redis_url: str) -> None:
     a, b = stores(redis_url)
     _, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)
-    a.apply(KEY, token, [announce(1, ["x"], None), done(1, "x"), announce(2, ["y"]), announce(3, ["z"], last=True)],
-            now=NOW)
+    a.apply(KEY, token, [announce(1, ["x"], None), done(1, "x"), announce(2, ["y"]),
+                         announce(3, ["z"], last=True)], now=NOW)
     assert b.apply(KEY, token, [{"t": "f", "p": 2}, done(3, "z")], now=NOW) == 1
     assert a.apply(KEY, token, [done(2, "y")], now=NOW) == 1  # its posts left, but the page failed
     cp = a.load(KEY)
@@ -167,3 +167,35 @@ def test_claims_are_per_worker_and_a_dead_workers_claim_is_taken_over_once(redis
     assert (b.stats.get_value("dedupe/claim_taken_over") or 0) + (c.stats.get_value("dedupe/claim_taken_over")
                                                                    or 0) == 1
     assert emit(c, post("4979000000000007")) is None  # committed: seen for everyone
+
+
+def test_checkpoints_and_status_commands_read_the_redis_store(redis_url: str) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    a, _ = stores(redis_url)
+    store = RedisCheckpointStore(redis.Redis.from_url(redis_url), "mediacrawler:checkpoint:")
+    _, token = store.open_run(KEY, spider="weibo", token="run-1", now=NOW)
+    store.apply(KEY, token, [announce(1, ["x"], "c2"), done(1, "x"), announce(2, ["y", "z"]), done(2, "y"),
+                             {"t": "f", "p": 3}], now=NOW)
+    env = {**os.environ, "REDIS_URL": redis_url, "CHECKPOINT_BACKEND": "redis",
+           "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "mediacrawler", *argv], env=env, capture_output=True,
+                              text=True, timeout=60)
+
+    shown = run("checkpoints", "show", KEY)
+    assert shown.returncode == 0, shown.stderr
+    doc = json.loads(shown.stdout)
+    assert (doc["watermark"], doc["next"], doc["stored"], doc["failed_pages"]) == (
+        1, {"page": 2, "cursor": "c2"}, {"2": ["y"]}, [3])
+    status = run("status", "--json")
+    assert status.returncode == 0, status.stderr
+    (entry,) = json.loads(status.stdout)["checkpoints"]
+    assert entry["job"] == KEY and entry["watermark"] == 1
+    assert entry["location"] == f"redis:mediacrawler:checkpoint:{KEY}"
+    assert run("checkpoints", "reset", KEY).returncode == 0
+    assert store.load(KEY) is None and a.load(KEY) is None

@@ -690,7 +690,8 @@ class CheckpointExtension:
         try:
             token = store.run_token(spider.name, job)
         except Exception as e:  # noqa: BLE001 - Redis unreachable: the job runs, without a checkpoint
-            logger.warning("%s: cannot reach the shared checkpoint (%s); this worker keeps none for the job", job, e)
+            logger.warning("%s: cannot reach the shared checkpoint (%s); this worker keeps none for the job",
+                           job, e)
             return
         self._open_shared(spider, check_key(job), token=token, join=False)
 

@@ -101,7 +101,7 @@ def claim_key(platform: str, post_id: str) -> str:
 
 
 def alive_key(worker: str) -> str:
-    """The cache key a distributed worker keeps alive while it lives (its claims are taken over once it is gone)."""
+    """The cache key a distributed worker keeps alive while it lives (its claims are taken over once gone)."""
     return f"dedup-alive:{worker}"
 
 
