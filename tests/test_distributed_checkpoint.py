@@ -199,3 +199,46 @@ def test_checkpoints_and_status_commands_read_the_redis_store(redis_url: str) ->
     assert entry["location"] == f"redis:mediacrawler:checkpoint:{KEY}"
     assert run("checkpoints", "reset", KEY).returncode == 0
     assert store.load(KEY) is None and a.load(KEY) is None
+
+
+# --- The extension's shared mode (extensions/checkpoint.py) on fake crawlers -------------------------------------
+
+
+def test_two_processes_of_one_job_share_the_checkpoint_through_the_extension(redis_url: str, tmp_path: Any) -> None:
+    from mediacrawler.spiders._base import Resume
+    from tests.test_extension_checkpoint import make, parsed, scraped
+
+    job = "weibo-uid-7365120894"
+    settings = {"REDIS_URL": redis_url, "CHECKPOINT_BACKEND": "redis", "CHECKPOINT_REDIS_PREFIX": "t:cp:",
+                "CHECKPOINT_REDIS_INTERVAL": 60.0, "DISTRIBUTED_KEY_PREFIX": "t:dist", "CHECKPOINT_SYNC_FEEDS": False,
+                "DISTRIBUTED_SOCKET_TIMEOUT": 5.0}
+    client = redis.Redis.from_url(redis_url)
+    store = RedisCheckpointStore(client, "t:cp:")
+    one, spider_one = make(tmp_path, settings)
+    assert one.shared
+    one.spider_opened(spider_one)  # the first process: its queue is not seeded yet, it starts the run
+    client.set(f"t:dist:weibo:{job}:seeded", "1")
+    two, spider_two = make(tmp_path, settings)
+    two.spider_opened(spider_two)  # the second joins it
+    try:
+        parsed(one, spider_one, 1, ["a", "b"], next_cursor="c2")
+        scraped(one, spider_one, 1, "a")
+        assert one.acks_pending() and store.load(job).watermark == 0  # type: ignore[union-attr]
+        scraped(two, spider_two, 1, "b")  # page 1's last post leaves on the other process
+        parsed(two, spider_two, 2, ["c"])
+        assert two.acks_pending() and two.checkpoint.watermark == 1  # type: ignore[union-attr]
+        cp = store.load(job)
+        assert cp is not None and (cp.watermark, cp.next_cursor, cp.last_page) == (1, "c2", None)
+    finally:
+        one.spider_closed(spider_one, "shutdown")
+        two.spider_closed(spider_two, "finished")  # not complete (page 2 pending, no last page): kept
+    assert store.load(job) is not None and two.stats.get_value("checkpoint/cleared") is None
+    # The next run (a new queue) resumes after the watermark, knowing nothing of the old run's page states.
+    client.delete(f"t:dist:weibo:{job}:seeded")
+    three, spider_three = make(tmp_path, settings)
+    three.spider_opened(spider_three)
+    assert spider_three.resume == Resume(page=2, cursor="c2")
+    parsed(three, spider_three, 2, ["c"], is_last=True)
+    scraped(three, spider_three, 2, "c")
+    three.spider_closed(spider_three, "finished")
+    assert store.load(job) is None and three.stats.get_value("checkpoint/cleared") is True

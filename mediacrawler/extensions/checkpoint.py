@@ -438,15 +438,20 @@ class CheckpointExtension:
         if not key or args is None or not hasattr(spider, "resume"):
             logger.debug("checkpoint: %s is not a platform spider; no checkpoint", spider.name)
             return
-        key = check_key(key)
         if self.shared:
             self._flusher = LoopingCall(self._flush_shared)
             self._flusher.start(self.interval, now=False)
-            if not getattr(spider, "worker_id", None):  # a worker opens each job's checkpoint on job_started
-                store: Any = self.store
-                joined = getattr(spider, "distributed", False) and store.queue_seeded(spider.name, key)
-                self._open_shared(spider, key, token=None, join=joined)
+            if getattr(spider, "worker_id", None):
+                return  # a worker opens each job's checkpoint on job_started
+            # A one-job crawl: several processes may share its queue; one whose queue is seeded joins the run.
+            store: Any = self.store
+            try:
+                joined = bool(getattr(spider, "distributed", False) and store.queue_seeded(spider.name, key))
+            except Exception:  # noqa: BLE001 - Redis unreachable: _open_shared says so
+                joined = False
+            self._open_shared(spider, check_key(key), token=None, join=joined)
             return
+        key = check_key(key)
         if isinstance(self.store, FileCheckpointStore):
             self.store.remove_stale_temps(key)
         old: Checkpoint | None = None
