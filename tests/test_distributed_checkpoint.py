@@ -204,14 +204,15 @@ def test_checkpoints_and_status_commands_read_the_redis_store(redis_url: str) ->
 # --- The extension's shared mode (extensions/checkpoint.py) on fake crawlers -------------------------------------
 
 
-def test_two_processes_of_one_job_share_the_checkpoint_through_the_extension(redis_url: str, tmp_path: Any) -> None:
+def test_two_processes_of_one_job_share_the_checkpoint_through_the_extension(redis_url: str,
+                                                                            tmp_path: Any) -> None:
     from mediacrawler.spiders._base import Resume
     from tests.test_extension_checkpoint import make, parsed, scraped
 
     job = "weibo-uid-7365120894"
     settings = {"REDIS_URL": redis_url, "CHECKPOINT_BACKEND": "redis", "CHECKPOINT_REDIS_PREFIX": "t:cp:",
-                "CHECKPOINT_REDIS_INTERVAL": 60.0, "DISTRIBUTED_KEY_PREFIX": "t:dist", "CHECKPOINT_SYNC_FEEDS": False,
-                "DISTRIBUTED_SOCKET_TIMEOUT": 5.0}
+                "CHECKPOINT_REDIS_INTERVAL": 60.0, "DISTRIBUTED_KEY_PREFIX": "t:dist",
+                "CHECKPOINT_SYNC_FEEDS": False, "DISTRIBUTED_SOCKET_TIMEOUT": 5.0}
     client = redis.Redis.from_url(redis_url)
     store = RedisCheckpointStore(client, "t:cp:")
     one, spider_one = make(tmp_path, settings)
