@@ -698,6 +698,8 @@ class CheckpointExtension:
             logger.warning("%s: cannot reach the shared checkpoint (%s); this worker keeps none for the job",
                            job, e)
             return
+        if token is None:
+            return  # finished meanwhile by another worker: opening a run now would undo the end of the last one
         self._open_shared(spider, check_key(job), token=token, join=False)
 
     def job_finished(self, spider: Spider, job: str) -> None:
