@@ -24,6 +24,7 @@ from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
 from mediacrawler.middlewares.rate_budget import RateBudgetMiddleware, cool_down_requested
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
+from tests.test_crawl_weibo import crawl
 from tests.test_distributed_e2e import UID, Worker, enqueue, outputs
 
 TOLERANCE = 0.015  # s: a script call and thread scheduling between two asks; far below an interval (0.1 s)
@@ -187,6 +188,26 @@ def test_rate_limit_signal_sets_a_cool_down() -> None:
     assert mw.local.cooling("weibo") == pytest.approx(3.0, abs=0.05)
     assert mw.local.cooling("bilibili") == 0
     assert mw.local.acquire("weibo", Rate(2, 1), 1) == pytest.approx(3.0, abs=0.05)
+
+
+@pytest.mark.slow
+def test_media_downloads_obey_the_budget_in_process(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    # Media requests bypass the scheduler (engine.download_async), not the downloader middlewares: one crawl
+    # without Redis, the in-process limiter, every image of two pages at 20/s for the sandbox's media host.
+    proc, records = crawl(tmp_path, fresh_sandbox.weibo_url, "-a", f"uid={UID}", "-a", "max_pages=2",
+                          "-s", 'RATE_BUDGET={"media": "20/s"}', media=True)
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, log[-3000:]
+    assert "Rate budget (in this process): media 20/1s" in log
+    media = sorted(e["started"] for e in fresh_sandbox.requests() if e["path"].startswith("/media/"))
+    fresh_sandbox.reset()
+    assert len(media) >= 20
+    stored = [m for r in records for m in r["media"] if m["status"] == "downloaded"]
+    assert len(stored) >= 20
+    assert f"'rate_budget/requests/media:127.0.0.1': {len(media)}," in log
+    # 20/s: one start every 50 ms (the sandbox sees them within a few ms of when they were sent).
+    assert busiest_window(media, 1.0) <= 22
+    assert media[-1] - media[0] > (len(media) - 1) / 20 * 0.9
 
 
 # --- 3 workers under one budget, end to end --------------------------------------------------------------------
