@@ -245,8 +245,8 @@ def test_busiest_window() -> None:
 @pytest.mark.slow
 def test_three_workers_obey_one_budget(sb: SandboxProcess, redis_url: str, tmp_path: Path) -> None:
     sb.reset()
-    # One 429 (Retry-After: 1) on a long text's request: its back-off (PLATFORM_BACKOFF_BASE, 2 s) becomes everyone's
-    # cool-down; without it, the listing pages (which do not wait for that post) would go on meanwhile.
+    # One 429 (Retry-After: 1) on a long text's request: its back-off (PLATFORM_BACKOFF_BASE, 2 s) becomes
+    # everyone's cool-down; without it, the listing pages (which do not wait for that post) would go on meanwhile.
     sb.set_faults(weibo_latency_ms=30, weibo_api=[{"kind": "429", "endpoint": "extend", "times": 1}])
     world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE)
     expected = {str(p.id) for p in world.weibo.timeline(UID)}
