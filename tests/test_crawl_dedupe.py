@@ -229,6 +229,8 @@ class Run:
                 "tests.test_crawl_dedupe.SlowStagePipeline": 250,
             }),
             "-s", "SLOW_STAGE_DELAY=1.5",
+            # The second run takes over what the killed one leased once its leases expire: short ones here.
+            "-s", "DISTRIBUTED_LEASE_TTL=3", "-s", "DISTRIBUTED_HEARTBEAT=0.5",
             "-s", f"CHECKPOINT_DIR={workdir / 'checkpoints'}",  # shared by both runs: the second one resumes
             "-s", f"FILES_STORE={workdir / 'files'}",
             "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=0",
