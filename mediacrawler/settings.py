@@ -218,6 +218,9 @@ MEDIA_SEGMENT_MAX_FILE_SIZE = 16 * 1024**3
 MEDIA_SEGMENT_RETRIES = 3
 #: Times a file that changed remotely (new ETag/total, 200 to If-Range) is started over before failing.
 MEDIA_SEGMENT_MAX_RESTARTS = 2
+#: Seconds an asset waits while another request holds its spool (another worker on a shared FILES_STORE, or another
+#: post with the same asset): then it takes that download's object from the index, or fails as spool-busy.
+MEDIA_SPOOL_BUSY_WAIT = 300.0
 #: Times an expired URL (403/410) is re-resolved from its post during one download.
 MEDIA_SEGMENT_MAX_RESOLVES = 3
 

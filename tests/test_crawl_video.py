@@ -493,3 +493,20 @@ def test_taking_a_video_dir_clears_what_killed_writes_left(tmp_path: Path) -> No
             _lock_dir(video_dir)
     finally:
         os.close(fd)
+
+
+def test_an_asset_whose_spool_another_request_holds_waits_and_takes_its_object(tmp_path: Path,
+                                                                                sb: SandboxProcess) -> None:
+    # Two posts carry one video (one key) under two URLs: two requests for one spool, as two workers on a shared
+    # FILES_STORE have. The second waits for the first and takes its object; it never fails as spool-busy.
+    sb.set_faults(media_latency_ms=150)  # every segment slow: the first download holds the spool for a while
+    prog = video.video_urls(sb.url, VID)["progressive"]["480p"]
+    posts = [post("first", MediaAsset(kind="video", key="shared-video", url=prog)),
+             post("second", MediaAsset(kind="video", key="shared-video", url=prog + "?copy=2"))]
+    result = run_crawl(tmp_path / "crawl", posts, store=tmp_path / "files", listing=sb.url + "/",
+                       settings={"MEDIA_SEGMENT_THRESHOLD": 65536, "MEDIA_SEGMENT_SIZE": 65536,
+                                 "MEDIA_SPOOL_BUSY_WAIT": 60})
+    first, second = result.asset("first"), result.asset("second")
+    assert {first["status"], second["status"]} == {"downloaded", "deduplicated"}, (first, second)
+    assert first["sha256"] == second["sha256"] and len(result.objects()) == 1
+    assert result.stats.get("media/spool_busy_waits", 0) >= 1

@@ -41,6 +41,7 @@ import asyncio
 import errno
 import hashlib
 import logging
+import time
 from os import PathLike
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -55,6 +56,7 @@ from scrapy.utils.asyncio import is_asyncio_available, run_in_thread
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet.defer import Deferred, DeferredSemaphore
+from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
 from mediacrawler.contracts import RequestRefused
@@ -106,6 +108,8 @@ DEFAULT_INLINE_CHECK_BYTES = 256 * 1024
 META_ASSET = "media_asset"
 #: request.meta key set on an image request whose headers announced a body above MEDIA_SEGMENT_THRESHOLD.
 META_LARGE = "media_large"
+#: Seconds between two looks at an asset whose spool another request holds (MEDIA_SPOOL_BUSY_WAIT bounds the wait).
+SPOOL_BUSY_POLL = 0.5
 # request.meta key marking that this request holds a per-host download slot (released exactly once).
 _META_SLOT = "_media_slot"
 
@@ -268,6 +272,7 @@ class MediaStorePipeline(FilesPipeline):
         # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
         # their headers say so (see _stop_large_image): never a whole large body in memory.
         self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", DEFAULT_SEGMENT_THRESHOLD)
+        self.spool_busy_wait: float = settings.getfloat("MEDIA_SPOOL_BUSY_WAIT")
         crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -370,12 +375,27 @@ class MediaStorePipeline(FilesPipeline):
         """The video/large-file path of one asset (:class:`~mediacrawler.media.video.VideoDownloader`)."""
         platform, fields = find_asset(item, url=request.url, index_key=ident.get("index_key"))
         referer = request.headers.get("Referer")
-        outcome = await self.video.fetch(
-            request.url, key=ident.get("index_key") or request.url, kind=ident.get("kind", "video"),
-            index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
-            referer=self.video.referer(platform=ident.get("platform") or platform,
-                                       request_referer=referer.decode("latin-1") if referer else None),
-            duration=_number_or_none(fields.get("duration")), renditions=fields.get("renditions"))
+        deadline = time.monotonic() + self.spool_busy_wait
+        while True:
+            outcome = await self.video.fetch(
+                request.url, key=ident.get("index_key") or request.url, kind=ident.get("kind", "video"),
+                index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
+                referer=self.video.referer(platform=ident.get("platform") or platform,
+                                           request_referer=referer.decode("latin-1") if referer else None),
+                duration=_number_or_none(fields.get("duration")), renditions=fields.get("renditions"))
+            if outcome.obj is not None or not (outcome.error or "").startswith("spool-busy"):
+                break
+            # Another request holds this asset's spool: another worker on a shared FILES_STORE, or another post of
+            # this crawl with the same asset under another URL. Wait for it, then take its object from the index.
+            if time.monotonic() > deadline:
+                break
+            self.stats.inc_value("media/spool_busy_waits")
+            from twisted.internet import reactor  # the installed reactor, at call time
+
+            await maybe_deferred_to_future(deferLater(reactor, SPOOL_BUSY_POLL, lambda: None))
+            stored = await run_in_thread(self._stored_object, key=ident.get("index_key"), url=request.url)
+            if stored is not None:
+                return result_from_record(url=request.url, obj=stored, status="deduplicated")
         if outcome.obj is None:
             return failed_result(url=request.url, reason=outcome.error or "video-failed")
         result = result_from_record(url=request.url, obj=outcome.obj,
