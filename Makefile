@@ -19,9 +19,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m mediacrawler demo --out demo-output
 
-## make test: the whole suite (real redis-server and sandbox subprocesses on 127.0.0.1).
+## make test: the whole suite (real redis-server and sandbox subprocesses on 127.0.0.1), in two pytest processes.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 ## make bench: the benchmarks under benchmarks/ (minutes; not part of make test).
 bench: $(STAMP)
