@@ -44,7 +44,9 @@ CHECKPOINT = f"mediacrawler:checkpoint:weibo-uid-{UID}"
 FULL_CHAIN = ("-s", "MEDIA_ENABLED=1", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_FSYNC=0")
 #: Pages of the kill test's job: with media on (about 8 images and a video per page of 4 posts) 150 pages would
 #: take minutes here.
-MEDIA_PAGES = 30
+#: The issue asks for a job of 300 pages; the suite runs 30 (seconds, not minutes). The full size, by hand:
+#: DISTRIBUTED_E2E_PAGES=300 .venv/bin/python -m pytest tests/test_distributed_e2e.py -k killed  (3 min 18 s here)
+MEDIA_PAGES = int(os.environ.get("DISTRIBUTED_E2E_PAGES", "30"))
 
 
 @pytest.fixture(scope="module")
@@ -231,7 +233,7 @@ def test_three_workers_one_killed_three_times_lose_nothing(sb_media: SandboxProc
             victim.kill()
             bound += in_flight_posts(client, victim.proc.pid)
             workers[workers.index(victim)] = Worker(tmp_path, sb, redis_url, *FULL_CHAIN)
-        codes = [w.wait(60) for w in workers]
+        codes = [w.wait(max(60, 3 * MEDIA_PAGES)) for w in workers]
     finally:
         for w in workers:
             if w.proc.poll() is None:
