@@ -28,11 +28,8 @@ with ``from_settings(settings)``; the file store lives under ``CHECKPOINT_DIR``)
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from itemadapter import ItemAdapter, is_item
@@ -40,7 +37,9 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
-from mediacrawler.fsutil import fsync_dir, write_atomic
+from mediacrawler.extensions.checkpoint import check_key
+from mediacrawler.extensions.docstore import FileDocumentStore
+from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.spiders._base import HighWaterMark
 
 if TYPE_CHECKING:
@@ -59,15 +58,6 @@ SCHEMA_VERSION = 1
 MARK_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.marks.FileMarkStore"}
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def safe_key(key: str) -> str:
-    """*key* if it is a valid job key (the checkpoint's rule: file-name safe), else ValueError."""
-    from mediacrawler.extensions.checkpoint import check_key
-
-    return check_key(key)
 
 
 class MarkCorrupt(Exception):
@@ -122,52 +112,14 @@ class MarkStore(Protocol):
     def keys(self) -> list[str]: ...
 
 
-class FileMarkStore:
+class FileMarkStore(FileDocumentStore[Mark]):
     """Marks as ``<directory>/<key>.json`` files; ``from_settings``: ``CHECKPOINT_DIR/marks``."""
 
-    suffix = ".json"
+    subdir = "marks"
+    corrupt = MarkCorrupt
 
-    def __init__(self, directory: Path | str) -> None:
-        self.directory = Path(directory)
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / "marks")
-
-    def path(self, key: str) -> Path:
-        return self.directory / f"{safe_key(key)}{self.suffix}"
-
-    def location(self, key: str) -> str:
-        return str(self.path(key))
-
-    def load(self, key: str) -> Mark | None:
-        try:
-            raw = self.path(key).read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise MarkCorrupt(f"unreadable: {e}") from None
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise MarkCorrupt(f"not JSON: {e}") from None
+    def parse(self, data: Any, *, key: str) -> Mark:
         return Mark.from_dict(data, key=key)
-
-    def save(self, mark: Mark) -> None:
-        write_atomic(self.path(mark.key), json.dumps(mark.to_dict(), ensure_ascii=False, indent=1).encode() + b"\n")
-
-    def delete(self, key: str) -> bool:
-        try:
-            self.path(key).unlink()
-        except FileNotFoundError:
-            return False
-        fsync_dir(self.directory)
-        return True
-
-    def keys(self) -> list[str]:
-        if not self.directory.is_dir():
-            return []
-        return sorted(p.name[: -len(self.suffix)] for p in self.directory.glob(f"*{self.suffix}"))
 
 
 def mark_store_from_settings(settings: BaseSettings) -> MarkStore:
@@ -227,7 +179,7 @@ class MarkExtension:
     def spider_opened(self, spider: Spider) -> None:
         if getattr(spider, "worker_id", None) or not hasattr(spider, "mark") or not getattr(spider, "job", None):
             return  # not a platform spider, or a worker (its jobs come and go; no mark is kept for them)
-        self.key = safe_key(spider.job)  # type: ignore[attr-defined]
+        self.key = check_key(spider.job)  # type: ignore[attr-defined]
         try:
             self.old = self.store.load(self.key)
         except MarkCorrupt as e:
@@ -300,7 +252,7 @@ class MarkExtension:
                         f" (post {old.post_id})" if old else "")
             return
         mark = Mark(key=self.key, spider=spider.name, post_id=best.post_id, created_at=best.created_at,
-                    seq=(old.seq if old else 0) + 1, updated_at=utc_now())
+                    seq=(old.seq if old else 0) + 1, updated_at=utc_now_iso())
         try:
             self.store.save(mark)
         except OSError as e:

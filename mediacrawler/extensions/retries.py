@@ -27,13 +27,10 @@ with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REA
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from itemadapter import ItemAdapter, is_item
@@ -41,7 +38,9 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
-from mediacrawler.fsutil import fsync_dir, write_atomic
+from mediacrawler.extensions.checkpoint import check_key
+from mediacrawler.extensions.docstore import FileDocumentStore
+from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.media.index import asset_index_key
 from mediacrawler.spiders._base import target_names
 
@@ -60,14 +59,6 @@ RETRY_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.retries.FileR
 _STORED = frozenset({"downloaded", "deduplicated", "uptodate"})
 
 
-def utc_now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-def safe_key(key: str) -> str:
-    from mediacrawler.extensions.checkpoint import check_key
-
-    return check_key(key)
 
 
 class RetryCorrupt(Exception):
@@ -120,53 +111,14 @@ class RetryStore(Protocol):
     def keys(self) -> list[str]: ...
 
 
-class FileRetryStore:
+class FileRetryStore(FileDocumentStore[RetrySet]):
     """Retry sets as ``<directory>/<key>.json``; ``from_settings``: ``CHECKPOINT_DIR/retry``."""
 
-    suffix = ".json"
+    subdir = "retry"
+    corrupt = RetryCorrupt
 
-    def __init__(self, directory: Path | str) -> None:
-        self.directory = Path(directory)
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / "retry")
-
-    def path(self, key: str) -> Path:
-        return self.directory / f"{safe_key(key)}{self.suffix}"
-
-    def location(self, key: str) -> str:
-        return str(self.path(key))
-
-    def load(self, key: str) -> RetrySet | None:
-        try:
-            raw = self.path(key).read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise RetryCorrupt(f"unreadable: {e}") from None
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise RetryCorrupt(f"not JSON: {e}") from None
+    def parse(self, data: Any, *, key: str) -> RetrySet:
         return RetrySet.from_dict(data, key=key)
-
-    def save(self, retry_set: RetrySet) -> None:
-        write_atomic(self.path(retry_set.key),
-                     json.dumps(retry_set.to_dict(), ensure_ascii=False, indent=1).encode() + b"\n")
-
-    def delete(self, key: str) -> bool:
-        try:
-            self.path(key).unlink()
-        except FileNotFoundError:
-            return False
-        fsync_dir(self.directory)
-        return True
-
-    def keys(self) -> list[str]:
-        if not self.directory.is_dir():
-            return []
-        return sorted(p.name[: -len(self.suffix)] for p in self.directory.glob(f"*{self.suffix}"))
 
 
 def retry_store_from_settings(settings: BaseSettings) -> RetryStore:
@@ -227,7 +179,7 @@ class RetryExtension:
         job = getattr(spider, "job", None)
         if getattr(spider, "worker_id", None) or not job or not hasattr(spider, "retry_posts"):
             return  # not a platform spider, or a worker (its jobs come and go)
-        key = safe_key(job)
+        key = check_key(job)
         try:
             self.set = self.store.load(key)
         except RetryCorrupt as e:
@@ -250,7 +202,7 @@ class RetryExtension:
         if not post_id:
             return
         changed = False
-        now = utc_now()
+        now = utc_now_iso()
         for index_key, asset in _assets(item):
             status = asset.get("status")
             entry = self.set.assets.get(index_key)
@@ -281,7 +233,7 @@ class RetryExtension:
         unreachable: dict[str, str] = getattr(spider, "retry_unreachable", {})
         for index_key, entry in list(self.set.assets.items()):
             if entry["post_id"] in unreachable:
-                entry.update(attempts=int(entry.get("attempts", 0)) + 1, last_failed=utc_now(),
+                entry.update(attempts=int(entry.get("attempts", 0)) + 1, last_failed=utc_now_iso(),
                              reason="post-unreadable")
             if int(entry.get("attempts", 0)) >= self.max_attempts:
                 logger.warning("%s: media asset %s of post %s failed %d times (%s); given up", self.set.key,
