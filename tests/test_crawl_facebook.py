@@ -33,11 +33,8 @@ KEY = f"facebook-page-{PAGE_ID}"
 
 @pytest.fixture(scope="module")
 def fb() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(startup_timeout=30)
-    try:
+    with start_sandbox(startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

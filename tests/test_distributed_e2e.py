@@ -51,21 +51,15 @@ MEDIA_PAGES = int(os.environ.get("DISTRIBUTED_E2E_PAGES", "30"))
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
-    try:
+    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture(scope="module")
 def sb_media() -> Iterator[SandboxProcess]:
     """A sandbox whose timeline ends at MEDIA_PAGES: the job completes (its checkpoint can be cleared)."""
-    proc = start_sandbox(weibo_users=(UID,), weibo_pages=MEDIA_PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
-    try:
+    with start_sandbox(weibo_users=(UID,), weibo_pages=MEDIA_PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def expected_ids(pages: int, served: int = PAGES) -> set[str]:

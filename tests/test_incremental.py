@@ -35,11 +35,8 @@ PAGES, PER_PAGE = 2, 10
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
-    try:
+    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def crawl(sb: SandboxProcess, workdir: Path, name: str, *args: str) -> list[dict]:

@@ -34,11 +34,8 @@ LARGE_THRESHOLD = 128 * 1024  # the sandbox's Weibo pictures are far below it
 
 @pytest.fixture(scope="module")
 def bad_sandbox() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(bad_media=True, startup_timeout=30)
-    try:
+    with start_sandbox(bad_media=True, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 class Case:

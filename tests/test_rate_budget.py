@@ -218,11 +218,8 @@ BUDGET, WINDOW, CEILING = 10.0, 5.0, 11.0  # the issue: no 5-second window above
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
-    try:
+    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def busiest_window(starts: list[float], window: float) -> int:

@@ -205,11 +205,8 @@ def scrapyd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapyd]:
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
-    try:
+    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture

@@ -24,11 +24,8 @@ KEYWORD = "猫"
 
 @pytest.fixture(scope="module")
 def sb() -> Iterator[SandboxProcess]:
-    proc = start_sandbox(weibo_users=UIDS, weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30)
-    try:
+    with start_sandbox(weibo_users=UIDS, weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 def test_start_3_crawls_from_page_3_of_every_configured_target(tmp_path: Path, sb: SandboxProcess) -> None:

@@ -25,11 +25,8 @@ SandboxFactory = Callable[..., SandboxProcess]
 @pytest.fixture(scope="session")
 def sandbox() -> Iterator[SandboxProcess]:
     """The session-wide sandbox subprocess with the default world."""
-    proc = start_sandbox(startup_timeout=30)
-    try:
+    with start_sandbox(startup_timeout=30) as proc:
         yield proc
-    finally:
-        proc.stop()
 
 
 @pytest.fixture
