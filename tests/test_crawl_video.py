@@ -26,7 +26,7 @@ import av
 import pytest
 
 from mediacrawler.items import MediaAsset, Post
-from mediacrawler.media.index import asset_index_key
+from mediacrawler.contracts import asset_index_key
 from mediacrawler.media.manifests import progressive_variants
 from mediacrawler.media.video import (
     LEDGER_NAME,

@@ -206,7 +206,7 @@ def test_checkpoints_and_status_commands_read_the_redis_store(redis_url: str) ->
 
 def test_two_processes_of_one_job_share_the_checkpoint_through_the_extension(redis_url: str,
                                                                             tmp_path: Any) -> None:
-    from mediacrawler.spiders._base import Resume
+    from mediacrawler.contracts import Resume
     from tests.test_extension_checkpoint import make, parsed, scraped
 
     job = "weibo-uid-7365120894"

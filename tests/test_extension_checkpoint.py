@@ -28,7 +28,7 @@ from mediacrawler.extensions.checkpoint import (
 )
 from mediacrawler.extensions.feeds import FeedMark, SyncedFileFeedStorage, repair_torn_tail, sync_feeds
 from mediacrawler.items import Post, Source
-from mediacrawler.spiders._base import Resume
+from mediacrawler.contracts import Resume
 from mediacrawler.spiders.weibo import WeiboSpider
 
 KEY = "weibo-uid-7365120894"

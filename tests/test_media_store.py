@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from mediacrawler.contracts import asset_index_key
 from mediacrawler.media.index import (
     IndexConfigError,
     ObjectRecord,
     RedisMediaIndex,
     SQLiteMediaIndex,
-    asset_index_key,
     index_backend,
     open_index,
 )

@@ -75,6 +75,7 @@ from scrapy.utils.reactor import CallLaterOnce
 from twisted.internet.task import LoopingCall
 
 from mediacrawler import signals as mc_signals
+from mediacrawler.contracts import Resume
 from mediacrawler.extensions.feeds import (
     FeedMark,
     SyncedFileFeedStorage,
@@ -83,7 +84,6 @@ from mediacrawler.extensions.feeds import (
     sync_feeds,
 )
 from mediacrawler.fsutil import fsync_dir, remove_stray_temps, write_atomic
-from mediacrawler.spiders._base import Resume
 
 if TYPE_CHECKING:
     from typing import Self

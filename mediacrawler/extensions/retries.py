@@ -41,7 +41,7 @@ from scrapy.utils.misc import load_object
 from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.extensions.docstore import FileDocumentStore
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.media.index import asset_index_key
+from mediacrawler.contracts import asset_key_of, walk_assets
 from mediacrawler.spiders._base import target_names
 
 if TYPE_CHECKING:
@@ -134,16 +134,8 @@ def retry_store_from_settings(settings: BaseSettings) -> RetryStore:
 
 def _assets(item: Any) -> Iterator[tuple[str, ItemAdapter]]:
     """``(index key, asset)`` of every media asset of a post and of the post it reposts."""
-    post: Any = item
-    for _ in range(8):  # a post and its original; the cap guards cycles
-        if post is None or not is_item(post):
-            return
-        adapter = ItemAdapter(post)
-        platform = str(adapter.get("platform") or "unknown")
-        for media in adapter.get("media") or []:
-            asset = ItemAdapter(media)
-            yield asset_index_key(platform=platform, kind=str(asset.get("kind")), key=str(asset.get("key"))), asset
-        post = adapter.get("reposted")
+    for platform, asset, _ in walk_assets(item):
+        yield asset_key_of(platform, asset), asset
 
 
 class RetryExtension:

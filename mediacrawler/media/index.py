@@ -70,11 +70,6 @@ class SourceRecord:
     key: str | None = None
 
 
-def asset_index_key(*, platform: str, kind: str, key: str) -> str:
-    """The index key of an asset: ``<platform>/<kind>/<key>`` (a Weibo picture is ``weibo/image/<pid>``)."""
-    return f"{platform}/{kind}/{key}"
-
-
 @lru_cache(maxsize=8192)
 def canonical_media_url(url: str) -> str:
     """The URL under which the index remembers a download: query arguments sorted, fragment dropped.

@@ -71,6 +71,7 @@ from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList, succeed
 
+from mediacrawler.contracts import META_SEGMENT
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.handler import META_BODY_SINK, BodySink
 from mediacrawler.media.ledger import Ledger, ledger_path, load_ledger, remove_spool, save_ledger
@@ -106,8 +107,6 @@ DEFAULT_LOG_INTERVAL = 30.0
 #: Spool directory under FILES_STORE (same filesystem as ``objects/``, so publishing is a rename).
 SPOOL_DIR = "spool"
 
-#: request.meta key of a segment request: ``{"key", "start", "end", "probe"}`` (plain data).
-META_SEGMENT = "media_segment"
 
 # Statuses after which a segment is tried again (Scrapy's RetryMiddleware already retried them RETRY_TIMES).
 _TRANSIENT_STATUSES = frozenset({408, 429, 500, 502, 503, 504, 522, 524})

@@ -105,7 +105,8 @@ from scrapy.utils.asyncio import run_in_thread
 
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
-from mediacrawler.media.index import ObjectRecord, asset_index_key
+from mediacrawler.contracts import META_VIDEO, asset_key_of, walk_assets
+from mediacrawler.media.index import ObjectRecord
 from mediacrawler.media.integrity import (
     DEFAULT_MAX_IMAGE_DECODE_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -165,8 +166,6 @@ DEFAULT_DURATION_TOLERANCE = 0.02
 #: MEDIA_VIDEO_MAX_GAP: seconds; a larger jump between consecutive video timestamps fails verification.
 DEFAULT_MAX_GAP = 5.0
 
-#: request.meta key of a fragment/manifest request: ``{"key", "track", "index"}`` (plain data).
-META_VIDEO = "media_video"
 LEDGER_NAME = "ledger.json"
 LEDGER_VERSION = 1
 _LOCK_NAME = ".lock"
@@ -1002,22 +1001,11 @@ def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict
     """``(platform, fields)`` of the MediaAsset of ``item`` (a Post, reposts included) that a media request is for:
     its ``manifest``, ``alternates``, declared ``duration`` and listed ``renditions``. ``("unknown", {})`` when not
     found."""
-    post: Any = item
-    for _ in range(8):  # reposts nest one level in practice; the cap guards cycles
-        if post is None:
-            break
-        adapter = ItemAdapter(post)
-        platform = str(adapter.get("platform") or "unknown")
-        for media in adapter.get("media") or []:
-            asset = ItemAdapter(media)
-            if asset.get("url") != url:
-                continue
-            if index_key is not None and asset_index_key(platform=platform, kind=str(asset.get("kind")),
-                                                         key=str(asset.get("key"))) != index_key:
-                continue
-            renditions = asset.get("renditions")
-            return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
-                              "duration": asset.get("duration"),
-                              "renditions": list(renditions) if renditions is not None else None}
-        post = adapter.get("reposted")
+    for platform, asset, _ in walk_assets(item):
+        if asset.get("url") != url or (index_key is not None and asset_key_of(platform, asset) != index_key):
+            continue
+        renditions = asset.get("renditions")
+        return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
+                          "duration": asset.get("duration"),
+                          "renditions": list(renditions) if renditions is not None else None}
     return "unknown", {}

@@ -25,7 +25,7 @@ from w3lib.url import safe_url_string
 from mediacrawler.contracts import RequestRefused
 from mediacrawler.media.urls import DEFAULT_ALLOWED_SCHEMES, media_url_problem, strip_userinfo
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
-from mediacrawler.pipelines.media import META_ASSET, media_referer
+from mediacrawler.contracts import META_ASSET, media_referer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

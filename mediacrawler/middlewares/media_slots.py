@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from mediacrawler.media.segments import META_SEGMENT
-from mediacrawler.media.video import META_VIDEO
-from mediacrawler.pipelines.media import META_ASSET
+from mediacrawler.contracts import META_ASSET, META_SEGMENT, META_VIDEO
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -59,13 +59,13 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
-from mediacrawler.contracts import RequestRefused
+from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key, media_referer,
+                                    walk_assets)
 from mediacrawler.media.committer import DEFAULT_MAX_BATCH, BatchCommitter, CommitJob
 from mediacrawler.media.index import (
     IndexConfigError,
     MediaIndex,
     ObjectRecord,
-    asset_index_key,
     index_backend,
     open_index,
 )
@@ -76,7 +76,7 @@ from mediacrawler.media.integrity import (
     check_body,
     check_http,
 )
-from mediacrawler.media.segments import DEFAULT_SEGMENT_THRESHOLD, META_SEGMENT
+from mediacrawler.media.segments import DEFAULT_SEGMENT_THRESHOLD
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import (
     STORE_SCHEMES,
@@ -104,10 +104,6 @@ DEFAULT_CONCURRENCY_PER_HOST = 8
 #: (a big decode would hold up a whole round) (MEDIA_INLINE_CHECK_BYTES).
 DEFAULT_INLINE_CHECK_BYTES = 256 * 1024
 
-#: request.meta key carrying the asset's identity (plain data: index key, kind, platform key).
-META_ASSET = "media_asset"
-#: request.meta key set on an image request whose headers announced a body above MEDIA_SEGMENT_THRESHOLD.
-META_LARGE = "media_large"
 #: Seconds between two looks at an asset whose spool another request holds (MEDIA_SPOOL_BUSY_WAIT bounds the wait).
 SPOOL_BUSY_POLL = 0.5
 # request.meta key marking that this request holds a per-host download slot (released exactly once).
@@ -144,19 +140,7 @@ def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
 
     get_media_requests and item_completed both walk this list; that is how results are matched to assets.
     """
-    found: list[tuple[str, ItemAdapter]] = []
-    post: Any = item
-    depth = 0
-    while post is not None and depth < 8:  # reposts nest one level in practice; the cap guards cycles
-        adapter = ItemAdapter(post)
-        platform = str(adapter.get("platform") or "unknown")
-        for media in adapter.get("media") or []:
-            asset = ItemAdapter(media)
-            if asset.get("status") is None:
-                found.append((platform, asset))
-        post = adapter.get("reposted")
-        depth += 1
-    return found
+    return [(platform, asset) for platform, asset, _ in walk_assets(item) if asset.get("status") is None]
 
 
 def download_error_reason(exc: BaseException) -> str:
@@ -175,11 +159,6 @@ def download_error_reason(exc: BaseException) -> str:
     if "connection" in text or "refused" in text or "dns" in text:
         return "connection-error"
     return "download-error"
-
-
-def media_referer(settings: BaseSettings, *, platform: str) -> str | None:
-    """The Referer to send with a platform's media requests: setting ``<PLATFORM>_MEDIA_REFERER`` or none."""
-    return settings.get(f"{platform.upper()}_MEDIA_REFERER") or None
 
 
 def build_media_request(*, url: str, platform: str, kind: str, key: str, referer: str | None) -> Request:

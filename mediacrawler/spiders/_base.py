@@ -60,9 +60,8 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import PlatformRefused
-from mediacrawler.items import MediaAsset, Post, Source
-from mediacrawler.media.index import asset_index_key
+from mediacrawler.contracts import PlatformRefused, Resume, asset_key_of, walk_assets
+from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
 logger = logging.getLogger(__name__)
@@ -74,24 +73,12 @@ _TRACKS = frozenset({"video", "audio"})
 def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
     """The URL in ``post`` (or its original) of asset ``index_key`` with the same path as ``url``."""
     path = urlsplit(url).path
-    for key, asset, _ in _assets_with_keys(post):
-        if key == index_key:
-            for candidate in (asset.url, *asset.alternates):
+    for platform, asset, _ in walk_assets(post):
+        if asset_key_of(platform, asset) == index_key:
+            for candidate in (asset["url"], *asset["alternates"]):
                 if urlsplit(candidate).path == path:
                     return candidate
     return None
-
-
-def _assets_with_keys(post: Post) -> Iterator[tuple[str, MediaAsset, str]]:
-    """``(index key, asset, post id)`` for every media asset of ``post`` and of the post it reposts."""
-    current: Post | None = post
-    for _ in range(8):  # a post and its original; the cap guards cycles
-        if current is None:
-            return
-        for asset in current.media:
-            key = asset_index_key(platform=current.platform, kind=asset.kind, key=asset.key)
-            yield key, asset, current.post_id
-        current = current.reposted
 
 
 #: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
@@ -235,14 +222,6 @@ class Step:
     name: str
     url: str
     headers: dict[str, str] | None = None
-
-
-@dataclass
-class Resume:
-    """Where a checkpoint says to continue: the page to fetch next and the cursor that fetches it."""
-
-    page: int
-    cursor: str | None = None
 
 
 @dataclass
@@ -771,7 +750,8 @@ class PlatformSpider(Spider):
         """Note the post each media asset of ``post`` (and of the post it reposts) belongs to; returns ``post``.
 
         Platform spiders call it for every post they emit that neither :meth:`parse_listing` nor a chain did."""
-        for key, _, post_id in _assets_with_keys(post):
+        for platform, asset, post_id in walk_assets(post):
+            key = asset_key_of(platform, asset)
             self._media_posts[key] = post_id
             self._media_posts.move_to_end(key)
         while len(self._media_posts) > self.media_posts_remembered:
