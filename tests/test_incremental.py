@@ -3,19 +3,21 @@
 Run 1 walks the whole timeline and sets the high-water mark; 3 posts are published (and an old post pinned on top
 of page 1); run 2 requests pages 1 and 2 only, emits exactly the 3 new posts and downloads only their pictures;
 run 3 (nothing new) requests page 1 only and emits nothing; ``-a full=true`` walks every page again and downloads
-nothing (every asset is recognised by its key). Expectations come from the sandbox's own world model.
+nothing (every asset is recognised by its key). Expectations come from the sandbox's own world model. The first test
+runs twice: marks and checkpoints in files, and in a real redis-server (``CHECKPOINT_BACKEND=redis`` with
+REDIS_URL; the marks follow it), where the crawls share no state on disk but the media store.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 from scrapy.utils.test import get_crawler
 
-from mediacrawler.extensions.marks import FileMarkStore, MarkExtension
+from mediacrawler.extensions.marks import FileMarkStore, MarkExtension, MarkStore, RedisMarkStore
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page
 from mediacrawler.parsers.weibo import parse_mblog
@@ -39,24 +41,41 @@ def sb() -> Iterator[SandboxProcess]:
         yield proc
 
 
-def crawl(sb: SandboxProcess, workdir: Path, name: str, *args: str) -> list[dict]:
-    code, log = run(crawl_command("weibo", sb, workdir, "-a", f"uid={UID}", *args, run=name), workdir, name=name)
+def crawl(sb: SandboxProcess, workdir: Path, name: str, *args: str, redis_url: str | None = None) -> list[dict]:
+    if redis_url:
+        args = (*args, "-s", "CHECKPOINT_BACKEND=redis")
+    code, log = run(crawl_command("weibo", sb, workdir, "-a", f"uid={UID}", *args, run=name), workdir, name=name,
+                    redis_url=redis_url)
     assert code == 0, log[-3000:]
     return records(workdir / name / "weibo" / f"{KEY}.jsonl")
 
 
-def test_second_run_fetches_only_new_posts_and_their_media(tmp_path: Path, sb: SandboxProcess) -> None:
+@pytest.mark.parametrize("backend", ["file", "redis"])
+def test_second_run_fetches_only_new_posts_and_their_media(tmp_path: Path, sb: SandboxProcess, backend: str,
+                                                           request: pytest.FixtureRequest) -> None:
     sb.reset()
     world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
     old_ids = [p.id for p in world.timeline(UID)]
-    marks = FileMarkStore(tmp_path / "checkpoints" / "marks")
+    redis_url: str | None = request.getfixturevalue("redis_url") if backend == "redis" else None
+    marks: MarkStore
+    if redis_url:
+        client = redis.Redis.from_url(redis_url)
+        marks = RedisMarkStore(client, "mediacrawler:marks")
+    else:
+        marks = FileMarkStore(tmp_path / "checkpoints" / "marks")
 
-    first = crawl(sb, tmp_path, "run1")
+    def crawl_run(name: str) -> list[dict]:
+        return crawl(sb, tmp_path, name, redis_url=redis_url)
+
+    first = crawl_run("run1")
     assert sorted(r["post_id"] for r in first) == sorted(old_ids)
     assert [page for _, page in listing_requests(sb)] == [1, 2, 3]  # page 3: the end-of-list answer
     mark = marks.load(KEY)
     assert mark is not None and mark.post_id == old_ids[0]
     assert (tmp_path / "checkpoints" / f"{KEY}.json").exists() is False  # completed: checkpoint cleared
+    if redis_url:
+        assert not (tmp_path / "checkpoints" / "marks").exists()  # nothing on disk: the mark is in Redis
+        assert client.keys("mediacrawler:checkpoint:*") == []  # the shared checkpoint, cleared
 
     sb.reset()
     new_ids = control(sb, "weibo/publish", {"uid": UID, "count": 3})["ids"]
@@ -66,7 +85,7 @@ def test_second_run_fetches_only_new_posts_and_their_media(tmp_path: Path, sb: S
     new_pics = {pic.path("large") for i in new_ids for pic in world.posts[i].pics}
     assert new_pics
 
-    second = crawl(sb, tmp_path, "run2")
+    second = crawl_run("run2")
     assert sorted(r["post_id"] for r in second) == sorted(new_ids)
     assert [page for _, page in listing_requests(sb)] == [1, 2]  # page 2 is all below the mark: stop there
     assert set(media_paths(sb)) == new_pics
@@ -78,12 +97,13 @@ def test_second_run_fetches_only_new_posts_and_their_media(tmp_path: Path, sb: S
     assert mark is not None and mark.post_id == new_ids[0]  # the newest new post, never the pinned one
 
     before = len(sb.requests())  # no reset: it would unpublish the new posts
-    third = crawl(sb, tmp_path, "run3")
+    third = crawl_run("run3")
     assert third == []
     entries = sb.requests()[before:]
     assert [(e["path"], e["query"].split("page=")[-1]) for e in entries] == [
         ("/weibo/api/container/getIndex", "1")]  # page 1, nothing else: no other page, no media
-    assert json.loads((tmp_path / "checkpoints" / "marks" / f"{KEY}.json").read_text())["post_id"] == new_ids[0]
+    mark = marks.load(KEY)
+    assert mark is not None and mark.post_id == new_ids[0] and mark.seq == 2
 
 
 def test_full_walks_every_page_and_downloads_nothing_known(tmp_path: Path, sb: SandboxProcess) -> None:

@@ -1,11 +1,11 @@
 """Nothing left behind: a video whose URLs fail for good in one crawl is stored by the next run of the same source,
 and by ``mediacrawler retry``, with REDIS_URL set and dedupe on (the post is in the Redis seen set by then, and must
-still go through). Real subprocesses, a real redis-server, the sandbox's media fault knobs."""
+still go through). Real subprocesses, a real redis-server, the sandbox's media fault knobs. Each test runs with the
+retry set in a file and in Redis (``CHECKPOINT_BACKEND=redis``: the retry set follows it, nothing on disk)."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from mediacrawler.extensions.retries import FileRetryStore, RedisRetryStore, RetryStore
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run
@@ -30,6 +31,14 @@ def sb() -> Iterator[SandboxProcess]:
         yield proc
 
 
+@pytest.fixture(params=["file", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> tuple[tuple[str, ...], RetryStore]:
+    """The ``-s`` settings of every command of the test, and the store where its retry set is expected."""
+    if request.param == "file":
+        return (), FileRetryStore(tmp_path / "checkpoints" / "retry")
+    return ("-s", "CHECKPOINT_BACKEND=redis"), RedisRetryStore(redis.Redis.from_url(redis_url), "mediacrawler:retry")
+
+
 def video_post() -> tuple[str, set[str]]:
     """The timeline post with its own video, and every path of that video's files."""
     world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
@@ -38,19 +47,24 @@ def video_post() -> tuple[str, set[str]]:
     return post.id, {post.video.path(q) for q in post.video.qualities}
 
 
-def first_run_fails_the_video(sb: SandboxProcess, tmp_path: Path, redis_url: str) -> tuple[str, set[str], str]:
+def first_run_fails_the_video(sb: SandboxProcess, tmp_path: Path, redis_url: str,
+                              backend: tuple[tuple[str, ...], RetryStore]) -> tuple[str, set[str], str]:
     """Crawl with every file of one video answering 404; the record says failed, the retry set holds it."""
     post_id, paths = video_post()
+    settings, store = backend
     sb.reset()
     sb.set_faults(media_errors=[{"status": 404, "path": p} for p in sorted(paths)])
-    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", run="run1"), tmp_path,
+    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", *settings, run="run1"), tmp_path,
                     redis_url=redis_url, name="run1")
     assert code == 0, log[-3000:]
     first = {r["post_id"]: r for r in records(tmp_path / "run1" / "weibo" / f"{KEY}.jsonl")}
     assert len(first) == PER_PAGE
     video = [m for m in first[post_id]["media"] if m["kind"] == "video"]
     assert len(video) == 1 and video[0]["status"] == "failed", video
-    retry = json.loads((tmp_path / "checkpoints" / "retry" / f"{KEY}.json").read_text())
+    retry_set = store.load(KEY)
+    assert retry_set is not None
+    assert (tmp_path / "checkpoints" / "retry" / f"{KEY}.json").exists() is isinstance(store, FileRetryStore)
+    retry = retry_set.to_dict()
     assert retry["args"] == {"uid": str(UID)}
     assert [(k, a["post_id"], a["reason"]) for k, a in retry["assets"].items()] == [
         (f"weibo/video/{video[0]['key']}", post_id, video[0]["error"].split(":")[0])]
@@ -63,7 +77,7 @@ def first_run_fails_the_video(sb: SandboxProcess, tmp_path: Path, redis_url: str
 
 
 def assert_stored_on_retry(tmp_path: Path, records_path: Path, post_id: str, paths: set[str],
-                           sb: SandboxProcess) -> None:
+                           sb: SandboxProcess, store: RetryStore) -> None:
     again = records(records_path)
     assert [r["post_id"] for r in again] == [post_id]  # the post, read again; nothing else
     video = [m for m in again[0]["media"] if m["kind"] == "video"]
@@ -72,31 +86,33 @@ def assert_stored_on_retry(tmp_path: Path, records_path: Path, post_id: str, pat
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == video[0]["sha256"]
     fetched = set(media_paths(sb))
     assert fetched and fetched <= paths  # only the video's files were downloaded
-    assert not (tmp_path / "checkpoints" / "retry" / f"{KEY}.json").exists()  # nothing pending any more
+    assert store.load(KEY) is None and store.keys() == []  # nothing pending any more
 
 
-def test_next_run_of_the_source_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
-    post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url)
-    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", run="run2"), tmp_path,
+def test_next_run_of_the_source_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str,
+                                                        backend: tuple[tuple[str, ...], RetryStore]) -> None:
+    post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url, backend)
+    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", *backend[0], run="run2"), tmp_path,
                     redis_url=redis_url, name="run2")
     assert code == 0, log[-3000:]
     show = [e for e in sb.requests() if e["path"].endswith("/statuses/show")]
     assert [e["query"] for e in show] == [f"id={post_id}"]  # the post read again for fresh URLs
     assert [page for _, page in listing_requests(sb)] == [1]  # then the listing: all below the mark
-    assert_stored_on_retry(tmp_path, tmp_path / "run2" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb)
+    assert_stored_on_retry(tmp_path, tmp_path / "run2" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb, backend[1])
     assert f"{KEY}: 0 media assets pending retry (1 stored on retry in this run)" in log
     assert "'dedupe/retry_pending': 1" in log
 
 
-def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
-    post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url)
+def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str,
+                                                    backend: tuple[tuple[str, ...], RetryStore]) -> None:
+    post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url, backend)
     command = [sys.executable, "-m", "mediacrawler", "retry", "--platform", "weibo",
-               *crawl_command("weibo", sb, tmp_path, run="retry")[5:]]  # the same -s settings
+               *crawl_command("weibo", sb, tmp_path, *backend[0], run="retry")[5:]]  # the same -s settings
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry")
     assert code == 0, log[-3000:]
     assert f"{KEY}: retrying 1 media assets of 1 posts" in log and f"{KEY}: every media asset stored" in log
     assert listing_requests(sb) == []  # retry only: no listing page
-    assert_stored_on_retry(tmp_path, tmp_path / "retry" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb)
+    assert_stored_on_retry(tmp_path, tmp_path / "retry" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb, backend[1])
 
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry-again")
     assert code == 0 and "no media pending retry for weibo" in log, log[-3000:]

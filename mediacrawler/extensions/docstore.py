@@ -2,8 +2,10 @@
 (:mod:`.marks`) and the media retry sets (:mod:`.retries`), beside the checkpoints (docs/operations.md, "Incremental
 sync and retries").
 
-A subclass names its sub-directory of CHECKPOINT_DIR, the exception for an unusable file, and how a decoded document
-becomes its object (:meth:`FileDocumentStore.parse`); documents have ``key`` and ``to_dict()``.
+A subclass names its sub-directory of CHECKPOINT_DIR, the exception for an unusable file, and its document class
+(``key``, ``to_dict()``, ``from_dict(data, key=)``). The Redis store of the same documents, for processes that share
+no disk, is :class:`mediacrawler.distributed.docstore.RedisDocumentStore`; :func:`document_store_from_settings`
+picks one by a backend setting.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.misc import load_object
 
 from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.fsutil import fsync_dir, write_atomic
@@ -26,6 +31,9 @@ class Document(Protocol):
 
     def to_dict(self) -> dict[str, Any]: ...
 
+    @classmethod
+    def from_dict(cls, data: Any, *, key: str) -> Document: ...
+
 
 D = TypeVar("D", bound=Document)
 
@@ -35,6 +43,8 @@ class FileDocumentStore(Generic[D]):
 
     suffix = ".json"
     subdir: ClassVar[str]
+    #: The class of the documents (its ``from_dict`` raises :attr:`corrupt` for data that is not one).
+    document: ClassVar[type[Any]]
     #: Raised by :meth:`load` for a file that exists but cannot be used.
     corrupt: ClassVar[type[Exception]]
 
@@ -44,10 +54,6 @@ class FileDocumentStore(Generic[D]):
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
         return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / cls.subdir)
-
-    def parse(self, data: Any, *, key: str) -> D:
-        """The document of decoded JSON ``data`` (raises :attr:`corrupt` when it is not one)."""
-        raise NotImplementedError
 
     def path(self, key: str) -> Path:
         return self.directory / f"{check_key(key)}{self.suffix}"
@@ -66,7 +72,8 @@ class FileDocumentStore(Generic[D]):
             data = json.loads(raw)
         except ValueError as e:
             raise self.corrupt(f"not JSON: {e}") from None
-        return self.parse(data, key=key)
+        parsed: D = self.document.from_dict(data, key=key)
+        return parsed
 
     def save(self, document: D) -> None:
         write_atomic(self.path(document.key),
@@ -84,3 +91,18 @@ class FileDocumentStore(Generic[D]):
         if not self.directory.is_dir():
             return []
         return sorted(p.name[: -len(self.suffix)] for p in self.directory.glob(f"*{self.suffix}"))
+
+
+def document_store_from_settings(settings: BaseSettings, setting: str, backends: dict[str, str]) -> Any:
+    """The store the backend setting ``setting`` names: a short name of ``backends`` (``file``, ``redis``) or the
+    import path of a store class with ``from_settings(settings)``. Empty: the kind of ``CHECKPOINT_BACKEND``
+    (``redis`` when the checkpoints are in Redis, as for workers; else ``file``), so these documents are kept
+    with the checkpoints. NotConfigured when it names nothing usable."""
+    name = str(settings.get(setting) or "")
+    if not name:
+        name = "redis" if str(settings.get("CHECKPOINT_BACKEND") or "").lower() == "redis" else "file"
+    try:
+        cls = load_object(backends.get(name.lower(), name))
+    except (ImportError, NameError, ValueError) as e:
+        raise NotConfigured(f"{setting}={name!r} is neither one of {sorted(backends)} nor importable: {e}") from e
+    return cls.from_settings(settings)

@@ -21,8 +21,9 @@ How it is used (:class:`MarkExtension`):
   checkpoint), stopped at ``max_pages`` or was interrupted leaves the mark where it was: the next run walks down to
   the old mark again, and dedupe/the checkpoint drop what it already stored.
 
-Settings: ``MARKS_ENABLED`` (default ``True``), ``MARKS_BACKEND`` (``file`` or the import path of a store class
-with ``from_settings(settings)``; the file store lives under ``CHECKPOINT_DIR``). See docs/operations.md,
+Settings: ``MARKS_ENABLED`` (default ``True``), ``MARKS_BACKEND`` (``file``: under ``CHECKPOINT_DIR``; ``redis``:
+the ``MARKS_REDIS_KEY`` hash, for processes that share no disk; or the import path of a store class with
+``from_settings(settings)``; empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md,
 "Incremental sync and retries".
 """
 
@@ -35,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from itemadapter import ItemAdapter, is_item
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
 
+from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.extensions.checkpoint import check_key
-from mediacrawler.extensions.docstore import FileDocumentStore
+from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.spiders._base import HighWaterMark
 
@@ -55,9 +56,8 @@ logger = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 
 #: Short names accepted by ``MARKS_BACKEND``.
-MARK_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.marks.FileMarkStore"}
-
-
+MARK_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.marks.FileMarkStore",
+                                 "redis": "mediacrawler.extensions.marks.RedisMarkStore"}
 
 
 class MarkCorrupt(Exception):
@@ -116,22 +116,21 @@ class FileMarkStore(FileDocumentStore[Mark]):
     """Marks as ``<directory>/<key>.json`` files; ``from_settings``: ``CHECKPOINT_DIR/marks``."""
 
     subdir = "marks"
+    document = Mark
     corrupt = MarkCorrupt
 
-    def parse(self, data: Any, *, key: str) -> Mark:
-        return Mark.from_dict(data, key=key)
+
+class RedisMarkStore(RedisDocumentStore[Mark]):
+    """Marks in the Redis hash ``MARKS_REDIS_KEY`` (``MARKS_BACKEND = "redis"``; needs REDIS_URL)."""
+
+    key_setting = "MARKS_REDIS_KEY"
+    document = Mark
+    corrupt = MarkCorrupt
 
 
 def mark_store_from_settings(settings: BaseSettings) -> MarkStore:
     """The store ``MARKS_BACKEND`` names; NotConfigured when it names nothing usable."""
-    name = str(settings.get("MARKS_BACKEND") or "file")
-    path = MARK_BACKENDS.get(name.lower(), name)
-    try:
-        cls = load_object(path)
-    except (ImportError, NameError, ValueError) as e:
-        raise NotConfigured(f"MARKS_BACKEND={name!r} is neither one of {sorted(MARK_BACKENDS)} nor importable: "
-                            f"{e}") from e
-    store: MarkStore = cls.from_settings(settings)
+    store: MarkStore = document_store_from_settings(settings, "MARKS_BACKEND", MARK_BACKENDS)
     return store
 
 
@@ -182,7 +181,7 @@ class MarkExtension:
         self.key = check_key(spider.job)  # type: ignore[attr-defined]
         try:
             self.old = self.store.load(self.key)
-        except MarkCorrupt as e:
+        except (MarkCorrupt, OSError) as e:
             logger.warning("%s: high-water mark %s is unusable (%s); every page is walked", self.key,
                            self.store.location(self.key), e)
             self.stats.inc_value("incremental/mark_corrupt")

@@ -21,7 +21,8 @@ No URL is kept (signed media URLs carry tokens): the post is read again for fres
 
 ``mediacrawler retry [--platform P]`` (:func:`main`) runs a retry-only crawl (``-a retry_only=true``) of every job
 with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``, ``RETRY_MEDIA_MAX_ATTEMPTS``,
-``RETRY_MEDIA_BACKEND`` (``file``). See docs/operations.md, "Incremental sync and retries".
+``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: the ``RETRY_MEDIA_REDIS_KEY`` hash; empty, the default: the kind of
+``CHECKPOINT_BACKEND``). See docs/operations.md, "Incremental sync and retries".
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from itemadapter import ItemAdapter, is_item
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
 
+from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.extensions.checkpoint import check_key
-from mediacrawler.extensions.docstore import FileDocumentStore
+from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets
 from mediacrawler.spiders._base import target_names
@@ -54,7 +55,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-RETRY_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.retries.FileRetryStore"}
+RETRY_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.retries.FileRetryStore",
+                                  "redis": "mediacrawler.extensions.retries.RedisRetryStore"}
 #: Statuses of an asset that is stored.
 _STORED = frozenset({"downloaded", "deduplicated", "uptodate"})
 
@@ -115,20 +117,21 @@ class FileRetryStore(FileDocumentStore[RetrySet]):
     """Retry sets as ``<directory>/<key>.json``; ``from_settings``: ``CHECKPOINT_DIR/retry``."""
 
     subdir = "retry"
+    document = RetrySet
     corrupt = RetryCorrupt
 
-    def parse(self, data: Any, *, key: str) -> RetrySet:
-        return RetrySet.from_dict(data, key=key)
+
+class RedisRetryStore(RedisDocumentStore[RetrySet]):
+    """Retry sets in the Redis hash ``RETRY_MEDIA_REDIS_KEY`` (``RETRY_MEDIA_BACKEND = "redis"``; needs REDIS_URL)."""
+
+    key_setting = "RETRY_MEDIA_REDIS_KEY"
+    document = RetrySet
+    corrupt = RetryCorrupt
 
 
 def retry_store_from_settings(settings: BaseSettings) -> RetryStore:
-    name = str(settings.get("RETRY_MEDIA_BACKEND") or "file")
-    try:
-        cls = load_object(RETRY_BACKENDS.get(name.lower(), name))
-    except (ImportError, NameError, ValueError) as e:
-        raise NotConfigured(f"RETRY_MEDIA_BACKEND={name!r} is neither one of {sorted(RETRY_BACKENDS)} nor "
-                            f"importable: {e}") from e
-    store: RetryStore = cls.from_settings(settings)
+    """The store ``RETRY_MEDIA_BACKEND`` names; NotConfigured when it names nothing usable."""
+    store: RetryStore = document_store_from_settings(settings, "RETRY_MEDIA_BACKEND", RETRY_BACKENDS)
     return store
 
 
@@ -177,6 +180,11 @@ class RetryExtension:
         except RetryCorrupt as e:
             logger.warning("%s: retry set %s is unusable (%s); starting a new one", key, self.store.location(key), e)
             self.set = None
+        except OSError as e:  # the store is out of reach: recording now would overwrite what it holds
+            logger.error("%s: cannot read the retry set %s (%s); no media are retried or recorded in this run", key,
+                         self.store.location(key), e)
+            self.stats.inc_value("retry/read_errors")
+            return
         if self.set is None:
             args = {name: str(value) for name in sorted(target_names(type(spider)))
                     if (value := getattr(spider.args, name, None)) is not None}  # type: ignore[attr-defined]
@@ -292,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in store.keys():
         try:
             found = store.load(key)
-        except (RetryCorrupt, ValueError) as e:
+        except (RetryCorrupt, ValueError, OSError) as e:
             print(f"{key}: unreadable retry set: {e}", file=sys.stderr)
             status = 1
             continue
