@@ -4,8 +4,9 @@ Scrapy builds the spider inside the crawl, so an invalid ``-a`` value raised fro
 exit status 1. Here the spider's own argument model checks ``-a`` while the options are processed, before any
 crawler (or its log banner) exists: a bad value prints one line naming the argument and exits with status 2, and
 nothing is crawled. So does a directory the crawl must write to (FILES_STORE, CHECKPOINT_DIR, OUTPUT_DIR) that
-cannot be written. A run the platform refused (e.g. login required), with a listing page that failed for good, or
-whose checkpoint could not be written exits with status 1.
+cannot be written. A run the platform refused (e.g. login required), with a listing page that failed for good,
+whose checkpoint could not be written, or that was stopped before it could close (a second SIGTERM/SIGINT, or
+SHUTDOWN_GRACE ran out: the checkpoint keeps the last completed page) exits with status 1.
 
 Given no target (``-a uid=…``), the crawl takes the targets of ``<PLATFORM>_TARGETS`` (``"<argument>:<value>"``
 entries): one crawler per target, each its own job and checkpoint, run side by side in this process, with the
@@ -161,12 +162,19 @@ class Command(ScrapyCrawlCommand):
 
     @staticmethod
     def _exit_status(name: str, crawler: Crawler) -> int:
+        assert crawler.stats is not None
+        if crawler.stats.get_value("shutdown/forced") or crawler.stats.get_value("finish_reason") is None:
+            # The reactor was stopped before the spider closed (Scrapy's "forcing unclean shutdown", or our
+            # SHUTDOWN_GRACE): what was in flight is lost for this run, so this is no success.
+            print(f"error: {name}: stopped before the crawl could close (second signal or SHUTDOWN_GRACE); the "
+                  f"checkpoint keeps the last completed page, run the same command again to go on",
+                  file=sys.stderr)
+            return 1
         reason = getattr(crawler.spider, "close_reason", None)
         if reason in FATAL_CLOSE_REASONS:
             print(f"error: {name}: stopped: {reason}", file=sys.stderr)
             return 1
         status = 0
-        assert crawler.stats is not None
         if crawler.stats.get_value("checkpoint/write_errors"):
             print(f"error: {name}: the checkpoint could not be written (see the log): the next run may "
                   f"fetch pages again", file=sys.stderr)
