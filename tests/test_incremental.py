@@ -159,3 +159,54 @@ def test_pinned_posts_never_stop_the_walk_nor_become_the_mark(tmp_path: Path) ->
     for post in (_post("90"), _post("500", pinned=True), _post("120"), _post("110")):
         ext.item_scraped(post, spider)
     assert ext.best == HighWaterMark(post_id="120")
+
+
+def test_xhs_profile_notes_are_judged_by_the_time_in_their_ids_and_pinned_ones_stay_pinned() -> None:
+    from mediacrawler.parsers import xhs as xhs_parser
+    from mediacrawler.sandbox.xhs import USER_ID, build_xhs_world, note_page, profile_page
+    from mediacrawler.spiders.xhs import XhsSpider
+
+    base = "http://127.0.0.1:9"
+    world = build_xhs_world()
+    notes = world.user_notes()
+    world.pinned = notes[-1].id  # the oldest note, pinned: shown first
+    html = profile_page(world, USER_ID, base=base).decode()
+    spider = XhsSpider.from_crawler(get_crawler(XhsSpider), user=USER_ID)
+
+    def read(note_id: str) -> dict:
+        return xhs_parser.read_note_page(note_page(world, note_id, base=base, xsec_token=None).decode(),
+                                         note_id=note_id)
+
+    # The mark as the marks extension keeps it: a note read from its page (its own time, not the id's).
+    source = Source(spider="xhs", job=spider.job, page=1)
+    marked = xhs_parser.post_from_read(read(notes[2].id), note_id=notes[2].id, source=source)
+    assert marked.created_at is not None
+    spider.mark = HighWaterMark(post_id=marked.post_id, created_at=marked.created_at)
+    page = spider._profile(html)
+    assert list(page.incomplete)[0] == world.pinned and len(page.incomplete) == 6
+    assert spider._apply_mark(page, 1) is False  # two notes are newer
+    assert list(page.incomplete) == [notes[0].id, notes[1].id]  # the pinned old note is not read again either
+
+    newest = xhs_parser.post_from_read(read(notes[0].id), note_id=notes[0].id, source=source)
+    spider.mark = HighWaterMark(post_id=newest.post_id, created_at=newest.created_at)  # nothing is new
+    page = spider._profile(html)
+    assert spider._apply_mark(page, 1) is True and page.incomplete == {}
+
+    # The pinned note, read from its page, keeps the card's flag: it never becomes the mark.
+    spider.mark = None
+    page = spider._profile(html)
+    chain = {"post_id": world.pinned, "raw": page.incomplete[world.pinned], "data": {"read": read(world.pinned)}}
+    post = spider.post_from_chain(chain, source, missing=None)
+    assert post.extra.get("pinned") is True and post.created_at is not None
+    other = {"post_id": notes[0].id, "raw": page.incomplete[notes[0].id], "data": {"read": read(notes[0].id)}}
+    assert "pinned" not in spider.post_from_chain(other, source, missing=None).extra
+    assert xhs_parser.note_id_time(notes[0].id) == newest.created_at  # the sandbox's ids carry the note's time
+    assert xhs_parser.note_id_time("not-an-id") is None and xhs_parser.note_id_time("0" * 24) is None
+
+
+def test_douyin_is_top_is_the_pinned_flag() -> None:
+    from mediacrawler.parsers.douyin import aweme_to_post
+
+    aweme = {"aweme_id": "7300000000000000001", "desc": "x", "create_time": 1764390000}
+    assert aweme_to_post({**aweme, "is_top": 1}).extra["pinned"] is True
+    assert "pinned" not in aweme_to_post({**aweme, "is_top": 0}).extra

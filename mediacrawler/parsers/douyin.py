@@ -12,7 +12,8 @@ handled (see tests/fixtures/douyin/ and docs/platforms.md, "Douyin"):
   ``{"status_code":0,"aweme_detail":{aweme}}``; ``status_code`` ≠ 0 or ``aweme_detail: null`` (with
   ``filter_detail``) for an item that cannot be shown.
 - An aweme: ``aweme_id``, ``desc``, ``create_time`` (Unix seconds), ``aweme_type`` (68 and 2: image album),
-  ``author{uid,nickname,sec_uid}``, ``statistics{digg_count,comment_count,share_count,play_count}``,
+  ``is_top`` (1: pinned by its author, ``extra.pinned``), ``author{uid,nickname,sec_uid}``,
+  ``statistics{digg_count,comment_count,share_count,play_count}``,
   ``video{play_addr{uri,url_list},bit_rate[{gear_name,quality_type,bit_rate,is_h265|is_bytevc1|codec_type,
   play_addr{url_list,width,height,data_size}}],width,height,duration (ms)}``, ``images[{uri,url_list,width,
   height}]``, ``music{id,title,author,play_url{url_list},duration}``.
@@ -341,6 +342,9 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
     video = as_obj(aweme.get("video"))
     media: list[MediaAsset] = []
     extra: dict[str, Any] = {"aweme_type": aweme_type}
+    if aweme.get("is_top") in (1, True, "1"):
+        # Pinned to the top of the author's list, out of time order (never a high-water mark, never a stop).
+        extra["pinned"] = True
     sec_uid = as_text(author_raw.get("sec_uid"))
     if sec_uid and len(sec_uid) <= 100:
         extra["author_sec_uid"] = sec_uid

@@ -16,7 +16,10 @@ their data in ``window.__INITIAL_STATE__`` (see docs/platforms.md, "XiaoHongShu"
 - An unavailable note (``serverRequestInfo.state == "fail"``, or no usable ``noteDetailMap`` entry) is a record
   with ``deleted: true`` and ``extra.unavailable``, not an error.
 - Profile page ``/user/profile/{id}``: ``user.notes[0][]`` cards (``noteCard`` + ``xsecToken``) →
-  :func:`parse_profile_page`. Later pages of a profile come from signed APIs this project does not use.
+  :func:`parse_profile_page`. Later pages of a profile come from signed APIs this project does not use. A card
+  carries no time, but a note id is a MongoDB ObjectId whose first 8 hex digits are its creation time in Unix
+  seconds (:func:`note_id_time`): the high-water mark judges listed notes by it. A note its author pinned has
+  ``interactInfo.sticky: true`` (:func:`card_pinned`; the record gets ``extra.pinned``).
 - Rate limiting: HTTP 461, or code ``300012`` (a JSON body, or ``serverRequestInfo.errorCode`` in the state):
   :func:`classify_page`.
 """
@@ -47,6 +50,8 @@ from mediacrawler.parsers._common import (
 __all__ = [
     "NOTE_ID_RE",
     "ProfileNote",
+    "card_pinned",
+    "note_id_time",
     "ProfilePage",
     "classify_page",
     "initial_state",
@@ -82,6 +87,8 @@ _STATE_MARK = "window.__INITIAL_STATE__"
 _XSEC_RE = re.compile(r"^[A-Za-z0-9_=+/-]{1,256}$")
 # Milliseconds between 2000 and 2100: anything else is not a time.
 _MS_MIN, _MS_MAX = 946_684_800_000, 4_102_444_800_000
+#: Seconds of 2013-01-01 (before XHS existed) and 2100: an id prefix outside them is no creation time.
+_ID_TIME_MIN, _ID_TIME_MAX = 1_356_998_400, 4_102_444_800
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -383,13 +390,31 @@ def parse_note_page(html: str, *, note_id: str, source: Source | None = None,
 # ------------------------------------------------------------------------------------------------ profiles
 
 
+def note_id_time(note_id: str) -> str | None:
+    """When a note was created, from its id (an ObjectId: the first 8 hex digits are Unix seconds), in the
+    records' one time format; ``None`` for an id that is not one or whose prefix is no plausible time."""
+    if not NOTE_ID_RE.match(note_id):
+        return None
+    return iso_from_timestamp(int(note_id[:8], 16), low=_ID_TIME_MIN, high=_ID_TIME_MAX)
+
+
+def card_pinned(card: dict[str, Any]) -> bool:
+    """Whether a profile card is a note its author pinned to the top (``interactInfo.sticky``; ``sticky`` on the
+    card itself in older pages): out of time order, so it never stops pagination nor moves a high-water mark."""
+    return any(value in (True, 1, "1", "true") for value in (as_obj(card.get("interactInfo")).get("sticky"),
+                                                              card.get("sticky")))
+
+
 @dataclass
 class ProfileNote:
-    """A note card of a profile page: its id, the ``xsecToken`` that opens its page, and the card itself."""
+    """A note card of a profile page: its id, the ``xsecToken`` that opens its page, the card itself, whether it is
+    pinned (:func:`card_pinned`) and when it was created as its id says (:func:`note_id_time`)."""
 
     note_id: str
     xsec_token: str | None
     card: dict[str, Any]
+    pinned: bool = False
+    listed_at: str | None = None
 
 
 @dataclass
@@ -429,7 +454,7 @@ def parse_profile_page(html: str, *, user_id: str) -> ProfilePage:
         seen.add(note_id)
         token = _text(raw.get("xsecToken") or card.get("xsecToken"))
         page.notes.append(ProfileNote(note_id=note_id, xsec_token=token if _XSEC_RE.match(token) else None,
-                                      card=card))
+                                      card=card, pinned=card_pinned(card), listed_at=note_id_time(note_id)))
     more = _list(user_area.get("noteQueries"))
     page.has_more = bool(more and as_obj(more[0]).get("hasMore"))
     return page
@@ -447,5 +472,7 @@ def post_from_card(card: dict[str, Any], *, note_id: str, source: Source | None 
     title = _text(card.get("displayTitle"))
     if title:
         extra["title"] = title
+    if card_pinned(card):
+        extra["pinned"] = True
     return Post(platform=PLATFORM, post_id=note_id, url=note_url(note_id), author=_author(card.get("user")),
                 created_at=None, metrics=metrics, media=media, source=source, fetched_at=fetched_at, extra=extra)

@@ -7,7 +7,9 @@ World model
 ===========
 ``build_xhs_world(seed=1)`` returns an :class:`XhsWorld`: one user (:data:`USER_ID`) with :data:`NOTE_COUNT` notes,
 newest first. Note ``i`` follows ``i % 4``: 0 three images, 1 a video (its cover in ``imageList``), 2 four images,
-3 one image. Every note has its own ``xsec_token``. Two more ids are not notes: :data:`GONE_NOTE` (the page says
+3 one image. Every note has its own ``xsec_token``. Note ids are ObjectIds as on the site: the first 8 hex digits
+are the note's time in Unix seconds. ``XhsWorld.pinned`` names a note its author pinned: the profile shows it first,
+with ``interactInfo.sticky: true``. Two more ids are not notes: :data:`GONE_NOTE` (the page says
 ``serverRequestInfo.state: "fail"``, code -510001) and :data:`EMPTY_NOTE` (a ``noteDetailMap`` entry with an empty
 note). Any other 24-hex id is answered like :data:`GONE_NOTE`.
 
@@ -98,6 +100,8 @@ class XhsWorld:
 
     notes: dict[str, XhsNote] = field(default_factory=dict)
     order: list[str] = field(default_factory=list)
+    #: A note pinned to the top of the profile (``None``: none).
+    pinned: str | None = None
 
     def user_notes(self) -> list[XhsNote]:
         """The user's notes, newest first."""
@@ -114,7 +118,7 @@ def build_xhs_world(seed: int = 1) -> XhsWorld:
     world = XhsWorld()
     time_ms = XHS_NOW_MS
     for i in range(NOTE_COUNT):
-        note_id = "6560" + stable_hex(seed, "xhs-note", i, length=20)
+        note_id = f"{time_ms // 1000:08x}" + stable_hex(seed, "xhs-note", i, length=16)
         kind = "video" if i % 4 == 1 else "normal"
         count = {0: 3, 1: 1, 2: 4, 3: 1}[i % 4]
         images = tuple(_image(90_000 + i * 10 + k) for k in range(count))
@@ -244,14 +248,18 @@ def profile_page(world: XhsWorld, user_id: str, *, base: str) -> bytes:
                 "serverRequestInfo": {"state": "fail", "errorCode": -510001, "errMsg": "用户不存在"}}
         return _html(_state(None, {}, _OK, user), "小红书")
     cards = []
-    for index, note in enumerate(world.user_notes()[:PROFILE_NOTES]):
+    notes = world.user_notes()
+    if world.pinned in world.notes:
+        notes = [world.notes[world.pinned]] + [n for n in notes if n.id != world.pinned]
+    for index, note in enumerate(notes[:PROFILE_NOTES]):
         cover = _image_json(base, note.images[0])
         cards.append({"id": note.id, "index": index, "exposed": False, "ssrRendered": True,
                       "xsecToken": note.xsec_token,
                       "noteCard": {"type": note.kind, "displayTitle": note.title, "noteId": note.id,
                                    "xsecToken": note.xsec_token, "cover": cover,
                                    "user": {**_user_json(), "nickName": USER_NAME},
-                                   "interactInfo": {"liked": False, "likedCount": note.liked, "sticky": False}}})
+                                   "interactInfo": {"liked": False, "likedCount": note.liked,
+                                                    "sticky": note.id == world.pinned}}})
     user = {"loggedIn": False, "activated": False, "userInfo": {"user_id": UNDEFINED}, "follow": [],
             "userPageData": {"basicInfo": {"nickname": USER_NAME, "desc": "沙盒里的生活", "gender": 1,
                                            "ipLocation": "上海", "redId": "95270001", "imageb": UNDEFINED},

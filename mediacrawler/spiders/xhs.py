@@ -171,7 +171,8 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
         page = Page(is_last=True)
         for note in profile.notes:
             self._tokens.setdefault(note.note_id, (note.xsec_token, "pc_user"))
-            page.incomplete[note.note_id] = {"card": note.card}
+            # The card has no time: its id's (an ObjectId) lets the high-water mark judge it (listed_time).
+            page.incomplete[note.note_id] = {"card": note.card, "created_at": note.listed_at}
         self.logger.info("xhs: the profile page of %s carries %d notes; further pages need signed APIs (X-S/X-T) "
                          "this project does not use%s", user, len(profile.notes),
                          "" if profile.has_more else " (the profile says it has no more)")
@@ -194,6 +195,8 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
                                          fetched_at=self.now_iso())
         else:
             post = parser.post_from_read(read, note_id=note_id, source=source, fetched_at=self.now_iso())
+            if parser.card_pinned(chain["raw"].get("card") or {}):
+                post.extra["pinned"] = True  # only the profile card says so; never a mark, never a stop
         if missing is not None:
             post.extra["incomplete"] = missing
         return post
