@@ -2,12 +2,15 @@
 
 Local part: every checkpoint of the checkpoint store (``CHECKPOINT_BACKEND``/``CHECKPOINT_DIR``, or ``--dir``):
 job key, spider, watermark, what fetches the next page (page number and cursor), failed pages, posts stored past
-the watermark, when it was written and how long ago. Fields the checkpoint document gains later (e.g. high-water
-marks, pending retries) are passed through in ``--json`` as they are.
+the watermark, when it was written and how long ago. Fields the checkpoint document gains later are passed through
+in ``--json`` as they are. Then per source its high-water mark (newest post completely stored, when) and its media
+assets pending retry (how many, of how many posts, by reason): from the stores ``MARKS_BACKEND`` and
+``RETRY_MEDIA_BACKEND`` name (``--dir``: the files beside those checkpoints) and, with ``REDIS_URL``, from the Redis
+stores too (:func:`document_status`).
 
 Distributed part (with ``REDIS_URL``): :func:`distributed_status` asks ``mediacrawler.distributed.status`` for
 its figures (queue depth per spider, live workers, leases, jobs; the keys it reads are documented in
-docs/operations.md). Until that module exists the part says "not available".
+docs/operations.md).
 
 Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error. See docs/operations.md, "Metrics and
 status".
@@ -29,6 +32,22 @@ from mediacrawler.extensions.checkpoint import (
     CheckpointStore,
     FileCheckpointStore,
     store_from_settings,
+)
+from mediacrawler.extensions.marks import (
+    FileMarkStore,
+    Mark,
+    MarkCorrupt,
+    MarkStore,
+    RedisMarkStore,
+    mark_store_from_settings,
+)
+from mediacrawler.extensions.retries import (
+    FileRetryStore,
+    RedisRetryStore,
+    RetryCorrupt,
+    RetrySet,
+    RetryStore,
+    retry_store_from_settings,
 )
 
 if TYPE_CHECKING:
@@ -82,6 +101,64 @@ def checkpoint_status(store: CheckpointStore, *, now: datetime | None = None) ->
     return entries
 
 
+def _mark_entry(mark: Mark, now: datetime) -> dict[str, Any]:
+    return {"job": mark.key, "spider": mark.spider, "post_id": mark.post_id, "created_at": mark.created_at,
+            "seq": mark.seq, "updated_at": mark.updated_at, "age_seconds": _age_seconds(mark.updated_at, now)}
+
+
+def _retry_entry(retry_set: RetrySet, now: datetime) -> dict[str, Any]:
+    reasons: dict[str, int] = {}
+    for asset in retry_set.assets.values():
+        reason = str(asset.get("reason") or "unknown")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    last = max((str(a.get("last_failed") or "") for a in retry_set.assets.values()), default="") or None
+    return {"job": retry_set.key, "spider": retry_set.spider, "pending": len(retry_set.assets),
+            "posts": len(retry_set.post_ids()), "reasons": dict(sorted(reasons.items())), "last_failed": last,
+            "age_seconds": _age_seconds(last, now)}
+
+
+def documents_of(store: MarkStore | RetryStore, *, now: datetime | None = None) -> list[dict[str, Any]]:
+    """One entry per mark or retry set of *store* (an empty retry set is left out); an unreadable one is
+    ``{"job", "location", "error"}``."""
+    now = now or datetime.now(UTC)
+    entries: list[dict[str, Any]] = []
+    try:
+        keys = store.keys()
+    except OSError as e:
+        return [{"job": "*", "location": type(store).__name__, "error": str(e)}]
+    for key in keys:
+        try:
+            doc = store.load(key)
+        except (MarkCorrupt, RetryCorrupt, OSError) as e:
+            entries.append({"job": key, "location": store.location(key), "error": str(e)})
+            continue
+        if isinstance(doc, Mark):
+            entries.append({**_mark_entry(doc, now), "location": store.location(key)})
+        elif isinstance(doc, RetrySet) and doc.assets:
+            entries.append({**_retry_entry(doc, now), "location": store.location(key)})
+    return entries
+
+
+def document_status(settings: BaseSettings, directory: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``{"marks": […], "retries": […]}`` per source: from the configured stores (or the files under
+    *directory*, a checkpoint directory) and, with ``REDIS_URL``, the Redis stores when they are not those."""
+    marks: list[MarkStore] = []
+    retries: list[RetryStore] = []
+    if directory:
+        marks.append(FileMarkStore(f"{directory}/{FileMarkStore.subdir}"))
+        retries.append(FileRetryStore(f"{directory}/{FileRetryStore.subdir}"))
+    else:
+        marks.append(mark_store_from_settings(settings))
+        retries.append(retry_store_from_settings(settings))
+    if settings.get("REDIS_URL"):
+        if not isinstance(marks[0], RedisMarkStore):
+            marks.append(RedisMarkStore.from_settings(settings))
+        if not isinstance(retries[0], RedisRetryStore):
+            retries.append(RedisRetryStore.from_settings(settings))
+    return {"marks": [e for store in marks for e in documents_of(store)],
+            "retries": [e for store in retries for e in documents_of(store)]}
+
+
 def distributed_status(settings: BaseSettings) -> dict[str, Any] | None:
     """The Redis-held figures (queue depth per spider, workers, leases, jobs); ``None`` without ``REDIS_URL``.
 
@@ -110,7 +187,34 @@ def _age(seconds: int | None) -> str:
     return f"{seconds // 86400}d"
 
 
-def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str, Any] | None) -> str:
+def _table(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+def format_documents(documents: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """The marks and pending retries, one indented table each."""
+    marks, retries = documents["marks"], documents["retries"]
+    lines = [f"high-water marks: {len(marks)}"]
+    rows = [("JOB", "SPIDER", "POST", "CREATED", "UPDATED", "AGE", "WHERE")]
+    rows += [(e["job"], e["spider"], e["post_id"], e["created_at"] or "?", e["updated_at"] or "?",
+              _age(e["age_seconds"]), e["location"]) for e in marks if "error" not in e]
+    if len(rows) > 1:
+        lines += _table(rows)
+    lines += [f"  {e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in marks if "error" in e]
+    lines.append(f"media pending retry: {sum(e.get('pending', 0) for e in retries)} assets")
+    rows = [("JOB", "SPIDER", "ASSETS", "POSTS", "REASONS", "LAST FAILED", "WHERE")]
+    rows += [(e["job"], e["spider"], str(e["pending"]), str(e["posts"]),
+              ",".join(f"{r}:{n}" for r, n in e["reasons"].items()), e["last_failed"] or "?", e["location"])
+             for e in retries if "error" not in e]
+    if len(rows) > 1:
+        lines += _table(rows)
+    lines += [f"  {e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in retries if "error" in e]
+    return lines
+
+
+def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str, Any] | None,
+                documents: dict[str, list[dict[str, Any]]] | None = None) -> str:
     lines = [f"checkpoints in {where}: {len(entries)}"]
     rows = [("JOB", "SPIDER", "WATERMARK", "NEXT", "FAILED", "UPDATED", "AGE")]
     unreadable = [f"{e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in entries if "error" in e]
@@ -124,6 +228,8 @@ def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines += unreadable
+    if documents is not None:
+        lines += format_documents(documents)
     if distributed is None:
         lines.append("distributed state: REDIS_URL is not set (everything is local)")
     elif not distributed.get("available"):
@@ -160,11 +266,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     where = str(store.directory) if isinstance(store, FileCheckpointStore) else type(store).__name__
     entries = checkpoint_status(store)
+    try:
+        documents = document_status(settings, opts.dir)
+    except NotConfigured as e:
+        print(f"mediacrawler status: {e}", file=sys.stderr)
+        return 2
     distributed = distributed_status(settings)
     if opts.json:
-        json.dump({"checkpoint_store": where, "checkpoints": entries, "distributed": distributed}, sys.stdout,
-                  ensure_ascii=False, indent=2, default=str)
+        json.dump({"checkpoint_store": where, "checkpoints": entries, **documents, "distributed": distributed},
+                  sys.stdout, ensure_ascii=False, indent=2, default=str)
         print()
     else:
-        print(format_text(where, entries, distributed))
-    return 1 if any("error" in e for e in entries) else 0
+        print(format_text(where, entries, distributed, documents))
+    unreadable = [e for e in (*entries, *documents["marks"], *documents["retries"]) if "error" in e]
+    return 1 if unreadable else 0

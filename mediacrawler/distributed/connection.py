@@ -16,3 +16,8 @@ def client_from_settings(settings: BaseSettings) -> redis.Redis:
 def key_base(prefix: str, spider: str, job: str) -> str:
     """The prefix of every key of one job's queue: ``<prefix>:<spider>:<job>``."""
     return f"{prefix.rstrip(':')}:{spider}:{job}"
+
+
+def workers_key(prefix: str, spider: str) -> str:
+    """The ZSET of a spider's live workers: worker id -> heartbeat deadline (ms, Redis server time)."""
+    return f"{prefix.rstrip(':')}:{spider}:workers"

@@ -29,7 +29,8 @@ from scrapy_redis.queue import Base
 
 from mediacrawler.distributed.serializer import request_from_json, request_to_json
 
-_NOW = """
+#: Lua prologue: ``now``, the Redis server's time in ms (one clock for every worker).
+SERVER_NOW = """
 redis.replicate_commands()
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -76,7 +77,7 @@ return id
 """
 
 # ARGV: base, worker, lease ms
-POP = _NOW + """
+POP = SERVER_NOW + """
 local b = ARGV[1]
 local ids = redis.call('ZRANGE', b..':q', 0, 0)
 if #ids == 0 then return false end
@@ -95,7 +96,7 @@ return n
 """
 
 # ARGV: base, worker, lease ms, ids...
-RENEW = _NOW + """
+RENEW = SERVER_NOW + """
 local b, n = ARGV[1], 0
 for i = 4, #ARGV do
   if redis.call('HGET', b..':owner', ARGV[i]) == ARGV[2] then
@@ -107,7 +108,7 @@ return n
 """
 
 # ARGV: base, limit
-REAP = _NOW + """
+REAP = SERVER_NOW + """
 local b = ARGV[1]
 local ids = redis.call('ZRANGEBYSCORE', b..':lease', '-inf', now, 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(ids) do

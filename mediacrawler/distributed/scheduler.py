@@ -4,7 +4,9 @@ A request popped from Redis is leased to this worker (:mod:`.queue`). It is ackn
 fingerprint *seen*) when its callback or errback has ended, every request it yielded is in the queue and every item
 it yielded has left the item pipelines (``item_scraped``/``item_dropped``/``item_error``). A retry or redirect of it
 replaces it in the same script. While this worker lives a heartbeat renews its leases; any worker's heartbeat puts
-expired leases (of dead workers) back in the queue. See docs/operations.md, "Many workers on one Redis".
+expired leases (of dead workers) back in the queue, and keeps the worker in the spider's set of live workers
+(``<prefix>:<spider>:workers``, read by ``mediacrawler status`` and the metrics). See docs/operations.md, "Many
+workers on one Redis".
 
 Redis round trips on the reactor thread: one script call per request enqueued (it must be durable before its
 parent is acknowledged) and one per request popped, O(1) each. The heartbeat (renew, reap) runs in a thread.
@@ -34,9 +36,9 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
-from mediacrawler.distributed.connection import client_from_settings, key_base
+from mediacrawler.distributed.connection import client_from_settings, key_base, workers_key
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
-from mediacrawler.distributed.queue import LeasedQueue
+from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
 from mediacrawler.extensions.feeds import sync_feeds
 
@@ -55,6 +57,14 @@ KICK_META = "mc_distributed_kick"
 #: must put state in Redis before the requests are acknowledged (the shared checkpoint) does it then, and returns
 #: ``False`` when it could not (the batch then waits for the next round).
 acks_pending = object()
+
+# A worker's heartbeat: it is live until now + ARGV[2] ms; workers past their deadline leave the set.
+# KEYS: the spider's workers key. ARGV: worker id, ttl ms.
+BEAT = SERVER_NOW + """
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return 1
+"""
 
 
 def worker_id() -> str:
@@ -98,6 +108,7 @@ class RedisScheduler(Scheduler):
         self.ack_interval = s.getfloat("DISTRIBUTED_ACK_INTERVAL")
         self._tick_running = False
         self._redis_url = str(s.get("REDIS_URL"))
+        self._beat = self.server.register_script(BEAT)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -150,6 +161,12 @@ class RedisScheduler(Scheduler):
             except redis.RedisError as e:
                 logger.warning("Could not release %d leased request(s) (%s); they return when their leases "
                                "expire", len(rids), e)
+        spider = getattr(self, "spider", None)
+        if spider is not None:
+            try:
+                self.server.zrem(workers_key(self.prefix, spider.name), self.worker)
+            except redis.RedisError:
+                pass  # its heartbeat deadline passes on its own
 
     def __len__(self) -> int:
         queue = self.queue_for_spider()
@@ -434,6 +451,8 @@ class RedisScheduler(Scheduler):
 
     def _renew_and_reap(self, by_base: dict[str, list[str]]) -> tuple[int, int]:
         reaped = queued = 0
+        # Live for as long as a lease would be: a worker whose heartbeats stop is dead when its leases expire.
+        self._beat(keys=[workers_key(self.prefix, self.spider.name)], args=[self.worker, self.lease_ms])
         for base, rids in by_base.items():
             queue = self._queue(base)
             queue.renew(self.worker, self.lease_ms, rids)

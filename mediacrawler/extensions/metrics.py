@@ -21,6 +21,18 @@ Families (all labelled ``platform`` and ``job``; ``*_total`` are counters):
   in this run that it has not passed yet (parsed pages whose posts are still in the pipelines, or a failed page)
 - ``mediacrawler_up``: 1 while the crawl runs (the textfile says 0)
 
+With ``REDIS_URL`` set, the shared state of the crawl's spider too, read from Redis at scrape time
+(:class:`DistributedCollector`, :mod:`mediacrawler.distributed.status`; the same figures on every worker, so
+aggregate them with ``max``, not ``sum``):
+
+- ``mediacrawler_queue_depth{platform,job}``: requests queued in the job's shared queue
+- ``mediacrawler_leases{platform,job}``: requests leased by workers (in flight); ``mediacrawler_leases_expired``:
+  leases past their deadline (their worker is likely dead; the next heartbeat puts them back)
+- ``mediacrawler_shared_checkpoint_lag_pages{platform,job}``: pages past the shared checkpoint's watermark that
+  are not complete yet
+- ``mediacrawler_jobs_waiting{platform}``, ``mediacrawler_workers_live{platform}``: jobs not taken yet, workers
+  whose heartbeat is current
+
 Settings: ``METRICS_PORT`` (unset: off), ``METRICS_HOST`` (``127.0.0.1``), ``METRICS_TEXTFILE`` (unset: none).
 """
 
@@ -31,6 +43,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+import redis
 from prometheus_client import CollectorRegistry, generate_latest, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -38,6 +51,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
+from mediacrawler.distributed.connection import client_from_settings
+from mediacrawler.distributed.status import spider_state
 from mediacrawler.fsutil import write_atomic
 
 if TYPE_CHECKING:
@@ -136,6 +151,54 @@ class StatsCollector(Collector):
                                     checkpoint_base=self.checkpoint_base)
 
 
+def distributed_metrics(state: Mapping[str, Any], *, platform: str) -> Iterator[GaugeMetricFamily]:
+    """The gauges of one spider's shared state (:func:`mediacrawler.distributed.status.spider_state`)."""
+    per_job = {
+        "queue_depth": ("Requests queued in the job's shared queue", "queued"),
+        "leases": ("Requests leased by workers (in flight)", "leased"),
+        "leases_expired": ("Leases past their deadline (their worker is likely dead)", "expired_leases"),
+        "shared_checkpoint_lag_pages": ("Pages past the shared checkpoint's watermark not complete yet",
+                                        "checkpoint_lag_pages"),
+    }
+    for name, (doc, field) in per_job.items():
+        family = GaugeMetricFamily(PREFIX + name, doc, labels=["platform", "job"])
+        for job, figures in sorted(state["active"].items()):
+            family.add_metric([platform, job], float(figures[field]))
+        yield family
+    family = GaugeMetricFamily(PREFIX + "jobs_waiting", "Jobs enqueued and not taken by a worker yet",
+                               labels=["platform"])
+    family.add_metric([platform], float(state["jobs_waiting"]))
+    yield family
+    family = GaugeMetricFamily(PREFIX + "workers_live", "Workers whose heartbeat is current", labels=["platform"])
+    family.add_metric([platform], float(len(state["workers"])))
+    yield family
+
+
+class DistributedCollector(Collector):
+    """The shared state of one spider in Redis, read at scrape time (a few reads per active job)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        self.server = client_from_settings(settings)
+        self.prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX")).rstrip(":")
+        self.checkpoint_prefix = str(settings.get("CHECKPOINT_REDIS_PREFIX"))
+        self.spider = ""
+
+    def describe(self) -> list[Any]:
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        if not self.spider:
+            return
+        try:
+            state = spider_state(self.server, self.prefix, self.spider, checkpoint_prefix=self.checkpoint_prefix)
+        except redis.RedisError as e:
+            # A scrape must not fail the crawl's other metrics: these families are missing from this one.
+            logger.debug("Metrics: shared state not read from Redis: %s", e)
+            return
+        yield from distributed_metrics(state, platform=self.spider)
+
+
 class MetricsExtension:
     """Serves the crawl's stats as Prometheus metrics (see the module docstring)."""
 
@@ -156,6 +219,10 @@ class MetricsExtension:
         self.collector = StatsCollector(crawler)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
+        self.distributed: DistributedCollector | None = None
+        if settings.get("REDIS_URL"):
+            self.distributed = DistributedCollector(crawler)
+            self.registry.register(self.distributed)
         self.server: WSGIServer | None = None
         self.thread: threading.Thread | None = None
         crawler.signals.connect(self.engine_started, signal=signals.engine_started)
@@ -189,6 +256,8 @@ class MetricsExtension:
         platform = getattr(spider, "platform", None) or spider.name
         self.collector.platform = str(platform)
         self.collector.job = str(getattr(spider, "job", None) or spider.name)
+        if self.distributed is not None:
+            self.distributed.spider = spider.name
         if self.crawler.settings.getbool("CHECKPOINT_ENABLED") and hasattr(spider, "first_page"):
             # The checkpoint extension (earlier in EXTENSIONS) has set spider.resume by now.
             self.collector.checkpoint_base = spider.first_page()[0] - 1
