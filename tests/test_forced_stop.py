@@ -48,6 +48,18 @@ def wait_until(proc: subprocess.Popen[bytes], log: Path, predicate: Callable[[],
         time.sleep(0.05)
 
 
+def start_crawl(sb: SandboxProcess, workdir: Path, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """``scrapy crawl weibo`` of the sandbox's user in the background; (process, its log file)."""
+    command = crawl_command("weibo", sb, workdir, "-a", f"uid={UID}", *args)
+    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
+    env.pop("REDIS_URL", None)
+    log = workdir / "crawl.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT)
+    return proc, log
+
+
 def watermark(workdir: Path) -> int | None:
     cp = FileCheckpointStore(workdir / "checkpoints").load(KEY)
     return None if cp is None else cp.watermark
@@ -60,14 +72,7 @@ def test_a_forced_stop_exits_non_zero_and_keeps_the_checkpoint(tmp_path: Path, s
     sb.reset()
     sb.set_faults(media_stall_paths={stalled: 100}, weibo_latency_ms=50)
     grace = "120" if how == "second-signal" else "1"
-    command = crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", "-s", f"SHUTDOWN_GRACE={grace}",
-                            "-s", "SHUTDOWN_POLL_INTERVAL=0.1")
-    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
-    env.pop("REDIS_URL", None)
-    log = tmp_path / "crawl.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)
+    proc, log = start_crawl(sb, tmp_path, "-s", f"SHUTDOWN_GRACE={grace}", "-s", "SHUTDOWN_POLL_INTERVAL=0.1")
     try:
         wait_until(proc, log, lambda: any(e["path"] == stalled for e in sb.requests())
                    and (watermark(tmp_path) or 0) >= 1, "stalled GET after page 1 completed")
@@ -96,13 +101,7 @@ def test_a_forced_stop_exits_non_zero_and_keeps_the_checkpoint(tmp_path: Path, s
 def test_a_graceful_stop_that_ends_by_itself_exits_zero(tmp_path: Path, sb: SandboxProcess) -> None:
     sb.reset()
     sb.set_faults(weibo_latency_ms=300)
-    command = crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}")
-    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
-    env.pop("REDIS_URL", None)
-    log = tmp_path / "crawl.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.STDOUT)
+    proc, log = start_crawl(sb, tmp_path)
     try:
         wait_until(proc, log, lambda: (watermark(tmp_path) or 0) >= 1, "page 1 completed")
         proc.send_signal(signal.SIGTERM)

@@ -32,16 +32,33 @@ if TYPE_CHECKING:
 D = TypeVar("D")
 
 
-class RedisDocumentStore(Generic[D]):
+class DocumentCodec(Generic[D]):
+    """A store's documents as JSON text and back: one decoding for the file and the Redis stores."""
+
+    #: The class of the documents (its ``from_dict`` raises :attr:`corrupt` for data that is not one).
+    document: ClassVar[type[Any]]
+    #: Raised by ``load`` for a document that exists but cannot be used.
+    corrupt: ClassVar[type[Exception]]
+
+    def decode(self, raw: bytes, *, key: str) -> D:
+        try:
+            data = json.loads(raw)
+        except ValueError as e:
+            raise self.corrupt(f"not JSON: {e}") from None
+        parsed: D = self.document.from_dict(data, key=key)
+        return parsed
+
+    @staticmethod
+    def encode(document: Any, *, indent: int | None = None) -> bytes:
+        return json.dumps(document.to_dict(), ensure_ascii=False, indent=indent).encode()
+
+
+class RedisDocumentStore(DocumentCodec[D]):
     """Documents as fields of one Redis hash; ``from_settings``: ``REDIS_URL`` and the hash named by
     :attr:`key_setting`."""
 
     #: The setting naming the hash (e.g. ``MARKS_REDIS_KEY``).
     key_setting: ClassVar[str]
-    #: The class of the documents (its ``from_dict`` raises :attr:`corrupt` for data that is not one).
-    document: ClassVar[type[Any]]
-    #: Raised by :meth:`load` for a document that exists but cannot be used.
-    corrupt: ClassVar[type[Exception]]
 
     def __init__(self, server: redis.Redis, hash_key: str) -> None:
         self.server = server
@@ -63,19 +80,12 @@ class RedisDocumentStore(Generic[D]):
             raise self.corrupt(f"unreadable: {e}") from None
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
-        if raw is None:
-            return None
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise self.corrupt(f"not JSON: {e}") from None
-        parsed: D = self.document.from_dict(data, key=key)
-        return parsed
+        return None if raw is None else self.decode(raw, key=key)
 
     def save(self, document: D) -> None:
         doc: Any = document
         try:
-            self.server.hset(self.hash_key, doc.key, json.dumps(doc.to_dict(), ensure_ascii=False))
+            self.server.hset(self.hash_key, doc.key, self.encode(doc))
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
 

@@ -10,13 +10,13 @@ picks one by a backend setting.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
+from mediacrawler.distributed.docstore import DocumentCodec
 from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.fsutil import fsync_dir, write_atomic
 
@@ -38,15 +38,11 @@ class Document(Protocol):
 D = TypeVar("D", bound=Document)
 
 
-class FileDocumentStore(Generic[D]):
+class FileDocumentStore(DocumentCodec[D]):
     """Documents as ``<directory>/<key>.json``; ``from_settings``: ``CHECKPOINT_DIR/<subdir>``."""
 
     suffix = ".json"
     subdir: ClassVar[str]
-    #: The class of the documents (its ``from_dict`` raises :attr:`corrupt` for data that is not one).
-    document: ClassVar[type[Any]]
-    #: Raised by :meth:`load` for a file that exists but cannot be used.
-    corrupt: ClassVar[type[Exception]]
 
     def __init__(self, directory: Path | str) -> None:
         self.directory = Path(directory)
@@ -68,16 +64,10 @@ class FileDocumentStore(Generic[D]):
             return None
         except OSError as e:
             raise self.corrupt(f"unreadable: {e}") from None
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise self.corrupt(f"not JSON: {e}") from None
-        parsed: D = self.document.from_dict(data, key=key)
-        return parsed
+        return self.decode(raw, key=key)
 
     def save(self, document: D) -> None:
-        write_atomic(self.path(document.key),
-                     json.dumps(document.to_dict(), ensure_ascii=False, indent=1).encode() + b"\n")
+        write_atomic(self.path(document.key), self.encode(document, indent=1) + b"\n")
 
     def delete(self, key: str) -> bool:
         try:
