@@ -268,11 +268,11 @@ FEED_STORAGES = {
 #: Keep a high-water mark per source (CHECKPOINT_DIR/marks/<job>.json): the next run emits only newer posts and stops
 #: paginating at the first page all at or below it (-a full=true walks every page).
 MARKS_ENABLED = True
-#: "file", "redis" (the MARKS_REDIS_KEY hash; needs REDIS_URL) or the import path of a mark store class with
+#: "file", "redis" (keys MARKS_REDIS_PREFIX<job>; needs REDIS_URL) or the import path of a mark store class with
 #: from_settings(). Empty: the kind of CHECKPOINT_BACKEND (redis for workers), so marks stay with the checkpoints.
 MARKS_BACKEND = ""
-#: MARKS_BACKEND="redis": the hash holding one mark per job (field: job key, value: the mark's JSON).
-MARKS_REDIS_KEY = "mediacrawler:marks"
+#: MARKS_BACKEND="redis": prefix of the key holding each job's mark (its JSON, as the file would hold it).
+MARKS_REDIS_PREFIX = "mediacrawler:marks:"
 #: Keep media assets that failed in a retry set per job (CHECKPOINT_DIR/retry/<job>.json): the next run of the job
 #: (or `mediacrawler retry`) reads their posts again first; dedupe never drops a post while it has one.
 RETRY_MEDIA_ENABLED = True
@@ -280,11 +280,11 @@ RETRY_MEDIA_ENABLED = True
 RETRY_MEDIA_IGNORE_REASONS = ["not-media"]
 #: Failed attempts (runs) after which an asset is given up, with a WARNING.
 RETRY_MEDIA_MAX_ATTEMPTS = 5
-#: "file", "redis" (the RETRY_MEDIA_REDIS_KEY hash; needs REDIS_URL) or the import path of a retry store class with
-#: from_settings(). Empty: the kind of CHECKPOINT_BACKEND, as for MARKS_BACKEND.
+#: "file", "redis" (keys RETRY_MEDIA_REDIS_PREFIX<job>; needs REDIS_URL) or the import path of a retry store class
+#: with from_settings(). Empty: the kind of CHECKPOINT_BACKEND, as for MARKS_BACKEND.
 RETRY_MEDIA_BACKEND = ""
-#: RETRY_MEDIA_BACKEND="redis": the hash holding one retry set per job.
-RETRY_MEDIA_REDIS_KEY = "mediacrawler:retry"
+#: RETRY_MEDIA_BACKEND="redis": prefix of the key holding each job's retry set.
+RETRY_MEDIA_REDIS_PREFIX = "mediacrawler:retry:"
 #: Targets crawled by `scrapy crawl <platform>` given none with -a: "<argument>:<value>" entries, one job (and
 #: checkpoint) each, e.g. WEIBO_TARGETS = ["uid:7365120894", "keyword:猫"]; -a values (start=3) apply to each.
 WEIBO_TARGETS: list[str] = []

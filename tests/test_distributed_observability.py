@@ -77,13 +77,13 @@ def test_marks_and_retry_sets_written_by_one_process_are_read_by_another(redis_u
     assert not isinstance(mark_store_from_settings(project_crawler(REDIS_URL=redis_url).settings), RedisMarkStore)
 
     # Damage is reported, not raised: an unreadable document is the status's error, exit 1.
-    redis.Redis.from_url(redis_url).hset("mediacrawler:marks", "weibo-uid-8", b"{not json")
+    redis.Redis.from_url(redis_url).set("mediacrawler:marks:weibo-uid-8", b"{not json")
     shown = run_status(redis_url, tmp_path, "--json")
     assert shown.returncode == 1, shown.stderr
     doc = json.loads(shown.stdout)
     (good,) = [e for e in doc["marks"] if "error" not in e]
     assert (good["job"], good["post_id"], good["seq"]) == ("weibo-uid-7", "5012", 3)
-    assert good["location"] == "redis:mediacrawler:marks[weibo-uid-7]"
+    assert good["location"] == "redis:mediacrawler:marks:weibo-uid-7"
     assert [e["job"] for e in doc["marks"] if "error" in e] == ["weibo-uid-8"]
     (pending,) = doc["retries"]
     assert (pending["job"], pending["pending"], pending["posts"], pending["reasons"]) == (
@@ -175,3 +175,42 @@ def test_the_scheduler_heartbeat_keeps_the_worker_live_until_it_closes(redis_url
     assert deadline is not None and 29_000 <= deadline - (sec * 1000 + usec // 1000) <= 30_000
     scheduler.close("finished")
     assert client.zscore(workers_key(PREFIX, "weibo"), scheduler.worker) is None
+
+
+def _post(post_id: str, key: str, status: str) -> Any:
+    from mediacrawler.items import MediaAsset, Post, Source
+
+    asset = MediaAsset(kind="image", key=key, url=f"http://127.0.0.1:9/{key}.jpg", status=status,
+                       error="http-404: gone" if status == "failed" else None)
+    return Post(platform="weibo", post_id=post_id, url=f"https://weibo.com/1/{post_id}", author=None,
+                created_at=None, media=[asset], source=Source(spider="weibo", job="weibo-uid-1", page=1))
+
+
+def test_two_processes_of_one_job_merge_their_retry_sets_in_redis(redis_url: str) -> None:
+    from mediacrawler.extensions.retries import RetryExtension
+
+    def process() -> tuple[RetryExtension, WeiboSpider]:
+        crawler = project_crawler(WeiboSpider, REDIS_URL=redis_url, CHECKPOINT_BACKEND="redis")
+        ext = RetryExtension(crawler)
+        spider = WeiboSpider.from_crawler(crawler, uid="1")
+        ext.spider_opened(spider)
+        return ext, spider
+
+    store = RedisRetryStore(redis.Redis.from_url(redis_url), "mediacrawler:retry:")
+    store.save(RetrySet(key="weibo-uid-1", spider="weibo", args={"uid": "1"}, assets={
+        "weibo/image/p10": {"post_id": "10", "kind": "image", "reason": "http-404", "attempts": 1}}))
+    (one, spider_one), (two, spider_two) = process(), process()  # both read the same set at start
+    assert spider_one.retry_posts == spider_two.retry_posts == ["10"]
+    one.item_scraped(_post("11", "p11", "failed"), spider_one)
+    two.item_scraped(_post("12", "p12", "failed"), spider_two)  # written over one's: merged, not replaced
+    stored = store.load("weibo-uid-1")
+    assert stored is not None and stored.post_ids() == ["10", "11", "12"]
+    # Process one stores post 10's picture (read again): it leaves the set, the others' failures stay.
+    one.item_scraped(_post("10", "p10", "downloaded"), spider_one)
+    stored = store.load("weibo-uid-1")
+    assert stored is not None and stored.post_ids() == ["11", "12"]
+    one.spider_closed(spider_one, "finished")
+    two.spider_closed(spider_two, "finished")  # its own view still had post 10: it does not bring it back
+    assert one.stats.get_value("retry/pending") == two.stats.get_value("retry/pending") == 2
+    stored = store.load("weibo-uid-1")
+    assert stored is not None and sorted(stored.assets) == ["weibo/image/p11", "weibo/image/p12"]

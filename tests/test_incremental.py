@@ -60,7 +60,7 @@ def test_second_run_fetches_only_new_posts_and_their_media(tmp_path: Path, sb: S
     marks: MarkStore
     if redis_url:
         client = redis.Redis.from_url(redis_url)
-        marks = RedisMarkStore(client, "mediacrawler:marks")
+        marks = RedisMarkStore(client, "mediacrawler:marks:")
     else:
         marks = FileMarkStore(tmp_path / "checkpoints" / "marks")
 

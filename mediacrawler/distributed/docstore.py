@@ -1,22 +1,25 @@
-"""One JSON document per job key in a Redis hash: the Redis store of the high-water marks and the media retry sets
+"""One JSON document per job key in Redis: the Redis store of the high-water marks and the media retry sets
 (``MARKS_BACKEND``/``RETRY_MEDIA_BACKEND`` = ``redis``), for processes that share no disk.
 
 The same interface as :class:`mediacrawler.extensions.docstore.FileDocumentStore` (``location``, ``load``,
-``save``, ``delete``, ``keys``): one HASH per kind of document, the job key as field, the document as JSON, the
-same text a file would hold. One HSET/HGET/HDEL per call, so a reader never sees half a document; Redis being
-unreachable is an :class:`OSError`, as a disk error is for the file store. Keys::
+``save``, ``update``, ``delete``, ``keys``): one string key per document, the same JSON text a file would hold, so a
+reader never sees half a document. :meth:`RedisDocumentStore.update` is a read-modify-write under ``WATCH``
+(optimistic: retried when another process wrote the document in between), so processes of one job that change one
+document at once never lose each other's changes. Redis being unreachable is an :class:`OSError`, as a disk error is
+for the file store. Keys::
 
-    <MARKS_REDIS_KEY>         HASH  job -> mark JSON   (default mediacrawler:marks)
-    <RETRY_MEDIA_REDIS_KEY>   HASH  job -> retry JSON  (default mediacrawler:retry)
+    <MARKS_REDIS_PREFIX><job>          STRING  the job's mark   (default prefix mediacrawler:marks:)
+    <RETRY_MEDIA_REDIS_PREFIX><job>    STRING  its retry set    (default prefix mediacrawler:retry:)
 
-A subclass names the setting holding its hash's key, the exception for an unusable document and its document
-class (``key``, ``to_dict()``, ``from_dict(data, key=)``), as for the file store. See docs/operations.md, "Incremental sync and
-retries".
+A subclass names the setting holding its prefix, the exception for an unusable document and its document class
+(``key``, ``to_dict()``, ``from_dict(data, key=)``), as for the file store. See docs/operations.md, "Marks and
+retry sets in Redis".
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import redis
@@ -30,6 +33,9 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 D = TypeVar("D")
+
+#: Tries of one :meth:`RedisDocumentStore.update` when other processes keep writing the same document.
+UPDATE_TRIES = 20
 
 
 class DocumentCodec(Generic[D]):
@@ -54,28 +60,33 @@ class DocumentCodec(Generic[D]):
 
 
 class RedisDocumentStore(DocumentCodec[D]):
-    """Documents as fields of one Redis hash; ``from_settings``: ``REDIS_URL`` and the hash named by
-    :attr:`key_setting`."""
+    """Documents as Redis strings ``<prefix><job>``; ``from_settings``: ``REDIS_URL`` and the prefix named by
+    :attr:`prefix_setting`."""
 
-    #: The setting naming the hash (e.g. ``MARKS_REDIS_KEY``).
-    key_setting: ClassVar[str]
+    #: The setting naming the key prefix (e.g. ``MARKS_REDIS_PREFIX``).
+    prefix_setting: ClassVar[str]
 
-    def __init__(self, server: redis.Redis, hash_key: str) -> None:
+    def __init__(self, server: redis.Redis, prefix: str) -> None:
         self.server = server
-        self.hash_key = hash_key
+        self.prefix = prefix
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
         if not settings.get("REDIS_URL"):
             raise NotConfigured(f"{cls.__name__} needs REDIS_URL")
-        return cls(client_from_settings(settings), str(settings.get(cls.key_setting)))
+        return cls(client_from_settings(settings), str(settings.get(cls.prefix_setting)))
+
+    def _key(self, key: str) -> str:
+        if not key or ":" in key or "*" in key:
+            raise ValueError(f"not a job key: {key!r}")
+        return f"{self.prefix}{key}"
 
     def location(self, key: str) -> str:
-        return f"redis:{self.hash_key}[{key}]"
+        return f"redis:{self._key(key)}"
 
     def load(self, key: str) -> D | None:
         try:
-            raw = self.server.hget(self.hash_key, key)
+            raw = self.server.get(self._key(key))
         except redis.ResponseError as e:  # a key of another type
             raise self.corrupt(f"unreadable: {e}") from None
         except redis.RedisError as e:
@@ -85,18 +96,48 @@ class RedisDocumentStore(DocumentCodec[D]):
     def save(self, document: D) -> None:
         doc: Any = document
         try:
-            self.server.hset(self.hash_key, doc.key, self.encode(doc))
+            self.server.set(self._key(doc.key), self.encode(doc))
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
 
+    def update(self, key: str, change: Callable[[D | None], D | None]) -> D | None:
+        """Write ``change(current)`` in place of the document (``None``: delete it), atomically: when another
+        process writes it in between, read it again and call ``change`` again. An unusable document reads as
+        ``None``. Returns what was written."""
+        name = self._key(key)
+        try:
+            with self.server.pipeline(transaction=True) as pipe:
+                for _ in range(UPDATE_TRIES):
+                    try:
+                        pipe.watch(name)
+                        raw = pipe.get(name)
+                        try:
+                            current = None if raw is None else self.decode(raw, key=key)
+                        except self.corrupt:
+                            current = None
+                        new = change(current)
+                        pipe.multi()
+                        if new is None:
+                            pipe.delete(name)
+                        else:
+                            pipe.set(name, self.encode(new))
+                        pipe.execute()
+                        return new
+                    except redis.WatchError:
+                        continue
+        except redis.RedisError as e:
+            raise OSError(f"Redis: {e}") from e
+        raise OSError(f"Redis: {name} changed by others {UPDATE_TRIES} times in a row")
+
     def delete(self, key: str) -> bool:
         try:
-            return bool(self.server.hdel(self.hash_key, key))
+            return bool(self.server.delete(self._key(key)))
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
 
     def keys(self) -> list[str]:
         try:
-            return sorted(k.decode() for k in self.server.hkeys(self.hash_key))
+            names = [raw.decode()[len(self.prefix):] for raw in self.server.scan_iter(f"{self.prefix}*", count=1000)]
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
+        return sorted(n for n in names if n and ":" not in n)

@@ -10,6 +10,7 @@ picks one by a backend setting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
@@ -68,6 +69,21 @@ class FileDocumentStore(DocumentCodec[D]):
 
     def save(self, document: D) -> None:
         write_atomic(self.path(document.key), self.encode(document, indent=1) + b"\n")
+
+    def update(self, key: str, change: Callable[[D | None], D | None]) -> D | None:
+        """Write ``change(current)`` in place of the document (``None``: delete it); an unusable document reads as
+        ``None``. Returns what was written. Not atomic across processes (the Redis store's is): a job's files
+        have one process at a time."""
+        try:
+            current = self.load(key)
+        except self.corrupt:
+            current = None
+        new = change(current)
+        if new is None:
+            self.delete(key)
+        else:
+            self.save(new)
+        return new
 
     def delete(self, key: str) -> bool:
         try:

@@ -22,7 +22,7 @@ How it is used (:class:`MarkExtension`):
   the old mark again, and dedupe/the checkpoint drop what it already stored.
 
 Settings: ``MARKS_ENABLED`` (default ``True``), ``MARKS_BACKEND`` (``file``: under ``CHECKPOINT_DIR``; ``redis``:
-the ``MARKS_REDIS_KEY`` hash, for processes that share no disk; or the import path of a store class with
+keys ``MARKS_REDIS_PREFIX<job>``, for processes that share no disk; or the import path of a store class with
 ``from_settings(settings)``; empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md,
 "Incremental sync and retries".
 """
@@ -121,9 +121,9 @@ class FileMarkStore(FileDocumentStore[Mark]):
 
 
 class RedisMarkStore(RedisDocumentStore[Mark]):
-    """Marks in the Redis hash ``MARKS_REDIS_KEY`` (``MARKS_BACKEND = "redis"``; needs REDIS_URL)."""
+    """Marks as Redis strings ``MARKS_REDIS_PREFIX<job>`` (``MARKS_BACKEND = "redis"``; needs REDIS_URL)."""
 
-    key_setting = "MARKS_REDIS_KEY"
+    prefix_setting = "MARKS_REDIS_PREFIX"
     document = Mark
     corrupt = MarkCorrupt
 

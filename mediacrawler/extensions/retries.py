@@ -21,7 +21,7 @@ No URL is kept (signed media URLs carry tokens): the post is read again for fres
 
 ``mediacrawler retry [--platform P]`` (:func:`main`) runs a retry-only crawl (``-a retry_only=true``) of every job
 with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``, ``RETRY_MEDIA_MAX_ATTEMPTS``,
-``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: the ``RETRY_MEDIA_REDIS_KEY`` hash; empty, the default: the kind of
+``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: keys ``RETRY_MEDIA_REDIS_PREFIX<job>``; empty, the default: the kind of
 ``CHECKPOINT_BACKEND``). See docs/operations.md, "Incremental sync and retries".
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -108,6 +108,8 @@ class RetryStore(Protocol):
 
     def save(self, retry_set: RetrySet) -> None: ...
 
+    def update(self, key: str, change: Callable[[RetrySet | None], RetrySet | None]) -> RetrySet | None: ...
+
     def delete(self, key: str) -> bool: ...
 
     def keys(self) -> list[str]: ...
@@ -122,9 +124,10 @@ class FileRetryStore(FileDocumentStore[RetrySet]):
 
 
 class RedisRetryStore(RedisDocumentStore[RetrySet]):
-    """Retry sets in the Redis hash ``RETRY_MEDIA_REDIS_KEY`` (``RETRY_MEDIA_BACKEND = "redis"``; needs REDIS_URL)."""
+    """Retry sets as Redis strings ``RETRY_MEDIA_REDIS_PREFIX<job>`` (``RETRY_MEDIA_BACKEND = "redis"``; needs
+    REDIS_URL)."""
 
-    key_setting = "RETRY_MEDIA_REDIS_KEY"
+    prefix_setting = "RETRY_MEDIA_REDIS_PREFIX"
     document = RetrySet
     corrupt = RetryCorrupt
 
@@ -156,6 +159,8 @@ class RetryExtension:
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.set: RetrySet | None = None
+        #: Asset index key -> its entry now (``None``: no longer pending), not written to the store yet.
+        self._changes: dict[str, dict[str, Any] | None] = {}
         self._pending_posts: set[str] = set()
         self.resolved = 0
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
@@ -215,9 +220,11 @@ class RetryExtension:
                                                           "attempts": 0, "first_failed": now}
                     self.stats.inc_value("retry/recorded")
                 entry.update(reason=reason, attempts=int(entry.get("attempts", 0)) + 1, last_failed=now)
+                self._changes[index_key] = dict(entry)
                 changed = True
             elif status in _STORED and entry is not None:
                 del self.set.assets[index_key]
+                self._changes[index_key] = None
                 self.resolved += 1
                 self.stats.inc_value("retry/resolved")
                 logger.info("%s: media asset %s of post %s stored on retry", self.set.key, index_key, post_id)
@@ -235,10 +242,12 @@ class RetryExtension:
             if entry["post_id"] in unreachable:
                 entry.update(attempts=int(entry.get("attempts", 0)) + 1, last_failed=utc_now_iso(),
                              reason="post-unreadable")
+                self._changes[index_key] = dict(entry)
             if int(entry.get("attempts", 0)) >= self.max_attempts:
                 logger.warning("%s: media asset %s of post %s failed %d times (%s); given up", self.set.key,
                                index_key, entry["post_id"], entry["attempts"], entry.get("reason"))
                 del self.set.assets[index_key]
+                self._changes[index_key] = None
                 self.stats.inc_value("retry/given_up")
         self._save()
         pending = len(self.set.assets)
@@ -247,15 +256,28 @@ class RetryExtension:
                     self.resolved, "; the next run (or: mediacrawler retry) tries them again" if pending else "")
 
     def _save(self) -> None:
+        """Apply this process's changes to the stored set (the Redis store merges them with those other processes
+        of the job made meanwhile) and take the result as the set."""
         assert self.set is not None
+        base, changes, self._changes = self.set, self._changes, {}
+
+        def apply(current: RetrySet | None) -> RetrySet | None:
+            merged = current or RetrySet(key=base.key, spider=base.spider, args=dict(base.args))
+            for index_key, entry in changes.items():
+                if entry is None:
+                    merged.assets.pop(index_key, None)
+                else:
+                    merged.assets[index_key] = entry
+            return merged if merged.assets else None
+
         try:
-            if self.set.assets:
-                self.store.save(self.set)
-            else:
-                self.store.delete(self.set.key)
+            written = self.store.update(base.key, apply)
         except OSError as e:
-            logger.error("%s: cannot write the retry set %s: %s", self.set.key, self.store.location(self.set.key), e)
+            self._changes = {**changes, **self._changes}  # written with the next change, or at close
+            logger.error("%s: cannot write the retry set %s: %s", base.key, self.store.location(base.key), e)
             self.stats.inc_value("retry/write_errors")
+            return
+        self.set = written or RetrySet(key=base.key, spider=base.spider, args=base.args)
 
 
 # --- mediacrawler retry ------------------------------------------------------------------------------------------
