@@ -210,3 +210,62 @@ def test_douyin_is_top_is_the_pinned_flag() -> None:
     aweme = {"aweme_id": "7300000000000000001", "desc": "x", "create_time": 1764390000}
     assert aweme_to_post({**aweme, "is_top": 1}).extra["pinned"] is True
     assert "pinned" not in aweme_to_post({**aweme, "is_top": 0}).extra
+
+
+# --- Workers: the mark in Redis, read and moved by workers that share no disk ------------------------------------
+
+
+def run_workers(sb: SandboxProcess, workdir: Path, redis_url: str, name: str, count: int = 2) -> list[dict]:
+    """Queue the user's job, run ``count`` workers (no target) until they go idle; every record they exported."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.sync_crawls import ROOT
+
+    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings", "REDIS_URL": redis_url}
+    queued = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", f"uid={UID}"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert queued.returncode == 0, queued.stderr
+    command = [*crawl_command("weibo", sb, workdir, run=name), "-s", "DISTRIBUTED_LEASE_TTL=2",
+               "-s", "DISTRIBUTED_HEARTBEAT=0.3", "-s", "DISTRIBUTED_ACK_INTERVAL=0.2", "-s", "DISTRIBUTED_IDLE_CLOSE=2",
+               "-s", "DISTRIBUTED_JOB_POLL=0.2", "-s", "CONCURRENT_REQUESTS=4"]
+    workers = []
+    for n in range(count):
+        log = (workdir / f"{name}-{n}.log").open("wb")
+        workers.append((subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT), log))
+    for proc, log in workers:
+        try:
+            code = proc.wait(90)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+            log.close()
+        text = Path(log.name).read_text("utf-8", "replace")
+        assert code == 0 and "Traceback" not in text, text[-3000:]
+    return [r for path in sorted((workdir / name / "weibo").glob("*.jsonl")) for r in records(path)]
+
+
+def test_workers_read_and_move_the_mark_in_redis(tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
+    sb.reset()
+    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
+    old_ids = [p.id for p in world.timeline(UID)]
+    marks = RedisMarkStore(redis.Redis.from_url(redis_url), "mediacrawler:marks:")
+
+    first = run_workers(sb, tmp_path, redis_url, "run1")
+    assert sorted(r["post_id"] for r in first) == sorted(old_ids)
+    mark = marks.load(KEY)
+    assert mark is not None and (mark.post_id, mark.seq) == (old_ids[0], 1)
+    assert not (tmp_path / "checkpoints").exists()  # workers share no disk: checkpoint and mark in Redis
+
+    sb.reset()
+    new_ids = control(sb, "weibo/publish", {"uid": UID, "count": 3})["ids"]
+    control(sb, "weibo/pin", {"uid": UID, "post_id": old_ids[-1]})  # an old post pinned first on page 1
+    second = run_workers(sb, tmp_path, redis_url, "run2")
+    assert sorted(r["post_id"] for r in second) == sorted(new_ids)
+    assert sorted(page for _, page in listing_requests(sb)) == [1, 2]  # page 2 is all below the mark: the end
+    mark = marks.load(KEY)
+    assert mark is not None and (mark.post_id, mark.seq) == (new_ids[0], 2)  # the newest, never the pinned one
+    assert marks.keys() == [KEY]  # the runs' candidates are not marks

@@ -66,9 +66,11 @@ class RedisDocumentStore(DocumentCodec[D]):
     #: The setting naming the key prefix (e.g. ``MARKS_REDIS_PREFIX``).
     prefix_setting: ClassVar[str]
 
-    def __init__(self, server: redis.Redis, prefix: str) -> None:
+    def __init__(self, server: redis.Redis, prefix: str, *, ttl: int | None = None) -> None:
         self.server = server
         self.prefix = prefix
+        #: Seconds a document lives after its last write (``None``: for ever).
+        self.ttl = ttl
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
@@ -96,7 +98,7 @@ class RedisDocumentStore(DocumentCodec[D]):
     def save(self, document: D) -> None:
         doc: Any = document
         try:
-            self.server.set(self._key(doc.key), self.encode(doc))
+            self.server.set(self._key(doc.key), self.encode(doc), ex=self.ttl)
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
 
@@ -120,7 +122,7 @@ class RedisDocumentStore(DocumentCodec[D]):
                         if new is None:
                             pipe.delete(name)
                         else:
-                            pipe.set(name, self.encode(new))
+                            pipe.set(name, self.encode(new), ex=self.ttl)
                         pipe.execute()
                         return new
                     except redis.WatchError:

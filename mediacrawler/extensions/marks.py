@@ -21,6 +21,15 @@ How it is used (:class:`MarkExtension`):
   checkpoint), stopped at ``max_pages`` or was interrupted leaves the mark where it was: the next run walks down to
   the old mark again, and dedupe/the checkpoint drop what it already stored.
 
+Workers (``REDIS_URL``, no target: one job after the other, each job's pages spread over every worker) keep the
+marks in Redis, on the ``job_started``/``job_finished`` signals: at the start of a job each worker reads its mark
+(and stops at it like a one-job crawl); at the end each worker puts the newest post it stored into the run's
+candidate (``MARKS_REDIS_PREFIX`` + ``run-<token>:<job>``, kept :data:`CANDIDATE_TTL` seconds; the newer of two
+is kept, atomically), and a worker that finds the job's shared checkpoint gone (cleared: the source completed with
+no failed page and no item error) promotes the candidate to the mark. The last worker to end sees every
+candidate. A run that did not start at page 1 has no candidate. This needs the Redis checkpoint store (workers'
+default) and the Redis mark store (the default that follows it).
+
 Settings: ``MARKS_ENABLED`` (default ``True``), ``MARKS_BACKEND`` (``file``: under ``CHECKPOINT_DIR``; ``redis``:
 keys ``MARKS_REDIS_PREFIX<job>``, for processes that share no disk; or the import path of a store class with
 ``from_settings(settings)``; empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md,
@@ -38,6 +47,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from mediacrawler.distributed.docstore import RedisDocumentStore
+from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
@@ -58,6 +68,8 @@ SCHEMA_VERSION = 1
 #: Short names accepted by ``MARKS_BACKEND``.
 MARK_BACKENDS: dict[str, str] = {"file": "mediacrawler.extensions.marks.FileMarkStore",
                                  "redis": "mediacrawler.extensions.marks.RedisMarkStore"}
+#: Seconds a worker run's mark candidate is kept in Redis (a run that never completes leaves one behind).
+CANDIDATE_TTL = 7 * 86400
 
 
 class MarkCorrupt(Exception):
@@ -77,6 +89,18 @@ class Mark:
 
     def high_water(self) -> HighWaterMark:
         return HighWaterMark(post_id=self.post_id, created_at=self.created_at)
+
+    def advanced_to(self, best: HighWaterMark, *, spider: str) -> Mark:
+        """This mark moved to ``best`` (itself when ``best`` is at or below it)."""
+        if self.high_water().covers(best.post_id, best.created_at):
+            return self
+        return Mark(key=self.key, spider=spider, post_id=best.post_id, created_at=best.created_at,
+                    seq=self.seq + 1, updated_at=utc_now_iso())
+
+    @classmethod
+    def first(cls, key: str, best: HighWaterMark, *, spider: str) -> Mark:
+        return cls(key=key, spider=spider, post_id=best.post_id, created_at=best.created_at, seq=1,
+                   updated_at=utc_now_iso())
 
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA_VERSION, "key": self.key, "spider": self.spider, "post_id": self.post_id,
@@ -165,6 +189,12 @@ class MarkExtension:
         #: The newest stored candidate of this run.
         self.best: HighWaterMark | None = None
         self.item_errors = 0
+        #: Workers: the run token of the job served (``None``: no candidate is kept for it), and the shared
+        #: checkpoint store that says whether the job completed (set on the first job).
+        self.token: str | None = None
+        self.checkpoints: Any = None
+        crawler.signals.connect(self.job_started, signal=job_started)
+        crawler.signals.connect(self.job_finished, signal=job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
@@ -177,8 +207,12 @@ class MarkExtension:
 
     def spider_opened(self, spider: Spider) -> None:
         if getattr(spider, "worker_id", None) or not hasattr(spider, "mark") or not getattr(spider, "job", None):
-            return  # not a platform spider, or a worker (its jobs come and go; no mark is kept for them)
-        self.key = check_key(spider.job)  # type: ignore[attr-defined]
+            return  # not a platform spider, or a worker (marks per job: job_started)
+        self._open(spider, check_key(spider.job))  # type: ignore[attr-defined]
+
+    def _open(self, spider: Spider, key: str) -> None:
+        """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
+        self.key, self.old, self.best, self.item_errors = key, None, None, 0
         try:
             self.old = self.store.load(self.key)
         except (MarkCorrupt, OSError) as e:
@@ -195,6 +229,61 @@ class MarkExtension:
         self.stats.set_value("incremental/mark", self.old.post_id)
         logger.info("%s: incremental: posts up to %s (%s) are stored; stopping at the first page below it",
                     self.key, self.old.post_id, self.old.created_at or "time unknown")
+
+    # --- Workers: one job after the other, its pages spread over every worker -----------------------------------
+
+    def job_started(self, spider: Spider, job: str) -> None:
+        """A worker starts serving *job*: read its mark, and note the run (the shared checkpoint opened it)."""
+        spider.mark, spider.stopped_at_mark = None, False  # type: ignore[attr-defined]
+        self.key, self.token = None, None
+        if not isinstance(self.store, RedisMarkStore):
+            return  # a mark on this worker's disk would say nothing about the job
+        if self.checkpoints is None:
+            from mediacrawler.extensions.checkpoint import store_from_settings
+
+            settings = self.crawler.settings
+            store = store_from_settings(settings) if settings.getbool("CHECKPOINT_ENABLED") else None
+            if not hasattr(store, "run_token"):
+                logger.warning("Workers advance no high-water mark without the Redis checkpoint store "
+                               "(CHECKPOINT_BACKEND=redis): it is what says a job completed")
+            self.checkpoints = store or False
+        self._open(spider, check_key(job))
+        if not self.checkpoints or spider.first_page()[0] != 1:  # type: ignore[attr-defined]
+            return  # the run did not start at page 1: it can complete only the part after it, no mark
+        try:
+            self.token = self.checkpoints.run_token(spider.name, job)
+        except Exception as e:  # noqa: BLE001 - Redis unreachable: this worker keeps no candidate for the job
+            logger.warning("%s: cannot read the job's run (%s); this worker will not move the mark", job, e)
+
+    def job_finished(self, spider: Spider, job: str) -> None:
+        """*job* is done everywhere: add this worker's newest stored post to the run's candidate; promote it to
+        the mark when the job's shared checkpoint is gone (the source completed)."""
+        key, token, best = self.key, self.token, self.best
+        self.key, self.token, self.best = None, None, None
+        if key != job or token is None or not isinstance(self.store, RedisMarkStore):
+            return
+        candidates = RedisMarkStore(self.store.server, f"{self.store.prefix}run-{token}:", ttl=CANDIDATE_TTL)
+        name = spider.name
+        try:
+            if best is not None:
+                candidates.update(key, lambda cur: cur.advanced_to(best, spider=name) if cur
+                                  else Mark.first(key, best, spider=name))
+            if self.checkpoints.load(key) is not None:
+                return  # not complete (yet): a worker ending later, or the next complete run, moves it
+            candidate = candidates.load(key)
+            if candidate is None:
+                logger.info("%s: nothing newer than the high-water mark", key)
+                return
+            high = candidate.high_water()
+            mark = self.store.update(key, lambda cur: cur.advanced_to(high, spider=name) if cur
+                                     else Mark.first(key, high, spider=name))
+        except Exception as e:  # noqa: BLE001 - Redis: the next complete run moves the mark
+            logger.error("%s: cannot advance the high-water mark: %s", key, e)
+            self.stats.inc_value("incremental/mark_write_errors")
+            return
+        if mark is not None and mark.post_id == candidate.post_id:
+            self.stats.set_value("incremental/mark_advanced", mark.post_id)
+            logger.info("%s: high-water mark at post %s (%s)", key, mark.post_id, mark.created_at or "time unknown")
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
         self._candidate(item)
@@ -237,8 +326,8 @@ class MarkExtension:
         return None
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
-        if self.key is None:
-            return
+        if self.key is None or getattr(spider, "worker_id", None):
+            return  # a worker's job ends on job_finished
         why_not = self.covered_whole_run(spider, reason)
         best = self.best
         if why_not is not None:
