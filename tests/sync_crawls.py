@@ -1,5 +1,6 @@
-"""Helpers of the incremental-sync, retry and targets tests: real ``scrapy crawl`` subprocesses against a sandbox,
-and readers of what they leave behind (the sandbox request log, JSON Lines records, marks and retry sets)."""
+"""Helpers of the incremental-sync, retry and targets tests: real ``scrapy crawl`` subprocesses against a sandbox
+(one-job crawls, and workers taking a queued job from Redis), and readers of what they leave behind (the sandbox
+request log, JSON Lines records, marks and retry sets)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,32 @@ def listing_requests(sandbox: SandboxProcess) -> list[tuple[str, int]]:
 def media_paths(sandbox: SandboxProcess) -> list[str]:
     """Paths of every media request in the sandbox log."""
     return [entry["path"] for entry in sandbox.requests() if entry["path"].startswith("/media/")]
+
+
+def run_workers(sandbox: SandboxProcess, workdir: Path, redis_url: str, name: str, *job: str,
+                count: int = 2) -> list[dict[str, Any]]:
+    """Queue the weibo job ``job`` (``key=value`` arguments), run ``count`` workers (``scrapy crawl weibo`` without
+    a target) until they go idle and close; every record they exported (OUTPUT_DIR ``workdir/name``)."""
+    env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings", "REDIS_URL": redis_url}
+    env.pop("CACHE_BACKEND", None)
+    queued = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", *job], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert queued.returncode == 0, queued.stderr
+    command = [*crawl_command("weibo", sandbox, workdir, run=name), "-s", "DISTRIBUTED_LEASE_TTL=2",
+               "-s", "DISTRIBUTED_HEARTBEAT=0.3", "-s", "DISTRIBUTED_ACK_INTERVAL=0.2",
+               "-s", "DISTRIBUTED_IDLE_CLOSE=2", "-s", "DISTRIBUTED_JOB_POLL=0.2", "-s", "CONCURRENT_REQUESTS=4"]
+    procs = []
+    for n in range(count):
+        with (workdir / f"{name}-{n}.log").open("wb") as log:
+            procs.append((subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                           stderr=subprocess.STDOUT), workdir / f"{name}-{n}.log"))
+    for proc, log_path in procs:
+        try:
+            code = proc.wait(CRAWL_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            pytest.fail(f"worker did not close within {CRAWL_TIMEOUT}s:\n{log_path.read_text('utf-8', 'replace')}")
+        text = log_path.read_text("utf-8", "replace")
+        assert code == 0 and "Traceback" not in text, text[-3000:]
+    return [r for path in sorted((workdir / name / "weibo").glob("*.jsonl")) for r in records(path)]

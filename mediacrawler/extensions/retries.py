@@ -19,6 +19,11 @@ No URL is kept (signed media URLs carry tokens): the post is read again for fres
   ``RETRY_MEDIA_MAX_ATTEMPTS`` times is given up (WARNING). The run's summary line says how many are pending
   (stat ``retry/pending``).
 
+Workers (``REDIS_URL``, no target) do the same per job on the ``job_started``/``job_finished`` signals, with the
+Redis store (the default that follows their Redis checkpoints): every worker reads the job's set (dedupe lets its
+posts through), the worker that seeds the job reads its posts again first, each records what fails or is stored
+on it (:meth:`RetryStore.update` merges the workers' changes), and each counts and logs at the job's end.
+
 ``mediacrawler retry [--platform P]`` (:func:`main`) runs a retry-only crawl (``-a retry_only=true``) of every job
 with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``, ``RETRY_MEDIA_MAX_ATTEMPTS``,
 ``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: keys ``RETRY_MEDIA_REDIS_PREFIX<job>``; empty, the default: the kind of
@@ -39,6 +44,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from mediacrawler.distributed.docstore import RedisDocumentStore
+from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
@@ -163,6 +169,8 @@ class RetryExtension:
         self._changes: dict[str, dict[str, Any] | None] = {}
         self._pending_posts: set[str] = set()
         self.resolved = 0
+        crawler.signals.connect(self.job_started, signal=job_started)
+        crawler.signals.connect(self.job_finished, signal=job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
@@ -178,8 +186,22 @@ class RetryExtension:
     def spider_opened(self, spider: Spider) -> None:
         job = getattr(spider, "job", None)
         if getattr(spider, "worker_id", None) or not job or not hasattr(spider, "retry_posts"):
-            return  # not a platform spider, or a worker (its jobs come and go)
-        key = check_key(job)
+            return  # not a platform spider, or a worker (one set per job: job_started)
+        self._open(spider, check_key(job))
+
+    def job_started(self, spider: Spider, job: str) -> None:
+        """A worker starts serving *job*: its retry set, when the store is one every worker shares."""
+        self.set, self._changes, self._pending_posts, self.resolved = None, {}, set(), 0
+        spider.retry_posts, spider.retry_unreachable = [], {}  # type: ignore[attr-defined]
+        if isinstance(self.store, RedisRetryStore):
+            self._open(spider, check_key(job))
+
+    def job_finished(self, spider: Spider, job: str) -> None:
+        if self.set is not None and self.set.key == job:
+            self._close(spider)
+        self.set = None
+
+    def _open(self, spider: Spider, key: str) -> None:
         try:
             self.set = self.store.load(key)
         except RetryCorrupt as e:
@@ -235,8 +257,13 @@ class RetryExtension:
             self._save()
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
-        if self.set is None:
-            return
+        if self.set is None or getattr(spider, "worker_id", None):
+            return  # a worker's job ends on job_finished
+        self._close(spider)
+
+    def _close(self, spider: Spider) -> None:
+        """Count the attempts of posts that could not be read again, give up what failed too often, write."""
+        assert self.set is not None
         unreachable: dict[str, str] = getattr(spider, "retry_unreachable", {})
         for index_key, entry in list(self.set.assets.items()):
             if entry["post_id"] in unreachable:

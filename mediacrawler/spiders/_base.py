@@ -714,6 +714,8 @@ class PlatformSpider(Spider):
             while True:
                 if seed:
                     logger.info("%s: seeding job %s", self.name, job.key)
+                    for request in self.retry_requests():  # the job's posts with media pending retry, first
+                        yield request
                     page, cursor = self.first_page()
                     yield self.listing_request(page, cursor)
                     seed = False
