@@ -39,6 +39,7 @@ keys ``MARKS_REDIS_PREFIX<job>``, for processes that share no disk; or the impor
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -130,6 +131,8 @@ class MarkStore(Protocol):
     def load(self, key: str) -> Mark | None: ...
 
     def save(self, mark: Mark) -> None: ...
+
+    def update(self, key: str, change: Callable[[Mark | None], Mark | None]) -> Mark | None: ...
 
     def delete(self, key: str) -> bool: ...
 
@@ -339,8 +342,7 @@ class MarkExtension:
             logger.info("%s: nothing newer than the high-water mark%s", self.key,
                         f" (post {old.post_id})" if old else "")
             return
-        mark = Mark(key=self.key, spider=spider.name, post_id=best.post_id, created_at=best.created_at,
-                    seq=(old.seq if old else 0) + 1, updated_at=utc_now_iso())
+        mark = old.advanced_to(best, spider=spider.name) if old else Mark.first(self.key, best, spider=spider.name)
         try:
             self.store.save(mark)
         except OSError as e:
