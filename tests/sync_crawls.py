@@ -83,18 +83,21 @@ def media_paths(sandbox: SandboxProcess) -> list[str]:
     return [entry["path"] for entry in sandbox.requests() if entry["path"].startswith("/media/")]
 
 
-def run_workers(sandbox: SandboxProcess, workdir: Path, redis_url: str, name: str, *job: str,
-                count: int = 2) -> list[dict[str, Any]]:
-    """Queue the weibo job ``job`` (``key=value`` arguments), run ``count`` workers (``scrapy crawl weibo`` without
-    a target) until they go idle and close; every record they exported (OUTPUT_DIR ``workdir/name``)."""
+def run_workers(sandbox: SandboxProcess, workdir: Path, redis_url: str, name: str, key: str,
+                job: dict[str, str], count: int = 2) -> list[dict[str, Any]]:
+    """Queue the weibo job ``key`` with arguments ``job`` (as ``mediacrawler enqueue`` does), run ``count`` workers
+    (``scrapy crawl weibo`` without a target) until they go idle and close; every record they exported (OUTPUT_DIR
+    ``workdir/name``)."""
+    from mediacrawler.distributed.jobs import JobBoard
+    from tests.utils import project_crawler
+
+    settings = project_crawler(REDIS_URL=redis_url).settings
+    assert JobBoard(settings, "weibo", worker="test").enqueue(key, job)
     env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings", "REDIS_URL": redis_url}
     env.pop("CACHE_BACKEND", None)
-    queued = subprocess.run([sys.executable, "-m", "mediacrawler", "enqueue", "weibo", *job], cwd=ROOT, env=env,
-                            capture_output=True, text=True, timeout=60)
-    assert queued.returncode == 0, queued.stderr
     command = [*crawl_command("weibo", sandbox, workdir, run=name), "-s", "DISTRIBUTED_LEASE_TTL=2",
                "-s", "DISTRIBUTED_HEARTBEAT=0.3", "-s", "DISTRIBUTED_ACK_INTERVAL=0.2",
-               "-s", "DISTRIBUTED_IDLE_CLOSE=2", "-s", "DISTRIBUTED_JOB_POLL=0.2", "-s", "CONCURRENT_REQUESTS=4"]
+               "-s", "DISTRIBUTED_IDLE_CLOSE=1", "-s", "DISTRIBUTED_JOB_POLL=0.2", "-s", "CONCURRENT_REQUESTS=4"]
     procs = []
     for n in range(count):
         with (workdir / f"{name}-{n}.log").open("wb") as log:

@@ -25,7 +25,7 @@ from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from mediacrawler.spiders._base import HighWaterMark
 from mediacrawler.spiders.weibo import WeiboSpider
-from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run, run_workers
+from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run
 
 pytestmark = pytest.mark.slow
 
@@ -210,32 +210,3 @@ def test_douyin_is_top_is_the_pinned_flag() -> None:
     aweme = {"aweme_id": "7300000000000000001", "desc": "x", "create_time": 1764390000}
     assert aweme_to_post({**aweme, "is_top": 1}).extra["pinned"] is True
     assert "pinned" not in aweme_to_post({**aweme, "is_top": 0}).extra
-
-
-# --- Workers: the mark in Redis, read and moved by workers that share no disk ------------------------------------
-
-
-def test_workers_read_and_move_the_mark_in_redis(tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
-    sb.reset()
-    world = build_world(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
-    old_ids = [p.id for p in world.timeline(UID)]
-    marks = RedisMarkStore(redis.Redis.from_url(redis_url), "mediacrawler:marks:")
-
-    first = run_workers(sb, tmp_path, redis_url, "run1", f"uid={UID}")
-    assert sorted(r["post_id"] for r in first) == sorted(old_ids)
-    mark = marks.load(KEY)
-    # Each worker that ends after the checkpoint was cleared promotes the candidate as it stands: one or two
-    # advances (seq), the last one to the newest post.
-    assert mark is not None and mark.post_id == old_ids[0] and mark.seq in (1, 2)
-    first_seq = mark.seq
-    assert not (tmp_path / "checkpoints").exists()  # workers share no disk: checkpoint and mark in Redis
-
-    sb.reset()
-    new_ids = control(sb, "weibo/publish", {"uid": UID, "count": 3})["ids"]
-    control(sb, "weibo/pin", {"uid": UID, "post_id": old_ids[-1]})  # an old post pinned first on page 1
-    second = run_workers(sb, tmp_path, redis_url, "run2", f"uid={UID}")
-    assert sorted(r["post_id"] for r in second) == sorted(new_ids)
-    assert sorted(page for _, page in listing_requests(sb)) == [1, 2]  # page 2 is all below the mark: the end
-    mark = marks.load(KEY)
-    assert mark is not None and mark.post_id == new_ids[0] and mark.seq > first_seq  # never the pinned one
-    assert marks.keys() == [KEY]  # the runs' candidates are not marks

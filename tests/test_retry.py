@@ -16,7 +16,7 @@ import redis
 from mediacrawler.extensions.retries import FileRetryStore, RedisRetryStore, RetryStore
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
-from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run, run_workers
+from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run
 
 pytestmark = pytest.mark.slow
 
@@ -116,28 +116,3 @@ def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxP
 
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry-again")
     assert code == 0 and "no media pending retry for weibo" in log, log[-3000:]
-
-
-def test_workers_keep_the_retry_set_in_redis_and_store_the_video_next_time(
-        tmp_path: Path, sb: SandboxProcess, redis_url: str) -> None:
-    """Two workers (no target, REDIS_URL) take the job from Redis: the failed video goes to the Redis retry set;
-    the next enqueue of the job reads its post again first and stores the video, dedupe on."""
-    post_id, paths = video_post()
-    store = RedisRetryStore(redis.Redis.from_url(redis_url), "mediacrawler:retry:")
-    sb.reset()
-    sb.set_faults(media_errors=[{"status": 404, "path": p} for p in sorted(paths)])
-    first = {r["post_id"]: r for r in run_workers(sb, tmp_path, redis_url, "run1", f"uid={UID}")}
-    assert len(first) == PER_PAGE
-    (video,) = [m for m in first[post_id]["media"] if m["kind"] == "video"]
-    assert video["status"] == "failed"
-    retry_set = store.load(KEY)
-    assert retry_set is not None and list(retry_set.assets) == [f"weibo/video/{video['key']}"]
-    assert not (tmp_path / "checkpoints").exists()  # nothing on the workers' disks but media and output
-
-    sb.reset()
-    again = run_workers(sb, tmp_path, redis_url, "run2", f"uid={UID}")
-    assert_stored_on_retry(tmp_path, tmp_path / "run2" / "weibo" / "unused.jsonl", post_id, paths, sb, store,
-                           found=again)
-    show = [e for e in sb.requests() if e["path"].endswith("/statuses/show")]
-    assert [e["query"] for e in show] == [f"id={post_id}"]  # read again once, by the worker that seeded the job
-    assert [page for _, page in listing_requests(sb)] == [1]  # all below the mark the first run left
