@@ -1,12 +1,12 @@
 """``mediacrawler status``: what the crawler knows about each source, without running a crawl.
 
-Local part: every checkpoint of the checkpoint store (``CHECKPOINT_BACKEND``/``CHECKPOINT_DIR``, or ``--dir``):
-job key, spider, watermark, what fetches the next page (page number and cursor), failed pages, posts stored past
-the watermark, when it was written and how long ago. Fields the checkpoint document gains later are passed through
-in ``--json`` as they are. Then per source its high-water mark (newest post completely stored, when) and its media
+Local part: every checkpoint of the checkpoint store (``CHECKPOINT_BACKEND``/``CHECKPOINT_DIR``, or ``--dir``): job
+key, spider, watermark, what fetches the next page (page number and cursor), failed pages, posts stored past the
+watermark, when it was written and how long ago. Fields the checkpoint document gains later are passed through in
+``--json`` as they are. Then per source its high-water mark (newest post completely stored, when) and its media
 assets pending retry (how many, of how many posts, by reason): from the stores ``MARKS_BACKEND`` and
-``RETRY_MEDIA_BACKEND`` name (``--dir``: the files beside those checkpoints) and, with ``REDIS_URL``, from the Redis
-stores too (:func:`document_status`).
+``RETRY_MEDIA_BACKEND`` name (``--dir``: the files beside those checkpoints) and, with ``REDIS_URL``, from the
+Redis stores too (:func:`document_status`).
 
 Distributed part (with ``REDIS_URL``): :func:`distributed_status` asks ``mediacrawler.distributed.status`` for
 its figures (queue depth per spider, live workers, leases, jobs; the keys it reads are documented in

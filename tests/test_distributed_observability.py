@@ -143,8 +143,8 @@ def test_metrics_and_status_show_queue_depth_leases_workers_and_checkpoint_lag(r
     assert got[("mediacrawler_shared_checkpoint_lag_pages", job)] == 2
     assert got[("mediacrawler_jobs_waiting", platform)] == 1
     assert got[("mediacrawler_workers_live", platform)] == 1
-    assert ("mediacrawler_pages_total", frozenset({"platform": "weibo", "job": ACTIVE, "status": "parsed"}.items())) \
-        in got  # the crawl's own counters are still there
+    parsed = frozenset({"platform": "weibo", "job": ACTIVE, "status": "parsed"}.items())
+    assert ("mediacrawler_pages_total", parsed) in got  # the crawl's own counters are still there
 
     shown = run_status(redis_url, tmp_path, "--json")
     assert shown.returncode == 0, shown.stderr

@@ -1,10 +1,10 @@
 """Incremental sync end to end: real ``scrapy crawl weibo`` runs against a sandbox whose timeline gains new posts.
 
 Run 1 walks the whole timeline and sets the high-water mark; 3 posts are published (and an old post pinned on top
-of page 1); run 2 requests pages 1 and 2 only, emits exactly the 3 new posts and downloads only their pictures;
-run 3 (nothing new) requests page 1 only and emits nothing; ``-a full=true`` walks every page again and downloads
-nothing (every asset is recognised by its key). Expectations come from the sandbox's own world model. The first test
-runs twice: marks and checkpoints in files, and in a real redis-server (``CHECKPOINT_BACKEND=redis`` with
+of page 1); run 2 requests pages 1 and 2 only, emits exactly the 3 new posts and downloads only their pictures; run
+3 (nothing new) requests page 1 only and emits nothing; ``-a full=true`` walks every page again and downloads
+nothing (every asset is recognised by its key). Expectations come from the sandbox's own world model. The first
+test runs twice: marks and checkpoints in files, and in a real redis-server (``CHECKPOINT_BACKEND=redis`` with
 REDIS_URL; the marks follow it), where the crawls share no state on disk but the media store.
 """
 

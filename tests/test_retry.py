@@ -36,7 +36,8 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path, redis_url: str) -> t
     """The ``-s`` settings of every command of the test, and the store where its retry set is expected."""
     if request.param == "file":
         return (), FileRetryStore(tmp_path / "checkpoints" / "retry")
-    return ("-s", "CHECKPOINT_BACKEND=redis"), RedisRetryStore(redis.Redis.from_url(redis_url), "mediacrawler:retry:")
+    store = RedisRetryStore(redis.Redis.from_url(redis_url), "mediacrawler:retry:")
+    return ("-s", "CHECKPOINT_BACKEND=redis"), store
 
 
 def video_post() -> tuple[str, set[str]]:

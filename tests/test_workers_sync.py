@@ -1,8 +1,8 @@
 """Incremental sync and nothing left behind with workers (``REDIS_URL``, no target): two ``scrapy crawl weibo``
-worker subprocesses take the job queued in Redis (as ``mediacrawler enqueue`` queues it) and share no disk but the media store; the
-high-water mark and the retry set live in a real redis-server. The same stories as tests/test_incremental.py and
-tests/test_retry.py: 3 new posts cost pages 1-2 and are all that is emitted; a video that failed is stored by the next
-enqueue of the job, dedupe on."""
+worker subprocesses take the job queued in Redis (as ``mediacrawler enqueue`` queues it) and share no disk but the
+media store; the high-water mark and the retry set live in a real redis-server. The same stories as
+tests/test_incremental.py and tests/test_retry.py: 3 new posts cost pages 1-2 and are all that is emitted; a video
+that failed is stored by the next enqueue of the job, dedupe on."""
 
 from __future__ import annotations
 

@@ -2,11 +2,11 @@
 (``MARKS_BACKEND``/``RETRY_MEDIA_BACKEND`` = ``redis``), for processes that share no disk.
 
 The same interface as :class:`mediacrawler.extensions.docstore.FileDocumentStore` (``location``, ``load``,
-``save``, ``update``, ``delete``, ``keys``): one string key per document, the same JSON text a file would hold, so a
-reader never sees half a document. :meth:`RedisDocumentStore.update` is a read-modify-write under ``WATCH``
+``save``, ``update``, ``delete``, ``keys``): one string key per document, the same JSON text a file would hold, so
+a reader never sees half a document. :meth:`RedisDocumentStore.update` is a read-modify-write under ``WATCH``
 (optimistic: retried when another process wrote the document in between), so processes of one job that change one
-document at once never lose each other's changes. Redis being unreachable is an :class:`OSError`, as a disk error is
-for the file store. Keys::
+document at once never lose each other's changes. Redis being unreachable is an :class:`OSError`, as a disk error
+is for the file store. Keys::
 
     <MARKS_REDIS_PREFIX><job>          STRING  the job's mark   (default prefix mediacrawler:marks:)
     <RETRY_MEDIA_REDIS_PREFIX><job>    STRING  its retry set    (default prefix mediacrawler:retry:)
@@ -139,7 +139,8 @@ class RedisDocumentStore(DocumentCodec[D]):
 
     def keys(self) -> list[str]:
         try:
-            names = [raw.decode()[len(self.prefix):] for raw in self.server.scan_iter(f"{self.prefix}*", count=1000)]
+            found = self.server.scan_iter(f"{self.prefix}*", count=1000)
+            names = [raw.decode()[len(self.prefix):] for raw in found]
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
         return sorted(n for n in names if n and ":" not in n)

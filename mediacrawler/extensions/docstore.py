@@ -3,9 +3,9 @@
 sync and retries").
 
 A subclass names its sub-directory of CHECKPOINT_DIR, the exception for an unusable file, and its document class
-(``key``, ``to_dict()``, ``from_dict(data, key=)``). The Redis store of the same documents, for processes that share
-no disk, is :class:`mediacrawler.distributed.docstore.RedisDocumentStore`; :func:`document_store_from_settings`
-picks one by a backend setting.
+(``key``, ``to_dict()``, ``from_dict(data, key=)``). The Redis store of the same documents, for processes that
+share no disk, is :class:`mediacrawler.distributed.docstore.RedisDocumentStore`;
+:func:`document_store_from_settings` picks one by a backend setting.
 """
 
 from __future__ import annotations

@@ -286,7 +286,8 @@ class MarkExtension:
             return
         if mark is not None and mark.post_id == candidate.post_id:
             self.stats.set_value("incremental/mark_advanced", mark.post_id)
-            logger.info("%s: high-water mark at post %s (%s)", key, mark.post_id, mark.created_at or "time unknown")
+            logger.info("%s: high-water mark at post %s (%s)", key, mark.post_id,
+                        mark.created_at or "time unknown")
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
         self._candidate(item)

@@ -25,9 +25,9 @@ posts through), the worker that seeds the job reads its posts again first, each 
 on it (:meth:`RetryStore.update` merges the workers' changes), and each counts and logs at the job's end.
 
 ``mediacrawler retry [--platform P]`` (:func:`main`) runs a retry-only crawl (``-a retry_only=true``) of every job
-with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``, ``RETRY_MEDIA_MAX_ATTEMPTS``,
-``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: keys ``RETRY_MEDIA_REDIS_PREFIX<job>``; empty, the default: the kind of
-``CHECKPOINT_BACKEND``). See docs/operations.md, "Incremental sync and retries".
+with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``,
+``RETRY_MEDIA_MAX_ATTEMPTS``, ``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: keys ``RETRY_MEDIA_REDIS_PREFIX<job>``;
+empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md, "Incremental sync and retries".
 """
 
 from __future__ import annotations
@@ -208,8 +208,8 @@ class RetryExtension:
             logger.warning("%s: retry set %s is unusable (%s); starting a new one", key, self.store.location(key), e)
             self.set = None
         except OSError as e:  # the store is out of reach: recording now would overwrite what it holds
-            logger.error("%s: cannot read the retry set %s (%s); no media are retried or recorded in this run", key,
-                         self.store.location(key), e)
+            logger.error("%s: cannot read the retry set %s (%s); no media are retried or recorded in this run",
+                         key, self.store.location(key), e)
             self.stats.inc_value("retry/read_errors")
             return
         if self.set is None:

@@ -8,8 +8,8 @@ World model
 ``build_xhs_world(seed=1)`` returns an :class:`XhsWorld`: one user (:data:`USER_ID`) with :data:`NOTE_COUNT` notes,
 newest first. Note ``i`` follows ``i % 4``: 0 three images, 1 a video (its cover in ``imageList``), 2 four images,
 3 one image. Every note has its own ``xsec_token``. Note ids are ObjectIds as on the site: the first 8 hex digits
-are the note's time in Unix seconds. ``XhsWorld.pinned`` names a note its author pinned: the profile shows it first,
-with ``interactInfo.sticky: true``. Two more ids are not notes: :data:`GONE_NOTE` (the page says
+are the note's time in Unix seconds. ``XhsWorld.pinned`` names a note its author pinned: the profile shows it
+first, with ``interactInfo.sticky: true``. Two more ids are not notes: :data:`GONE_NOTE` (the page says
 ``serverRequestInfo.state: "fail"``, code -510001) and :data:`EMPTY_NOTE` (a ``noteDetailMap`` entry with an empty
 note). Any other 24-hex id is answered like :data:`GONE_NOTE`.
 
