@@ -220,7 +220,7 @@ class MetricsExtension:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.distributed: DistributedCollector | None = None
-        if settings.get("REDIS_URL"):
+        if settings.get("REDIS_URL") and settings.getbool("DISTRIBUTED_ENABLED"):
             self.distributed = DistributedCollector(crawler)
             self.registry.register(self.distributed)
         self.server: WSGIServer | None = None
