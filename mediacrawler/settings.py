@@ -130,7 +130,7 @@ DOUYIN_MEDIA_REFERER = "https://www.douyin.com/"
 # --- Item pipelines ---------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
     # First: drops posts that an interrupted earlier run of the same job already stored.
-    "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
+    "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
     "mediacrawler.pipelines.media.MediaStorePipeline": 300,
@@ -243,7 +243,7 @@ MEDIA_FRAGMENT_RETRIES = 3
 MEDIA_VIDEO_DURATION_TOLERANCE = 0.02
 MEDIA_VIDEO_MAX_GAP = 5.0
 
-# --- Checkpoints (extensions/checkpoint.py) ---------------------------------------------------------------------
+# --- Checkpoints (checkpoints/, extensions/checkpoint.py) ---------------------------------------------------------------------
 #: Keep a per-job resume checkpoint; off: none is read or written.
 CHECKPOINT_ENABLED = True
 #: Where the file backend keeps <job>.json.
@@ -259,8 +259,8 @@ CHECKPOINT_REDIS_INTERVAL = 0.5
 CHECKPOINT_SYNC_FEEDS = True
 # Local feeds the checkpoint can flush and fsync, with repair of a torn last JSON line.
 FEED_STORAGES = {
-    "": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
-    "file": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
+    "": "mediacrawler.feeds.SyncedFileFeedStorage",
+    "file": "mediacrawler.feeds.SyncedFileFeedStorage",
 }
 
 # --- Incremental sync, retries, targets (extensions/marks.py, extensions/retries.py, commands/crawl.py) ----------

@@ -24,12 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from mediacrawler.extensions.checkpoint import (
-    CheckpointCorrupt,
-    CheckpointStore,
-    FileCheckpointStore,
-    store_from_settings,
-)
+from mediacrawler.checkpoints.model import CheckpointCorrupt
+from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

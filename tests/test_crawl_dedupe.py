@@ -223,7 +223,7 @@ class Run:
             "-s", f"REDIS_URL={redis_url}", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_ENABLED=0",
             # The project's chain, plus a stage after dedupe that holds items as long as media downloads would.
             "-s", "ITEM_PIPELINES=" + json.dumps({
-                "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
+                "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
                 "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
                 DEDUPE_PIPELINE: 200,
                 "tests.test_crawl_dedupe.SlowStagePipeline": 250,
@@ -266,7 +266,8 @@ class Run:
 
 
 def _watermark(workdir: Path) -> int:
-    from mediacrawler.extensions.checkpoint import CheckpointCorrupt, FileCheckpointStore
+    from mediacrawler.checkpoints.model import CheckpointCorrupt
+    from mediacrawler.checkpoints.store import FileCheckpointStore
 
     try:
         cp = FileCheckpointStore(workdir / "checkpoints").load(KILL_JOB)

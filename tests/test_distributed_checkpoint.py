@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from mediacrawler.distributed.checkpoint import RedisCheckpointStore
-from mediacrawler.extensions.checkpoint import Checkpoint
+from mediacrawler.checkpoints.model import Checkpoint
 from mediacrawler.pipelines.dedupe import alive_key
 
 KEY = "weibo-uid-42"

@@ -23,7 +23,7 @@ from scrapy.utils.test import get_crawler
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.cache.memory import MemoryCache
 from mediacrawler.cache.redis import RedisCache
-from mediacrawler.extensions.checkpoint import AlreadyStored
+from mediacrawler.contracts import AlreadyStored
 from mediacrawler.items import Post
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DedupePipeline, DuplicatePost, claim_key
 from tests.plugins.redis_server import RedisServer

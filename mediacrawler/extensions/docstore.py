@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
-from mediacrawler.extensions.checkpoint import check_key
+from mediacrawler.checkpoints.model import check_key
 from mediacrawler.fsutil import fsync_dir, write_atomic
 
 if TYPE_CHECKING:

@@ -37,10 +37,10 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
-from mediacrawler.extensions.checkpoint import check_key
+from mediacrawler.checkpoints.model import check_key
 from mediacrawler.extensions.docstore import FileDocumentStore
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.spiders._base import HighWaterMark
+from mediacrawler.contracts import HighWaterMark
 
 if TYPE_CHECKING:
     from typing import Self
@@ -202,7 +202,7 @@ class MarkExtension:
 
     def item_dropped(self, item: Any, spider: Spider, exception: BaseException) -> None:
         # Dropped as stored before (dedupe's duplicate, the checkpoint's "already stored"): still stored.
-        from mediacrawler.extensions.checkpoint import AlreadyStored
+        from mediacrawler.contracts import AlreadyStored
         from mediacrawler.pipelines.dedupe import DuplicatePost
 
         if isinstance(exception, (AlreadyStored, DuplicatePost)):

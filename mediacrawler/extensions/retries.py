@@ -38,7 +38,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
-from mediacrawler.extensions.checkpoint import check_key
+from mediacrawler.checkpoints.model import check_key
 from mediacrawler.extensions.docstore import FileDocumentStore
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets

@@ -27,7 +27,7 @@ The life of a post:
    is dropped too (``dedupe/dropped``): a run never emits one post twice.
 2. ``item_scraped``: the post is committed: added to the seen set and its claim released (``dedupe/committed``).
    With a shared cache (Redis), every local feed file is first flushed and fsynced
-   (:func:`mediacrawler.extensions.feeds.sync_feeds`), so the seen set never runs ahead of what the export holds
+   (:func:`mediacrawler.feeds.sync_feeds`), so the seen set never runs ahead of what the export holds
    on disk: a hard kill between the two leaves a stored post unseen (the checkpoint recognises it on resume),
    never a seen post unstored. Commits are coalesced to one flush and one batch of cache calls per reactor turn,
    and the signal handler returns only once its commit is done, so the crawl closes after its last commit.
@@ -75,7 +75,8 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
-from mediacrawler.extensions.feeds import sync_feeds
+from mediacrawler.contracts import AlreadyStored, PendingRetries, extension_of
+from mediacrawler.feeds import sync_feeds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -123,26 +124,6 @@ def _post_key(item: Any) -> PostKey | None:
     return str(platform), str(post_id)
 
 
-def _already_stored(exception: BaseException) -> bool:
-    """Whether *exception* is the checkpoint skip pipeline's "an earlier run of this job stored it"."""
-    try:
-        from mediacrawler.extensions.checkpoint import AlreadyStored
-    except ImportError:  # pragma: no cover - the checkpoint extension is part of the project
-        return False
-    return isinstance(exception, AlreadyStored)
-
-
-def _retry_extension(crawler: Crawler) -> Any:
-    """The crawler's :class:`~mediacrawler.extensions.retries.RetryExtension`, or None when it is off."""
-    from mediacrawler.extensions.retries import RetryExtension
-
-    extensions = getattr(crawler, "extensions", None)
-    for ext in getattr(extensions, "middlewares", ()):
-        if isinstance(ext, RetryExtension):
-            return ext
-    return None
-
-
 class _Batch:
     """Posts to commit in one go, and whoever waits for that commit (futures or Deferreds)."""
 
@@ -179,7 +160,7 @@ class DedupePipeline:
         #: The owner written into claims: the job key. None until the first item (the spider exists by then).
         self.owner: str | None = None
         #: The retry extension, when on: it says which posts still have media to retry.
-        self.retries = _retry_extension(crawler)
+        self.retries = extension_of(crawler, PendingRetries)
         # Posts this run let through and that have not left the pipelines yet, with the item that carries each.
         self._in_flight: dict[PostKey, Any] = {}
         self._batch: _Batch | None = None
@@ -308,7 +289,7 @@ class DedupePipeline:
         key = _post_key(item)
         if key is None:
             return
-        if exception is not None and _already_stored(exception):
+        if isinstance(exception, AlreadyStored):
             # Dropped before this pipeline because an interrupted earlier run of this job stored it: that run
             # emitted it, so it is seen (and the stale claim of that run is released).
             await self._commit(key, in_flight=False)

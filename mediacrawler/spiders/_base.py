@@ -60,7 +60,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import PlatformRefused, Resume, asset_key_of, walk_assets
+from mediacrawler.contracts import HighWaterMark, PlatformRefused, Resume, asset_key_of, walk_assets
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
@@ -222,26 +222,6 @@ class Step:
     name: str
     url: str
     headers: dict[str, str] | None = None
-
-
-@dataclass
-class HighWaterMark:
-    """The newest post of a source known to be completely stored, with everything older (incremental sync; kept by
-    :mod:`mediacrawler.extensions.marks`). ``created_at`` is the post's ISO-8601 UTC time, when known."""
-
-    post_id: str
-    created_at: str | None = None
-
-    def covers(self, post_id: str, created_at: str | None) -> bool:
-        """Whether a post is at or below the mark: numeric ids (Weibo mids, Douyin aweme ids grow with time) compare
-        as numbers; other ids by time (both in the parsers' one UTC format, so as text). Unknown: not covered."""
-        if post_id == self.post_id:
-            return True
-        if post_id.isdigit() and self.post_id.isdigit():
-            return int(post_id) <= int(self.post_id)
-        if created_at and self.created_at:
-            return created_at <= self.created_at
-        return False
 
 
 def is_pinned(post: Post) -> bool:
