@@ -150,6 +150,14 @@ DEDUPE_CLAIM_TTL = 3600
 #: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.
 OUTPUT_DIR = "output"
 OUTPUT_ENABLED = True
+# Scrapy's JSON exporters, with dataclass items turned into JSON without ItemAdapter's probing of every nested
+# value (the same bytes; mediacrawler/exporters.py).
+FEED_EXPORTERS = {
+    "jsonlines": "mediacrawler.exporters.JsonLinesExporter",
+    "jsonl": "mediacrawler.exporters.JsonLinesExporter",
+    "jl": "mediacrawler.exporters.JsonLinesExporter",
+    "json": "mediacrawler.exporters.JsonExporter",
+}
 
 # --- Media store (pipelines/media.py, media/) -------------------------------------------------------------------
 #: Media root: objects/<ab>/<cd>/<sha256><ext>, the index, spool/ for partial downloads, quarantine/.
@@ -255,6 +263,8 @@ CHECKPOINT_BACKEND = os.environ.get("CHECKPOINT_BACKEND") or "file"
 CHECKPOINT_REDIS_PREFIX = "mediacrawler:checkpoint:"
 #: CHECKPOINT_BACKEND="redis": seconds between two batches of page/item events when no acknowledgement sends them.
 CHECKPOINT_REDIS_INTERVAL = 0.5
+#: Seconds from a change of the file checkpoint to its write (changes meanwhile go in the same write).
+CHECKPOINT_WRITE_INTERVAL = 0.5
 #: Flush + fsync local feeds before each checkpoint write, so the checkpoint never runs ahead of the export.
 CHECKPOINT_SYNC_FEEDS = True
 # Local feeds the checkpoint can flush and fsync, with repair of a torn last JSON line.

@@ -83,9 +83,12 @@ class CheckpointExtension:
         self._pages: dict[int, _PageState] = {}
         self._stored: dict[int, set[str]] = {}
         self._dirty = False
-        # Writes are coalesced to one per reactor turn and happen after every item_scraped handler of the turn
+        # Writes are coalesced (CHECKPOINT_WRITE_INTERVAL) and happen after every item_scraped handler of the turn
         # (the feed exporter's included) has run, so the flush before the write covers every item it counts.
         self._commit_later = CallLaterOnce(self.commit)
+        # Each write costs three fsyncs (feeds, file, directory); a kill loses at most this much progress, which the
+        # next run recognises in the feed's tail anyway.
+        self.write_interval = settings.getfloat("CHECKPOINT_WRITE_INTERVAL")
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.page_parsed, signal=mc_signals.page_parsed)
@@ -287,7 +290,7 @@ class CheckpointExtension:
     def _changed(self) -> None:
         self._advance()
         self._dirty = True
-        self._commit_later.schedule()
+        self._commit_later.schedule(self.write_interval)
 
     def _advance(self) -> None:
         cp = self.checkpoint
