@@ -52,9 +52,6 @@ CACHE_BACKENDS: dict[str, str] = {
     "redis": "mediacrawler.cache.redis.RedisCache",
 }
 
-DEFAULT_KEY_PREFIX = "mediacrawler:"
-
-
 class CacheError(Exception):
     """Base class of the errors raised by a cache backend."""
 
@@ -103,7 +100,7 @@ class Cache(ABC):
     #: feed is on disk) only need that ordering for a shared cache.
     shared: ClassVar[bool] = False
 
-    def __init__(self, *, prefix: str = DEFAULT_KEY_PREFIX) -> None:
+    def __init__(self, *, prefix: str = "") -> None:
         self.prefix = prefix
 
     @classmethod

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mediacrawler.cache.base import DEFAULT_KEY_PREFIX, Cache, WrongTypeError, check_ttl, to_bytes
+from mediacrawler.cache.base import Cache, WrongTypeError, check_ttl, to_bytes
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -68,7 +68,7 @@ class MemoryCache(Cache):
 
     blocking = False
 
-    def __init__(self, *, prefix: str = DEFAULT_KEY_PREFIX, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, prefix: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(prefix=prefix)
         self._clock = clock
         self._lock = threading.RLock()
@@ -78,7 +78,7 @@ class MemoryCache(Cache):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> MemoryCache:
-        return cls(prefix=settings.get("CACHE_KEY_PREFIX", DEFAULT_KEY_PREFIX))
+        return cls(prefix=settings["CACHE_KEY_PREFIX"])
 
     # --- Internals (call with the lock held) -------------------------------------------------------------------
     def _sweep(self, now: float) -> None:

@@ -39,7 +39,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mediacrawler.cache.base import (
-    DEFAULT_KEY_PREFIX,
     Cache,
     CacheUnavailable,
     WrongTypeError,
@@ -267,10 +266,10 @@ class RedisCache(Cache):
         self,
         url: str,
         *,
-        prefix: str = DEFAULT_KEY_PREFIX,
-        retry_times: int = 5,
-        backoff_base: float = 0.5,
-        backoff_max: float = 8.0,
+        prefix: str = "",
+        retry_times: int = 0,
+        backoff_base: float = 0.0,
+        backoff_max: float = 0.0,
     ) -> None:
         super().__init__(prefix=prefix)
         if retry_times < 0 or backoff_base < 0 or backoff_max < 0:
@@ -298,10 +297,10 @@ class RedisCache(Cache):
             raise NotConfigured("CACHE_BACKEND is 'redis' but REDIS_URL is not set")
         return cls(
             url,
-            prefix=settings.get("CACHE_KEY_PREFIX", DEFAULT_KEY_PREFIX),
-            retry_times=settings.getint("CACHE_RETRY_TIMES", 5),
-            backoff_base=settings.getfloat("CACHE_RETRY_BACKOFF_BASE", 0.5),
-            backoff_max=settings.getfloat("CACHE_RETRY_BACKOFF_MAX", 8.0),
+            prefix=settings["CACHE_KEY_PREFIX"],
+            retry_times=settings.getint("CACHE_RETRY_TIMES"),
+            backoff_base=settings.getfloat("CACHE_RETRY_BACKOFF_BASE"),
+            backoff_max=settings.getfloat("CACHE_RETRY_BACKOFF_MAX"),
         )
 
     def __repr__(self) -> str:

@@ -85,9 +85,6 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-DEFAULT_DEDUPE_TTL = 86400.0
-DEFAULT_CLAIM_TTL = 3600.0
-
 PostKey = tuple[str, str]  # (platform, post_id)
 
 
@@ -146,11 +143,11 @@ class DedupePipeline:
         settings = crawler.settings
         if not settings.getbool("DEDUPE_ENABLED", True):
             raise NotConfigured("DEDUPE_ENABLED is off")
-        ttl = settings.getfloat("DEDUPE_TTL", DEFAULT_DEDUPE_TTL)
+        ttl = settings.getfloat("DEDUPE_TTL")
         if ttl < 0:
             raise NotConfigured(f"DEDUPE_TTL must be >= 0 seconds (0: never forget), got {ttl!r}")
         self.ttl: float | None = ttl or None
-        claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL", DEFAULT_CLAIM_TTL)
+        claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL")
         if not claim_ttl > 0:
             raise NotConfigured(f"DEDUPE_CLAIM_TTL must be > 0 seconds, got {claim_ttl!r}")
         self.claim_ttl = claim_ttl
