@@ -1,12 +1,5 @@
-"""JSON feed exporters that turn dataclass items into JSON without ItemAdapter's per-value probing; the bytes are
-those of Scrapy's own exporters (docs/records.md, "Export").
-
-Scrapy's exporters wrap every item in an ItemAdapter, and its JSON encoder turns each nested item into a dict with
-``ItemAdapter.asdict()``, which asks every adapter class about every nested value: about 2 ms per Weibo post with
-its media, repost and source. Here a dataclass becomes a shallow dict of its fields (names cached per class) and the
-C encoder walks the values, calling back only for the next nested dataclass. Anything else (other item types,
-``FEED_EXPORT_FIELDS``, a field ``serializer`` in the dataclass metadata) takes Scrapy's own path.
-"""
+"""JSON feed exporters that write dataclass items without ItemAdapter's per-value probing, byte for byte what
+Scrapy's own exporters write (docs/records.md, "Export")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,4 @@
-"""The in-memory cache backend: one process, no network, the default when ``REDIS_URL`` is unset.
-
-TTLs run on a monotonic clock (a wall-clock jump neither expires nor revives anything). Expired keys are swept
-on every call through a heap of deadlines, and expired set entries through a heap per set, so memory stays
-bounded by what is still alive instead of by what was ever written. One lock guards the state: the backend is
-safe to use from the reactor thread and worker threads at once, and every call is atomic.
+"""The in-memory cache backend: one process, a monotonic (injectable) clock; docs/architecture.md, "Cache".
 """
 
 from __future__ import annotations

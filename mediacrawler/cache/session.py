@@ -1,15 +1,4 @@
-"""Session state in the cache (seed 3): ``session:{id}`` JSON records that expire unless used.
-
-A session record holds what a running job needs to resume a platform session: a reference to its auth material,
-the pagination cursor and a request count, plus free-form ``data`` (e.g. rate-limit counters). It lives
-``SESSION_TTL`` seconds and every use renews that, so a crashed job's sessions vanish within one
-TTL while a live job keeps its own.
-
-The auth material is referred to, not stored, where possible (``"env:WEIBO_COOKIE"``, a cookie-jar id); when a
-short-lived token must be stored, it is still never logged: :class:`SessionState` leaves it out of its ``repr``
-and this module logs only session ids and counts.
-
-A session belongs to one job: updates are read-modify-write, not atomic across processes.
+"""``session:{id}`` records in the cache that expire unless used (``SESSION_TTL``); docs/architecture.md, "Cache".
 """
 
 from __future__ import annotations

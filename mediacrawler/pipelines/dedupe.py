@@ -1,58 +1,6 @@
-"""Item-level dedupe: drop a post already emitted (same platform and post_id) within ``DEDUPE_TTL``.
-
-A post counts as **seen only once it was really emitted**: it enters the seen set when Scrapy reports it scraped
-(``item_scraped``, after the feed exporter took it), not when it passes this pipeline. While it is on its way
-(later pipelines, the exporter) the post is **claimed** by the job that emits it, so two workers never emit it
-twice, and a job that dies mid-flight still owns it on resume. Keys (all in the shared cache):
-
-- ``dedup:{platform}``: the seen set (member: the post id), each entry expiring ``DEDUPE_TTL`` seconds after it
-  was added, so a post comes back once its entry has expired and the set never outgrows one TTL of posts.
-- ``dedup-claim:{platform}:{post_id}``: the claim, whose value is the owner, the job key (``spider.job``, e.g.
-  ``weibo-uid-7365120894``; the spider name for spiders without one), expiring after ``DEDUPE_CLAIM_TTL`` seconds.
-  On the shared queue (``REDIS_URL``) the owner is ``<job>@<worker id>``: two workers of one job never both emit a
-  post. Each such worker keeps ``dedup-alive:{worker}`` alive (refreshed every ``DISTRIBUTED_HEARTBEAT`` seconds,
-  expiring ``DISTRIBUTED_LEASE_TTL - DISTRIBUTED_HEARTBEAT`` seconds later, so never after the leases it renewed in
-  the same beat): a claim of the same job held by a worker whose key is gone (it died, and the worker that took its
-  lease over emits the post again) is taken over at once (``dedupe/claim_taken_over``) instead of waiting for
-  ``DEDUPE_CLAIM_TTL``; of several workers racing for it, one wins (release-if-owner, then claim).
-
-The life of a post:
-
-1. ``process_item`` (one atomic cache call, :meth:`~mediacrawler.cache.base.Cache.claim` with ``unless_in``):
-   in the seen set → dropped (``dedupe/dropped``); else claimed if nobody holds it, and the owner after the call
-   decides: this job (a fresh claim, or a stale one left by an earlier run of the same job that died before the
-   post was stored: its resume re-emits the post and must not lose it) → passed on (``dedupe/accepted``); another
-   job → dropped as in flight elsewhere (``dedupe/claimed_elsewhere``; if that job dies, its own resume emits the
-   post, and the claim's TTL bounds the worst case). A second copy of a post already in flight in this very run
-   is dropped too (``dedupe/dropped``): a run never emits one post twice.
-2. ``item_scraped``: the post is committed: added to the seen set and its claim released (``dedupe/committed``).
-   With a shared cache (Redis), every local feed file is first flushed and fsynced
-   (:func:`mediacrawler.feeds.sync_feeds`), so the seen set never runs ahead of what the export holds
-   on disk: a hard kill between the two leaves a stored post unseen (the checkpoint recognises it on resume),
-   never a seen post unstored. Commits are coalesced to one flush and one batch of cache calls per reactor turn,
-   and the signal handler returns only once its commit is done, so the crawl closes after its last commit.
-3. ``item_dropped`` by a later pipeline, or ``item_error``: the claim is released (``dedupe/released``) so a later
-   run may emit the post. A post dropped by the checkpoint's skip pipeline (``AlreadyStored``: an interrupted
-   earlier run of this job stored it) is committed as in 2: it was emitted, by that run.
-
-When the cache stays unreachable past its retry budget, the post is **let through** unchecked and counted in
-``dedupe/unavailable`` (with one WARNING per outage): a possible duplicate downstream is recoverable, a post lost to
-an outage is not. A commit that meets an outage is counted in ``dedupe/commit_unavailable`` (one WARNING per
-outage): the post stays unseen (it may be emitted again after its claim expires), never lost. A release that meets
-an outage is counted in ``dedupe/release_unavailable``; the claim then expires on its own.
-
-Cache calls may block (Redis): they run in a worker thread, never on the reactor thread.
-
-Stats: ``dedupe/accepted``, ``dedupe/dropped``, ``dedupe/claimed_elsewhere``, ``dedupe/unavailable``,
-``dedupe/no_id`` (items without platform or post_id, passed on untouched; normalize drops those),
-``dedupe/committed``, ``dedupe/commit_unavailable``, ``dedupe/released``, ``dedupe/release_unavailable``.
-
-A post with a media asset pending retry in this job (:mod:`mediacrawler.extensions.retries`) is never dropped as
-seen: it is claimed without the seen check (``dedupe/retry_pending``), so the run that reads it again can store its
-media.
-
-Settings: ``DEDUPE_ENABLED``, ``DEDUPE_TTL`` (seconds, 0: never forget), ``DEDUPE_CLAIM_TTL`` (seconds > 0,
-default 3600: longer than a post may take from this pipeline to the export, media downloads included).
+"""Item-level dedupe: drop a post already emitted (same platform and post_id) within ``DEDUPE_TTL``; a post in
+flight is claimed by the job emitting it. The life of a post, the keys, outages and stats are in
+docs/architecture.md, "Dedupe".
 """
 
 from __future__ import annotations

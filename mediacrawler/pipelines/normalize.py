@@ -1,13 +1,5 @@
-"""NormalizePipeline: every record leaves it valid, canonical and in UTC, or is dropped with a reason.
-
-Works on any item through :class:`~itemadapter.ItemAdapter`. Checks: the required fields are present; ``url`` is
-an absolute http(s) URL without query or fragment; ``created_at`` and ``fetched_at`` are ISO 8601 in UTC
-(converted when they carry another offset); metrics are non-negative integers or null; media URLs pass
-:func:`~mediacrawler.media.urls.media_url_problem` (a scheme in MEDIA_ALLOWED_SCHEMES, a host, no credentials): an
-asset that does not stays on the record, marked failed with the reason (``scheme-not-allowed``,
-``credentials-in-url``, ``invalid-url``; one WARNING, stat ``media/failed/<reason>``), is never downloaded, and
-keeps its URL without ``user:password@``; such alternates are dropped. Items that are not posts are dropped with a
-reason and counted under ``normalize/dropped/<reason>``.
+"""NormalizePipeline: every record leaves it valid, canonical and in UTC, or is dropped with a reason (docs/records.md,
+"Normalization").
 """
 
 from __future__ import annotations

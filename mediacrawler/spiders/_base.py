@@ -1,43 +1,5 @@
-"""The base of every platform spider: typed arguments, the first page, pagination and the page signals.
-
-A platform spider only says how to build its listing URL and how to parse one listing response; this class does
-the rest the same way for all of them:
-
-- Arguments are a pydantic model (scrapy-spider-metadata ``Args``); code reads ``self.args.*`` only. Validated
-  arguments are taken out of the keyword arguments before ``Spider.__init__`` so that ``-a start=3`` can never
-  shadow the ``Spider.start()`` coroutine of Scrapy >= 2.13.
-- The first page is ``-a start`` if given, else where the checkpoint extension says to resume, else 1.
-- Pages are fetched one after the other (each listing response yields the next request), so "page N is done"
-  has a meaning; the next page is requested only until the platform's own last-page signal or ``max_pages``.
-  A spider declares its :attr:`~PlatformSpider.pagination`: ``page`` numbers (a page that failed for good is
-  skipped, the checkpoint keeps it) or an opaque ``cursor`` that only the previous page gives (a failed page
-  stops the run there; the next run resumes from the stored cursor).
-- A post may need several requests before it is complete (Weibo's long text, Bilibili's view and playurl,
-  Facebook's video nodes): the listing puts it in ``Page.incomplete`` and this class owns the chain of
-  :class:`Step` requests (:meth:`~PlatformSpider.next_step`, :meth:`~PlatformSpider.parse_step`). Whatever happens
-  to a step, the chain ends with :meth:`~PlatformSpider.post_from_chain`, told what is missing, so every post a
-  page announced is emitted and a checkpoint watermark can never stick.
-- Errors: :meth:`~PlatformSpider.classify_response` reads the whole response (status, headers, body) for the
-  platform errors middleware; credentials (:attr:`~PlatformSpider.credential_env`) are added at download time by
-  the session middleware, never stored on a request. See docs/architecture.md, "Platform contract".
-- Every listing request carries only plain data in ``meta`` and names its callbacks by spider method, so it
-  survives JOBDIR serialization.
-- After parsing a page the spider sends :data:`mediacrawler.signals.page_parsed` (and ``page_failed`` when a page
-  failed for good), which the checkpoint extension turns into a watermark.
-- Every listing request ends as parsed or failed, whatever path it takes: one that reaches neither callback nor
-  errback (dropped by the duplicate filter, e.g. a 302 back to itself; filtered by a middleware) is failed when the
-  crawl goes idle, with the reason when Scrapy said one (``request_dropped``), and the crawl goes on past it.
-- Incremental sync: with a high-water mark (:class:`HighWaterMark`, set by
-  :mod:`mediacrawler.extensions.marks` on spider_opened unless ``-a full=true``), posts at or below it are not
-  emitted again, and pagination stops at the first page whose posts (pinned ones aside: ``Post.extra["pinned"]``)
-  are all at or below it; that page is announced as the last one, so the checkpoint completes.
-- Media left behind: the posts in :attr:`PlatformSpider.retry_posts` (set by
-  :mod:`mediacrawler.extensions.retries`) are read again through :meth:`~PlatformSpider.post_request` before the
-  first listing page, and go through the pipelines again (``-a retry_only=true``: only them). See
-  docs/operations.md, "Incremental sync and retries".
-- Expired media URLs: the spider remembers which post each media asset came from, and
-  :meth:`PlatformSpider.refresh_media_url` (called by the large-file downloader on a 403/410 mid-download) reads
-  that post again through :meth:`~PlatformSpider.post_request` and returns the asset's fresh URL.
+"""The base of every platform spider: typed arguments, the first page, pagination, chains of steps, page signals,
+incremental marks, retried posts and fresh media URLs (docs/architecture.md, "Platform contract").
 """
 
 from __future__ import annotations
