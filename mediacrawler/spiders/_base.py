@@ -418,21 +418,21 @@ class PlatformSpider(Spider):
         )
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
-        for post in page.posts:
-            yield self.remember_media(post)
-        for post_id, raw in page.incomplete.items():
-            yield self.start_chain(post_id, raw, source)
         if page.is_last:
             self.source_exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
-            return
-        if at_mark:
+        elif at_mark:
             self.stopped_at_mark = True
             assert self.mark is not None
             logger.info("%s: page %d is all at or below the high-water mark (post %s); stopping there", self.job,
                         page_no, self.mark.post_id)
-            return
-        yield from self._next_page(page_no, page.next_cursor)
+        else:
+            # First: the next page is fetched while this page's posts go through the pipelines.
+            yield from self._next_page(page_no, page.next_cursor)
+        for post in page.posts:
+            yield self.remember_media(post)
+        for post_id, raw in page.incomplete.items():
+            yield self.start_chain(post_id, raw, source)
 
     def listed_time(self, raw: dict[str, Any]) -> str | None:
         """When a post still waiting for a step was published, as the listing says (ISO 8601 UTC, the parsers' one
