@@ -59,8 +59,13 @@ def _main() -> None:
     parser.add_argument("--count", default="10")
     parser.add_argument("--delay", default="0")
     args = parser.parse_args()
+    from tests.utils import project_settings_dict
+
+    # The project's defaults of what the pipeline and its cache read (settings.py holds them), then this crawl's.
+    defaults = {k: v for k, v in project_settings_dict().items() if k.startswith(("DEDUPE_", "CACHE_"))}
     process = CrawlerProcess(
         {
+            **defaults,
             "ITEM_PIPELINES": {"mediacrawler.pipelines.dedupe.DedupePipeline": 200},
             "DEDUPE_ENABLED": True,
             "DEDUPE_TTL": args.ttl,
