@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from itemadapter import ItemAdapter, is_item
-from scrapy.exceptions import DropItem, IgnoreRequest
+from scrapy.exceptions import DropItem, IgnoreRequest, NotConfigured
+from scrapy.utils.misc import load_object
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -143,3 +144,12 @@ def extension_of(crawler: Any, kind: type[_E]) -> _E | None:
         if isinstance(ext, kind):
             return ext
     return None
+
+
+def backend_class(setting: str, name: str, backends: dict[str, str]) -> Any:
+    """The class a backend setting names (``CHECKPOINT_BACKEND``, ``CACHE_BACKEND``…): one of *backends*' short
+    names or an import path; NotConfigured when it names nothing importable."""
+    try:
+        return load_object(backends.get(name.lower(), name))
+    except (ImportError, NameError, ValueError) as e:
+        raise NotConfigured(f"{setting}={name!r} is neither one of {sorted(backends)} nor importable: {e}") from e

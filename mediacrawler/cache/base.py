@@ -12,7 +12,8 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
+
+from mediacrawler.contracts import backend_class
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -186,13 +187,7 @@ def get_cache(settings: BaseSettings | None = None, *, cache_type: str | None = 
 
         settings = get_project_settings()
     name = cache_type or settings.get("CACHE_BACKEND") or ("redis" if settings.get("REDIS_URL") else "memory")
-    path = CACHE_BACKENDS.get(str(name).lower(), str(name))
-    try:
-        cls = load_object(path)
-    except (ImportError, NameError, ValueError) as exc:
-        raise NotConfigured(
-            f"CACHE_BACKEND={name!r} is neither one of {sorted(CACHE_BACKENDS)} nor an importable class: {exc}"
-        ) from exc
+    cls = backend_class("CACHE_BACKEND", str(name), CACHE_BACKENDS)
     if not (isinstance(cls, type) and issubclass(cls, Cache)):
         raise NotConfigured(f"CACHE_BACKEND={name!r} does not name a mediacrawler.cache.Cache subclass")
     cache = cls.from_settings(settings)

@@ -9,10 +9,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
-
 from mediacrawler.checkpoints.model import KEY_RE, Checkpoint, CheckpointCorrupt, check_key
+from mediacrawler.contracts import backend_class
 from mediacrawler.feeds import FeedMark, repair_torn_tail
 from mediacrawler.fsutil import fsync_dir, remove_stray_temps, unlink_synced, write_atomic
 
@@ -120,13 +118,7 @@ class FileCheckpointStore:
 def store_from_settings(settings: BaseSettings) -> CheckpointStore:
     """The store ``CHECKPOINT_BACKEND`` names; NotConfigured when it names nothing usable."""
     name = str(settings.get("CHECKPOINT_BACKEND") or "file")
-    path = CHECKPOINT_BACKENDS.get(name.lower(), name)
-    try:
-        cls = load_object(path)
-    except (ImportError, NameError, ValueError) as e:
-        raise NotConfigured(
-            f"CHECKPOINT_BACKEND={name!r} is neither one of {sorted(CHECKPOINT_BACKENDS)} nor importable: {e}"
-        ) from e
+    cls = backend_class("CHECKPOINT_BACKEND", name, CHECKPOINT_BACKENDS)
     store: CheckpointStore = cls.from_settings(settings)
     return store
 
