@@ -99,7 +99,8 @@ _STAT = re.compile(r"'(elapsed_time_seconds|item_scraped_count)': ([0-9.]+)")
 def run(case: str, weibo_url: str, work: Path, expected: set[str]) -> dict[str, Any]:
     out = work / case
     if case == "ours":
-        argv = [sys.executable, "-m", "scrapy", "crawl", "weibo", "-a", f"uid={UID}", "-s", f"WEIBO_BASE_URL={weibo_url}",
+        argv = [sys.executable, "-m", "scrapy", "crawl", "weibo", "-a", f"uid={UID}",
+                "-s", f"WEIBO_BASE_URL={weibo_url}",
                 "-s", "MEDIA_ENABLED=0", "-s", f"OUTPUT_DIR={out}", "-s", f"CHECKPOINT_DIR={out / 'checkpoints'}",
                 "-s", f"FILES_STORE={out / 'files'}", *COMMON]
     else:
@@ -118,7 +119,8 @@ def run(case: str, weibo_url: str, work: Path, expected: set[str]) -> dict[str, 
         raise SystemExit(f"{case}: exit {done.returncode}, {len(ids)} records, {len(expected - set(ids))} posts "
                          f"missing\n{done.stderr[-3000:]}")
     return {"case": case, "wall_s": wall, "elapsed_s": stats["elapsed_time_seconds"],
-            "items": int(stats["item_scraped_count"]), "rate": stats["item_scraped_count"] / stats["elapsed_time_seconds"]}
+            "items": int(stats["item_scraped_count"]),
+            "rate": stats["item_scraped_count"] / stats["elapsed_time_seconds"]}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,7 +81,8 @@ class _Batch:
 
 
 class DedupePipeline:
-    """Drops posts already emitted within ``DEDUPE_TTL`` seconds, or being emitted by another job (see module).
+    """Drops posts already emitted within ``DEDUPE_TTL`` seconds, or being emitted by another job
+    (docs/architecture.md, "Dedupe").
 
     ``DEDUPE_TTL = 0`` remembers posts for ever (until the set is deleted).
     """

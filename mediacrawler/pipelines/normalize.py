@@ -43,7 +43,7 @@ def canonical_url(url: Any) -> str:
 
 
 class NormalizePipeline:
-    """Validates and normalizes post records (see module docstring)."""
+    """Validates and normalizes post records (docs/records.md, "Normalization")."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
