@@ -26,7 +26,7 @@ def _verify(argv: Sequence[str]) -> int:
 
 
 def _checkpoints(argv: Sequence[str]) -> int:
-    from mediacrawler.extensions.checkpoint import main as checkpoints_main
+    from mediacrawler.commands.checkpoints import main as checkpoints_main
 
     return checkpoints_main(argv)
 

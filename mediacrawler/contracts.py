@@ -1,5 +1,5 @@
 """What several layers share: request meta keys, exceptions that cross from downloader middlewares to spiders and
-pipelines, the resume point, and the one walk over a post's media assets.
+pipelines, the resume point, the one walk over a post's media assets, and what pipelines may ask of extensions.
 
 Nothing here imports another project module, so any layer may import it (docs/architecture.md).
 """
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from itemadapter import ItemAdapter, is_item
-from scrapy.exceptions import IgnoreRequest
+from scrapy.exceptions import DropItem, IgnoreRequest, NotConfigured
+from scrapy.utils.misc import load_object
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -33,6 +34,26 @@ class Resume:
 
     page: int
     cursor: str | None = None
+
+
+@dataclass
+class HighWaterMark:
+    """The newest post of a source known to be completely stored, with everything older (incremental sync; kept by
+    extensions/marks.py). ``created_at`` is the post's ISO-8601 UTC time, when known."""
+
+    post_id: str
+    created_at: str | None = None
+
+    def covers(self, post_id: str, created_at: str | None) -> bool:
+        """Whether a post is at or below the mark: numeric ids (Weibo mids, Douyin aweme ids grow with time) compare
+        as numbers; other ids by time (both in the parsers' one UTC format, so as text). Unknown: not covered."""
+        if post_id == self.post_id:
+            return True
+        if post_id.isdigit() and self.post_id.isdigit():
+            return int(post_id) <= int(self.post_id)
+        if created_at and self.created_at:
+            return created_at <= self.created_at
+        return False
 
 
 def asset_index_key(*, platform: str, kind: str, key: str) -> str:
@@ -88,3 +109,47 @@ class BodyTooLarge(RequestRefused):
 
     def __init__(self, detail: str = "") -> None:
         super().__init__("too-large", detail)
+
+
+class AlreadyStored(DropItem):
+    """Dropped by the checkpoint's skip pipeline: an earlier, interrupted run of the same job stored the post."""
+
+
+@runtime_checkable
+class StoredBefore(Protocol):
+    """The checkpoint extension as the skip pipeline sees it (pipelines/checkpoint.py)."""
+
+    #: Set by the skip pipeline, so the extension knows the posts it reports are dropped.
+    skip_pipeline: bool
+    #: Ids of the posts an earlier run of this job stored past the watermark (empty: nothing to skip).
+    skip_ids: frozenset[str]
+
+    def already_stored(self, post_id: str) -> bool: ...
+
+
+@runtime_checkable
+class PendingRetries(Protocol):
+    """The media retry extension as the dedupe pipeline sees it (extensions/retries.py)."""
+
+    def pending_post(self, post_id: str) -> bool: ...
+
+
+_E = TypeVar("_E")
+
+
+def extension_of(crawler: Any, kind: type[_E]) -> _E | None:
+    """The crawler's enabled extension that is a *kind* (a runtime-checkable Protocol above), or ``None``: how a
+    pipeline reaches an extension without importing the layer above it."""
+    for ext in getattr(getattr(crawler, "extensions", None), "middlewares", ()):
+        if isinstance(ext, kind):
+            return ext
+    return None
+
+
+def backend_class(setting: str, name: str, backends: dict[str, str]) -> Any:
+    """The class a backend setting names (``CHECKPOINT_BACKEND``, ``CACHE_BACKEND``…): one of *backends*' short
+    names or an import path; NotConfigured when it names nothing importable."""
+    try:
+        return load_object(backends.get(name.lower(), name))
+    except (ImportError, NameError, ValueError) as e:
+        raise NotConfigured(f"{setting}={name!r} is neither one of {sorted(backends)} nor importable: {e}") from e

@@ -51,6 +51,17 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, fsync: bool = Tru
         fsync_dir(target.parent)
 
 
+def unlink_synced(path: str | os.PathLike[str]) -> bool:
+    """Remove ``path`` and fsync its directory, so the removal survives a crash; False when it was not there."""
+    target = Path(path)
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        return False
+    fsync_dir(target.parent)
+    return True
+
+
 def remove_stray_temps(path: str | os.PathLike[str]) -> int:
     """Delete the temp files :func:`write_atomic` left beside ``path`` when a process was killed mid-write;
     returns how many. Only for a caller that owns ``path`` exclusively (e.g. holds the lock of the download it

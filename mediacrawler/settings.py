@@ -31,6 +31,9 @@ TELNETCONSOLE_ENABLED = False
 REMOTE_CONTROL_ENABLED = False
 REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
 FEED_EXPORT_ENCODING = "utf-8"
+# Scrapy re-reads and parses the source of a callback for every response it answers (its cache misses on bound
+# methods): 0.3 ms a page for the listing callback. tests/test_spider_callbacks.py makes the same check once.
+WARN_ON_GENERATOR_RETURN_VALUE = False
 LOG_LEVEL = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
 
 # Scrapy enables file:, data:, s3: and ftp: handlers by default; a URL taken from a payload must never reach them.
@@ -130,7 +133,7 @@ DOUYIN_MEDIA_REFERER = "https://www.douyin.com/"
 # --- Item pipelines ---------------------------------------------------------------------------------------------
 ITEM_PIPELINES = {
     # First: drops posts that an interrupted earlier run of the same job already stored.
-    "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
+    "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
     "mediacrawler.pipelines.media.MediaStorePipeline": 300,
@@ -150,6 +153,14 @@ DEDUPE_CLAIM_TTL = 3600
 #: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.
 OUTPUT_DIR = "output"
 OUTPUT_ENABLED = True
+# Scrapy's JSON exporters, with dataclass items turned into JSON without ItemAdapter's probing of every nested
+# value (the same bytes; mediacrawler/exporters.py).
+FEED_EXPORTERS = {
+    "jsonlines": "mediacrawler.exporters.JsonLinesExporter",
+    "jsonl": "mediacrawler.exporters.JsonLinesExporter",
+    "jl": "mediacrawler.exporters.JsonLinesExporter",
+    "json": "mediacrawler.exporters.JsonExporter",
+}
 
 # --- Media store (pipelines/media.py, media/) -------------------------------------------------------------------
 #: Media root: objects/<ab>/<cd>/<sha256><ext>, the index, spool/ for partial downloads, quarantine/.
@@ -243,7 +254,7 @@ MEDIA_FRAGMENT_RETRIES = 3
 MEDIA_VIDEO_DURATION_TOLERANCE = 0.02
 MEDIA_VIDEO_MAX_GAP = 5.0
 
-# --- Checkpoints (extensions/checkpoint.py) ---------------------------------------------------------------------
+# --- Checkpoints (checkpoints/, extensions/checkpoint.py) ---------------------------------------------------------------------
 #: Keep a per-job resume checkpoint; off: none is read or written.
 CHECKPOINT_ENABLED = True
 #: Where the file backend keeps <job>.json.
@@ -255,12 +266,14 @@ CHECKPOINT_BACKEND = os.environ.get("CHECKPOINT_BACKEND") or "file"
 CHECKPOINT_REDIS_PREFIX = "mediacrawler:checkpoint:"
 #: CHECKPOINT_BACKEND="redis": seconds between two batches of page/item events when no acknowledgement sends them.
 CHECKPOINT_REDIS_INTERVAL = 0.5
+#: Seconds from a change of the file checkpoint to its write (changes meanwhile go in the same write).
+CHECKPOINT_WRITE_INTERVAL = 0.5
 #: Flush + fsync local feeds before each checkpoint write, so the checkpoint never runs ahead of the export.
 CHECKPOINT_SYNC_FEEDS = True
 # Local feeds the checkpoint can flush and fsync, with repair of a torn last JSON line.
 FEED_STORAGES = {
-    "": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
-    "file": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
+    "": "mediacrawler.feeds.SyncedFileFeedStorage",
+    "file": "mediacrawler.feeds.SyncedFileFeedStorage",
 }
 
 # --- Incremental sync, retries, targets (extensions/marks.py, extensions/retries.py, commands/crawl.py) ----------

@@ -27,12 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy.exceptions import NotConfigured
 
-from mediacrawler.extensions.checkpoint import (
-    CheckpointCorrupt,
-    CheckpointStore,
-    FileCheckpointStore,
-    store_from_settings,
-)
+from mediacrawler.checkpoints.model import CheckpointCorrupt
+from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
 from mediacrawler.extensions.marks import (
     FileMarkStore,
     Mark,

@@ -1,8 +1,8 @@
 """The cache contract, one suite run unchanged against both backends, then what is specific to each.
 
 The Redis backend talks to a real redis-server (tests/plugins/redis_server.py). Expiry tests use TTLs of 1–2 s and
-fixed, bounded waits with at least 0.4 s of margin on each side; the memory backend's sweeping is also tested on
-an injected clock, without sleeping.
+let time pass through ``elapse``: the memory backend's injected clock steps (no sleeping), Redis waits fixed, bounded
+times with at least 0.4 s of margin on each side.
 """
 
 from __future__ import annotations
@@ -32,16 +32,7 @@ from mediacrawler.cache import (
 from mediacrawler.cache.memory import MemoryCache
 from mediacrawler.cache.redis import RedisCache, get_redis, mask_url
 from tests.plugins.redis_server import RedisServer, free_port
-
-
-@pytest.fixture(params=["memory", "redis"])
-def cache(request: pytest.FixtureRequest) -> Iterator[Cache]:
-    if request.param == "memory":
-        backend: Cache = MemoryCache(prefix="test:")
-    else:
-        backend = RedisCache(request.getfixturevalue("redis_url"), prefix="test:")
-    yield backend
-    backend.close()
+from tests.utils import project_settings_dict
 
 
 class Clock:
@@ -55,6 +46,32 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture(params=["memory", "redis"])
+def cache(request: pytest.FixtureRequest, clock: Clock) -> Iterator[Cache]:
+    if request.param == "memory":
+        backend: Cache = MemoryCache(prefix="test:", clock=clock)
+    else:
+        backend = RedisCache(request.getfixturevalue("redis_url"), prefix="test:")
+    yield backend
+    backend.close()
+
+
+def _redis_wait(seconds: float) -> None:
+    # Redis expires keys on its own clock: the only way to let its TTLs run is to let time pass.
+    time.sleep(seconds)
+
+
+@pytest.fixture
+def elapse(cache: Cache, clock: Clock) -> Callable[[float], None]:
+    """Let *seconds* pass for *cache*: the memory backend's injected clock steps at once; Redis waits for real."""
+    return clock.advance if isinstance(cache, MemoryCache) else _redis_wait
 
 
 # --- The contract --------------------------------------------------------------------------------------------------
@@ -113,23 +130,23 @@ def test_keys_are_prefixed(cache: Cache) -> None:
     assert cache.key("session:1") == "test:session:1"
 
 
-def test_set_with_short_ttl_expires(cache: Cache) -> None:
+def test_set_with_short_ttl_expires(cache: Cache, elapse: Callable[[float], None]) -> None:
     cache.set("k", "v", ttl=1)
     cache.set("keep", "v")
     assert cache.get("k") == b"v"
-    time.sleep(1.4)
+    elapse(1.4)
     assert cache.get("k") is None
     assert not cache.exists("k")
     assert cache.ttl("k") is None
     assert cache.get("keep") == b"v"
 
 
-def test_expire(cache: Cache) -> None:
+def test_expire(cache: Cache, elapse: Callable[[float], None]) -> None:
     assert cache.expire("missing", 10) is False
     cache.set("k", "v")
     assert cache.expire("k", 1) is True
     assert 0 < (cache.ttl("k") or 0) <= 1
-    time.sleep(1.4)
+    elapse(1.4)
     assert not cache.exists("k")
 
 
@@ -154,21 +171,21 @@ def test_add_if_absent(cache: Cache) -> None:
     assert cache.add_if_absent("other", "1", ttl=60) is True
 
 
-def test_set_entries_expire_one_by_one(cache: Cache) -> None:
+def test_set_entries_expire_one_by_one(cache: Cache, elapse: Callable[[float], None]) -> None:
     # t=0: a (ttl 2). t=1: b (ttl 2), and a again, which must neither count nor extend a's expiry.
     assert cache.add_if_absent("d", "a", ttl=2)
-    time.sleep(1.0)
+    elapse(1.0)
     assert cache.add_if_absent("d", "b", ttl=2)
     assert not cache.add_if_absent("d", "a", ttl=2)
     assert cache.sadd("d", "a", "b", ttl=2) == 0
     assert cache.scard("d") == 2
-    time.sleep(1.5)  # t=2.5: a has expired, b has not
+    elapse(1.5)  # t=2.5: a has expired, b has not
     assert not cache.sismember("d", "a")
     assert cache.sismember("d", "b")
     assert cache.scard("d") == 1
     assert cache.exists("d")
     assert cache.add_if_absent("d", "a", ttl=2)  # forgotten, so new again (now until t=4.5)
-    time.sleep(1.0)  # t=3.5: b has expired, the re-added a has not
+    elapse(1.0)  # t=3.5: b has expired, the re-added a has not
     assert not cache.sismember("d", "b")
     assert cache.sismember("d", "a")
     assert cache.scard("d") == 1
@@ -182,9 +199,9 @@ def test_set_key_lives_as_long_as_its_longest_entry(cache: Cache) -> None:
     assert cache.ttl("d") == math.inf
 
 
-def test_abandoned_set_vanishes(cache: Cache) -> None:
+def test_abandoned_set_vanishes(cache: Cache, elapse: Callable[[float], None]) -> None:
     cache.sadd("d", "a", "b", ttl=1)
-    time.sleep(1.4)
+    elapse(1.4)
     assert not cache.exists("d")
     assert cache.ttl("d") is None
     assert cache.scard("d") == 0
@@ -239,21 +256,21 @@ def test_claim_and_release(cache: Cache) -> None:
         cache.claim("c2", "job-a", ttl=0)
 
 
-def test_claim_does_not_extend_the_holders_ttl(cache: Cache) -> None:
+def test_claim_does_not_extend_the_holders_ttl(cache: Cache, elapse: Callable[[float], None]) -> None:
     cache.claim("c", "job-a", ttl=1)
-    time.sleep(0.5)
+    elapse(0.5)
     assert cache.claim("c", "job-a", ttl=60) == "job-a"
     assert (cache.ttl("c") or 0) <= 0.5
 
 
-def test_claim_expires(cache: Cache) -> None:
+def test_claim_expires(cache: Cache, elapse: Callable[[float], None]) -> None:
     assert cache.claim("c", "job-a", ttl=1) == "job-a"
     assert cache.claim("c", "job-b", ttl=1) == "job-a"
-    time.sleep(1.4)
+    elapse(1.4)
     assert cache.claim("c", "job-b", ttl=60) == "job-b"
 
 
-def test_claim_unless_in_a_set(cache: Cache) -> None:
+def test_claim_unless_in_a_set(cache: Cache, elapse: Callable[[float], None]) -> None:
     cache.sadd("done", "1", ttl=60)
     cache.sadd("done", "forever")
     cache.sadd("done", "short", ttl=1)
@@ -266,7 +283,7 @@ def test_claim_unless_in_a_set(cache: Cache) -> None:
     # Done wins over a claim still held (a commit adds to the set before it releases).
     cache.sadd("done", "2", ttl=60)
     assert cache.claim("c2", "job-a", ttl=60, unless_in=("done", "2")) is None
-    time.sleep(1.4)
+    elapse(1.4)
     assert cache.claim("cs", "job-a", ttl=60, unless_in=("done", "short")) == "job-a"  # expired: not done
 
 
@@ -353,13 +370,13 @@ def test_session_store_roundtrip(cache: Cache) -> None:
     assert store.touch(state.id) is False
 
 
-def test_session_ttl_is_renewed_while_used(cache: Cache) -> None:
+def test_session_ttl_is_renewed_while_used(cache: Cache, elapse: Callable[[float], None]) -> None:
     store = SessionStore(cache, ttl=1)
     state = store.create()
     for _ in range(3):  # used every 0.6 s for 1.8 s, longer than its TTL
-        time.sleep(0.6)
+        elapse(0.6)
         assert store.load(state.id) is not None
-    time.sleep(1.4)  # then left alone
+    elapse(1.4)  # then left alone
     assert store.load(state.id) is None
     assert not cache.exists(f"session:{state.id}")
 
@@ -378,25 +395,27 @@ def test_session_secret_never_logged(cache: Cache, caplog: pytest.LogCaptureFixt
 
 
 def test_session_state_from_settings() -> None:
-    store = SessionStore.from_settings(MemoryCache(), Settings({"SESSION_TTL": 42}))
+    store = SessionStore.from_settings(MemoryCache(), Settings(project_settings_dict(SESSION_TTL=42)))
     assert store.ttl == 42
-    assert SessionStore.from_settings(MemoryCache(), Settings()).ttl == 300
+    assert SessionStore.from_settings(MemoryCache(), Settings(project_settings_dict())).ttl == 300
     assert isinstance(store.create(), SessionState)
 
 
 # --- Factory ---------------------------------------------------------------------------------------------------
 def test_factory_defaults_to_memory() -> None:
-    cache = get_cache(Settings())
+    cache = get_cache(Settings(project_settings_dict(REDIS_URL=None, CACHE_BACKEND=None)))
     assert isinstance(cache, MemoryCache)
     assert cache.prefix == "mediacrawler:"
 
 
 def test_factory_picks_redis_when_redis_url_is_set(redis_url: str) -> None:
-    cache = get_cache(Settings({"REDIS_URL": redis_url, "CACHE_KEY_PREFIX": "x:"}))
+    cache = get_cache(Settings(project_settings_dict(REDIS_URL=redis_url, CACHE_BACKEND=None, CACHE_KEY_PREFIX="x:")))
     assert isinstance(cache, RedisCache)
-    assert cache.prefix == "x:"
-    assert isinstance(get_cache(Settings({"REDIS_URL": redis_url, "CACHE_BACKEND": "memory"})), MemoryCache)
-    assert isinstance(CacheFactory.get_cache(Settings({"REDIS_URL": redis_url}), cache_type="redis"), RedisCache)
+    assert (cache.prefix, cache.retry_times, cache.backoff_max) == ("x:", 5, 8.0)
+    memory = get_cache(Settings(project_settings_dict(REDIS_URL=redis_url, CACHE_BACKEND="memory")))
+    assert isinstance(memory, MemoryCache) and memory.prefix == "mediacrawler:"
+    redis = CacheFactory.get_cache(Settings(project_settings_dict(REDIS_URL=redis_url)), cache_type="redis")
+    assert isinstance(redis, RedisCache)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from mediacrawler.extensions.checkpoint import Checkpoint, CheckpointCorrupt, FileCheckpointStore
+from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt
+from mediacrawler.checkpoints.store import FileCheckpointStore
 
 KEY = "weibo-keyword-cats-0123456789"
 ROUNDS = 300

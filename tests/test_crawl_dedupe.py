@@ -59,8 +59,13 @@ def _main() -> None:
     parser.add_argument("--count", default="10")
     parser.add_argument("--delay", default="0")
     args = parser.parse_args()
+    from tests.utils import project_settings_dict
+
+    # The project's defaults of what the pipeline and its cache read (settings.py holds them), then this crawl's.
+    defaults = {k: v for k, v in project_settings_dict().items() if k.startswith(("DEDUPE_", "CACHE_"))}
     process = CrawlerProcess(
         {
+            **defaults,
             "ITEM_PIPELINES": {"mediacrawler.pipelines.dedupe.DedupePipeline": 200},
             "DEDUPE_ENABLED": True,
             "DEDUPE_TTL": args.ttl,
@@ -223,7 +228,7 @@ class Run:
             "-s", f"REDIS_URL={redis_url}", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_ENABLED=0",
             # The project's chain, plus a stage after dedupe that holds items as long as media downloads would.
             "-s", "ITEM_PIPELINES=" + json.dumps({
-                "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline": 50,
+                "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
                 "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
                 DEDUPE_PIPELINE: 200,
                 "tests.test_crawl_dedupe.SlowStagePipeline": 250,
@@ -266,7 +271,8 @@ class Run:
 
 
 def _watermark(workdir: Path) -> int:
-    from mediacrawler.extensions.checkpoint import CheckpointCorrupt, FileCheckpointStore
+    from mediacrawler.checkpoints.model import CheckpointCorrupt
+    from mediacrawler.checkpoints.store import FileCheckpointStore
 
     try:
         cp = FileCheckpointStore(workdir / "checkpoints").load(KILL_JOB)

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from mediacrawler.distributed.checkpoint import RedisCheckpointStore
-from mediacrawler.extensions.checkpoint import Checkpoint
+from mediacrawler.checkpoints.model import Checkpoint
 from mediacrawler.pipelines.dedupe import alive_key
 
 KEY = "weibo-uid-42"
@@ -137,12 +137,11 @@ def test_start_reset_join_and_the_document(redis_url: str) -> None:
 def _worker_pipeline(redis_url: str, worker: str) -> Any:
     """The dedupe pipeline of one worker of job KEY on the shared cache (its spider_opened done by hand)."""
     from scrapy.utils.misc import build_from_crawler
-    from scrapy.utils.test import get_crawler
 
     from mediacrawler.pipelines.dedupe import DedupePipeline
+    from tests.test_pipeline_dedupe import dedupe_crawler
 
-    crawler = get_crawler(settings_dict={"REDIS_URL": redis_url, "DISTRIBUTED_HEARTBEAT": 0.3,
-                                         "DISTRIBUTED_LEASE_TTL": 2.0})
+    crawler = dedupe_crawler(REDIS_URL=redis_url, DISTRIBUTED_HEARTBEAT=0.3, DISTRIBUTED_LEASE_TTL=2.0)
     crawler.spider = SimpleNamespace(job=KEY, name="weibo", worker_id=worker)
     pipeline = build_from_crawler(DedupePipeline, crawler)
     pipeline.worker = worker

@@ -15,18 +15,13 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.request import request_from_dict
 from scrapy.utils.test import get_crawler
 
-from mediacrawler.extensions import checkpoint as ckmod
-from mediacrawler.extensions.checkpoint import (
-    SCHEMA_VERSION,
-    AlreadyStored,
-    Checkpoint,
-    CheckpointExtension,
-    CheckpointSkipPipeline,
-    FileCheckpointStore,
-    scan_feed_tail,
-    write_json_atomic,
-)
-from mediacrawler.extensions.feeds import FeedMark, SyncedFileFeedStorage, repair_torn_tail, sync_feeds
+from mediacrawler.checkpoints.model import SCHEMA_VERSION, Checkpoint
+from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, write_json_atomic
+from mediacrawler.commands import checkpoints as ckmod
+from mediacrawler.contracts import AlreadyStored
+from mediacrawler.extensions.checkpoint import CheckpointExtension
+from mediacrawler.feeds import FeedMark, SyncedFileFeedStorage, repair_torn_tail, sync_feeds
+from mediacrawler.pipelines.checkpoint import CheckpointSkipPipeline
 from mediacrawler.items import Post, Source
 from mediacrawler.contracts import Resume
 from mediacrawler.spiders.weibo import WeiboSpider
@@ -439,8 +434,8 @@ def test_repair_torn_tail(tmp_path: Path) -> None:
 def test_unsynced_feed_is_warned_about(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     ext, spider = make(tmp_path, {"FEEDS": {"s3://bucket/x.jsonl": {"format": "jsonlines"},
                                             str(tmp_path / "ok.jsonl"): {"format": "jsonlines"}},
-                                  "FEED_STORAGES": {"": "mediacrawler.extensions.feeds.SyncedFileFeedStorage",
-                                                    "file": "mediacrawler.extensions.feeds.SyncedFileFeedStorage"}})
+                                  "FEED_STORAGES": {"": "mediacrawler.feeds.SyncedFileFeedStorage",
+                                                    "file": "mediacrawler.feeds.SyncedFileFeedStorage"}})
     with caplog.at_level(logging.WARNING, logger="mediacrawler.extensions.checkpoint"):
         ext.spider_opened(spider)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

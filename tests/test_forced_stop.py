@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mediacrawler.extensions.checkpoint import FileCheckpointStore
+from mediacrawler.checkpoints.store import FileCheckpointStore
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from tests.sync_crawls import ROOT, crawl_command

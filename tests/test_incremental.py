@@ -23,7 +23,7 @@ from mediacrawler.parsers._common import Page
 from mediacrawler.parsers.weibo import parse_mblog
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
-from mediacrawler.spiders._base import HighWaterMark
+from mediacrawler.contracts import HighWaterMark
 from mediacrawler.spiders.weibo import WeiboSpider
 from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run
 

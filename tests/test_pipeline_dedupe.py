@@ -23,10 +23,11 @@ from scrapy.utils.test import get_crawler
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.cache.memory import MemoryCache
 from mediacrawler.cache.redis import RedisCache
-from mediacrawler.extensions.checkpoint import AlreadyStored
+from mediacrawler.contracts import AlreadyStored
 from mediacrawler.items import Post
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DedupePipeline, DuplicatePost, claim_key
 from tests.plugins.redis_server import RedisServer
+from tests.utils import project_settings_dict
 
 T = TypeVar("T")
 
@@ -40,9 +41,14 @@ def post(post_id: str = "4979000000000001", platform: str = "weibo") -> Post:
     )
 
 
+def dedupe_crawler(**settings: Any) -> Any:
+    # The project's defaults of the settings the pipeline and its cache read (settings.py holds them).
+    defaults = {k: v for k, v in project_settings_dict().items() if k.startswith(("DEDUPE_", "CACHE_"))}
+    return get_crawler(settings_dict={**defaults, **settings})
+
+
 def make_pipeline(job: str = JOB, **settings: Any) -> DedupePipeline:
-    crawler = get_crawler(settings_dict=settings)
-    pipeline = build_from_crawler(DedupePipeline, crawler)
+    pipeline = build_from_crawler(DedupePipeline, dedupe_crawler(**settings))
     pipeline.owner = job  # what it reads from spider.job in a crawl
     return pipeline
 
@@ -130,7 +136,7 @@ def test_backend_follows_settings(redis_url: str) -> None:
 
 
 def test_owner_is_the_job_key_else_the_spider_name() -> None:
-    pipeline = build_from_crawler(DedupePipeline, get_crawler())
+    pipeline = build_from_crawler(DedupePipeline, dedupe_crawler())
 
     class Spider:
         name = "weibo"
@@ -138,7 +144,7 @@ def test_owner_is_the_job_key_else_the_spider_name() -> None:
 
     pipeline.crawler.spider = Spider()  # type: ignore[assignment]
     assert pipeline._owner() == JOB
-    pipeline = build_from_crawler(DedupePipeline, get_crawler())
+    pipeline = build_from_crawler(DedupePipeline, dedupe_crawler())
     Spider.job = None  # type: ignore[assignment]
     pipeline.crawler.spider = Spider()  # type: ignore[assignment]
     assert pipeline._owner() == "weibo"

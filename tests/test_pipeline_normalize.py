@@ -8,13 +8,14 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
+from mediacrawler import settings as project_settings
 from mediacrawler.items import Author, MediaAsset, Metrics, Post
 from mediacrawler.pipelines.normalize import NormalizePipeline
 
 
 @pytest.fixture
 def pipeline() -> NormalizePipeline:
-    crawler = get_crawler(Spider)
+    crawler = get_crawler(Spider, {"MEDIA_ALLOWED_SCHEMES": project_settings.MEDIA_ALLOWED_SCHEMES})
     crawler.stats.open_spider()  # type: ignore[union-attr]
     return build_from_crawler(NormalizePipeline, crawler)
 

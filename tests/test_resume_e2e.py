@@ -22,7 +22,8 @@ from urllib.parse import parse_qs
 import pytest
 from scrapy.utils.project import get_project_settings
 
-from mediacrawler.extensions.checkpoint import Checkpoint, FileCheckpointStore
+from mediacrawler.checkpoints.model import Checkpoint
+from mediacrawler.checkpoints.store import FileCheckpointStore
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 
@@ -36,8 +37,8 @@ LATENCY_MS = 40  # per Weibo API response while a test wants to interrupt mid-cr
 CRAWL_TIMEOUT = 90.0
 
 EXTENSION = "mediacrawler.extensions.checkpoint.CheckpointExtension"
-SKIP_PIPELINE = "mediacrawler.extensions.checkpoint.CheckpointSkipPipeline"
-STORAGE = "mediacrawler.extensions.feeds.SyncedFileFeedStorage"
+SKIP_PIPELINE = "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline"
+STORAGE = "mediacrawler.feeds.SyncedFileFeedStorage"
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,8 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.extensions.checkpoint import Checkpoint, FileCheckpointStore
+from mediacrawler.checkpoints.model import Checkpoint
+from mediacrawler.checkpoints.store import FileCheckpointStore
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.extensions.checkpoint import FileCheckpointStore
+from mediacrawler.checkpoints.store import FileCheckpointStore
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]

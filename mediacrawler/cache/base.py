@@ -1,31 +1,5 @@
-"""The cache contract and the factory that picks a backend from settings.
-
-The cache holds transient runtime state (session records, pagination cursors, rate counters) and dedupe sets, each
-with a time to live, so that a crashed job leaves nothing stale behind. Two backends implement one contract:
-:class:`~mediacrawler.cache.memory.MemoryCache` (the default, one process) and
-:class:`~mediacrawler.cache.redis.RedisCache` (shared by every worker that points at the same Redis).
-
-Semantics every backend honours (``tests/test_cache.py`` runs one suite against both):
-
-- Keys are strings, namespaced by a prefix (``CACHE_KEY_PREFIX``): ``session:1`` is stored as
-  ``mediacrawler:session:1``. Callers never write the prefix themselves.
-- Values are ``str`` or ``bytes``; ``str`` is stored as UTF-8 and :meth:`Cache.get` always returns ``bytes``
-  (``json.loads`` accepts them). :meth:`Cache.get_json` and :meth:`Cache.set_json` do the JSON round trip.
-- TTLs are seconds (floats allowed, millisecond resolution). ``ttl=None`` means "no expiry"; a TTL must be > 0.
-- Sets have *per-entry* expiry: a member added with ``ttl=T`` at time ``t`` is forgotten at ``t + T``, whatever
-  else is added later. Adding a member that is present and alive changes nothing (its expiry is not extended).
-  Expired entries are purged when the set is written, and the set key itself lives exactly as long as its
-  longest-lived entry (for ever if one entry has no TTL), so an abandoned set vanishes on its own. A whole-set
-  :meth:`Cache.expire` still works (the seed's ``sadd`` + ``expire``) until the next add recomputes the key's
-  lifetime.
-- :meth:`Cache.add_if_absent` is atomic: when several workers add the same member at once, exactly one of them
-  gets ``True``.
-- Claims (:meth:`Cache.claim`, :meth:`Cache.release`) are string keys whose value names their owner. A claim is
-  taken only if the key is absent, and the owner after the call is returned in the same atomic step, so of several
-  owners racing on one key exactly one is told it holds it; ``unless_in=(set_key, member)`` also refuses the claim
-  (returns ``None``) when *member* is alive in that set, checked in the same step. :meth:`Cache.release` deletes
-  the key only if it still names the caller. Both are idempotent, so a retry after a lost reply answers the same.
-- A string operation on a set key (or the reverse) raises :exc:`WrongTypeError`.
+"""The cache contract (per-entry set expiry, atomic claims) and the factory that picks a backend from
+``CACHE_BACKEND``/``REDIS_URL``; the contract is in docs/architecture.md, "Cache".
 """
 
 from __future__ import annotations
@@ -38,7 +12,8 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
+
+from mediacrawler.contracts import backend_class
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -51,9 +26,6 @@ CACHE_BACKENDS: dict[str, str] = {
     "memory": "mediacrawler.cache.memory.MemoryCache",
     "redis": "mediacrawler.cache.redis.RedisCache",
 }
-
-DEFAULT_KEY_PREFIX = "mediacrawler:"
-
 
 class CacheError(Exception):
     """Base class of the errors raised by a cache backend."""
@@ -103,7 +75,7 @@ class Cache(ABC):
     #: feed is on disk) only need that ordering for a shared cache.
     shared: ClassVar[bool] = False
 
-    def __init__(self, *, prefix: str = DEFAULT_KEY_PREFIX) -> None:
+    def __init__(self, *, prefix: str = "") -> None:
         self.prefix = prefix
 
     @classmethod
@@ -215,13 +187,7 @@ def get_cache(settings: BaseSettings | None = None, *, cache_type: str | None = 
 
         settings = get_project_settings()
     name = cache_type or settings.get("CACHE_BACKEND") or ("redis" if settings.get("REDIS_URL") else "memory")
-    path = CACHE_BACKENDS.get(str(name).lower(), str(name))
-    try:
-        cls = load_object(path)
-    except (ImportError, NameError, ValueError) as exc:
-        raise NotConfigured(
-            f"CACHE_BACKEND={name!r} is neither one of {sorted(CACHE_BACKENDS)} nor an importable class: {exc}"
-        ) from exc
+    cls = backend_class("CACHE_BACKEND", str(name), CACHE_BACKENDS)
     if not (isinstance(cls, type) and issubclass(cls, Cache)):
         raise NotConfigured(f"CACHE_BACKEND={name!r} does not name a mediacrawler.cache.Cache subclass")
     cache = cls.from_settings(settings)

@@ -1,9 +1,4 @@
-"""The in-memory cache backend: one process, no network, the default when ``REDIS_URL`` is unset.
-
-TTLs run on a monotonic clock (a wall-clock jump neither expires nor revives anything). Expired keys are swept
-on every call through a heap of deadlines, and expired set entries through a heap per set, so memory stays
-bounded by what is still alive instead of by what was ever written. One lock guards the state: the backend is
-safe to use from the reactor thread and worker threads at once, and every call is atomic.
+"""The in-memory cache backend: one process, a monotonic (injectable) clock; docs/architecture.md, "Cache".
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from mediacrawler.cache.base import DEFAULT_KEY_PREFIX, Cache, WrongTypeError, check_ttl, to_bytes
+from mediacrawler.cache.base import Cache, WrongTypeError, check_ttl, to_bytes
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -68,7 +63,7 @@ class MemoryCache(Cache):
 
     blocking = False
 
-    def __init__(self, *, prefix: str = DEFAULT_KEY_PREFIX, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, prefix: str = "", clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(prefix=prefix)
         self._clock = clock
         self._lock = threading.RLock()
@@ -78,7 +73,7 @@ class MemoryCache(Cache):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> MemoryCache:
-        return cls(prefix=settings.get("CACHE_KEY_PREFIX", DEFAULT_KEY_PREFIX))
+        return cls(prefix=settings["CACHE_KEY_PREFIX"])
 
     # --- Internals (call with the lock held) -------------------------------------------------------------------
     def _sweep(self, now: float) -> None:

@@ -1,26 +1,5 @@
-"""The Redis cache backend (redis-py), shared by every worker that points at the same ``REDIS_URL``.
-
-- **One connection pool per process.** :func:`get_redis` keeps one client per URL in a module-level registry that
-  every component uses; a forked child starts with an empty registry (sockets are never shared across a fork).
-- **Blocking calls.** redis-py is synchronous, so :attr:`RedisCache.blocking` is true: callers on the reactor
-  thread (the dedupe pipeline) run calls in a worker thread, where the retry back-off may sleep too.
-- **Per-entry expiry.** A set is a sorted set scored by each member's deadline in milliseconds of the *server's*
-  clock (``TIME`` inside Lua), so workers with skewed clocks agree on what has expired. One script purges expired
-  members, adds the absent ones (``ZADD NX``) and sets the key to expire with its longest-lived member: the
-  check-and-add is atomic and an abandoned set disappears on its own.
-- **Claims.** A claim is a plain string key holding its owner (``SET … PX``); one script checks the "already done"
-  set, reads the current owner and sets it when absent (Redis 6.2 compatible: no ``SET … NX GET``).
-- **Outages.** A connection error is retried with bounded exponential back-off (``CACHE_RETRY_TIMES``,
-  ``CACHE_RETRY_BACKOFF_BASE``, ``CACHE_RETRY_BACKOFF_MAX``). The first failure of an outage is logged once at
-  WARNING, the recovery at INFO, with the password masked out of the URL. A call that runs out of retries raises
-  :exc:`~mediacrawler.cache.base.CacheUnavailable`; until Redis answers again, later calls try once and fail fast
-  instead of each sleeping through the whole budget.
-
-Known limit: a reply lost after Redis executed a write (connection cut mid-command) makes the retry see its own
-write, so a lost ``add_if_absent`` reply reads as "already present". :meth:`RedisCache.claim` and
-:meth:`RedisCache.release` do not have that problem: a retried claim finds the caller's own claim and returns its
-owner, a retried release finds nothing to delete (both answers mean what the lost one meant, except that a lost
-release reply reads as ``False``).
+"""The Redis cache backend (redis-py), shared by every worker on one ``REDIS_URL``: pools, Lua scripts, outages and
+its known limit are in docs/architecture.md, "Cache".
 """
 
 from __future__ import annotations
@@ -39,7 +18,6 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from mediacrawler.cache.base import (
-    DEFAULT_KEY_PREFIX,
     Cache,
     CacheUnavailable,
     WrongTypeError,
@@ -267,10 +245,10 @@ class RedisCache(Cache):
         self,
         url: str,
         *,
-        prefix: str = DEFAULT_KEY_PREFIX,
-        retry_times: int = 5,
-        backoff_base: float = 0.5,
-        backoff_max: float = 8.0,
+        prefix: str = "",
+        retry_times: int = 0,
+        backoff_base: float = 0.0,
+        backoff_max: float = 0.0,
     ) -> None:
         super().__init__(prefix=prefix)
         if retry_times < 0 or backoff_base < 0 or backoff_max < 0:
@@ -298,10 +276,10 @@ class RedisCache(Cache):
             raise NotConfigured("CACHE_BACKEND is 'redis' but REDIS_URL is not set")
         return cls(
             url,
-            prefix=settings.get("CACHE_KEY_PREFIX", DEFAULT_KEY_PREFIX),
-            retry_times=settings.getint("CACHE_RETRY_TIMES", 5),
-            backoff_base=settings.getfloat("CACHE_RETRY_BACKOFF_BASE", 0.5),
-            backoff_max=settings.getfloat("CACHE_RETRY_BACKOFF_MAX", 8.0),
+            prefix=settings["CACHE_KEY_PREFIX"],
+            retry_times=settings.getint("CACHE_RETRY_TIMES"),
+            backoff_base=settings.getfloat("CACHE_RETRY_BACKOFF_BASE"),
+            backoff_max=settings.getfloat("CACHE_RETRY_BACKOFF_MAX"),
         )
 
     def __repr__(self) -> str:

@@ -1,15 +1,4 @@
-"""Session state in the cache (seed 3): ``session:{id}`` JSON records that expire unless used.
-
-A session record holds what a running job needs to resume a platform session: a reference to its auth material,
-the pagination cursor and a request count, plus free-form ``data`` (e.g. rate-limit counters). It lives
-``SESSION_TTL`` seconds (default 300) and every use renews that, so a crashed job's sessions vanish within one
-TTL while a live job keeps its own.
-
-The auth material is referred to, not stored, where possible (``"env:WEIBO_COOKIE"``, a cookie-jar id); when a
-short-lived token must be stored, it is still never logged: :class:`SessionState` leaves it out of its ``repr``
-and this module logs only session ids and counts.
-
-A session belongs to one job: updates are read-modify-write, not atomic across processes.
+"""``session:{id}`` records in the cache that expire unless used (``SESSION_TTL``); docs/architecture.md, "Cache".
 """
 
 from __future__ import annotations
@@ -25,9 +14,6 @@ if TYPE_CHECKING:
     from mediacrawler.cache.base import Cache
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_SESSION_TTL = 300.0
-
 
 @dataclass
 class SessionState:
@@ -64,7 +50,7 @@ class SessionStore:
     Every read or write through the store renews the record's TTL (*ttl* seconds, ``SESSION_TTL``).
     """
 
-    def __init__(self, cache: Cache, *, ttl: float = DEFAULT_SESSION_TTL) -> None:
+    def __init__(self, cache: Cache, *, ttl: float) -> None:
         if ttl <= 0:
             raise ValueError(f"session ttl must be > 0, got {ttl!r}")
         self.cache = cache
@@ -72,7 +58,7 @@ class SessionStore:
 
     @classmethod
     def from_settings(cls, cache: Cache, settings: BaseSettings) -> SessionStore:
-        return cls(cache, ttl=settings.getfloat("SESSION_TTL", DEFAULT_SESSION_TTL))
+        return cls(cache, ttl=settings.getfloat("SESSION_TTL"))
 
     @staticmethod
     def key(session_id: str) -> str:

@@ -35,7 +35,7 @@ import redis
 from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.distributed.scheduler import acks_pending
-from mediacrawler.extensions.checkpoint import Checkpoint, CheckpointCorrupt, check_key
+from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 
 if TYPE_CHECKING:
     from typing import Self

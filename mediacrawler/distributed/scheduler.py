@@ -40,7 +40,7 @@ from mediacrawler.distributed.connection import client_from_settings, key_base, 
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
 from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
-from mediacrawler.extensions.feeds import sync_feeds
+from mediacrawler.feeds import sync_feeds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler

@@ -1,355 +1,40 @@
-"""Per-job resume checkpoints: a page/cursor watermark that advances only when a page's posts are really stored.
-
-One checkpoint per job, keyed by spider and target (``PlatformSpider.job``, e.g. ``weibo-uid-7365120894``,
-``weibo-keyword-<slug>``), so two crawls of one platform never share one. With the ``file`` backend it is
-``CHECKPOINT_DIR/<job>.json``, always a complete JSON document (temp file + fsync + rename + fsync of the
-directory), schema version :data:`SCHEMA_VERSION`::
-
-    {"schema": 1, "key": "weibo-uid-7365120894", "spider": "weibo",
-     "watermark": 12,                        # every page <= 12 parsed and all its posts out of the pipelines
-     "next": {"page": 13, "cursor": null},   # what fetches page 13 (cursor for since_id/after/max_cursor APIs)
-     "stored": {"13": ["5012…", …]},         # posts of pages past the watermark already stored
-     "failed_pages": [], "last_page": null,
-     "feeds": [{"path": "/abs/output/weibo/weibo-uid-7365120894.jsonl", "size": 48213}],
-     "seq": 41, "updated_at": "2026-11-28T02:00:00Z"}
-
-How the watermark moves (:class:`CheckpointExtension`):
-
-- ``page_parsed`` (sent by the spider before it yields the page's posts) opens a page with the ids it will emit;
-  ``item_scraped``/``item_dropped`` close them one by one. When every page up to N is closed, N is the watermark.
-- ``page_failed`` and ``item_error`` pin the page: the watermark never passes it in this run, so the next run
-  fetches it again (posts of later pages it already stored are in ``stored`` and are not emitted twice).
-- Before every write, every local feed file is flushed and fsynced (:mod:`mediacrawler.extensions.feeds`): the
-  checkpoint never claims more than the export holds on disk. ``feeds`` records how far each file was durable, so
-  the next run can also recognise records written after the last checkpoint and before a hard kill.
-
-At start (``spider_opened``): ``-a start=N`` wins; else ``-a reset_checkpoint=true`` deletes the checkpoint and the
-crawl starts at page 1; else the checkpoint says where to resume (``spider.resume``), in one log line. A checkpoint
-that cannot be read is moved aside to ``<job>.json.corrupt`` with a warning, and the crawl starts at page 1.
-
-At the end (``spider_closed``): reason ``finished`` *and* the source completed (its last page reached and every
-page up to it stored) deletes the checkpoint; any other ending keeps it.
-
-:class:`CheckpointSkipPipeline` (first in ``ITEM_PIPELINES``) drops the posts the interrupted run already stored.
-``mediacrawler checkpoints list|show KEY|reset KEY`` is :func:`main`. Checkpoints hold page numbers, platform
-cursors and post ids only: never a cookie, token or URL.
-
-Settings:
-
-- ``CHECKPOINT_ENABLED`` (default ``True``): the extension and the skip pipeline are off when ``False``.
-- ``CHECKPOINT_DIR`` (default ``"checkpoints"``): where the ``file`` backend keeps ``<job>.json``.
-- ``CHECKPOINT_BACKEND`` (default ``"file"``; ``"redis"`` for workers): a name from :data:`CHECKPOINT_BACKENDS` or
-  the import path of a store class with ``from_settings(settings)``. A store with ``shared = True``
-  (:class:`mediacrawler.distributed.checkpoint.RedisCheckpointStore`) puts the extension in its *shared mode*: no
-  local watermark; page and item events go in batches to the store, which advances the watermark for every worker
-  of the job (the batch waits until the local feeds are flushed and fsynced, and is sent before the scheduler
-  acknowledges the requests it covers). Workers open, join and clear a job's checkpoint on the ``job_started`` and
-  ``job_finished`` signals. See docs/operations.md, "Many workers on one Redis".
-- ``CHECKPOINT_REDIS_PREFIX``, ``CHECKPOINT_REDIS_INTERVAL``: the Redis keys, and seconds between two batches.
-- ``CHECKPOINT_SYNC_FEEDS`` (default ``True``): flush and fsync the local feeds before each write. Turning it off
-  makes writes cheaper and lets a hard kill lose the records the checkpoint already counted.
+"""CheckpointExtension: one resume checkpoint per job, whose page watermark advances only when a page's posts are
+really stored. The document and its stores are :mod:`mediacrawler.checkpoints`; how the watermark moves, the shared
+(Redis) mode and the settings are in docs/architecture.md, "Checkpoints", and docs/operations.md, "Checkpoints".
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import json
 import logging
-import os
-import re
-import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from itemadapter import ItemAdapter, is_item
 from scrapy import signals
-from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import CallLaterOnce
 from twisted.internet.task import LoopingCall
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import Resume
-from mediacrawler.extensions.feeds import (
-    FeedMark,
-    SyncedFileFeedStorage,
-    feed_opened,
-    repair_torn_tail,
-    sync_feeds,
-)
-from mediacrawler.fsutil import fsync_dir, remove_stray_temps, write_atomic
+from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
+from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
+from mediacrawler.contracts import AlreadyStored, Resume
+from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
+from mediacrawler.parsers._common import utc_now_iso
 
 if TYPE_CHECKING:
     from typing import Self
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
-    from scrapy.settings import BaseSettings
     from scrapy.statscollectors import StatsCollector
 
 logger = logging.getLogger(__name__)
-
-#: Version of the checkpoint document; a document with another version is unreadable (moved aside).
-SCHEMA_VERSION = 1
-
-#: Short names accepted by ``CHECKPOINT_BACKEND``.
-CHECKPOINT_BACKENDS: dict[str, str] = {
-    "file": "mediacrawler.extensions.checkpoint.FileCheckpointStore",
-    "redis": "mediacrawler.distributed.checkpoint.RedisCheckpointStore",
-}
-
-# Job keys become file names: no separators, no leading dot, nothing a shell or Windows would trip over.
-_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]{0,199}$")
-
-
-class CheckpointCorrupt(Exception):
-    """A checkpoint exists but cannot be used: not JSON, truncated, wrong schema or wrong key."""
-
-
-def check_key(key: str) -> str:
-    """*key* if it is a valid job key (file-name safe), else ValueError."""
-    if not isinstance(key, str) or not _KEY_RE.match(key) or key.endswith((".json", ".corrupt", ".tmp")):
-        raise ValueError(f"not a valid checkpoint key: {key!r}")
-    return key
-
-
-def _utc_now() -> str:
-    return datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-
-
-@dataclass
-class Checkpoint:
-    """What one job's checkpoint says. ``watermark`` 0 means no page is done yet."""
-
-    key: str
-    spider: str
-    watermark: int = 0
-    next_page: int = 1
-    next_cursor: str | None = None
-    #: Post ids of pages past the watermark that are already stored, by page.
-    stored: dict[int, list[str]] = field(default_factory=dict)
-    failed_pages: list[int] = field(default_factory=list)
-    #: The page the platform said was the last one, once parsed.
-    last_page: int | None = None
-    feeds: list[FeedMark] = field(default_factory=list)
-    #: Incremented on every write of this job's checkpoint (monotonic across runs).
-    seq: int = 0
-    updated_at: str | None = None
-
-    def stored_ids(self) -> set[str]:
-        return {post_id for ids in self.stored.values() for post_id in ids}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA_VERSION,
-            "key": self.key,
-            "spider": self.spider,
-            "watermark": self.watermark,
-            "next": {"page": self.next_page, "cursor": self.next_cursor},
-            "stored": {str(page): sorted(ids) for page, ids in sorted(self.stored.items()) if ids},
-            "failed_pages": sorted(self.failed_pages),
-            "last_page": self.last_page,
-            "feeds": [{"path": m.path, "size": m.size} for m in self.feeds if m.line_format],
-            "seq": self.seq,
-            "updated_at": self.updated_at,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Any, *, key: str | None = None) -> Checkpoint:
-        """Validate a decoded document; CheckpointCorrupt when anything is off."""
-        try:
-            if not isinstance(data, dict):
-                raise TypeError("not a JSON object")
-            if data.get("schema") != SCHEMA_VERSION:
-                raise ValueError(f"schema {data.get('schema')!r}, this version reads {SCHEMA_VERSION}")
-            cp_key = check_key(data["key"])
-            if key is not None and cp_key != key:
-                raise ValueError(f"key {cp_key!r} in the file of {key!r}")
-            nxt = data["next"]
-            cp = cls(
-                key=cp_key,
-                spider=_typed(data["spider"], str),
-                watermark=_typed(data["watermark"], int),
-                next_page=_typed(nxt["page"], int),
-                next_cursor=_typed(nxt.get("cursor"), str, optional=True),
-                stored={int(page): [_typed(i, str) for i in ids] for page, ids in dict(data["stored"]).items()},
-                failed_pages=[_typed(p, int) for p in data.get("failed_pages") or []],
-                last_page=_typed(data.get("last_page"), int, optional=True),
-                feeds=[FeedMark(_typed(m["path"], str), _typed(m["size"], int)) for m in data.get("feeds") or []],
-                seq=_typed(data.get("seq", 0), int),
-                updated_at=_typed(data.get("updated_at"), str, optional=True),
-            )
-            if cp.watermark < 0 or cp.next_page != cp.watermark + 1:
-                raise ValueError(f"watermark {cp.watermark} and next page {cp.next_page} disagree")
-        except (KeyError, TypeError, ValueError, AttributeError) as e:
-            raise CheckpointCorrupt(f"{type(e).__name__}: {e}") from None
-        return cp
-
-
-def _typed(value: Any, kind: type, *, optional: bool = False) -> Any:
-    if value is None and optional:
-        return None
-    # bool is an int in Python, never in a checkpoint.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TypeError(f"expected {kind.__name__}, got {value!r}")
-    return value
-
-
-# --- Storage ---------------------------------------------------------------------------------------------------
-
-
-def write_json_atomic(path: Path | str, data: Any) -> None:
-    """Publish *data* as JSON at *path* with :func:`mediacrawler.fsutil.write_atomic` (temp, fsync, rename, fsync
-    of the directory): a reader sees the previous complete file or the new one, never a mix."""
-    write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1).encode("utf-8") + b"\n")
-
-
-class CheckpointStore(Protocol):
-    """Where checkpoints live. Every method takes or returns whole checkpoints; ``save`` is atomic."""
-
-    def location(self, key: str) -> str: ...
-
-    def load(self, key: str) -> Checkpoint | None: ...
-
-    def save(self, checkpoint: Checkpoint) -> None: ...
-
-    def delete(self, key: str) -> bool: ...
-
-    def quarantine(self, key: str) -> str | None: ...
-
-    def keys(self) -> list[str]: ...
-
-
-class FileCheckpointStore:
-    """Checkpoints as ``<directory>/<key>.json`` files (``CHECKPOINT_BACKEND = "file"``)."""
-
-    suffix = ".json"
-
-    def __init__(self, directory: Path | str) -> None:
-        self.directory = Path(directory)
-
-    @classmethod
-    def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(settings.get("CHECKPOINT_DIR") or "checkpoints")
-
-    def path(self, key: str) -> Path:
-        return self.directory / f"{check_key(key)}{self.suffix}"
-
-    def location(self, key: str) -> str:
-        return str(self.path(key))
-
-    def load(self, key: str) -> Checkpoint | None:
-        """The checkpoint of *key*, ``None`` when there is none; CheckpointCorrupt when it cannot be used."""
-        path = self.path(key)
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise CheckpointCorrupt(f"unreadable: {e}") from None
-        try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise CheckpointCorrupt(f"not JSON ({len(raw)} bytes): {e}") from None
-        return Checkpoint.from_dict(data, key=key)
-
-    def save(self, checkpoint: Checkpoint) -> None:
-        write_json_atomic(self.path(checkpoint.key), checkpoint.to_dict())
-
-    def delete(self, key: str) -> bool:
-        try:
-            self.path(key).unlink()
-        except FileNotFoundError:
-            return False
-        fsync_dir(self.directory)
-        return True
-
-    def quarantine(self, key: str) -> str | None:
-        """Move an unusable checkpoint aside (``<key>.json.corrupt``, numbered if taken); returns the new name."""
-        path = self.path(key)
-        target = path.with_name(path.name + ".corrupt")
-        n = 1
-        while target.exists():
-            n += 1
-            target = path.with_name(f"{path.name}.corrupt.{n}")
-        try:
-            os.replace(path, target)
-        except FileNotFoundError:
-            return None
-        fsync_dir(self.directory)
-        return str(target)
-
-    def keys(self) -> list[str]:
-        if not self.directory.is_dir():
-            return []
-        keys = []
-        for p in self.directory.glob(f"*{self.suffix}"):
-            key = p.name[: -len(self.suffix)]
-            if _KEY_RE.match(key):
-                keys.append(key)
-        return sorted(keys)
-
-    def remove_stale_temps(self, key: str) -> None:
-        """Delete temp files a killed writer of *key* left behind (they are never read)."""
-        remove_stray_temps(self.path(key))
-
-
-def store_from_settings(settings: BaseSettings) -> CheckpointStore:
-    """The store ``CHECKPOINT_BACKEND`` names; NotConfigured when it names nothing usable."""
-    name = str(settings.get("CHECKPOINT_BACKEND") or "file")
-    path = CHECKPOINT_BACKENDS.get(name.lower(), name)
-    try:
-        cls = load_object(path)
-    except (ImportError, NameError, ValueError) as e:
-        raise NotConfigured(
-            f"CHECKPOINT_BACKEND={name!r} is neither one of {sorted(CHECKPOINT_BACKENDS)} nor importable: {e}"
-        ) from e
-    store: CheckpointStore = cls.from_settings(settings)
-    return store
-
-
-# --- What a resumed run recognises as already stored ---------------------------------------------------------
-
-
-def scan_feed_tail(mark: FeedMark, key: str) -> dict[int, set[str]]:
-    """Post ids of job *key* in a JSON Lines feed after ``mark.size``: records exported after the last checkpoint.
-
-    A hard kill can come after records reached the file and before the checkpoint that counts them; those records
-    are stored all the same and must not be emitted again. A torn last line is cut first (it was never complete).
-    A file shorter than the mark was rewritten since; it is read whole.
-    """
-    path = Path(mark.path)
-    found: dict[int, set[str]] = {}
-    try:
-        repair_torn_tail(path)
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            f.seek(mark.size if mark.size <= size else 0)
-            for line in f:
-                try:
-                    record = json.loads(line)
-                    source = record.get("source") or {}
-                    if source.get("job") != key or not record.get("post_id"):
-                        continue
-                    page = int(source.get("page") or 0)
-                except (ValueError, TypeError, AttributeError):
-                    continue  # not one of our records
-                found.setdefault(page, set()).add(str(record["post_id"]))
-    except FileNotFoundError:
-        return {}
-    except OSError as e:
-        logger.warning("checkpoint: cannot read feed %s to recognise stored posts: %s", path, e)
-    return found
-
-
-class AlreadyStored(DropItem):
-    """The post was stored by an earlier, interrupted run of the same job."""
 
 
 @dataclass
@@ -380,11 +65,8 @@ def _source_of(item: Any) -> tuple[str | None, int | None, str | None]:
     return job, (page if isinstance(page, int) else None), (str(post_id) if post_id else None)
 
 
-# --- The extension -----------------------------------------------------------------------------------------------
-
-
 class CheckpointExtension:
-    """Keeps one resume checkpoint per job (see the module docstring for the settings and the semantics)."""
+    """Keeps one resume checkpoint per job (docs/architecture.md, "Checkpoints")."""
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
@@ -401,9 +83,12 @@ class CheckpointExtension:
         self._pages: dict[int, _PageState] = {}
         self._stored: dict[int, set[str]] = {}
         self._dirty = False
-        # Writes are coalesced to one per reactor turn and happen after every item_scraped handler of the turn
+        # Writes are coalesced (CHECKPOINT_WRITE_INTERVAL) and happen after every item_scraped handler of the turn
         # (the feed exporter's included) has run, so the flush before the write covers every item it counts.
         self._commit_later = CallLaterOnce(self.commit)
+        # Each write costs three fsyncs (feeds, file, directory); a kill loses at most this much progress, which the
+        # next run recognises in the feed's tail anyway.
+        self.write_interval = settings.getfloat("CHECKPOINT_WRITE_INTERVAL")
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.page_parsed, signal=mc_signals.page_parsed)
@@ -516,7 +201,7 @@ class CheckpointExtension:
             ):
                 logger.warning(
                     "%s: feed %s is not a synced local file: after a hard kill the checkpoint may count records "
-                    "that never reached it (FEED_STORAGES: mediacrawler.extensions.feeds.SyncedFileFeedStorage)",
+                    "that never reached it (FEED_STORAGES: mediacrawler.feeds.SyncedFileFeedStorage)",
                     key, uri,
                 )
 
@@ -605,7 +290,7 @@ class CheckpointExtension:
     def _changed(self) -> None:
         self._advance()
         self._dirty = True
-        self._commit_later.schedule()
+        self._commit_later.schedule(self.write_interval)
 
     def _advance(self) -> None:
         cp = self.checkpoint
@@ -631,7 +316,7 @@ class CheckpointExtension:
         cp.feeds = sync_feeds(self.crawler) if self.sync else []
         cp.stored = {page: sorted(ids) for page, ids in self._stored.items()}
         cp.seq += 1
-        cp.updated_at = _utc_now()
+        cp.updated_at = utc_now_iso()
         try:
             self.store.save(cp)
         except OSError as e:
@@ -719,14 +404,14 @@ class CheckpointExtension:
             try:
                 started, self._token = store.open_run(key, spider=spider.name, token=token, join=join, start=start,
                                                       reset=bool(getattr(args, "reset_checkpoint", False)),
-                                                      now=_utc_now())
+                                                      now=utc_now_iso())
                 cp = store.load(key)
             except CheckpointCorrupt as e:
                 logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from page 1",
                                key, store.location(key), e, store.quarantine(key))
                 self.stats.inc_value("checkpoint/corrupt")
                 started, self._token = store.open_run(key, spider=spider.name, token=token, start=start,
-                                                      now=_utc_now())
+                                                      now=utc_now_iso())
                 cp = store.load(key)
             page, cursor = store.start_of_run(key)
         except Exception as e:  # noqa: BLE001 - Redis unreachable: the job runs, without a checkpoint
@@ -752,7 +437,7 @@ class CheckpointExtension:
         self._events = []
         store: Any = self.store
         try:
-            watermark = store.apply(cp.key, self._token, events, now=_utc_now())
+            watermark = store.apply(cp.key, self._token, events, now=utc_now_iso())
         except Exception as e:  # noqa: BLE001 - kept and sent again (events are idempotent)
             self._events[:0] = events
             self.stats.inc_value("checkpoint/redis_errors")
@@ -793,124 +478,3 @@ class CheckpointExtension:
                         cp.key)
         else:
             logger.info("%s: shared checkpoint already cleared (or taken by a newer run)", cp.key)
-
-
-def _extension_of(crawler: Crawler) -> CheckpointExtension | None:
-    extensions = getattr(crawler, "extensions", None)
-    for ext in getattr(extensions, "middlewares", ()):
-        if isinstance(ext, CheckpointExtension):
-            return ext
-    return None
-
-
-class CheckpointSkipPipeline:
-    """Drops posts that an interrupted earlier run of the same job already stored (put it first in the chain).
-
-    The page after the watermark may have been partly stored before the stop; its posts come again on resume and
-    are recognised by post id (the checkpoint's list of stored posts past the watermark, plus the records found in
-    the feed after the last checkpoint write).
-    """
-
-    def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("CHECKPOINT_ENABLED", True):
-            raise NotConfigured("CHECKPOINT_ENABLED is off")
-        ext = _extension_of(crawler)
-        if ext is None:
-            raise NotConfigured("the checkpoint extension is not enabled")
-        ext.skip_pipeline = True
-        self.ext = ext
-        assert crawler.stats is not None
-        self.stats = crawler.stats
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> Self:
-        return cls(crawler)
-
-    def process_item(self, item: Any) -> Any:
-        if self.ext.skip_ids:
-            _, _, post_id = _source_of(item)
-            if post_id is not None and self.ext.already_stored(post_id):
-                self.stats.inc_value("checkpoint/skipped_stored")
-                raise AlreadyStored(f"post {post_id} was stored before the interruption", log_level="DEBUG")
-        return item
-
-
-# --- mediacrawler checkpoints -------------------------------------------------------------------------------------
-
-
-def _summary(cp: Checkpoint) -> str:
-    cursor = f" cursor={cp.next_cursor}" if cp.next_cursor else ""
-    failed = f" failed={','.join(map(str, sorted(cp.failed_pages)))}" if cp.failed_pages else ""
-    return (f"{cp.key}\tnext page {cp.next_page}{cursor}\t{len(cp.stored_ids())} stored past page "
-            f"{cp.watermark}{failed}\tupdated {cp.updated_at or '?'}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``mediacrawler checkpoints [list | show KEY | reset KEY]``; exit 0 ok, 1 not found/unreadable, 2 usage."""
-    parser = argparse.ArgumentParser(prog="mediacrawler checkpoints",
-                                     description="List, show or reset the resume checkpoints of crawl jobs.")
-    parser.add_argument("--dir", help="checkpoint directory (default: the CHECKPOINT_DIR setting)")
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.add_parser("list", help="one line per checkpoint (the default)")
-    show = sub.add_parser("show", help="print one checkpoint as JSON")
-    show.add_argument("key", help="job key, e.g. weibo-uid-7365120894")
-    reset = sub.add_parser("reset", help="delete one checkpoint: the next run starts at page 1")
-    reset.add_argument("key")
-    try:
-        opts = parser.parse_args(list(argv or []))
-    except SystemExit as e:
-        return int(e.code or 0)
-    if opts.dir:
-        store: CheckpointStore = FileCheckpointStore(opts.dir)
-    else:
-        from scrapy.utils.project import get_project_settings
-
-        try:
-            store = store_from_settings(get_project_settings())
-        except NotConfigured as e:
-            print(f"mediacrawler checkpoints: {e}", file=sys.stderr)
-            return 2
-    action = opts.action or "list"
-    if action == "list":
-        return _list(store)
-    try:
-        check_key(opts.key)
-    except ValueError as e:
-        print(f"mediacrawler checkpoints: {e}", file=sys.stderr)
-        return 2
-    if action == "show":
-        try:
-            cp = store.load(opts.key)
-        except CheckpointCorrupt as e:
-            print(f"{opts.key}: unreadable checkpoint {store.location(opts.key)}: {e}", file=sys.stderr)
-            return 1
-        if cp is None:
-            print(f"{opts.key}: no checkpoint", file=sys.stderr)
-            return 1
-        json.dump(cp.to_dict(), sys.stdout, ensure_ascii=False, indent=2)
-        print()
-        return 0
-    if store.delete(opts.key):
-        print(f"{opts.key}: checkpoint deleted; the next run starts at page 1")
-        return 0
-    print(f"{opts.key}: no checkpoint", file=sys.stderr)
-    return 1
-
-
-def _list(store: CheckpointStore) -> int:
-    keys: Iterable[str] = store.keys()
-    status = 0
-    any_key = False
-    for key in keys:
-        any_key = True
-        try:
-            cp = store.load(key)
-        except CheckpointCorrupt as e:
-            print(f"{key}\tUNREADABLE: {e}")
-            status = 1
-            continue
-        if cp is not None:
-            print(_summary(cp))
-    if not any_key:
-        print("no checkpoints", file=sys.stderr)
-    return status

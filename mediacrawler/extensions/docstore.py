@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
 
+from mediacrawler.checkpoints.model import check_key
 from mediacrawler.distributed.docstore import DocumentCodec
-from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.fsutil import fsync_dir, write_atomic
 
 if TYPE_CHECKING:

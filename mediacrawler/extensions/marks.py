@@ -47,12 +47,13 @@ from itemadapter import ItemAdapter, is_item
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler.checkpoints.model import check_key
+from mediacrawler.checkpoints.store import store_from_settings
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
-from mediacrawler.extensions.checkpoint import check_key
 from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.spiders._base import HighWaterMark
+from mediacrawler.contracts import HighWaterMark
 
 if TYPE_CHECKING:
     from typing import Self
@@ -242,8 +243,6 @@ class MarkExtension:
         if not isinstance(self.store, RedisMarkStore):
             return  # a mark on this worker's disk would say nothing about the job
         if self.checkpoints is None:
-            from mediacrawler.extensions.checkpoint import store_from_settings
-
             settings = self.crawler.settings
             store = store_from_settings(settings) if settings.getbool("CHECKPOINT_ENABLED") else None
             if not hasattr(store, "run_token"):
@@ -294,7 +293,7 @@ class MarkExtension:
 
     def item_dropped(self, item: Any, spider: Spider, exception: BaseException) -> None:
         # Dropped as stored before (dedupe's duplicate, the checkpoint's "already stored"): still stored.
-        from mediacrawler.extensions.checkpoint import AlreadyStored
+        from mediacrawler.contracts import AlreadyStored
         from mediacrawler.pipelines.dedupe import DuplicatePost
 
         if isinstance(exception, (AlreadyStored, DuplicatePost)):

@@ -1,58 +1,6 @@
-"""Item-level dedupe: drop a post already emitted (same platform and post_id) within ``DEDUPE_TTL``.
-
-A post counts as **seen only once it was really emitted**: it enters the seen set when Scrapy reports it scraped
-(``item_scraped``, after the feed exporter took it), not when it passes this pipeline. While it is on its way
-(later pipelines, the exporter) the post is **claimed** by the job that emits it, so two workers never emit it
-twice, and a job that dies mid-flight still owns it on resume. Keys (all in the shared cache):
-
-- ``dedup:{platform}``: the seen set (member: the post id), each entry expiring ``DEDUPE_TTL`` seconds after it
-  was added, so a post comes back once its entry has expired and the set never outgrows one TTL of posts.
-- ``dedup-claim:{platform}:{post_id}``: the claim, whose value is the owner, the job key (``spider.job``, e.g.
-  ``weibo-uid-7365120894``; the spider name for spiders without one), expiring after ``DEDUPE_CLAIM_TTL`` seconds.
-  On the shared queue (``REDIS_URL``) the owner is ``<job>@<worker id>``: two workers of one job never both emit a
-  post. Each such worker keeps ``dedup-alive:{worker}`` alive (refreshed every ``DISTRIBUTED_HEARTBEAT`` seconds,
-  expiring ``DISTRIBUTED_LEASE_TTL - DISTRIBUTED_HEARTBEAT`` seconds later, so never after the leases it renewed in
-  the same beat): a claim of the same job held by a worker whose key is gone (it died, and the worker that took its
-  lease over emits the post again) is taken over at once (``dedupe/claim_taken_over``) instead of waiting for
-  ``DEDUPE_CLAIM_TTL``; of several workers racing for it, one wins (release-if-owner, then claim).
-
-The life of a post:
-
-1. ``process_item`` (one atomic cache call, :meth:`~mediacrawler.cache.base.Cache.claim` with ``unless_in``):
-   in the seen set → dropped (``dedupe/dropped``); else claimed if nobody holds it, and the owner after the call
-   decides: this job (a fresh claim, or a stale one left by an earlier run of the same job that died before the
-   post was stored: its resume re-emits the post and must not lose it) → passed on (``dedupe/accepted``); another
-   job → dropped as in flight elsewhere (``dedupe/claimed_elsewhere``; if that job dies, its own resume emits the
-   post, and the claim's TTL bounds the worst case). A second copy of a post already in flight in this very run
-   is dropped too (``dedupe/dropped``): a run never emits one post twice.
-2. ``item_scraped``: the post is committed: added to the seen set and its claim released (``dedupe/committed``).
-   With a shared cache (Redis), every local feed file is first flushed and fsynced
-   (:func:`mediacrawler.extensions.feeds.sync_feeds`), so the seen set never runs ahead of what the export holds
-   on disk: a hard kill between the two leaves a stored post unseen (the checkpoint recognises it on resume),
-   never a seen post unstored. Commits are coalesced to one flush and one batch of cache calls per reactor turn,
-   and the signal handler returns only once its commit is done, so the crawl closes after its last commit.
-3. ``item_dropped`` by a later pipeline, or ``item_error``: the claim is released (``dedupe/released``) so a later
-   run may emit the post. A post dropped by the checkpoint's skip pipeline (``AlreadyStored``: an interrupted
-   earlier run of this job stored it) is committed as in 2: it was emitted, by that run.
-
-When the cache stays unreachable past its retry budget, the post is **let through** unchecked and counted in
-``dedupe/unavailable`` (with one WARNING per outage): a possible duplicate downstream is recoverable, a post lost to
-an outage is not. A commit that meets an outage is counted in ``dedupe/commit_unavailable`` (one WARNING per
-outage): the post stays unseen (it may be emitted again after its claim expires), never lost. A release that meets
-an outage is counted in ``dedupe/release_unavailable``; the claim then expires on its own.
-
-Cache calls may block (Redis): they run in a worker thread, never on the reactor thread.
-
-Stats: ``dedupe/accepted``, ``dedupe/dropped``, ``dedupe/claimed_elsewhere``, ``dedupe/unavailable``,
-``dedupe/no_id`` (items without platform or post_id, passed on untouched; normalize drops those),
-``dedupe/committed``, ``dedupe/commit_unavailable``, ``dedupe/released``, ``dedupe/release_unavailable``.
-
-A post with a media asset pending retry in this job (:mod:`mediacrawler.extensions.retries`) is never dropped as
-seen: it is claimed without the seen check (``dedupe/retry_pending``), so the run that reads it again can store its
-media.
-
-Settings: ``DEDUPE_ENABLED``, ``DEDUPE_TTL`` (seconds, 0: never forget), ``DEDUPE_CLAIM_TTL`` (seconds > 0,
-default 3600: longer than a post may take from this pipeline to the export, media downloads included).
+"""Item-level dedupe: drop a post already emitted (same platform and post_id) within ``DEDUPE_TTL``; a post in
+flight is claimed by the job emitting it. The life of a post, the keys, outages and stats are in
+docs/architecture.md, "Dedupe".
 """
 
 from __future__ import annotations
@@ -75,7 +23,8 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
-from mediacrawler.extensions.feeds import sync_feeds
+from mediacrawler.contracts import AlreadyStored, PendingRetries, extension_of
+from mediacrawler.feeds import sync_feeds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -83,9 +32,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-DEFAULT_DEDUPE_TTL = 86400.0
-DEFAULT_CLAIM_TTL = 3600.0
 
 PostKey = tuple[str, str]  # (platform, post_id)
 
@@ -123,26 +69,6 @@ def _post_key(item: Any) -> PostKey | None:
     return str(platform), str(post_id)
 
 
-def _already_stored(exception: BaseException) -> bool:
-    """Whether *exception* is the checkpoint skip pipeline's "an earlier run of this job stored it"."""
-    try:
-        from mediacrawler.extensions.checkpoint import AlreadyStored
-    except ImportError:  # pragma: no cover - the checkpoint extension is part of the project
-        return False
-    return isinstance(exception, AlreadyStored)
-
-
-def _retry_extension(crawler: Crawler) -> Any:
-    """The crawler's :class:`~mediacrawler.extensions.retries.RetryExtension`, or None when it is off."""
-    from mediacrawler.extensions.retries import RetryExtension
-
-    extensions = getattr(crawler, "extensions", None)
-    for ext in getattr(extensions, "middlewares", ()):
-        if isinstance(ext, RetryExtension):
-            return ext
-    return None
-
-
 class _Batch:
     """Posts to commit in one go, and whoever waits for that commit (futures or Deferreds)."""
 
@@ -155,7 +81,8 @@ class _Batch:
 
 
 class DedupePipeline:
-    """Drops posts already emitted within ``DEDUPE_TTL`` seconds, or being emitted by another job (see module).
+    """Drops posts already emitted within ``DEDUPE_TTL`` seconds, or being emitted by another job
+    (docs/architecture.md, "Dedupe").
 
     ``DEDUPE_TTL = 0`` remembers posts for ever (until the set is deleted).
     """
@@ -165,11 +92,11 @@ class DedupePipeline:
         settings = crawler.settings
         if not settings.getbool("DEDUPE_ENABLED", True):
             raise NotConfigured("DEDUPE_ENABLED is off")
-        ttl = settings.getfloat("DEDUPE_TTL", DEFAULT_DEDUPE_TTL)
+        ttl = settings.getfloat("DEDUPE_TTL")
         if ttl < 0:
             raise NotConfigured(f"DEDUPE_TTL must be >= 0 seconds (0: never forget), got {ttl!r}")
         self.ttl: float | None = ttl or None
-        claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL", DEFAULT_CLAIM_TTL)
+        claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL")
         if not claim_ttl > 0:
             raise NotConfigured(f"DEDUPE_CLAIM_TTL must be > 0 seconds, got {claim_ttl!r}")
         self.claim_ttl = claim_ttl
@@ -179,7 +106,7 @@ class DedupePipeline:
         #: The owner written into claims: the job key. None until the first item (the spider exists by then).
         self.owner: str | None = None
         #: The retry extension, when on: it says which posts still have media to retry.
-        self.retries = _retry_extension(crawler)
+        self.retries = extension_of(crawler, PendingRetries)
         # Posts this run let through and that have not left the pipelines yet, with the item that carries each.
         self._in_flight: dict[PostKey, Any] = {}
         self._batch: _Batch | None = None
@@ -308,7 +235,7 @@ class DedupePipeline:
         key = _post_key(item)
         if key is None:
             return
-        if exception is not None and _already_stored(exception):
+        if isinstance(exception, AlreadyStored):
             # Dropped before this pipeline because an interrupted earlier run of this job stored it: that run
             # emitted it, so it is seen (and the stale claim of that run is released).
             await self._commit(key, in_flight=False)

@@ -1,13 +1,5 @@
-"""NormalizePipeline: every record leaves it valid, canonical and in UTC, or is dropped with a reason.
-
-Works on any item through :class:`~itemadapter.ItemAdapter`. Checks: the required fields are present; ``url`` is
-an absolute http(s) URL without query or fragment; ``created_at`` and ``fetched_at`` are ISO 8601 in UTC
-(converted when they carry another offset); metrics are non-negative integers or null; media URLs pass
-:func:`~mediacrawler.media.urls.media_url_problem` (a scheme in MEDIA_ALLOWED_SCHEMES, a host, no credentials): an
-asset that does not stays on the record, marked failed with the reason (``scheme-not-allowed``,
-``credentials-in-url``, ``invalid-url``; one WARNING, stat ``media/failed/<reason>``), is never downloaded, and
-keeps its URL without ``user:password@``; such alternates are dropped. Items that are not posts are dropped with a
-reason and counted under ``normalize/dropped/<reason>``.
+"""NormalizePipeline: every record leaves it valid, canonical and in UTC, or is dropped with a reason (docs/records.md,
+"Normalization").
 """
 
 from __future__ import annotations
@@ -20,7 +12,7 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from mediacrawler.media.urls import DEFAULT_ALLOWED_SCHEMES, media_url_problem, strip_userinfo
+from mediacrawler.media.urls import media_url_problem, strip_userinfo
 from mediacrawler.parsers._common import iso_utc, parse_count, strip_url, utc_now_iso
 
 if TYPE_CHECKING:
@@ -51,14 +43,13 @@ def canonical_url(url: Any) -> str:
 
 
 class NormalizePipeline:
-    """Validates and normalizes post records (see module docstring)."""
+    """Validates and normalizes post records (docs/records.md, "Normalization")."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self.allowed_schemes: frozenset[str] = frozenset(
-            s.lower() for s in crawler.settings.getlist("MEDIA_ALLOWED_SCHEMES", list(DEFAULT_ALLOWED_SCHEMES)))
+        self.allowed_schemes = frozenset(s.lower() for s in crawler.settings.getlist("MEDIA_ALLOWED_SCHEMES"))
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalizePipeline:

@@ -603,6 +603,16 @@ class _Builder:
 
     # -- posts ------------------------------------------------------------------------------------------
 
+    def make_post(self, rng: Any, post_id: str, when: datetime, text: str, user_id: int,
+                  **fields: Any) -> WeiboPost:
+        """A post of the world, with where it was sent from and its counts drawn from *rng* (in this order: the
+        world depends on it)."""
+        post = WeiboPost(id=post_id, bid=mid_to_bid(post_id), user_id=user_id, created_at=when, text=text,
+                         source=rng.choice(_SOURCES), region=rng.choice(_REGIONS), reposts_count=self.count(rng),
+                         comments_count=self.count(rng), attitudes_count=self.count(rng), **fields)
+        self.posts[post_id] = post
+        return post
+
     def original(self, rng: Any, authors: Sequence[int], before: datetime) -> WeiboPost:
         when = before - timedelta(minutes=rng.randrange(30, 60 * 24 * 10))
         post_id = self.new_id(rng, when)
@@ -614,22 +624,7 @@ class _Builder:
             pics = self.make_pics(rng, rng.randrange(1, 5))
         elif roll < 0.8:
             video = self.make_video(rng, when, text[:20])
-        post = WeiboPost(
-            id=post_id,
-            bid=mid_to_bid(post_id),
-            user_id=rng.choice(list(authors)),
-            created_at=when,
-            text=text,
-            source=rng.choice(_SOURCES),
-            region=rng.choice(_REGIONS),
-            reposts_count=self.count(rng),
-            comments_count=self.count(rng),
-            attitudes_count=self.count(rng),
-            pics=pics,
-            video=video,
-        )
-        self.posts[post_id] = post
-        return post
+        return self.make_post(rng, post_id, when, text, rng.choice(list(authors)), pics=pics, video=video)
 
     def deleted(self, rng: Any, before: datetime) -> WeiboPost:
         when = before - timedelta(minutes=rng.randrange(30, 60 * 24 * 10))
@@ -700,25 +695,9 @@ class _Builder:
             earlier_pics.extend(p for p in pics if p.content_pid == p.pid)
             if first and self.bad_media and i in (0, 4, 9):
                 pics = (*pics, self.bad_pic({0: "html", 4: "truncated", 9: "bomb"}[i], uid, i))
-            post = WeiboPost(
-                id=post_id,
-                bid=mid_to_bid(post_id),
-                user_id=uid,
-                created_at=when,
-                text=text,
-                is_long_text=long_text,
-                source=rng.choice(_SOURCES),
-                region=rng.choice(_REGIONS),
-                reposts_count=self.count(rng),
-                comments_count=self.count(rng),
-                attitudes_count=self.count(rng),
-                pics=pics,
-                video=video,
-                webpage=webpage,
-                retweeted_id=retweeted_id,
-                truncated=self.truncate(post_id, text) if long_text else "",
-            )
-            self.posts[post_id] = post
+            self.make_post(rng, post_id, when, text, uid, is_long_text=long_text, pics=pics, video=video,
+                           webpage=webpage, retweeted_id=retweeted_id,
+                           truncated=self.truncate(post_id, text) if long_text else "")
             ids.append(post_id)
         return ids
 
@@ -1048,24 +1027,21 @@ def timeline_response(
     last_index = start + len(posts) - 1
     cards.append(_text_card("没有更多了" if last_index == len(ids) - 1 else "加载更多"))
     real_total = len(ids)
-    return {
-        "ok": 1,
-        "data": {
-            "cardlistInfo": {
-                "containerid": containerid,
-                "v_p": 42,
-                "show_style": 1,
-                # Deliberately wrong, like the real one: clients must stop on the end-of-list answer only.
-                "total": real_total + 17 + stable_int(world.seed, uid, bits=5),
-                # The cursor of the next page: the last post's id (served on the last page too).
-                "since_id": int(ids[last_index]),
-                "page": page,
-            },
-            "cards": cards,
-            "scheme": f"sinaweibo://cardlist?containerid={containerid}",
-            "showAppTips": 0,
-        },
-    }
+    return _cardlist(
+        containerid, cards,
+        # Deliberately wrong, like the real one: clients must stop on the end-of-list answer only.
+        {"total": real_total + 17 + stable_int(world.seed, uid, bits=5),
+         # The cursor of the next page: the last post's id (served on the last page too).
+         "since_id": int(ids[last_index]), "page": page},
+        {"scheme": f"sinaweibo://cardlist?containerid={containerid}", "showAppTips": 0},
+    )
+
+
+def _cardlist(containerid: str, cards: list[dict[str, Any]], info: dict[str, Any],
+              tail: dict[str, Any]) -> dict[str, Any]:
+    """A ``getIndex`` answer: the list's info, then its cards (keys in the order m.weibo.cn sends them)."""
+    return {"ok": 1, "data": {"cardlistInfo": {"containerid": containerid, "v_p": 42, "show_style": 1, **info},
+                              "cards": cards, **tail}}
 
 
 def search_response(
@@ -1098,20 +1074,8 @@ def search_response(
         cards.append({"card_type": 11, "show_type": 0, "itemid": "", "card_group": group})
         group_no += 1
     cards.append({"card_type": 58, "show_type": 0, "desc": "以上为综合结果", "name": "", "itemid": ""})
-    return {
-        "ok": 1,
-        "data": {
-            "cardlistInfo": {
-                "containerid": containerid,
-                "v_p": 42,
-                "show_style": 1,
-                "total": len(world.search(keyword)) * 3 + 11,
-                "page": page,
-            },
-            "cards": cards,
-            "scheme": "",
-        },
-    }
+    return _cardlist(containerid, cards, {"total": len(world.search(keyword)) * 3 + 11, "page": page},
+                     {"scheme": ""})
 
 
 def show_response(world: WeiboWorld, post_id: str, base: str) -> dict[str, Any]:

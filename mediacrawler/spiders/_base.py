@@ -1,43 +1,5 @@
-"""The base of every platform spider: typed arguments, the first page, pagination and the page signals.
-
-A platform spider only says how to build its listing URL and how to parse one listing response; this class does
-the rest the same way for all of them:
-
-- Arguments are a pydantic model (scrapy-spider-metadata ``Args``); code reads ``self.args.*`` only. Validated
-  arguments are taken out of the keyword arguments before ``Spider.__init__`` so that ``-a start=3`` can never
-  shadow the ``Spider.start()`` coroutine of Scrapy >= 2.13.
-- The first page is ``-a start`` if given, else where the checkpoint extension says to resume, else 1.
-- Pages are fetched one after the other (each listing response yields the next request), so "page N is done"
-  has a meaning; the next page is requested only until the platform's own last-page signal or ``max_pages``.
-  A spider declares its :attr:`~PlatformSpider.pagination`: ``page`` numbers (a page that failed for good is
-  skipped, the checkpoint keeps it) or an opaque ``cursor`` that only the previous page gives (a failed page
-  stops the run there; the next run resumes from the stored cursor).
-- A post may need several requests before it is complete (Weibo's long text, Bilibili's view and playurl,
-  Facebook's video nodes): the listing puts it in ``Page.incomplete`` and this class owns the chain of
-  :class:`Step` requests (:meth:`~PlatformSpider.next_step`, :meth:`~PlatformSpider.parse_step`). Whatever happens
-  to a step, the chain ends with :meth:`~PlatformSpider.post_from_chain`, told what is missing, so every post a
-  page announced is emitted and a checkpoint watermark can never stick.
-- Errors: :meth:`~PlatformSpider.classify_response` reads the whole response (status, headers, body) for the
-  platform errors middleware; credentials (:attr:`~PlatformSpider.credential_env`) are added at download time by
-  the session middleware, never stored on a request. See docs/architecture.md, "Platform contract".
-- Every listing request carries only plain data in ``meta`` and names its callbacks by spider method, so it
-  survives JOBDIR serialization.
-- After parsing a page the spider sends :data:`mediacrawler.signals.page_parsed` (and ``page_failed`` when a page
-  failed for good), which the checkpoint extension turns into a watermark.
-- Every listing request ends as parsed or failed, whatever path it takes: one that reaches neither callback nor
-  errback (dropped by the duplicate filter, e.g. a 302 back to itself; filtered by a middleware) is failed when the
-  crawl goes idle, with the reason when Scrapy said one (``request_dropped``), and the crawl goes on past it.
-- Incremental sync: with a high-water mark (:class:`HighWaterMark`, set by
-  :mod:`mediacrawler.extensions.marks` on spider_opened unless ``-a full=true``), posts at or below it are not
-  emitted again, and pagination stops at the first page whose posts (pinned ones aside: ``Post.extra["pinned"]``)
-  are all at or below it; that page is announced as the last one, so the checkpoint completes.
-- Media left behind: the posts in :attr:`PlatformSpider.retry_posts` (set by
-  :mod:`mediacrawler.extensions.retries`) are read again through :meth:`~PlatformSpider.post_request` before the
-  first listing page, and go through the pipelines again (``-a retry_only=true``: only them). See
-  docs/operations.md, "Incremental sync and retries".
-- Expired media URLs: the spider remembers which post each media asset came from, and
-  :meth:`PlatformSpider.refresh_media_url` (called by the large-file downloader on a 403/410 mid-download) reads
-  that post again through :meth:`~PlatformSpider.post_request` and returns the asset's fresh URL.
+"""The base of every platform spider: typed arguments, the first page, pagination, chains of steps, page signals,
+incremental marks, retried posts and fresh media URLs (docs/architecture.md, "Platform contract").
 """
 
 from __future__ import annotations
@@ -60,7 +22,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import PlatformRefused, Resume, asset_key_of, walk_assets
+from mediacrawler.contracts import HighWaterMark, PlatformRefused, Resume, asset_key_of, walk_assets
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
@@ -222,26 +184,6 @@ class Step:
     name: str
     url: str
     headers: dict[str, str] | None = None
-
-
-@dataclass
-class HighWaterMark:
-    """The newest post of a source known to be completely stored, with everything older (incremental sync; kept by
-    :mod:`mediacrawler.extensions.marks`). ``created_at`` is the post's ISO-8601 UTC time, when known."""
-
-    post_id: str
-    created_at: str | None = None
-
-    def covers(self, post_id: str, created_at: str | None) -> bool:
-        """Whether a post is at or below the mark: numeric ids (Weibo mids, Douyin aweme ids grow with time) compare
-        as numbers; other ids by time (both in the parsers' one UTC format, so as text). Unknown: not covered."""
-        if post_id == self.post_id:
-            return True
-        if post_id.isdigit() and self.post_id.isdigit():
-            return int(post_id) <= int(self.post_id)
-        if created_at and self.created_at:
-            return created_at <= self.created_at
-        return False
 
 
 def is_pinned(post: Post) -> bool:
@@ -476,21 +418,21 @@ class PlatformSpider(Spider):
         )
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
-        for post in page.posts:
-            yield self.remember_media(post)
-        for post_id, raw in page.incomplete.items():
-            yield self.start_chain(post_id, raw, source)
         if page.is_last:
             self.source_exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
-            return
-        if at_mark:
+        elif at_mark:
             self.stopped_at_mark = True
             assert self.mark is not None
             logger.info("%s: page %d is all at or below the high-water mark (post %s); stopping there", self.job,
                         page_no, self.mark.post_id)
-            return
-        yield from self._next_page(page_no, page.next_cursor)
+        else:
+            # First: the next page is fetched while this page's posts go through the pipelines.
+            yield from self._next_page(page_no, page.next_cursor)
+        for post in page.posts:
+            yield self.remember_media(post)
+        for post_id, raw in page.incomplete.items():
+            yield self.start_chain(post_id, raw, source)
 
     def listed_time(self, raw: dict[str, Any]) -> str | None:
         """When a post still waiting for a step was published, as the listing says (ISO 8601 UTC, the parsers' one

@@ -1,23 +1,5 @@
-"""SyncedFileFeedStorage: local feed files that a checkpoint can make durable before it advances.
-
-Scrapy's feed exporter writes through a buffered file object and closes it only when the spider closes, so after a
-hard kill (SIGKILL, OOM killer, power loss) the last records may never reach the disk. A checkpoint that advanced
-past those records would make the next run skip them: lost for good. This storage (wired as ``FEED_STORAGES`` for
-``""`` and ``file``) behaves like :class:`~scrapy.extensions.feedexport.FileFeedStorage` and in addition:
-
-- announces every file it opens (:data:`feed_opened`, sent before anything is written to it), so the checkpoint
-  records where the file started before any record can reach it;
-- keeps every feed file it opened reachable per crawler, so that :func:`sync_feeds` can flush and fsync them all
-  right before the checkpoint extension writes its watermark (the checkpoint never runs ahead of the export), and
-  report how far each file is durable (:class:`FeedMark`);
-- fsyncs a file before closing it;
-- on opening a JSON Lines feed for appending, cuts a torn last record (a partial line left by a kill in the middle
-  of a buffer flush) so the next record does not get glued to it. That record was never durable when a checkpoint
-  was written, so it is crawled again.
-
-Feeds with ``postprocessing`` (e.g. gzip) keep their plugin's own buffer, which cannot be flushed from here; they are
-reported by :func:`sync_feeds` as not synced.
-"""
+"""SyncedFileFeedStorage: local feed files that a checkpoint can flush and fsync before it advances, so it never
+counts records a hard kill could still lose (docs/architecture.md, "Checkpoints")."""
 
 from __future__ import annotations
 
@@ -150,7 +132,7 @@ def has_feeds(crawler: Crawler) -> bool:
 
 
 class SyncedFileFeedStorage(FileFeedStorage):
-    """A local file feed storage whose open files :func:`sync_feeds` can flush and fsync (see module docstring)."""
+    """A local file feed storage whose open files :func:`sync_feeds` can flush and fsync (docs/architecture.md)."""
 
     def __init__(self, uri: str, *, feed_options: dict[str, Any] | None = None, crawler: Crawler | None = None):
         super().__init__(uri, feed_options=feed_options)

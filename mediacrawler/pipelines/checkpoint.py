@@ -1,0 +1,48 @@
+"""CheckpointSkipPipeline: drops the posts an interrupted earlier run of the same job already stored (docs/operations.md,
+"Checkpoints")."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter, is_item
+from scrapy.exceptions import NotConfigured
+
+from mediacrawler.contracts import AlreadyStored, StoredBefore, extension_of
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+
+
+class CheckpointSkipPipeline:
+    """Drops posts that an interrupted earlier run of the same job already stored (put it first in the chain).
+
+    The page after the watermark may have been partly stored before the stop; its posts come again on resume and
+    are recognised by post id (the checkpoint's list of stored posts past the watermark, plus the records found in
+    the feed after the last checkpoint write).
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        if not crawler.settings.getbool("CHECKPOINT_ENABLED", True):
+            raise NotConfigured("CHECKPOINT_ENABLED is off")
+        ext = extension_of(crawler, StoredBefore)
+        if ext is None:
+            raise NotConfigured("the checkpoint extension is not enabled")
+        ext.skip_pipeline = True
+        self.ext = ext
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def process_item(self, item: Any) -> Any:
+        if self.ext.skip_ids and is_item(item):
+            post_id = ItemAdapter(item).get("post_id")
+            if post_id and self.ext.already_stored(str(post_id)):
+                self.stats.inc_value("checkpoint/skipped_stored")
+                raise AlreadyStored(f"post {post_id} was stored before the interruption", log_level="DEBUG")
+        return item
