@@ -38,13 +38,13 @@ def _status(argv: Sequence[str]) -> int:
 
 
 def _retry(argv: Sequence[str]) -> int:
-    from mediacrawler.extensions.retries import main as retry_main
+    from mediacrawler.commands.retry import main as retry_main
 
     return retry_main(argv)
 
 
 def _enqueue(argv: Sequence[str]) -> int:
-    from mediacrawler.distributed.jobs import main as enqueue_main
+    from mediacrawler.commands.enqueue import main as enqueue_main
 
     return enqueue_main(argv)
 

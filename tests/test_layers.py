@@ -23,11 +23,8 @@ LAYERS: list[set[str]] = [
     {"commands", "cli", "status", "demo", "__main__"},
 ]
 
-#: (importer, imported) pairs still to be removed: the CLIs of `mediacrawler enqueue` and `mediacrawler retry` check
-#: spider arguments from below the spiders (their place is commands/), and the media index builds a Redis client.
+#: (importer, imported) pairs still to be removed: the media index builds a Redis client.
 KNOWN = {
-    ("mediacrawler.distributed.jobs", "mediacrawler.spiders._base"),
-    ("mediacrawler.extensions.retries", "mediacrawler.spiders._base"),
     ("mediacrawler.media.index", "mediacrawler.cache.redis"),
 }
 

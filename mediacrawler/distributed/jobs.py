@@ -1,4 +1,5 @@
-"""Jobs through Redis: ``mediacrawler enqueue <platform> key=value…`` and the worker's job board.
+"""Jobs through Redis: the job board that workers take jobs from and ``mediacrawler enqueue`` (commands/enqueue.py)
+fills.
 
 A job is one spider's arguments, validated at enqueue with the spider's own argument model, keyed by the spider's
 job key (``weibo-uid-7365120894``)::
@@ -17,10 +18,7 @@ seam for per-job state (checkpoints) in a process that serves several jobs one a
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -113,55 +111,3 @@ class JobBoard:
         result = queue.finish(require_seeded=True, worker=self.worker, seeding_ms=self.seeding_ms,
                               active=self.keys[1], job=job.key)
         return {1: "done", 2: "seed"}.get(result, "busy")
-
-
-# --- mediacrawler enqueue ---------------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``mediacrawler enqueue <platform> key=value…``: validate a job and queue it for the workers."""
-    from scrapy.spiderloader import get_spider_loader
-    from scrapy.utils.project import get_project_settings
-
-    from mediacrawler.spiders._base import validate_args
-
-    parser = argparse.ArgumentParser(
-        prog="mediacrawler enqueue",
-        description="Queue a crawl job for the workers (scrapy crawl <platform> -s REDIS_URL=… with no target).")
-    parser.add_argument("platform", help="spider name, e.g. weibo")
-    parser.add_argument("args", nargs="*", metavar="key=value", help="spider arguments, as with -a")
-    parser.add_argument("--redis-url", help="Redis to queue into (default: REDIS_URL)")
-    opts = parser.parse_args(argv)
-    settings = get_project_settings()
-    if opts.redis_url:
-        settings.set("REDIS_URL", opts.redis_url, priority="cmdline")
-    if not settings.get("REDIS_URL"):
-        print("error: set REDIS_URL (or --redis-url): jobs are queued in Redis", file=sys.stderr)
-        return 2
-    kwargs: dict[str, str] = {}
-    for pair in opts.args:
-        name, sep, value = pair.partition("=")
-        if not sep or not name:
-            print(f"error: {pair!r} is not key=value", file=sys.stderr)
-            return 2
-        kwargs[name] = value
-    try:
-        spidercls = get_spider_loader(settings).load(opts.platform)
-    except KeyError:
-        print(f"error: no spider named {opts.platform!r} (see: scrapy list)", file=sys.stderr)
-        return 2
-    error = validate_args(spidercls, kwargs)
-    if error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    key = str(getattr(spidercls(**kwargs), "job", "") or opts.platform)
-    try:
-        queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
-    except redis.RedisError as e:
-        print(f"error: Redis at {settings.get('REDIS_URL')}: {e}", file=sys.stderr)
-        return 1
-    if not queued:
-        print(f"{key}: already queued or running; not queued again", file=sys.stderr)
-        return 1
-    print(f"queued {key} (workers: scrapy crawl {spidercls.name} -s REDIS_URL=…)")
-    return 0

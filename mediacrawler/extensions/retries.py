@@ -24,7 +24,7 @@ Redis store (the default that follows their Redis checkpoints): every worker rea
 posts through), the worker that seeds the job reads its posts again first, each records what fails or is stored
 on it (:meth:`RetryStore.update` merges the workers' changes), and each counts and logs at the job's end.
 
-``mediacrawler retry [--platform P]`` (:func:`main`) runs a retry-only crawl (``-a retry_only=true``) of every job
+``mediacrawler retry [--platform P]`` (commands/retry.py) runs a retry-only crawl (``-a retry_only=true``) of every job
 with pending assets. Settings: ``RETRY_MEDIA_ENABLED``, ``RETRY_MEDIA_IGNORE_REASONS``,
 ``RETRY_MEDIA_MAX_ATTEMPTS``, ``RETRY_MEDIA_BACKEND`` (``file``, ``redis``: keys ``RETRY_MEDIA_REDIS_PREFIX<job>``;
 empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md, "Incremental sync and retries".
@@ -32,10 +32,8 @@ empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md,
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -49,7 +47,6 @@ from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets
-from mediacrawler.spiders._base import target_names
 
 if TYPE_CHECKING:
     from typing import Self
@@ -213,9 +210,7 @@ class RetryExtension:
             self.stats.inc_value("retry/read_errors")
             return
         if self.set is None:
-            args = {name: str(value) for name in sorted(target_names(type(spider)))
-                    if (value := getattr(spider.args, name, None)) is not None}  # type: ignore[attr-defined]
-            self.set = RetrySet(key=key, spider=spider.name, args=args)
+            self.set = RetrySet(key=key, spider=spider.name, args=spider.target_args())  # type: ignore[attr-defined]
         self._pending_posts = set(self.set.post_ids())
         spider.retry_posts = self.set.post_ids()  # type: ignore[attr-defined]
         if self.set.assets:
@@ -305,85 +300,3 @@ class RetryExtension:
             self.stats.inc_value("retry/write_errors")
             return
         self.set = written or RetrySet(key=base.key, spider=base.spider, args=base.args)
-
-
-# --- mediacrawler retry ------------------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``mediacrawler retry [--platform P] [-s NAME=VALUE …]``: a retry-only crawl of every job with pending media.
-
-    Exit 0: nothing pending (any more); 1: assets still pending or a crawl failed; 2: usage."""
-    parser = argparse.ArgumentParser(prog="mediacrawler retry",
-                                     description="Retry the media assets that failed in earlier crawls.")
-    parser.add_argument("--platform", help="only the jobs of this spider, e.g. weibo")
-    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting, as with scrapy crawl -s (e.g. CHECKPOINT_DIR=…)")
-    try:
-        opts = parser.parse_args(list(argv or []))
-    except SystemExit as e:
-        return int(e.code or 0)
-    from scrapy.crawler import AsyncCrawlerProcess
-    from scrapy.spiderloader import get_spider_loader
-    from scrapy.utils.project import get_project_settings
-
-    from mediacrawler.spiders._base import validate_args
-
-    settings = get_project_settings()
-    for pair in opts.set:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            print(f"mediacrawler retry: -s {pair!r}: expected NAME=VALUE", file=sys.stderr)
-            return 2
-        settings.set(name, value, priority="cmdline")
-    # A retry-only crawl walks no listing page: it has no checkpoint to keep.
-    settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
-    try:
-        store = retry_store_from_settings(settings)
-    except NotConfigured as e:
-        print(f"mediacrawler retry: {e}", file=sys.stderr)
-        return 2
-    loader = get_spider_loader(settings)
-    jobs: list[RetrySet] = []
-    status = 0
-    for key in store.keys():
-        try:
-            found = store.load(key)
-        except (RetryCorrupt, ValueError, OSError) as e:
-            print(f"{key}: unreadable retry set: {e}", file=sys.stderr)
-            status = 1
-            continue
-        if found is not None and found.assets and (opts.platform is None or found.spider == opts.platform):
-            jobs.append(found)
-    if not jobs:
-        print("no media pending retry" + (f" for {opts.platform}" if opts.platform else ""))
-        return status
-    process = AsyncCrawlerProcess(settings)
-    crawlers = []
-    for job in jobs:
-        try:
-            spidercls = loader.load(job.spider)
-        except KeyError:
-            print(f"{job.key}: no spider named {job.spider!r}", file=sys.stderr)
-            status = 1
-            continue
-        kwargs = {**job.args, "retry_only": "true"}
-        error = validate_args(spidercls, kwargs)
-        if error:
-            print(f"{job.key}: {error}", file=sys.stderr)
-            status = 1
-            continue
-        print(f"{job.key}: retrying {len(job.assets)} media assets of {len(job.post_ids())} posts")
-        crawler = process.create_crawler(spidercls)
-        process.crawl(crawler, **kwargs)
-        crawlers.append((job.key, crawler))
-    if crawlers:
-        process.start()
-    for key, crawler in crawlers:
-        pending = crawler.stats.get_value("retry/pending") if crawler.stats else None
-        if pending is None or pending:
-            print(f"{key}: {'?' if pending is None else pending} media assets still pending", file=sys.stderr)
-            status = 1
-        else:
-            print(f"{key}: every media asset stored")
-    return status

@@ -273,6 +273,11 @@ class PlatformSpider(Spider):
         """A stable, file-name-safe key for this job, e.g. ``weibo-uid-7365120894`` (checkpoints, output files)."""
         raise NotImplementedError
 
+    def target_args(self) -> dict[str, str]:
+        """The arguments that name this job's target (e.g. ``{"uid": "7365120894"}``), as ``-a`` would give them."""
+        return {name: str(value) for name in sorted(target_names(type(self)))
+                if (value := getattr(self.args, name, None)) is not None}
+
     def listing_url(self, page: int, cursor: str | None) -> str:
         """The URL of listing page ``page`` (``cursor`` is what the previous page gave, when known)."""
         raise NotImplementedError

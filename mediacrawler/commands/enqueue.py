@@ -1,0 +1,59 @@
+"""``mediacrawler enqueue <platform> key=value…``: validate a job with the spider's own arguments and queue it in
+Redis for the workers (docs/operations.md, "Many workers on one Redis")."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+import redis
+from scrapy.spiderloader import get_spider_loader
+from scrapy.utils.project import get_project_settings
+
+from mediacrawler.distributed.jobs import JobBoard
+from mediacrawler.spiders._base import validate_args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``mediacrawler enqueue <platform> key=value…``: validate a job and queue it for the workers."""
+    parser = argparse.ArgumentParser(
+        prog="mediacrawler enqueue",
+        description="Queue a crawl job for the workers (scrapy crawl <platform> -s REDIS_URL=… with no target).")
+    parser.add_argument("platform", help="spider name, e.g. weibo")
+    parser.add_argument("args", nargs="*", metavar="key=value", help="spider arguments, as with -a")
+    parser.add_argument("--redis-url", help="Redis to queue into (default: REDIS_URL)")
+    opts = parser.parse_args(argv)
+    settings = get_project_settings()
+    if opts.redis_url:
+        settings.set("REDIS_URL", opts.redis_url, priority="cmdline")
+    if not settings.get("REDIS_URL"):
+        print("error: set REDIS_URL (or --redis-url): jobs are queued in Redis", file=sys.stderr)
+        return 2
+    kwargs: dict[str, str] = {}
+    for pair in opts.args:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            print(f"error: {pair!r} is not key=value", file=sys.stderr)
+            return 2
+        kwargs[name] = value
+    try:
+        spidercls = get_spider_loader(settings).load(opts.platform)
+    except KeyError:
+        print(f"error: no spider named {opts.platform!r} (see: scrapy list)", file=sys.stderr)
+        return 2
+    error = validate_args(spidercls, kwargs)
+    if error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    key = str(getattr(spidercls(**kwargs), "job", "") or opts.platform)
+    try:
+        queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
+    except redis.RedisError as e:
+        print(f"error: Redis at {settings.get('REDIS_URL')}: {e}", file=sys.stderr)
+        return 1
+    if not queued:
+        print(f"{key}: already queued or running; not queued again", file=sys.stderr)
+        return 1
+    print(f"queued {key} (workers: scrapy crawl {spidercls.name} -s REDIS_URL=…)")
+    return 0
