@@ -1,16 +1,5 @@
-"""Integrity checks on a downloaded body, before anything of it is stored.
-
-Pure functions: bytes (plus the response facts that matter) in, a :class:`BodyCheck` out or a
-:class:`MediaRejected` raised with a short machine-readable ``reason``. The pipeline records the reason on the
-asset and counts it in stats (``media/failed/<reason>``).
-
-Order matters for safety: the HTTP facts and magic bytes are checked first (cheap, and an HTML page never
-reaches an image decoder); image dimensions are read from the header by our own parser and checked against the
-pixel cap *before* Pillow is asked to decode anything, so a 50,000 x 50,000 PNG of a few kilobytes is rejected
-without allocating its 7.5 GB of pixels. Under the cap, an image still needs up to ``width x height x 4`` bytes
-(357 MB at the cap): above ``max_image_decode_bytes`` a PNG is checked by streaming its chunks and inflating its
-data a piece at a time (:func:`check_png_stream`), a JPEG counts at the 1/8 scale it is decoded at, and any other
-format is rejected as ``image-too-large``.
+"""Integrity checks on a downloaded body before anything of it is stored: bytes in, a :class:`BodyCheck` out or a
+:class:`MediaRejected` with a short ``reason``. What each check catches, and its cost: docs/media.md, "Image checks".
 """
 
 from __future__ import annotations
@@ -25,12 +14,13 @@ from typing import BinaryIO
 
 from PIL import Image
 
+from mediacrawler import settings as defaults
 from mediacrawler.media.sniff import Sniffed, sniff
 
-#: Pillow's own default (``Image.MAX_IMAGE_PIXELS``), about 9459 x 9459; the MEDIA_MAX_IMAGE_PIXELS default.
-DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
-#: The MEDIA_MAX_IMAGE_DECODE_BYTES default: the most a full decode of one image may allocate for its pixels.
-DEFAULT_MAX_IMAGE_DECODE_BYTES = 128 * 1024 * 1024
+# Still imported by media/video.py on this branch; the download layer's branch reads the settings instead. Remove
+# both lines when the branches meet.
+DEFAULT_MAX_IMAGE_PIXELS = defaults.MEDIA_MAX_IMAGE_PIXELS
+DEFAULT_MAX_IMAGE_DECODE_BYTES = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES
 
 #: HTTP statuses whose body is the whole file. A 206 counts only when its Content-Range covers the whole file.
 ACCEPTED_STATUSES = (200, 206)
@@ -49,6 +39,9 @@ class MediaRejected(Exception):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+
+    def __reduce__(self) -> tuple[type[MediaRejected], tuple[str, str]]:
+        return MediaRejected, (self.reason, self.detail)  # crosses the store process intact
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,17 +84,13 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
 
 
 def _content_range_total(value: str | None) -> int | None:
-    # "bytes 0-99/100" -> 100; "bytes 0-99/*" -> None.
-    if not value or "/" not in value:
-        return None
-    try:
-        return int(value.rsplit("/", 1)[1])
-    except ValueError:
-        return None
+    # "bytes 0-99/100" -> 100; "bytes 0-99/*" -> None. (One parser for the media layer: spool.py, at merge.)
+    total = (value or "").rpartition("/")[2]
+    return int(total) if total.isdigit() else None
 
 
-def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-               max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
+def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
+               max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
     """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an
     image, that it is within the pixel cap and decodes to the end (with at most ``max_image_decode_bytes`` of
     pixels in memory, see :func:`check_image`).
@@ -130,8 +119,8 @@ def check_kind(head: bytes, *, kind: str) -> Sniffed:
     return sniffed
 
 
-def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-                     max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
+def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
+                     max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
     """:func:`check_body` for an image asset held in a file (one too large for memory, spooled in Range
     segments): same checks, same reasons, reading the file instead of a body."""
     with open(path, "rb") as f:
@@ -147,7 +136,7 @@ def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = DE
 
 
 def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int,
-                max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> tuple[int, int]:
+                max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> tuple[int, int]:
     """Return ``(width, height)`` of an image after checking the pixel cap and decoding it completely; one whose
     pixels would take more than ``max_image_decode_bytes`` is streamed (PNG) or rejected (``image-too-large``)."""
     return _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body, tail=body[-1024:],
