@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from typing import BinaryIO
@@ -141,7 +141,7 @@ def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int,
     pixels would take more than ``max_image_decode_bytes`` is streamed (PNG) or rejected (``image-too-large``)."""
     return _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body, tail=body[-1024:],
                         sniffed=sniffed, max_image_pixels=max_image_pixels,
-                        max_image_decode_bytes=max_image_decode_bytes)
+                        max_image_decode_bytes=max_image_decode_bytes, whole=body)
 
 
 def decoded_bytes(mode: str, width: int, height: int) -> int:
@@ -154,8 +154,8 @@ _MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N
 
 
 def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[], BinaryIO], *, head: bytes,
-                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int
-                 ) -> tuple[int, int]:
+                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int,
+                 whole: bytes | None = None) -> tuple[int, int]:
     dims = image_header_size(head)
     if dims is not None:
         _check_pixels(*dims, max_image_pixels=max_image_pixels)
@@ -167,8 +167,7 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
             width, height = img.size
             _check_pixels(width, height, max_image_pixels=max_image_pixels)
             if img.format == "JPEG":
-                # Decode at 1/8 scale: every entropy-coded segment is still read (a truncated scan fails), at a
-                # fraction of the cost of a full-size decode.
+                # A file (a large image) is decoded at 1/8 scale; that decode is what the budget counts.
                 img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
             # open() read only the header: the size and mode say what load() would allocate (after draft()).
             need = decoded_bytes(img.mode, *img.size)
@@ -177,7 +176,9 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
                 raise MediaRejected(
                     "image-too-large", f"{img.format} {width}x{height} ({img.mode}) decodes to {need} bytes, over "
                     f"MEDIA_MAX_IMAGE_DECODE_BYTES = {max_image_decode_bytes} (raise it to accept this image)")
-            if not streamed:
+            if img.format == "JPEG" and whole is not None and not streamed:
+                _check_jpeg_structure(whole)  # a photo's decode, even at 1/8, is its largest cost: docs/media.md
+            elif not streamed:
                 img.load()
         if streamed:
             with open_stream() as f:
@@ -353,11 +354,12 @@ def image_header_size(data: bytes) -> tuple[int, int] | None:
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+def _jpeg_headers(data: bytes) -> Iterator[tuple[int, int]]:
+    """``(marker, offset)`` of each header segment of a JPEG, up to and including the first start of scan."""
     i, n = 2, len(data)
-    while i + 4 <= n:
+    while i + 4 <= n:  # each step moves on by at least one byte
         if data[i] != 0xFF:
-            return None
+            return
         marker = data[i + 1]
         if marker == 0xFF:  # fill byte
             i += 1
@@ -365,14 +367,32 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
             i += 2
             continue
-        (length,) = struct.unpack(">H", data[i + 2:i + 4])
+        yield marker, i
+        if marker == 0xDA:
+            return
+        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    for marker, i in _jpeg_headers(data):
         if marker in _JPEG_SOF:
             h, w = struct.unpack(">HH", data[i + 5:i + 9])
             return w, h
         if marker == 0xDA:  # start of scan before any frame header: not a valid JPEG
             return None
-        i += 2 + length
     return None
+
+
+def _check_jpeg_structure(data: bytes) -> None:
+    """A frame header, then a scan, then its end: the EOI marker after the first start of scan. Entropy-coded
+    data never holds ``FF D9`` (an FF in it is followed by 00 or a restart marker), so a body cut anywhere in its
+    scans has no EOI after them. Bytes after EOI are allowed (decoders ignore them)."""
+    frame = scan = None
+    for marker, i in _jpeg_headers(data):
+        frame = i if marker in _JPEG_SOF else frame
+        scan = i if marker == 0xDA else scan
+    if frame is None or scan is None or data.find(b"\xff\xd9", scan) < 0:
+        raise MediaRejected("corrupt-image", "JPEG without a frame, a scan or its end (truncated)")
 
 
 def _webp_size(data: bytes) -> tuple[int, int] | None:
