@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
@@ -53,11 +53,13 @@ class CommitJob:
 
 
 class BatchCommitter:
-    """A thread that commits whatever queued up since its last round (up to ``max_batch`` bodies) as one group.
+    """Commits whatever queued up since the last round (up to ``max_batch`` bodies) as one group, in two threads:
+    one gathers a round and starts its file work, the other waits for it, writes the round's index rows and
+    delivers; so the file work of one round overlaps the index commit of the one before (two rounds at most).
 
-    ``deliver(jobs)`` is called on that thread after each round, jobs in submission order; it must be quick and
-    thread-safe (e.g. ``loop.call_soon_threadsafe``). With ``isolated``, the file work runs in a helper process
-    (falls back to the store's threads if it cannot start or dies).
+    ``deliver(jobs)`` is called after each round, jobs in submission order; it must be quick and thread-safe (e.g.
+    ``loop.call_soon_threadsafe``). With ``isolated``, the file work runs in a helper process (its own GIL); in the
+    store's threads when it cannot start or dies.
     """
 
     def __init__(self, *, store: ContentAddressedStore, index: MediaIndex | None,
@@ -69,19 +71,23 @@ class BatchCommitter:
         self.isolated = isolated
         self.pool: ProcessPoolExecutor | None = None
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._rounds: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._room = threading.Semaphore(2)
+        self._threads = [threading.Thread(target=self._gather, name=name, daemon=True),
+                         threading.Thread(target=self._finish, name=f"{name}-index", daemon=True)]
         self._started = self._closed = False
         #: Rounds committed and objects in them (tests, benchmark).
         self.rounds = self.committed = 0
 
     def start(self, *, lazy: bool = False) -> None:
-        """Start the thread, and with ``isolated`` the helper process: now, or with ``lazy`` on the first round (a
+        """Start the threads, and with ``isolated`` the helper process: now, or with ``lazy`` on the first round (a
         crawl without images never pays its start-up)."""
         if not self._started:
             self._started = True
             if self.isolated and not lazy:
                 self._pool()
-            self._thread.start()
+            for thread in self._threads:
+                thread.start()
 
     def _pool(self) -> ProcessPoolExecutor | None:
         if self.pool is None and self.isolated:
@@ -92,7 +98,6 @@ class BatchCommitter:
                                                 initializer=_worker_init, initargs=(str(self.store.root),
                                                                                     self.store.fsync))
                 self.pool.submit(int).result()  # started and importable, or fall back now
-                self.isolated = True
             except (OSError, BrokenProcessPool) as exc:
                 logger.error("Media store process did not start (%s); storing in threads", exc)
                 self._drop_pool()
@@ -110,18 +115,20 @@ class BatchCommitter:
         self._queue.put(job)
 
     def close(self, timeout: float | None = None) -> None:
-        """Commit and deliver everything queued, then stop the thread and the helper process."""
+        """Commit and deliver everything queued, then stop the threads and the helper process."""
         if self._closed:
             return
         self._closed = True
         if self._started:
             self._queue.put(_STOP)
-            self._thread.join(timeout)
+            for thread in self._threads:
+                thread.join(timeout)
         self._drop_pool()
 
-    def _run(self) -> None:
+    def _gather(self) -> None:
         stopping = False
         while not stopping:
+            self._room.acquire()  # jobs queue up meanwhile: the next round is larger
             first = self._queue.get()
             if first is _STOP:
                 break
@@ -136,7 +143,19 @@ class BatchCommitter:
                     break
                 jobs.append(nxt)
             try:
-                self.commit(jobs)
+                pending: Any = self._start_files(jobs)
+            except BaseException as exc:  # noqa: BLE001 - reported with the round
+                pending = exc
+            self._rounds.put((jobs, pending))
+        self._rounds.put(_STOP)
+
+    def _finish(self) -> None:
+        while (item := self._rounds.get()) is not _STOP:  # ends with the gathering thread
+            jobs, pending = item
+            try:
+                if isinstance(pending, BaseException):
+                    raise pending
+                self._finish_round(jobs, pending)
             except BaseException as exc:  # every job must come back, whatever happened
                 logger.exception("Media commit round failed")
                 for job in jobs:
@@ -146,24 +165,34 @@ class BatchCommitter:
                 self.deliver(jobs)
             except Exception:
                 logger.exception("Delivering media commit results failed")
+            self._room.release()
 
     def commit(self, jobs: list[CommitJob]) -> None:
-        """Check, store and index ``jobs`` as one group (a round of the thread; callable directly)."""
+        """Check, store and index ``jobs`` as one group, now (what a round does)."""
+        self._finish_round(jobs, self._start_files(jobs))
+
+    def _start_files(self, jobs: list[CommitJob]) -> Future[list[Outcome]] | list[Outcome]:
         work = [(job.body, job.kind, job.checked) for job in jobs]
-        outcomes: list[Outcome] | None = None
         pool = self._pool()
         if pool is not None:
             try:
-                outcomes = pool.submit(_store_round, work, self.limits).result()
+                return pool.submit(_store_round, work, self.limits)
+            except (BrokenProcessPool, RuntimeError):  # died (or shut down) since the last round
+                pass
+        return store_round(self.store, work, self.limits)
+
+    def _finish_round(self, jobs: list[CommitJob], pending: Future[list[Outcome]] | list[Outcome]) -> None:
+        if isinstance(pending, Future):
+            try:
+                pending = pending.result()
             except BrokenProcessPool as exc:
                 # Redone here: publishing is idempotent (what the process linked is found, not rewritten).
                 logger.error("Media store process died (%s); storing in threads from now on", exc)
                 self._drop_pool()
-        if outcomes is None:
-            outcomes = store_round(self.store, work, self.limits)
+                pending = store_round(self.store, [(job.body, job.kind, job.checked) for job in jobs], self.limits)
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
         indexed: list[CommitJob] = []
-        for job, (outcome, checked) in zip(jobs, outcomes, strict=True):
+        for job, (outcome, checked) in zip(jobs, pending, strict=True):
             job.body = b""  # do not keep the bytes alive until delivery
             job.checked = checked
             if not isinstance(outcome, Persisted):
