@@ -184,7 +184,9 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
     process.crawl(crawler)
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     main0 = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     process.start()
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)  # ours: the store process (reaped at close)
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     main1 = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
     stats = crawler.stats.get_stats() if crawler.stats else {}
@@ -200,6 +202,7 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
         # CPU seconds of the crawl (start-up excluded): whole process, and the reactor thread alone.
         "cpu_s": cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
         "reactor_cpu_s": main1.ru_utime + main1.ru_stime - main0.ru_utime - main0.ru_stime,
+        "store_process_cpu_s": kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime,
         "downloaded": stats.get("media/downloaded", stats.get("file_status_count/downloaded", 0)),
     }
 
@@ -258,7 +261,8 @@ def bench_latency(latency_ms: int, folder: Path, args: argparse.Namespace) -> di
                     runs.append(res)
                     print(f"{latency_ms:3d} ms round {r} {kind:5s}: {res['images_per_s']:6.1f} images/s in-process, "
                           f"wall {res['wall_s']:.2f}s, stored {res['stored_files']}, failed {res['failed']}, "
-                          f"cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s), "
+                          f"cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s, store process "
+                          f"{res['store_process_cpu_s']:.2f}s), "
                           f"in flight <= {res['max_in_flight']}", flush=True)
     finally:
         server.terminate()

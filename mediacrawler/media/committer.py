@@ -79,13 +79,11 @@ class BatchCommitter:
         #: Rounds committed and objects in them (tests, benchmark).
         self.rounds = self.committed = 0
 
-    def start(self, *, lazy: bool = False) -> None:
-        """Start the threads, and with ``isolated`` the helper process: now, or with ``lazy`` on the first round (a
-        crawl without images never pays its start-up)."""
+    def start(self) -> None:
+        """Start the helper process (with ``isolated``), then the threads."""
         if not self._started:
             self._started = True
-            if self.isolated and not lazy:
-                self._pool()
+            self._pool()
             for thread in self._threads:
                 thread.start()
 
@@ -93,8 +91,10 @@ class BatchCommitter:
         if self.pool is None and self.isolated:
             self.isolated = False  # one start attempt
             try:
-                # spawn, not fork: the crawler has threads (and the reactor) that a forked child must not inherit.
-                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"),
+                # fork, from start(), before our threads run: the child has the modules already and no thread.
+                # (A spawned child would import the crawl's main script again: a script without a __main__ guard
+                # would start a second crawl in it.)
+                self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_worker_init, initargs=(str(self.store.root),
                                                                                     self.store.fsync))
                 self.pool.submit(int).result()  # started and importable, or fall back now
@@ -256,6 +256,7 @@ def _worker_init(root: str, fsync: bool) -> None:
     global _store  # noqa: PLW0603 - one store per helper process
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # the crawler decides when to stop (it shuts the pool down)
+    signal.set_wakeup_fd(-1)  # the reactor's, inherited: not ours to write to
     _store = ContentAddressedStore(root, fsync=fsync)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True).start()
 

@@ -22,7 +22,7 @@ from mediacrawler.media.sniff import Sniffed, sniff
 DEFAULT_MAX_IMAGE_PIXELS = defaults.MEDIA_MAX_IMAGE_PIXELS
 DEFAULT_MAX_IMAGE_DECODE_BYTES = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES
 
-#: HTTP statuses whose body is the whole file. A 206 counts only when its Content-Range covers the whole file.
+#: HTTP statuses whose body is the whole file (a 206 only when its Content-Range covers the whole file).
 ACCEPTED_STATUSES = (200, 206)
 
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -56,11 +56,8 @@ class BodyCheck:
 
 def check_http(*, status: int, body_size: int, content_length: str | None, content_range: str | None,
                flags: list[str] | tuple[str, ...] = ()) -> None:
-    """Reject a response whose body is not known to be the whole file.
-
-    ``content_length`` and ``content_range`` are the raw header values (or ``None``). Raises
-    :class:`MediaRejected` with reason ``http-<status>``, ``partial-content``, ``dataloss`` or ``size-mismatch``.
-    """
+    """Reject a response whose body is not known to be the whole file (raw header values or ``None``):
+    ``http-<status>``, ``partial-content``, ``dataloss``, ``size-mismatch``, ``empty-body``."""
     if status not in ACCEPTED_STATUSES:
         raise MediaRejected(f"http-{status}")
     if "dataloss" in flags:
@@ -91,19 +88,16 @@ def _content_range_total(value: str | None) -> int | None:
 
 def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an
-    image, that it is within the pixel cap and decodes to the end (with at most ``max_image_decode_bytes`` of
-    pixels in memory, see :func:`check_image`).
-
-    Raises :class:`MediaRejected` with reason ``not-media`` (HTML, JSON, XML or unknown bytes),
-    ``kind-mismatch``, ``image-too-large`` or ``corrupt-image``.
-    """
+    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an image, the
+    checks of docs/media.md, "Image checks": ``not-media``, ``kind-mismatch``, ``image-too-large``,
+    ``corrupt-image``."""
     sniffed = check_kind(body[:4096], kind=kind)
     if sniffed.family != "image":
         # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
         return BodyCheck(sniffed=sniffed, size=len(body))
-    width, height = check_image(body, sniffed=sniffed, max_image_pixels=max_image_pixels,
-                                max_image_decode_bytes=max_image_decode_bytes)
+    width, height = _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body,
+                                 tail=body[-1024:], sniffed=sniffed, max_image_pixels=max_image_pixels,
+                                 max_image_decode_bytes=max_image_decode_bytes, whole=body)
     return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
 
 
@@ -121,8 +115,7 @@ def check_kind(head: bytes, *, kind: str) -> Sniffed:
 
 def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                      max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """:func:`check_body` for an image asset held in a file (one too large for memory, spooled in Range
-    segments): same checks, same reasons, reading the file instead of a body."""
+    """:func:`check_body` for an image held in a file (a large one, spooled in Range segments)."""
     with open(path, "rb") as f:
         head = f.read(_IMAGE_HEAD_BYTES)
         size = os.fstat(f.fileno()).st_size
@@ -133,20 +126,6 @@ def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = de
                                  sniffed=sniffed, max_image_pixels=max_image_pixels,
                                  max_image_decode_bytes=max_image_decode_bytes)
     return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
-
-
-def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int,
-                max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> tuple[int, int]:
-    """Return ``(width, height)`` of an image after checking the pixel cap and decoding it completely; one whose
-    pixels would take more than ``max_image_decode_bytes`` is streamed (PNG) or rejected (``image-too-large``)."""
-    return _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body, tail=body[-1024:],
-                        sniffed=sniffed, max_image_pixels=max_image_pixels,
-                        max_image_decode_bytes=max_image_decode_bytes, whole=body)
-
-
-def decoded_bytes(mode: str, width: int, height: int) -> int:
-    """Bytes Pillow allocates for the pixels of a ``width`` x ``height`` image of ``mode``."""
-    return width * height * _MODE_BYTES.get(mode, 4)
 
 
 # Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.
@@ -170,7 +149,7 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
                 # A file (a large image) is decoded at 1/8 scale; that decode is what the budget counts.
                 img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
             # open() read only the header: the size and mode say what load() would allocate (after draft()).
-            need = decoded_bytes(img.mode, *img.size)
+            need = img.size[0] * img.size[1] * _MODE_BYTES.get(img.mode, 4)
             streamed = need > max_image_decode_bytes
             if streamed and img.format != "PNG":
                 raise MediaRejected(

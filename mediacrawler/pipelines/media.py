@@ -212,7 +212,7 @@ class MediaStorePipeline(FilesPipeline):
                                         max_image_pixels=self.max_image_pixels,
                                         max_image_decode_bytes=self.max_image_decode_bytes,
                                         max_batch=self.commit_batch, isolated=self.commit_process)
-        self.committer.start(lazy=True)
+        self.committer.start()
         self._require_redirect_checks()
         swept = self.cas.sweep_tmp()
         if swept:
