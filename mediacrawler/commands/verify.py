@@ -10,21 +10,52 @@ import os
 import sqlite3
 import sys
 import time
+import urllib.request
 from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO
+from urllib.parse import urlsplit
 
 from mediacrawler import settings as defaults
 from mediacrawler.media.index import (IndexConfigError, MediaIndex, SourceRecord, SQLiteMediaIndex, is_corruption,
                                       open_index)
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.media.urls import allowed_schemes
-from mediacrawler.media.verify import VerifyReport, fetch_url, run_verify
+from mediacrawler.media.verify import VerifyReport, run_verify
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 EXIT_OK = 0
 EXIT_PROBLEMS = 1
+#: Bytes per read of a repair download (the memory a repair needs, whatever the file size).
+_CHUNK = 1024 * 1024
+
+
+def fetch_url(url: str, referer: str | None, dest: IO[bytes], *, timeout: float = 60.0,
+              max_bytes: int = 16 * 1024**3, user_agent: str = "mediacrawler-verify") -> None:
+    """GET ``url`` (http/https only) and stream the body into ``dest`` in 1 MiB reads; raises on a non-200
+    status, a body larger than ``max_bytes`` or shorter than its ``Content-Length``."""
+    if urlsplit(url).scheme.lower() not in ("http", "https"):
+        raise ValueError(f"refusing to fetch {url!r}")
+    headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
+    if referer:
+        headers["Referer"] = referer
+    req = urllib.request.Request(url, headers=headers)  # noqa: S310 - scheme checked above
+    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+        if resp.status != 200:
+            raise OSError(f"HTTP {resp.status}")
+        declared = resp.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+            raise OSError(f"body of {declared} bytes is larger than {max_bytes}")
+        received = 0
+        # Bounded: each pass reads at least one byte, and at most max_bytes + 1 are accepted.
+        while chunk := resp.read(_CHUNK):
+            received += len(chunk)
+            if received > max_bytes:
+                raise OSError(f"body larger than {max_bytes} bytes")
+            dest.write(chunk)
+    if declared is not None and declared.isdigit() and received != int(declared):
+        raise OSError(f"body ended after {received} of {declared} bytes")
 
 
 class Progress:

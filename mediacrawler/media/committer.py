@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import multiprocessing
-import queue
 import os
+import queue
 import signal
 import threading
 import time
@@ -221,31 +221,26 @@ class BatchCommitter:
 
 def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, BodyCheck | None]],
                 limits: tuple[int, int]) -> list[Outcome]:
-    """The file work of one round: per body (on the store's threads) the checks still due, SHA-256, temp file,
-    sync, link; then one sync per directory that gained an entry. Per body, in order, its outcome and checks."""
+    """The file work of one round: per body, on the store's threads, the checks still due, SHA-256 and a temp file;
+    then :meth:`~ContentAddressedStore.publish` of them all. Per body, in order, its outcome and checks."""
     max_pixels, max_decode = limits
 
-    def one(item: tuple[bytes, str, BodyCheck | None]) -> tuple[Persisted | BaseException, Staged | None,
-                                                                 BodyCheck | None]:
+    def prepare(item: tuple[bytes, str, BodyCheck | None]) -> tuple[Staged | Persisted | BaseException,
+                                                                     BodyCheck | None]:
         body, kind, checked = item
         try:
             if checked is None:
                 checked = check_body(body, kind=kind, max_image_pixels=max_pixels, max_image_decode_bytes=max_decode)
-            staged = store.stage(body, ext=checked.sniffed.ext, sha256=hashlib.sha256(body).hexdigest())
+            return store.stage(body, ext=checked.sniffed.ext, sha256=hashlib.sha256(body).hexdigest()), checked
         except (MediaRejected, OSError, StoreError) as exc:
-            return exc, None, checked
-        if isinstance(staged, Persisted):
-            return staged, None, checked
-        return store.publish_one(staged), staged, checked
+            return exc, checked
 
-    done = store.map_parallel(one, list(work))
-    outcomes = [outcome for outcome, _, _ in done]
-    published = [i for i, (_, staged, _) in enumerate(done) if staged is not None]
-    if published:
-        synced = store.sync_new_entries([done[i][1] for i in published], [outcomes[i] for i in published])
-        for i, outcome in zip(published, synced, strict=True):
-            outcomes[i] = outcome
-    return list(zip(credit_first_twin(outcomes), [checked for _, _, checked in done], strict=True))
+    prepared = store.map_parallel(prepare, list(work))
+    outcomes: list[Any] = [outcome for outcome, _ in prepared]
+    staged = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Staged)]
+    for i, outcome in zip(staged, store.publish([outcomes[i] for i in staged]), strict=True):
+        outcomes[i] = outcome
+    return list(zip(credit_first_twin(outcomes), [checked for _, checked in prepared], strict=True))
 
 
 # --- the helper process -----------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from w3lib.url import canonicalize_url
 
 from mediacrawler import settings as defaults
+from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 
 if TYPE_CHECKING:
     import redis
@@ -67,36 +68,28 @@ class MediaIndex(Protocol):
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
         """The object stored for asset ``key`` or, failing that, for canonical ``url``."""
-        ...
 
     def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
         """Remember that asset ``key`` fetched from ``url`` is ``obj`` (upsert; first_seen is kept)."""
-        ...
 
     def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
                     seen_at: float | None = None) -> None:
         """:meth:`record` for several ``(obj, key, url)``, **durable when it returns** (one transaction)."""
-        ...
 
     def get(self, sha256: str) -> ObjectRecord | None:
         """The object with this hash, or ``None``."""
-        ...
 
     def iter_objects(self) -> Iterator[ObjectRecord]:
         """Every indexed object (order unspecified)."""
-        ...
 
     def sources(self, sha256: str) -> list[SourceRecord]:
         """Where this object was fetched from, most recently seen first."""
-        ...
 
     def flush(self) -> None:
         """Make every recorded row durable in the backend (a no-op where writes are immediate)."""
-        ...
 
     def close(self) -> None:
         """Flush and release the backend."""
-        ...
 
 
 class SQLiteMediaIndex:
@@ -251,31 +244,27 @@ class SQLiteMediaIndex:
 
     def _index_store_objects(self, chunk: int = 1000) -> int:
         """Index every well-named object file of the store (size from stat, mime sniffed; not re-hashed)."""
-        from mediacrawler.media.sniff import SNIFF_BYTES, sniff  # noqa: PLC0415 - store imports sniff, not index
-        from mediacrawler.media.store import OBJECTS_DIR, StoreError, parse_object_relpath  # noqa: PLC0415
+        from mediacrawler.media.store import ContentAddressedStore, StoreError, parse_object_relpath  # noqa: PLC0415
 
         assert self.store_root is not None
         count = 0
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
-        for dirpath, dirnames, filenames in os.walk(self.store_root / OBJECTS_DIR):
-            dirnames.sort()
-            for name in sorted(filenames):
-                full = Path(dirpath, name)
-                relpath = full.relative_to(self.store_root).as_posix()
-                try:
-                    sha, _ = parse_object_relpath(relpath)
-                    if full.is_symlink():
-                        continue  # never the store's own writing: verify reports it as an orphan
-                    with open(full, "rb") as f:
-                        size = os.fstat(f.fileno()).st_size
-                        mime = sniff(f.read(SNIFF_BYTES)).mime
-                except (StoreError, OSError):
-                    continue  # verify reports it
-                rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
-                if len(rows) >= chunk:
-                    self.record_many(rows)
-                    count += len(rows)
-                    rows = []
+        for relpath in ContentAddressedStore(self.store_root, fsync=False).iter_objects():
+            full = self.store_root / relpath
+            try:
+                sha, _ = parse_object_relpath(relpath)
+                if full.is_symlink():
+                    continue  # never the store's own writing: verify reports it as an orphan
+                with open(full, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    mime = sniff(f.read(SNIFF_BYTES)).mime
+            except (StoreError, OSError):
+                continue  # verify reports it
+            rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
+            if len(rows) >= chunk:
+                self.record_many(rows)
+                count += len(rows)
+                rows = []
         if rows:
             self.record_many(rows)
             count += len(rows)

@@ -10,7 +10,6 @@ import hashlib
 import os
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
@@ -24,8 +23,6 @@ from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_fil
 #: Fetches a URL's body for a repair: ``fetch(url, referer, dest)`` writes the body into the binary file ``dest``
 #: (raises on any failure).
 Fetcher = Callable[[str, "str | None", IO[bytes]], None]
-#: Bytes per read of a repair download (the memory a repair needs, whatever the file size).
-_CHUNK = 1024 * 1024
 #: Called after each file: ``progress(done_files, total_files, done_bytes)``.
 ProgressCallback = Callable[[int, int, int], None]
 
@@ -69,11 +66,8 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
                fetch: Fetcher | None = None, referer_for: Callable[[SourceRecord], str | None] | None = None,
                progress: ProgressCallback | None = None, allowed_schemes: Sequence[str] = ("http", "https"),
                ) -> VerifyReport:
-    """Re-hash every object of ``store``, compare with ``index``, and with ``repair`` fix what can be fixed.
-
-    ``fetch`` downloads a URL for a repair (default :func:`fetch_url`); ``referer_for`` gives the Referer for a
-    source (Weibo media need one); only URLs with ``allowed_schemes`` are ever fetched.
-    """
+    """Re-hash every object of ``store``, compare with ``index``, and with ``repair`` fix what can be fixed:
+    ``fetch`` downloads a source (``referer_for`` gives its Referer); only ``allowed_schemes`` are fetched."""
     started = time.monotonic()
     report = VerifyReport()
     indexed: dict[str, ObjectRecord] = {rec.path: rec for rec in index.iter_objects()}
@@ -108,7 +102,8 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
     report.missing = sorted(p for p in indexed if p not in seen)
 
     if repair:
-        fetch = fetch or fetch_url
+        if fetch is None:
+            raise ValueError("a repair needs a fetch function")
         for relpath in report.corrupt:
             if relpath in report.unrepaired:
                 continue
@@ -216,30 +211,3 @@ def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIn
     index.record(obj=ObjectRecord(sha256=sha, path=relpath, size=path.stat().st_size, mime=sniffed.mime),
                  key=None, url=None)
     report.adopted.append(relpath)
-
-
-def fetch_url(url: str, referer: str | None, dest: IO[bytes], *, timeout: float = 60.0,
-              max_bytes: int = 16 * 1024**3, user_agent: str = "mediacrawler-verify") -> None:
-    """GET ``url`` (http/https only) and stream the body into ``dest`` in 1 MiB reads; raises on a non-200
-    status, a body larger than ``max_bytes`` or shorter than its ``Content-Length``."""
-    if urlsplit(url).scheme.lower() not in ("http", "https"):
-        raise ValueError(f"refusing to fetch {url!r}")
-    headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
-    if referer:
-        headers["Referer"] = referer
-    req = urllib.request.Request(url, headers=headers)  # noqa: S310 - scheme checked above
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
-        if resp.status != 200:
-            raise OSError(f"HTTP {resp.status}")
-        declared = resp.headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            raise OSError(f"body of {declared} bytes is larger than {max_bytes}")
-        received = 0
-        # Bounded: each pass reads at least one byte, and at most max_bytes + 1 are accepted.
-        while chunk := resp.read(_CHUNK):
-            received += len(chunk)
-            if received > max_bytes:
-                raise OSError(f"body larger than {max_bytes} bytes")
-            dest.write(chunk)
-    if declared is not None and declared.isdigit() and received != int(declared):
-        raise OSError(f"body ended after {received} of {declared} bytes")
