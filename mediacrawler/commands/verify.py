@@ -1,5 +1,6 @@
-"""``mediacrawler verify [--store PATH] [--repair]``: the command line around :func:`mediacrawler.media.verify.run_verify`
-(docs/media.md, "mediacrawler verify"). Exit 0 when all is well, 1 when anything is (still) wrong, 2 on usage errors.
+"""``mediacrawler verify [--store PATH] [--repair]``: the command line around
+:func:`mediacrawler.media.verify.run_verify` (docs/media.md, "mediacrawler verify"). Exit 0 when all is well, 1 when
+anything is (still) wrong, 2 on usage errors.
 """
 
 from __future__ import annotations

@@ -230,7 +230,8 @@ def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, B
         body, kind, checked = item
         try:
             if checked is None:
-                checked = check_body(body, kind=kind, max_image_pixels=max_pixels, max_image_decode_bytes=max_decode)
+                checked = check_body(body, kind=kind, max_image_pixels=max_pixels,
+                                     max_image_decode_bytes=max_decode)
             return store.stage(body, ext=checked.sniffed.ext, sha256=hashlib.sha256(body).hexdigest()), checked
         except (MediaRejected, OSError, StoreError) as exc:
             return exc, checked

@@ -130,7 +130,8 @@ class SQLiteMediaIndex:
     _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
     def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0,
-                 store_root: str | Path | None = None, busy_timeout: float = defaults.MEDIA_INDEX_BUSY_TIMEOUT) -> None:
+                 store_root: str | Path | None = None,
+                 busy_timeout: float = defaults.MEDIA_INDEX_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.batch_size = max(1, batch_size)
@@ -193,7 +194,7 @@ class SQLiteMediaIndex:
             raise
 
     def check(self, *, full: bool = True) -> str | None:
-        """What is wrong with the database file (``integrity_check``, or ``quick_check`` unless ``full``), or None."""
+        """What is wrong with the file (``integrity_check``, or ``quick_check`` unless ``full``), or None."""
         pragma = "integrity_check(1)" if full else "quick_check(1)"
         try:
             with self._write:
@@ -206,7 +207,7 @@ class SQLiteMediaIndex:
         return None if row is not None and row[0] == "ok" else str(row[0] if row else "no answer")
 
     def rebuild(self, reason: str) -> int:
-        """Move the database aside and rebuild it from the store's objects; the number indexed. Queued rows drop."""
+        """Move the database aside, rebuild it from the store's objects; the number indexed (queued rows drop)."""
         if self.store_root is None:
             raise IndexCorrupt(f"media index {self.path}: no store to rebuild it from")
         with self._write:
@@ -244,7 +245,8 @@ class SQLiteMediaIndex:
 
     def _index_store_objects(self, chunk: int = 1000) -> int:
         """Index every well-named object file of the store (size from stat, mime sniffed; not re-hashed)."""
-        from mediacrawler.media.store import ContentAddressedStore, StoreError, parse_object_relpath  # noqa: PLC0415
+        from mediacrawler.media.store import (  # noqa: PLC0415 - the store imports nothing of the index
+            ContentAddressedStore, StoreError, parse_object_relpath)
 
         assert self.store_root is not None
         count = 0
@@ -565,8 +567,8 @@ def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | 
         url = settings.get("REDIS_URL")
         if not url:
             raise IndexConfigError("MEDIA_INDEX=redis needs REDIS_URL")
-        return RedisMediaIndex(get_redis_client(url),
-                               prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX)
+        prefix = settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX
+        return RedisMediaIndex(get_redis_client(url), prefix=prefix)
     path = settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME
     busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
     return SQLiteMediaIndex(path, store_root=store_root, busy_timeout=float(

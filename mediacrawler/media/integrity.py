@@ -1,5 +1,6 @@
 """Integrity checks on a downloaded body before anything of it is stored: bytes in, a :class:`BodyCheck` out or a
-:class:`MediaRejected` with a short ``reason``. What each check catches, and its cost: docs/media.md, "Image checks".
+:class:`MediaRejected` with a short ``reason``. What each check catches, at what cost: docs/media.md, "Image
+checks".
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def _content_range_total(value: str | None) -> int | None:
 
 def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an image, the
-    checks of docs/media.md, "Image checks": ``not-media``, ``kind-mismatch``, ``image-too-large``,
+    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an image,
+    the checks of docs/media.md, "Image checks": ``not-media``, ``kind-mismatch``, ``image-too-large``,
     ``corrupt-image``."""
     sniffed = check_kind(body[:4096], kind=kind)
     if sniffed.family != "image":

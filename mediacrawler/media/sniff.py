@@ -1,5 +1,5 @@
-"""Content sniffing: what a body *is*, from its first bytes (pure). Stored objects get their extension from here, never
-from a URL, an id or a ``Content-Type`` (docs/media.md, "Layout").
+"""Content sniffing: what a body *is*, from its first bytes (pure). Stored objects get their extension from here,
+never from a URL, an id or a ``Content-Type`` (docs/media.md, "Layout").
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ _MP4 = Sniffed("video/mp4", ".mp4", "video")
 # envelope or an XML error document served in place of an image.
 _HTML, _XML, _JSON = (Sniffed(mime, "", "text") for mime in ("text/html", "application/xml", "application/json"))
 _TEXT_PREFIXES: tuple[tuple[bytes, Sniffed], ...] = (
-    *((prefix, _HTML) for prefix in (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<script", b"<!--")),
+    *((tag, _HTML) for tag in (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<script", b"<!--")),
     (b"<?xml", _XML), (b"{", _JSON), (b"[", _JSON),
 )
 

@@ -1,5 +1,6 @@
 """May this URL be requested for a media asset? One answer for the record (normalize), the download request (media
-pipeline) and every redirect hop (middlewares/media_redirects.py); reasons as in docs/media.md, "Results on the record".
+pipeline) and every redirect hop (middlewares/media_redirects.py); the reasons: docs/media.md, "Results on the
+record".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Prove that the media store holds what the index says: re-hash every object, compare with the index, and with
-``repair`` fix what can be fixed. What each finding means: docs/media.md, "mediacrawler verify". The command line is
+``repair`` fix what can be fixed. What each finding means: docs/media.md, "mediacrawler verify"; the command line:
 mediacrawler/commands/verify.py.
 """
 

@@ -1,5 +1,5 @@
-"""Downloader middleware: media requests (CDNs) get per-host downloader slots ``media:<host>`` of their own, paced by
-MEDIA_DOWNLOAD_DELAY and MEDIA_SLOT_CONCURRENCY instead of the API's DOWNLOAD_DELAY/AutoThrottle (docs/media.md,
+"""Downloader middleware: media requests (CDNs) get per-host downloader slots ``media:<host>`` of their own, paced
+by MEDIA_DOWNLOAD_DELAY and MEDIA_SLOT_CONCURRENCY instead of the API's DOWNLOAD_DELAY/AutoThrottle (docs/media.md,
 "Pace of media requests"). A request that already names a ``download_slot`` is left as it is.
 """
 

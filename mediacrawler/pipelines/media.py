@@ -18,7 +18,8 @@ from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
-                               DownloadTimeoutError, IgnoreRequest, NotConfigured, ResponseDataLossError, StopDownload)
+                               DownloadTimeoutError, IgnoreRequest, NotConfigured, ResponseDataLossError,
+                               StopDownload)
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.pipelines.files import FilesPipeline
@@ -98,8 +99,8 @@ _REASONS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
     ((ResponseDataLossError, PotentialDataLoss, _DataLoss), "dataloss"),
     ((DownloadTimeoutError, net.TimeoutError, defer.TimeoutError), "timeout"),
     ((DownloadCancelledError,), "too-large"),  # DOWNLOAD_MAXSIZE / MEDIA_MAXSIZE reached mid-body
-    ((DownloadConnectionRefusedError, CannotResolveHostError, net.ConnectError, net.DNSLookupError, net.ConnectionLost,
-      net.ConnectionDone, ResponseNeverReceived, TunnelError), "connection-error"),
+    ((DownloadConnectionRefusedError, CannotResolveHostError, net.ConnectError, net.DNSLookupError,
+      net.ConnectionLost, net.ConnectionDone, ResponseNeverReceived, TunnelError), "connection-error"),
 )
 
 
@@ -172,7 +173,8 @@ class MediaStorePipeline(FilesPipeline):
         self.max_image_pixels = settings.getint("MEDIA_MAX_IMAGE_PIXELS", defaults.MEDIA_MAX_IMAGE_PIXELS)
         self.max_image_decode_bytes = settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
                                                       defaults.MEDIA_MAX_IMAGE_DECODE_BYTES)
-        self.concurrency_per_host = settings.getint("MEDIA_CONCURRENCY_PER_HOST", defaults.MEDIA_CONCURRENCY_PER_HOST)
+        self.concurrency_per_host = settings.getint("MEDIA_CONCURRENCY_PER_HOST",
+                                                    defaults.MEDIA_CONCURRENCY_PER_HOST)
         if self.concurrency_per_host < 1:
             raise NotConfigured("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
         self.inline_check_bytes = settings.getint("MEDIA_INLINE_CHECK_BYTES", defaults.MEDIA_INLINE_CHECK_BYTES)
