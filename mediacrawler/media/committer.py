@@ -97,7 +97,7 @@ class BatchCommitter:
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_worker_init, initargs=(str(self.store.root),
                                                                                     self.store.fsync))
-                self.pool.submit(int).result()  # started and importable, or fall back now
+                self.pool.submit(int).result()  # forked and answering, or fall back now
             except (OSError, BrokenProcessPool) as exc:
                 logger.error("Media store process did not start (%s); storing in threads", exc)
                 self._drop_pool()
