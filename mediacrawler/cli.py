@@ -20,7 +20,7 @@ def _demo(argv: Sequence[str]) -> int:
 
 
 def _verify(argv: Sequence[str]) -> int:
-    from mediacrawler.media.verify import main as verify_main
+    from mediacrawler.commands.verify import main as verify_main
 
     return verify_main(argv)
 

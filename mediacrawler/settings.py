@@ -176,15 +176,17 @@ MEDIA_MAX_IMAGE_DECODE_BYTES = 128 * 1024 * 1024
 #: Largest body of a one-request media download (an image, a video fragment), on the wire and once inflated; a
 #: larger one fails that asset ("too-large"). Range segments and manifests have their own limits below.
 MEDIA_MAXSIZE = 64 * 1024 * 1024
-#: Media downloads in flight per host (they bypass the scheduler, so CONCURRENT_REQUESTS does not bound them).
-MEDIA_CONCURRENCY_PER_HOST = 8
+#: Media downloads in flight per host (they bypass the scheduler, so CONCURRENT_REQUESTS does not bound them). A CDN
+#: is not the API, but a bound all the same: stock FilesPipeline keeps ~100 in flight to one host; 32 keeps 50 ms
+#: of latency hidden (docs/benchmarks.md, "Media store").
+MEDIA_CONCURRENCY_PER_HOST = 32
 #: Media requests (images, Range segments, video fragments) use downloader slots "media:<host>" of their own, not
 #: the API's DOWNLOAD_DELAY/AutoThrottle pace (middlewares/media_slots.py).
 MEDIA_SLOTS_ENABLED = True
 #: Seconds between two media requests to one host (CDNs; the APIs keep DOWNLOAD_DELAY).
 MEDIA_DOWNLOAD_DELAY = 0.0
 #: Media requests in flight per host, all assets together (per asset: MEDIA_SEGMENT_CONCURRENCY).
-MEDIA_SLOT_CONCURRENCY = 16
+MEDIA_SLOT_CONCURRENCY = 32
 #: Schemes a media URL and each of its redirect hops may use; others fail as scheme-not-allowed, never fetched.
 MEDIA_ALLOWED_SCHEMES = ["http", "https"]
 #: Media downloads follow redirects (CDNs move files, http to https); each hop is checked (media_redirects.py).
@@ -202,7 +204,8 @@ MEDIA_FSYNC = True
 #: Bodies above this size are checked in a worker thread before the committer's round (a big decode would hold
 #: the round up); smaller ones by the committer itself.
 MEDIA_INLINE_CHECK_BYTES = 262_144
-#: Checks and file work of each committer round in a store worker process with its own GIL (off: in threads).
+#: Checks and file work of each committer round in a store process (a ProcessPoolExecutor of one) with its own
+#: GIL; off: in threads of the crawler process (measured 2-3x the CPU on two cores: docs/benchmarks.md).
 MEDIA_COMMIT_PROCESS = True
 #: Most bodies per committer round (media/committer.py).
 MEDIA_COMMIT_BATCH = 256

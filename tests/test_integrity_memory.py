@@ -8,6 +8,7 @@ on a child process (its VmHWM); images are real PNGs written chunk by chunk with
 
 from __future__ import annotations
 
+import inspect
 import json
 import struct
 import subprocess
@@ -244,17 +245,18 @@ def test_jpeg_budget_counts_the_eighth_scale_decode() -> None:
 def test_setting_default_and_committer_worker_pass_the_budget(tmp_path: Path) -> None:
     from mediacrawler import settings
     from mediacrawler.media.committer import BatchCommitter, CommitJob
-    from mediacrawler.media.integrity import DEFAULT_MAX_IMAGE_DECODE_BYTES
     from mediacrawler.media.store import ContentAddressedStore
 
-    assert settings.MEDIA_MAX_IMAGE_DECODE_BYTES == DEFAULT_MAX_IMAGE_DECODE_BYTES == 128 * MiB
+    assert settings.MEDIA_MAX_IMAGE_DECODE_BYTES == 128 * MiB
+    assert inspect.signature(check_body).parameters["max_image_decode_bytes"].default == 128 * MiB
     gif = encode("GIF", (200, 100))
     for isolated in (False, True):
         delivered: list[CommitJob] = []
         committer = BatchCommitter(store=ContentAddressedStore(tmp_path / f"files{isolated}"), index=None,
-                                   deliver=delivered.extend, max_image_decode_bytes=1000, isolated=isolated)
+                                   deliver=delivered.extend, max_image_pixels=settings.MEDIA_MAX_IMAGE_PIXELS,
+                                   max_image_decode_bytes=1000, max_batch=1, isolated=isolated)
         committer.start()
-        assert (committer._worker is not None) == isolated  # the budget crosses the worker's argv
+        assert (committer.pool is not None) == isolated  # the budget crosses into the store process
         committer.submit(CommitJob(gif, kind="image", key="k", url="http://h/a.gif"))
         committer.close()
         assert [getattr(j.error, "reason", None) for j in delivered] == ["image-too-large"], isolated

@@ -16,8 +16,11 @@ import threading
 import time
 from pathlib import Path
 
+from concurrent.futures.process import BrokenProcessPool
+
 import pytest
 
+from mediacrawler import settings
 from mediacrawler.media.committer import BatchCommitter, CommitJob
 from mediacrawler.media.index import ObjectRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, credit_first_twin, hash_file
@@ -143,7 +146,8 @@ def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None, 
             done.set()
 
     committer = BatchCommitter(store=store, index=index, deliver=deliver, max_image_pixels=10_000_000,
-                               isolated=isolated)
+                               max_image_decode_bytes=settings.MEDIA_MAX_IMAGE_DECODE_BYTES,
+                               max_batch=settings.MEDIA_COMMIT_BATCH, isolated=isolated)
     committer.start()
     if callable(before):
         before(committer)
@@ -202,14 +206,14 @@ def test_a_dead_worker_process_falls_back_to_in_process(tmp_path: Path) -> None:
     base = encode("JPEG")
 
     def kill_worker(committer: BatchCommitter) -> None:
-        assert committer._worker is not None
-        committer._worker.proc.kill()
-        committer._worker.proc.wait()
+        assert committer.pool is not None
+        with pytest.raises(BrokenProcessPool):
+            committer.pool.submit(os._exit, 9).result()  # the store process dies
 
     jobs = [CommitJob(variant(base, n), kind="image", key=f"k{n}", url=f"http://h/{n}") for n in range(5)]
     committer, delivered = run_committer(store, index, jobs, isolated=True, before=kill_worker)
     assert all(j.error is None and j.obj is not None for j in delivered)
-    assert committer._worker is None
+    assert committer.pool is None
     assert len(files_under(store.objects_dir)) == 5
     index.close()
     store.close()
@@ -219,6 +223,7 @@ CRASH_COMMITTER = textwrap.dedent(
     """
     import io, os, sys, threading
     from PIL import Image
+    from mediacrawler import settings
     from mediacrawler.media.committer import BatchCommitter, CommitJob
     from mediacrawler.media.index import SQLiteMediaIndex
     from mediacrawler.media.store import ContentAddressedStore
@@ -239,9 +244,12 @@ CRASH_COMMITTER = textwrap.dedent(
         for _ in jobs:
             room.release()
 
-    committer = BatchCommitter(store=store, index=index, deliver=deliver, isolated=isolated)
+    committer = BatchCommitter(store=store, index=index, deliver=deliver, isolated=isolated,
+                               max_image_pixels=settings.MEDIA_MAX_IMAGE_PIXELS,
+                               max_image_decode_bytes=settings.MEDIA_MAX_IMAGE_DECODE_BYTES,
+                               max_batch=settings.MEDIA_COMMIT_BATCH)
     committer.start()
-    print("ready", committer._worker.proc.pid if committer._worker else 0, flush=True)
+    print("ready", committer.pool.submit(os.getpid).result() if committer.pool else 0, flush=True)
     n = 0
     while True:
         room.acquire()

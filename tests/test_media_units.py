@@ -165,6 +165,22 @@ def test_truncated_images_are_rejected(fmt: str) -> None:
         assert exc.value.reason == "corrupt-image", (fmt, cut)
 
 
+@pytest.mark.parametrize("progressive", [False, True], ids=["baseline", "progressive"])
+def test_jpeg_structure_check_rejects_every_cut_and_allows_trailing_bytes(progressive: bool) -> None:
+    # Photos are checked by structure, not decoded (docs/media.md, "Image checks"): a cut anywhere after the first
+    # start of scan leaves no EOI after it; bytes after EOI are ignored, as decoders ignore them.
+    body = encode("JPEG", (160, 120), progressive=progressive, restart_marker_blocks=4)
+    scan = body.index(b"\xff\xda")
+    for cut in range(scan, len(body) - 1, max(1, (len(body) - scan) // 97)):
+        with pytest.raises(MediaRejected) as exc:
+            check_body(body[:cut], kind="image")
+        assert exc.value.reason == "corrupt-image", cut
+    assert check_body(body + b"\xff\xd8 trailing", kind="image").width == 160
+    without_frame = body.replace(b"\xff\xc0", b"\xff\xfe", 1).replace(b"\xff\xc2", b"\xff\xfe", 1)
+    with pytest.raises(MediaRejected, match="corrupt-image"):
+        check_body(without_frame, kind="image")
+
+
 def test_html_served_as_jpeg_is_not_media() -> None:
     with pytest.raises(MediaRejected) as exc:
         check_body(b"<!DOCTYPE html><html><title>Error</title></html>", kind="image")

@@ -23,10 +23,11 @@ from mediacrawler.pipelines.media import (
     media_url_problem,
     pending_assets,
 )
+from tests.utils import project_crawler
 
 
 def make_pipeline(tmp_path: Path, **settings: object) -> MediaStorePipeline:
-    crawler = get_crawler(settings_dict={"FILES_STORE": str(tmp_path / "files"), **settings})
+    crawler = project_crawler(**{"FILES_STORE": str(tmp_path / "files"), **settings})
     return build_from_crawler(MediaStorePipeline, crawler)
 
 
@@ -133,6 +134,23 @@ def test_download_error_reasons() -> None:
     assert download_error_reason(TimeoutError()) == "timeout"
     assert download_error_reason(ConnectionRefusedError()) == "connection-error"
     assert download_error_reason(ValueError("x")) == "download-error"
+    # From the types Scrapy 2.19 and Twisted raise, never from their text.
+    from scrapy.core.downloader.handlers.http11 import TunnelError
+    from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
+                                   DownloadTimeoutError, ResponseDataLossError)
+    from twisted.internet.error import ConnectionLost, DNSLookupError
+    from twisted.web._newclient import ResponseNeverReceived
+    from twisted.web.http import PotentialDataLoss
+
+    assert download_error_reason(ResponseDataLossError()) == "dataloss"
+    assert download_error_reason(PotentialDataLoss()) == "dataloss"
+    assert download_error_reason(DownloadTimeoutError("took longer")) == "timeout"
+    assert download_error_reason(DownloadCancelledError("maxsize")) == "too-large"
+    for exc in (DownloadConnectionRefusedError(), CannotResolveHostError(), DNSLookupError(), TunnelError(),
+                ResponseNeverReceived([Failure(ConnectionLost())]), ResponseFailed([Failure(ValueError())])):
+        assert download_error_reason(exc) == "connection-error", exc
+    assert download_error_reason(ValueError("a timeout with dataloss over a connection")) == "download-error"
+    assert download_error_reason(RequestRefused("too-large", "MEDIA_MAXSIZE")) == "too-large"
 
 
 def test_strip_userinfo() -> None:

@@ -20,7 +20,8 @@ from scrapy.settings import Settings
 
 from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
-from mediacrawler.media.verify import add_arguments, format_report, main, run_from_args, run_verify
+from mediacrawler.commands.verify import add_arguments, format_report, main, run_from_args
+from mediacrawler.media.verify import run_verify
 from mediacrawler.sandbox.media import blob_read, generic_image
 from tests.utils import project_settings_dict
 
@@ -52,7 +53,7 @@ def flip_byte(path: Path, offset: int = 200) -> None:
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("REDIS_URL", None)
-    return subprocess.run([sys.executable, "-m", "mediacrawler.media.verify", "--index", "sqlite", *args],
+    return subprocess.run([sys.executable, "-m", "mediacrawler", "verify", "--index", "sqlite", *args],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
 
 

@@ -1,18 +1,6 @@
-"""The media index: what was fetched from where.
-
-Three relations, kept by every backend:
-
-- **objects**: ``sha256`` → object path (relative to FILES_STORE), size, mime, width, height, first/last seen;
-- **assets**: asset key (``<platform>/<kind>/<key>``, stable across signed or resized URLs) → sha256, last URL;
-- **urls**: canonical URL → sha256 and asset key; also the list of URLs to re-fetch an object from.
-
-The media pipeline asks :meth:`MediaIndex.lookup` before downloading (by asset key first, then by URL), and calls
-:meth:`MediaIndex.record` after each stored or up-to-date asset. ``verify`` walks :meth:`MediaIndex.iter_objects`
-and re-downloads from :meth:`MediaIndex.sources`.
-
-Backends: :class:`SQLiteMediaIndex` (the embedded default: one file under FILES_STORE, WAL, one writer per
-process) and :class:`RedisMediaIndex` (chosen when ``REDIS_URL`` is set, so that many workers share one index).
-Both are synchronous; the pipeline calls them from a worker thread, never on the reactor thread.
+"""The media index: what was fetched from where. Objects (sha256 -> path, size, mime, dimensions), assets (asset
+key -> sha256) and URLs (canonical URL -> sha256, key). Backends: SQLite (embedded, one file per store) and Redis
+(shared by many workers). All calls block; docs/media.md, "The media index".
 """
 
 from __future__ import annotations
@@ -31,20 +19,19 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from w3lib.url import canonicalize_url
 
+from mediacrawler import settings as defaults
+from mediacrawler.media.sniff import SNIFF_BYTES, sniff
+
 if TYPE_CHECKING:
     import redis
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
-#: Default SQLite file name, relative to FILES_STORE.
+#: SQLite file name, relative to FILES_STORE.
 SQLITE_FILENAME = "index.sqlite3"
-#: Seconds an index statement waits for another process's lock before it fails (MEDIA_INDEX_BUSY_TIMEOUT).
-DEFAULT_BUSY_TIMEOUT = 30.0
 #: SQLite's primary result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
 _CORRUPT_CODES = frozenset({11, 26})
-#: Default key prefix of the Redis index (MEDIA_INDEX_REDIS_PREFIX).
-REDIS_PREFIX = "mediacrawler:media:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +50,7 @@ class ObjectRecord:
 
 @dataclass(frozen=True, slots=True)
 class SourceRecord:
-    """A URL an object was fetched from (as requested, not canonicalised: signatures may depend on the exact
-    query) and the asset key it was fetched for."""
+    """A URL an object was fetched from (as requested: signatures may depend on the exact query) and its key."""
 
     url: str
     key: str | None = None
@@ -72,10 +58,8 @@ class SourceRecord:
 
 @lru_cache(maxsize=8192)
 def canonical_media_url(url: str) -> str:
-    """The URL under which the index remembers a download: query arguments sorted, fragment dropped.
-
-    Cached: the pipeline canonicalises each URL twice (lookup, then record) and w3lib's parser is not cheap.
-    """
+    """The URL under which the index remembers a download: query sorted, fragment dropped (cached: each URL is
+    canonicalised twice, lookup then record)."""
     return canonicalize_url(url, keep_fragments=False)
 
 
@@ -83,55 +67,36 @@ class MediaIndex(Protocol):
     """The contract of every index backend. All methods are blocking and thread-safe."""
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
-        """The object stored for asset ``key`` or, failing that, for canonical ``url``; ``None`` when neither
-        is known."""
-        ...
+        """The object stored for asset ``key`` or, failing that, for canonical ``url``."""
 
     def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
         """Remember that asset ``key`` fetched from ``url`` is ``obj`` (upsert; first_seen is kept)."""
-        ...
 
     def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
                     seen_at: float | None = None) -> None:
-        """:meth:`record` for several ``(obj, key, url)`` at once, **durable when it returns** (one transaction;
-        the media pipeline's batch committer calls it after the objects themselves are durable)."""
-        ...
+        """:meth:`record` for several ``(obj, key, url)``, **durable when it returns** (one transaction)."""
 
     def get(self, sha256: str) -> ObjectRecord | None:
         """The object with this hash, or ``None``."""
-        ...
 
     def iter_objects(self) -> Iterator[ObjectRecord]:
         """Every indexed object (order unspecified)."""
-        ...
 
     def sources(self, sha256: str) -> list[SourceRecord]:
         """Where this object was fetched from, most recently seen first."""
-        ...
 
     def flush(self) -> None:
         """Make every recorded row durable in the backend (a no-op where writes are immediate)."""
-        ...
 
     def close(self) -> None:
         """Flush and release the backend."""
-        ...
 
 
 class SQLiteMediaIndex:
-    """The embedded index: one SQLite database (WAL journal) per store, thread-safe.
-
-    WAL lets ``verify`` read while a crawl writes. Two connections: one writes (and serves ``get``,
-    ``iter_objects``, ``sources``), one serves :meth:`lookup`, so that a lookup on the reactor thread never waits
-    for a commit (or its fsync) in progress on another thread.
-
-    Writes: :meth:`record_many` (the pipeline's batch committer) writes its rows, and everything queued before
-    them, in one transaction synced to disk (``synchronous=FULL`` for that commit) before it returns.
-    :meth:`record` (sightings of objects already stored) is group-committed without a sync
-    (``synchronous=NORMAL``): rows are queued and written every ``batch_size`` records or ``max_delay`` seconds
-    when no other write is in progress, and at the next :meth:`record_many`, :meth:`flush` or :meth:`close`;
-    lookups see queued rows too. A crash loses at most those queued sightings, never consistency.
-    """
+    """The embedded index: one SQLite database (WAL) per store, thread-safe; a writing connection and one for
+    :meth:`lookup` (never waits for a commit in progress). :meth:`record_many` commits synced
+    (``synchronous=FULL``); :meth:`record` queues rows (lookups see them) committed unsynced every ``batch_size``
+    rows or ``max_delay`` seconds, or with the next durable write. Corruption, rebuild: docs/media.md."""
 
     _SCHEMA = """
     CREATE TABLE IF NOT EXISTS objects (
@@ -165,7 +130,8 @@ class SQLiteMediaIndex:
     _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
     def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0,
-                 store_root: str | Path | None = None, busy_timeout: float = DEFAULT_BUSY_TIMEOUT) -> None:
+                 store_root: str | Path | None = None,
+                 busy_timeout: float = defaults.MEDIA_INDEX_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.batch_size = max(1, batch_size)
@@ -211,8 +177,7 @@ class SQLiteMediaIndex:
         return db
 
     def _open_connections(self, *, check: bool) -> None:
-        """Open both connections and the schema; with ``check``, a ``quick_check`` of every page first (raises
-        :class:`sqlite3.DatabaseError` on a damaged file)."""
+        """Open both connections and the schema; with ``check``, a ``quick_check`` of every page first."""
         self._db = self._connect()
         try:
             if check:
@@ -229,8 +194,7 @@ class SQLiteMediaIndex:
             raise
 
     def check(self, *, full: bool = True) -> str | None:
-        """What is wrong with the database file (``PRAGMA integrity_check``, or ``quick_check`` unless ``full``),
-        or ``None`` when it is sound."""
+        """What is wrong with the file (``integrity_check``, or ``quick_check`` unless ``full``), or None."""
         pragma = "integrity_check(1)" if full else "quick_check(1)"
         try:
             with self._write:
@@ -243,8 +207,7 @@ class SQLiteMediaIndex:
         return None if row is not None and row[0] == "ok" else str(row[0] if row else "no answer")
 
     def rebuild(self, reason: str) -> int:
-        """Move the database aside and rebuild it from the store's objects (``verify --repair``, or on open when
-        the file is corrupt); return the number of objects indexed. Queued rows are dropped."""
+        """Move the database aside, rebuild it from the store's objects; the number indexed (queued rows drop)."""
         if self.store_root is None:
             raise IndexCorrupt(f"media index {self.path}: no store to rebuild it from")
         with self._write:
@@ -281,33 +244,29 @@ class SQLiteMediaIndex:
         return count
 
     def _index_store_objects(self, chunk: int = 1000) -> int:
-        """Index every well-named object file under ``<store_root>/objects`` (size from stat, mime sniffed from
-        its head); not re-hashed here (``verify`` does that)."""
-        from mediacrawler.media.sniff import SNIFF_BYTES, sniff  # noqa: PLC0415 - store imports sniff, not index
-        from mediacrawler.media.store import OBJECTS_DIR, StoreError, parse_object_relpath  # noqa: PLC0415
+        """Index every well-named object file of the store (size from stat, mime sniffed; not re-hashed)."""
+        from mediacrawler.media.store import (  # noqa: PLC0415 - the store imports nothing of the index
+            ContentAddressedStore, StoreError, parse_object_relpath)
 
         assert self.store_root is not None
         count = 0
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
-        for dirpath, dirnames, filenames in os.walk(self.store_root / OBJECTS_DIR):
-            dirnames.sort()
-            for name in sorted(filenames):
-                full = Path(dirpath, name)
-                relpath = full.relative_to(self.store_root).as_posix()
-                try:
-                    sha, _ = parse_object_relpath(relpath)
-                    if full.is_symlink():
-                        continue  # never the store's own writing: verify reports it as an orphan
-                    with open(full, "rb") as f:
-                        size = os.fstat(f.fileno()).st_size
-                        mime = sniff(f.read(SNIFF_BYTES)).mime
-                except (StoreError, OSError):
-                    continue  # verify reports it
-                rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
-                if len(rows) >= chunk:
-                    self.record_many(rows)
-                    count += len(rows)
-                    rows = []
+        for relpath in ContentAddressedStore(self.store_root, fsync=False).iter_objects():
+            full = self.store_root / relpath
+            try:
+                sha, _ = parse_object_relpath(relpath)
+                if full.is_symlink():
+                    continue  # never the store's own writing: verify reports it as an orphan
+                with open(full, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    mime = sniff(f.read(SNIFF_BYTES)).mime
+            except (StoreError, OSError):
+                continue  # verify reports it
+            rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
+            if len(rows) >= chunk:
+                self.record_many(rows)
+                count += len(rows)
+                rows = []
         if rows:
             self.record_many(rows)
             count += len(rows)
@@ -465,16 +424,10 @@ def _upsert_rows(db: sqlite3.Connection, upsert: tuple[str, ...], rows: list[tup
 
 
 class RedisMediaIndex:
-    """The shared index in Redis, for many workers.
+    """The shared index in Redis, for many workers; keys under ``prefix`` (docs/media.md, "The media index"), one
+    MULTI/EXEC per record (never an asset without its object), nothing expires."""
 
-    Keys (all under ``prefix``): ``obj:<sha256>`` hash of the object's fields; ``asset:<key>`` hash
-    (sha256, url, first/last seen); ``url:<sha1 of canonical url>`` hash (url, raw url, sha256, key, first/last seen);
-    ``src:<sha256>`` sorted set of canonical URLs scored by last seen; ``objects`` set of all sha256. A record is
-    written in one MULTI/EXEC transaction, so readers never see an asset pointing at a missing object hash.
-    Nothing here expires: the index describes files that are kept for years.
-    """
-
-    def __init__(self, client: redis.Redis, *, prefix: str = REDIS_PREFIX) -> None:
+    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX) -> None:
         self.client = client
         self.prefix = prefix
 
@@ -556,25 +509,14 @@ class RedisMediaIndex:
 
 
 def _object_from_hash(sha256: str, raw: Mapping[bytes, bytes]) -> ObjectRecord:
-    def opt_int(name: bytes) -> int | None:
+    def opt(name: bytes, kind: type[Any]) -> Any:
         v = raw.get(name)
-        return int(v) if v not in (None, b"") else None
-
-    def opt_float(name: bytes) -> float | None:
-        v = raw.get(name)
-        return float(v) if v not in (None, b"") else None
+        return kind(v) if v not in (None, b"") else None
 
     mime = raw.get(b"mime")
-    return ObjectRecord(
-        sha256=sha256,
-        path=raw[b"path"].decode(),
-        size=int(raw[b"size"]),
-        mime=mime.decode() if mime else None,
-        width=opt_int(b"width"),
-        height=opt_int(b"height"),
-        first_seen=opt_float(b"first_seen"),
-        last_seen=opt_float(b"last_seen"),
-    )
+    return ObjectRecord(sha256=sha256, path=raw[b"path"].decode(), size=int(raw[b"size"]),
+                        mime=mime.decode() if mime else None, width=opt(b"width", int), height=opt(b"height", int),
+                        first_seen=opt(b"first_seen", float), last_seen=opt(b"last_seen", float))
 
 
 def get_redis_client(url: str) -> redis.Redis:
@@ -608,8 +550,7 @@ def is_corruption(exc: BaseException) -> bool:
 
 
 def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
-    """Which backend the settings select: MEDIA_INDEX if set, else ``redis`` when REDIS_URL is set, else
-    ``sqlite``."""
+    """MEDIA_INDEX if set, else ``redis`` when REDIS_URL is set, else ``sqlite``."""
     choice = (settings.get("MEDIA_INDEX") or "").strip().lower()
     if not choice:
         return "redis" if settings.get("REDIS_URL") else "sqlite"
@@ -619,17 +560,17 @@ def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
 
 
 def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
-    """Open the index the settings select (see :func:`index_backend`). The SQLite file defaults to
-    ``<store_root>/index.sqlite3`` (MEDIA_INDEX_PATH overrides); a corrupt one is moved aside and rebuilt from
-    the objects under ``store_root`` (one WARNING)."""
+    """Open the index the settings select: Redis, or SQLite at MEDIA_INDEX_PATH or ``<store_root>/index.sqlite3``
+    (a corrupt one is moved aside and rebuilt from the objects under ``store_root``, one WARNING)."""
     backend = index_backend(settings)
     if backend == "redis":
         url = settings.get("REDIS_URL")
         if not url:
             raise IndexConfigError("MEDIA_INDEX=redis needs REDIS_URL")
-        return RedisMediaIndex(get_redis_client(url), prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or REDIS_PREFIX)
+        prefix = settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX
+        return RedisMediaIndex(get_redis_client(url), prefix=prefix)
     path = settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME
     busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
-    return SQLiteMediaIndex(path, store_root=store_root,
-                            busy_timeout=float(busy) if busy not in (None, "") else DEFAULT_BUSY_TIMEOUT)
+    return SQLiteMediaIndex(path, store_root=store_root, busy_timeout=float(
+        busy if busy not in (None, "") else defaults.MEDIA_INDEX_BUSY_TIMEOUT))
 

@@ -1,16 +1,6 @@
-"""Integrity checks on a downloaded body, before anything of it is stored.
-
-Pure functions: bytes (plus the response facts that matter) in, a :class:`BodyCheck` out or a
-:class:`MediaRejected` raised with a short machine-readable ``reason``. The pipeline records the reason on the
-asset and counts it in stats (``media/failed/<reason>``).
-
-Order matters for safety: the HTTP facts and magic bytes are checked first (cheap, and an HTML page never
-reaches an image decoder); image dimensions are read from the header by our own parser and checked against the
-pixel cap *before* Pillow is asked to decode anything, so a 50,000 x 50,000 PNG of a few kilobytes is rejected
-without allocating its 7.5 GB of pixels. Under the cap, an image still needs up to ``width x height x 4`` bytes
-(357 MB at the cap): above ``max_image_decode_bytes`` a PNG is checked by streaming its chunks and inflating its
-data a piece at a time (:func:`check_png_stream`), a JPEG counts at the 1/8 scale it is decoded at, and any other
-format is rejected as ``image-too-large``.
+"""Integrity checks on a downloaded body before anything of it is stored: bytes in, a :class:`BodyCheck` out or a
+:class:`MediaRejected` with a short ``reason``. What each check catches, at what cost: docs/media.md, "Image
+checks".
 """
 
 from __future__ import annotations
@@ -18,21 +8,22 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from typing import BinaryIO
 
 from PIL import Image
 
+from mediacrawler import settings as defaults
 from mediacrawler.media.sniff import Sniffed, sniff
 
-#: Pillow's own default (``Image.MAX_IMAGE_PIXELS``), about 9459 x 9459; the MEDIA_MAX_IMAGE_PIXELS default.
-DEFAULT_MAX_IMAGE_PIXELS = 89_478_485
-#: The MEDIA_MAX_IMAGE_DECODE_BYTES default: the most a full decode of one image may allocate for its pixels.
-DEFAULT_MAX_IMAGE_DECODE_BYTES = 128 * 1024 * 1024
+# Still imported by media/video.py on this branch; the download layer's branch reads the settings instead. Remove
+# both lines when the branches meet.
+DEFAULT_MAX_IMAGE_PIXELS = defaults.MEDIA_MAX_IMAGE_PIXELS
+DEFAULT_MAX_IMAGE_DECODE_BYTES = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES
 
-#: HTTP statuses whose body is the whole file. A 206 counts only when its Content-Range covers the whole file.
+#: HTTP statuses whose body is the whole file (a 206 only when its Content-Range covers the whole file).
 ACCEPTED_STATUSES = (200, 206)
 
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
@@ -50,6 +41,9 @@ class MediaRejected(Exception):
         self.reason = reason
         self.detail = detail
 
+    def __reduce__(self) -> tuple[type[MediaRejected], tuple[str, str]]:
+        return MediaRejected, (self.reason, self.detail)  # crosses the store process intact
+
 
 @dataclass(frozen=True, slots=True)
 class BodyCheck:
@@ -63,11 +57,8 @@ class BodyCheck:
 
 def check_http(*, status: int, body_size: int, content_length: str | None, content_range: str | None,
                flags: list[str] | tuple[str, ...] = ()) -> None:
-    """Reject a response whose body is not known to be the whole file.
-
-    ``content_length`` and ``content_range`` are the raw header values (or ``None``). Raises
-    :class:`MediaRejected` with reason ``http-<status>``, ``partial-content``, ``dataloss`` or ``size-mismatch``.
-    """
+    """Reject a response whose body is not known to be the whole file (raw header values or ``None``):
+    ``http-<status>``, ``partial-content``, ``dataloss``, ``size-mismatch``, ``empty-body``."""
     if status not in ACCEPTED_STATUSES:
         raise MediaRejected(f"http-{status}")
     if "dataloss" in flags:
@@ -91,30 +82,23 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
 
 
 def _content_range_total(value: str | None) -> int | None:
-    # "bytes 0-99/100" -> 100; "bytes 0-99/*" -> None.
-    if not value or "/" not in value:
-        return None
-    try:
-        return int(value.rsplit("/", 1)[1])
-    except ValueError:
-        return None
+    # "bytes 0-99/100" -> 100; "bytes 0-99/*" -> None. (One parser for the media layer: spool.py, at merge.)
+    total = (value or "").rpartition("/")[2]
+    return int(total) if total.isdigit() else None
 
 
-def check_body(body: bytes, *, kind: str, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-               max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an
-    image, that it is within the pixel cap and decodes to the end (with at most ``max_image_decode_bytes`` of
-    pixels in memory, see :func:`check_image`).
-
-    Raises :class:`MediaRejected` with reason ``not-media`` (HTML, JSON, XML or unknown bytes),
-    ``kind-mismatch``, ``image-too-large`` or ``corrupt-image``.
-    """
+def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
+               max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
+    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an image,
+    the checks of docs/media.md, "Image checks": ``not-media``, ``kind-mismatch``, ``image-too-large``,
+    ``corrupt-image``."""
     sniffed = check_kind(body[:4096], kind=kind)
     if sniffed.family != "image":
         # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
         return BodyCheck(sniffed=sniffed, size=len(body))
-    width, height = check_image(body, sniffed=sniffed, max_image_pixels=max_image_pixels,
-                                max_image_decode_bytes=max_image_decode_bytes)
+    width, height = _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body,
+                                 tail=body[-1024:], sniffed=sniffed, max_image_pixels=max_image_pixels,
+                                 max_image_decode_bytes=max_image_decode_bytes, whole=body)
     return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
 
 
@@ -130,10 +114,9 @@ def check_kind(head: bytes, *, kind: str) -> Sniffed:
     return sniffed
 
 
-def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
-                     max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """:func:`check_body` for an image asset held in a file (one too large for memory, spooled in Range
-    segments): same checks, same reasons, reading the file instead of a body."""
+def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
+                     max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
+    """:func:`check_body` for an image held in a file (a large one, spooled in Range segments)."""
     with open(path, "rb") as f:
         head = f.read(_IMAGE_HEAD_BYTES)
         size = os.fstat(f.fileno()).st_size
@@ -146,27 +129,13 @@ def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = DE
     return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
 
 
-def check_image(body: bytes, *, sniffed: Sniffed, max_image_pixels: int,
-                max_image_decode_bytes: int = DEFAULT_MAX_IMAGE_DECODE_BYTES) -> tuple[int, int]:
-    """Return ``(width, height)`` of an image after checking the pixel cap and decoding it completely; one whose
-    pixels would take more than ``max_image_decode_bytes`` is streamed (PNG) or rejected (``image-too-large``)."""
-    return _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body, tail=body[-1024:],
-                        sniffed=sniffed, max_image_pixels=max_image_pixels,
-                        max_image_decode_bytes=max_image_decode_bytes)
-
-
-def decoded_bytes(mode: str, width: int, height: int) -> int:
-    """Bytes Pillow allocates for the pixels of a ``width`` x ``height`` image of ``mode``."""
-    return width * height * _MODE_BYTES.get(mode, 4)
-
-
 # Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.
 _MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
 
 
 def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[], BinaryIO], *, head: bytes,
-                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int
-                 ) -> tuple[int, int]:
+                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int,
+                 whole: bytes | None = None) -> tuple[int, int]:
     dims = image_header_size(head)
     if dims is not None:
         _check_pixels(*dims, max_image_pixels=max_image_pixels)
@@ -178,17 +147,18 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
             width, height = img.size
             _check_pixels(width, height, max_image_pixels=max_image_pixels)
             if img.format == "JPEG":
-                # Decode at 1/8 scale: every entropy-coded segment is still read (a truncated scan fails), at a
-                # fraction of the cost of a full-size decode.
+                # A file (a large image) is decoded at 1/8 scale; that decode is what the budget counts.
                 img.draft(img.mode, (max(1, width // 8), max(1, height // 8)))
             # open() read only the header: the size and mode say what load() would allocate (after draft()).
-            need = decoded_bytes(img.mode, *img.size)
+            need = img.size[0] * img.size[1] * _MODE_BYTES.get(img.mode, 4)
             streamed = need > max_image_decode_bytes
             if streamed and img.format != "PNG":
                 raise MediaRejected(
                     "image-too-large", f"{img.format} {width}x{height} ({img.mode}) decodes to {need} bytes, over "
                     f"MEDIA_MAX_IMAGE_DECODE_BYTES = {max_image_decode_bytes} (raise it to accept this image)")
-            if not streamed:
+            if img.format == "JPEG" and whole is not None and not streamed:
+                _check_jpeg_structure(whole)  # a photo's decode, even at 1/8, is its largest cost: docs/media.md
+            elif not streamed:
                 img.load()
         if streamed:
             with open_stream() as f:
@@ -364,11 +334,12 @@ def image_header_size(data: bytes) -> tuple[int, int] | None:
 _JPEG_SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
 
 
-def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+def _jpeg_headers(data: bytes) -> Iterator[tuple[int, int]]:
+    """``(marker, offset)`` of each header segment of a JPEG, up to and including the first start of scan."""
     i, n = 2, len(data)
-    while i + 4 <= n:
+    while i + 4 <= n:  # each step moves on by at least one byte
         if data[i] != 0xFF:
-            return None
+            return
         marker = data[i + 1]
         if marker == 0xFF:  # fill byte
             i += 1
@@ -376,14 +347,32 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:  # markers without a length
             i += 2
             continue
-        (length,) = struct.unpack(">H", data[i + 2:i + 4])
+        yield marker, i
+        if marker == 0xDA:
+            return
+        i += 2 + struct.unpack(">H", data[i + 2:i + 4])[0]
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    for marker, i in _jpeg_headers(data):
         if marker in _JPEG_SOF:
             h, w = struct.unpack(">HH", data[i + 5:i + 9])
             return w, h
         if marker == 0xDA:  # start of scan before any frame header: not a valid JPEG
             return None
-        i += 2 + length
     return None
+
+
+def _check_jpeg_structure(data: bytes) -> None:
+    """A frame header, then a scan, then its end: the EOI marker after the first start of scan. Entropy-coded
+    data never holds ``FF D9`` (an FF in it is followed by 00 or a restart marker), so a body cut anywhere in its
+    scans has no EOI after them. Bytes after EOI are allowed (decoders ignore them)."""
+    frame = scan = None
+    for marker, i in _jpeg_headers(data):
+        frame = i if marker in _JPEG_SOF else frame
+        scan = i if marker == 0xDA else scan
+    if frame is None or scan is None or data.find(b"\xff\xd9", scan) < 0:
+        raise MediaRejected("corrupt-image", "JPEG without a frame, a scan or its end (truncated)")
 
 
 def _webp_size(data: bytes) -> tuple[int, int] | None:

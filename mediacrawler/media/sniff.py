@@ -1,8 +1,5 @@
-"""Content sniffing: what a body *is*, from its first bytes.
-
-The media store names files by their content, so the extension of a stored object comes from here and never from
-a remote URL, id or ``Content-Type`` header (a server that labels an HTML error page ``image/jpeg`` is lying, and
-a name such as ``x.desktop`` must never reach the disk). Everything here is pure: bytes in, a :class:`Sniffed` out.
+"""Content sniffing: what a body *is*, from its first bytes (pure). Stored objects get their extension from here,
+never from a URL, an id or a ``Content-Type`` (docs/media.md, "Layout").
 """
 
 from __future__ import annotations
@@ -18,11 +15,8 @@ SNIFF_BYTES = 4096
 
 @dataclass(frozen=True, slots=True)
 class Sniffed:
-    """The type of a body as told by its magic bytes.
-
-    ``ext`` includes the dot (``".jpg"``) and is empty for anything that is not media; ``family`` tells media
-    (``image``/``video``/``audio``) from documents (``text``: HTML, JSON, XML) and ``unknown`` bytes.
-    """
+    """The type of a body by its magic bytes: ``ext`` with its dot (empty when not media); ``family`` is
+    ``image``/``video``/``audio``, ``text`` (HTML, JSON, XML) or ``unknown``."""
 
     mime: str
     ext: str
@@ -59,27 +53,16 @@ _MP4 = Sniffed("video/mp4", ".mp4", "video")
 
 # Document markers, matched case-insensitively after leading whitespace and a BOM: an error page, a JSON error
 # envelope or an XML error document served in place of an image.
+_HTML, _XML, _JSON = (Sniffed(mime, "", "text") for mime in ("text/html", "application/xml", "application/json"))
 _TEXT_PREFIXES: tuple[tuple[bytes, Sniffed], ...] = (
-    (b"<!doctype html", Sniffed("text/html", "", "text")),
-    (b"<html", Sniffed("text/html", "", "text")),
-    (b"<head", Sniffed("text/html", "", "text")),
-    (b"<body", Sniffed("text/html", "", "text")),
-    (b"<title", Sniffed("text/html", "", "text")),
-    (b"<script", Sniffed("text/html", "", "text")),
-    (b"<!--", Sniffed("text/html", "", "text")),
-    (b"<?xml", Sniffed("application/xml", "", "text")),
-    (b"{", Sniffed("application/json", "", "text")),
-    (b"[", Sniffed("application/json", "", "text")),
+    *((tag, _HTML) for tag in (b"<!doctype html", b"<html", b"<head", b"<body", b"<title", b"<script", b"<!--")),
+    (b"<?xml", _XML), (b"{", _JSON), (b"[", _JSON),
 )
 
 
 def sniff(head: bytes) -> Sniffed:
-    """Return the type of a body from its first bytes (at least 32 are needed; :data:`SNIFF_BYTES` is plenty).
-
-    Recognised media: JPEG, PNG, GIF, WebP, BMP, TIFF, AVIF/HEIF, ISO-BMFF video (MP4, MOV, M4A, fragmented MP4),
-    WebM/Matroska, MPEG-TS, FLV, MP3, AAC (ADTS), Ogg, FLAC, WAV. HTML, XML and JSON come back with family
-    ``text``; anything else is :data:`UNKNOWN`.
-    """
+    """The type of a body from its first bytes (at least 32; :data:`SNIFF_BYTES` is plenty): the media formats of
+    :data:`MEDIA_EXTENSIONS`, HTML/XML/JSON (family ``text``), else :data:`UNKNOWN`."""
     h = head
     if h.startswith(b"\xff\xd8\xff"):
         return Sniffed("image/jpeg", ".jpg", "image")

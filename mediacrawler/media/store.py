@@ -1,22 +1,6 @@
-"""The content-addressed media store.
-
-Every object lives once, named by the SHA-256 of its bytes, under the store root (``FILES_STORE``)::
-
-    objects/<ab>/<cd>/<sha256><ext>     the objects; <ab><cd> are the first four hex digits of the hash
-    tmp/                                files being written (``*.part``); never read as objects
-    quarantine/                         objects that failed verification, moved aside by ``verify --repair``
-
-The extension comes from the sniffed content (:mod:`mediacrawler.media.sniff`), never from a remote name. A path
-inside the store is only ever built by :func:`object_relpath` from a hex digest and a sniffed extension, and every
-relative path handed back in is checked against the same grammar (:func:`parse_object_relpath`), so no remote
-string can steer a write outside the root.
-
-Objects are published by temp file + fsync + link/rename: a crash leaves at most a ``*.part`` file under ``tmp/``
-and never a partial file under ``objects/``. Publishing uses ``link()`` so that, when two writers race with the
-same bytes, exactly one of them creates the object and the other learns that it was a duplicate.
-
-Storage backends are chosen by URI scheme like Scrapy's ``FilesPipeline.STORE_SCHEMES``; only the local
-filesystem exists today (:data:`STORE_SCHEMES`).
+"""The content-addressed media store: every object once, named by the SHA-256 of its bytes, under FILES_STORE as
+``objects/<ab>/<cd>/<sha256><ext>`` (ext sniffed, never remote), with ``tmp/`` and ``quarantine/`` beside it.
+Layout, publishing order and crash safety: docs/media.md, "Layout" and "Crash safety".
 """
 
 from __future__ import annotations
@@ -59,8 +43,7 @@ class StoreError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Persisted:
-    """The outcome of putting bytes into the store. ``created`` is False when the object was already there
-    (content deduplication)."""
+    """Bytes in the store; ``created`` is False when the object was already there (content deduplication)."""
 
     sha256: str
     relpath: str
@@ -69,12 +52,8 @@ class Persisted:
 
 
 def credit_first_twin(outcomes: list[Persisted | BaseException]) -> list[Persisted | BaseException]:
-    """Report identical bodies of one group in order: the first of them ``created``, the rest not.
-
-    A group's bodies are linked into place by parallel threads, so which of two twins wins the link is chance;
-    the object exists once either way, and crediting the first keeps the outcome (which asset reads
-    ``downloaded``, which ``deduplicated``) the same from run to run. Rewrites ``outcomes`` in place.
-    """
+    """Report identical bodies of one group in order: the first ``created``, the rest not (which parallel link won
+    is chance; the records must not depend on it). Rewrites ``outcomes`` in place."""
     first: dict[str, int] = {}
     for i, outcome in enumerate(outcomes):
         if not isinstance(outcome, Persisted):
@@ -89,12 +68,8 @@ def credit_first_twin(outcomes: list[Persisted | BaseException]) -> list[Persist
 
 
 def object_relpath(*, sha256: str, ext: str) -> str:
-    """The relative path of an object: ``objects/<ab>/<cd>/<sha256><ext>``.
-
-    ``sha256`` must be 64 lowercase hex digits and ``ext`` empty or one of the extensions
-    :func:`~mediacrawler.media.sniff.sniff` gives media; anything else raises :class:`StoreError`, so nothing
-    but a digest and a sniffed extension ever becomes a path.
-    """
+    """``objects/<ab>/<cd>/<sha256><ext>``; :class:`StoreError` unless ``sha256`` is 64 lowercase hex digits and
+    ``ext`` empty or a sniffed media extension (nothing else ever becomes a path)."""
     if not _SHA256_RE.fullmatch(sha256):
         raise StoreError(f"not a sha256 hex digest: {sha256!r}")
     if ext and ext not in MEDIA_EXTENSIONS:
@@ -103,8 +78,8 @@ def object_relpath(*, sha256: str, ext: str) -> str:
 
 
 def parse_object_relpath(relpath: str) -> tuple[str, str]:
-    """Return ``(sha256, ext)`` of an object path, or raise :class:`StoreError` when ``relpath`` is not exactly
-    what :func:`object_relpath` makes (so ``../``, absolute paths and encoded tricks never pass)."""
+    """``(sha256, ext)`` of an object path; :class:`StoreError` unless it is exactly what :func:`object_relpath`
+    makes (``../``, absolute paths and encoded tricks never pass)."""
     m = _RELPATH_RE.fullmatch(relpath)
     if (not m or m.group(1) != m.group(3)[:2] or m.group(2) != m.group(3)[2:4]
             or (m.group(4) and m.group(4) not in MEDIA_EXTENSIONS)):
@@ -134,9 +109,8 @@ def _fsync_dir(path: str | os.PathLike[str]) -> None:
 
 #: fdatasync where the platform has it (file data and size, not the mtime), fsync elsewhere.
 _datasync = getattr(os, "fdatasync", os.fsync)
-
-#: Threads that sync one group's files (and then its directories) in parallel. Journaling filesystems commit
-#: concurrent syncs together (ext4 on the benchmark VM: ~460 us per file synced alone, ~90 us with 8 in flight).
+#: Threads that sync one group's files, then its directories, in parallel: journaling filesystems commit concurrent
+#: syncs together (ext4, benchmark VM: ~460 us per file synced alone, ~90 us with 8 in flight).
 SYNC_THREADS = 8
 
 
@@ -152,57 +126,31 @@ def _map_list(fn: Any, items: list[Any]) -> list[Any]:
     return [fn(item) for item in items]
 
 
+@dataclass(slots=True, kw_only=True)
 class Staged:
-    """A body written to ``tmp/`` by :meth:`ContentAddressedStore.stage`, not yet synced nor published.
+    """A body written to a ``tmp/*.part`` file by :meth:`ContentAddressedStore.stage`, open (``fd``), not synced;
+    :meth:`ContentAddressedStore.publish` makes it an object. ``new_dirs``: directories created for it."""
 
-    Hand it to :meth:`ContentAddressedStore.publish` (any thread) to make it an object; until then it is only a
-    ``*.part`` file, which a crash leaves behind under ``tmp/`` (swept by :meth:`ContentAddressedStore.sweep_tmp`).
-    """
-
-    __slots__ = ("digest", "fd", "final", "new_dirs", "relpath", "size", "tmp")
-
-    def __init__(self, *, digest: str, relpath: str, size: int, final: str, tmp: str, fd: int,
-                 new_dirs: tuple[str, ...]) -> None:
-        self.digest = digest
-        self.relpath = relpath
-        self.size = size
-        self.final = final
-        self.tmp = tmp
-        self.fd = fd
-        self.new_dirs = new_dirs
+    digest: str
+    relpath: str
+    size: int
+    final: str
+    tmp: str
+    fd: int
+    new_dirs: tuple[str, ...]
 
 
 class ContentStore(Protocol):
-    """What the media pipeline, ``verify`` and the large-file path need from a store."""
-
-    def persist_bytes(self, data: bytes, *, ext: str, sha256: str | None = None) -> Persisted: ...
-
-    def persist_many(self, bodies: Sequence[tuple[bytes, str, str | None]]) -> list[Persisted | BaseException]: ...
-
-    def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted: ...
-
-    def publish(self, staged: Sequence[Staged]) -> list[Persisted | BaseException]: ...
+    """What the large-file and video paths need from a store."""
 
     def publish_file(self, path: str | os.PathLike[str], *, ext: str | None = None,
                      sha256: str | None = None) -> Persisted: ...
 
-    def stat(self, relpath: str) -> int | None: ...
-
-    def abspath(self, relpath: str) -> Path: ...
-
-    def iter_objects(self) -> Iterator[str]: ...
-
-    def quarantine(self, relpath: str) -> Path: ...
-
 
 class ContentAddressedStore:
-    """Content-addressed objects on the local filesystem under ``basedir`` (see the module docstring).
-
-    Also satisfies Scrapy's ``FilesStoreProtocol`` (``persist_file``/``stat_file``), so that ``FilesPipeline``
-    can build it from ``FILES_STORE`` through ``STORE_SCHEMES``; the media pipeline itself uses the richer
-    methods. ``fsync=False`` skips the fsyncs (tests and throwaway stores only: a crash may then leave an empty
-    or short file under ``objects/``).
-    """
+    """Content-addressed objects on the local filesystem under ``basedir``. Also Scrapy's ``FilesStoreProtocol``
+    (``persist_file``/``stat_file``), so FilesPipeline builds it from FILES_STORE. ``fsync=False``: no syncs
+    (throwaway stores only: a crash may then leave an empty or short file under ``objects/``)."""
 
     def __init__(self, basedir: str | os.PathLike[str], *, fsync: bool = True) -> None:
         base = str(basedir)
@@ -244,13 +192,9 @@ class ContentAddressedStore:
         parse_object_relpath(relpath)
         return self.root.joinpath(*relpath.split("/"))
 
-    def _object_dir(self, relpath: str) -> str:
-        """The absolute path of ``relpath`` (built by :func:`object_relpath`) with its two directory levels
-        created, symlinks refused."""
-        return self._object_dir_created(relpath)[0]
-
     def _object_dir_created(self, relpath: str) -> tuple[str, tuple[str, ...]]:
-        """:meth:`_object_dir`, and the directories this call created (their parents need a sync too)."""
+        """The absolute path of ``relpath`` with its two directory levels created (symlinks refused), and the
+        directories this call created (their parents need a sync too)."""
         final = os.path.join(self._root, relpath)
         leaf = os.path.dirname(final)
         top = os.path.dirname(leaf)
@@ -283,38 +227,27 @@ class ContentAddressedStore:
             st = os.lstat(self.abspath(relpath))
         except FileNotFoundError:
             return None
-        if not _is_regular(st.st_mode):
-            return None
-        return st.st_size
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
 
     def iter_objects(self) -> Iterator[str]:
-        """Every file under ``objects/`` as a relative path with ``/`` separators, whatever its name (``verify``
-        reports names outside the grammar as orphans)."""
+        """Every file under ``objects/`` as a relative path, whatever its name (``verify`` reports names outside
+        the grammar as orphans)."""
         for dirpath, dirnames, filenames in os.walk(self.objects_dir):
             dirnames.sort()
-            for name in sorted(filenames):
-                full = Path(dirpath, name)
-                yield full.relative_to(self.root).as_posix()
+            yield from (Path(dirpath, name).relative_to(self.root).as_posix() for name in sorted(filenames))
 
     # --- writing --------------------------------------------------------------------------------------------
     def persist_bytes(self, data: bytes, *, ext: str, sha256: str | None = None) -> Persisted:
-        """Store ``data`` as an object with extension ``ext`` (from :func:`~mediacrawler.media.sniff.sniff`).
-
-        ``sha256`` may be passed when the caller has just computed it from ``data``. An object that already
-        exists with the right size is not written again (``created=False``).
-        """
+        """Store ``data`` as an object with the sniffed ``ext`` (``sha256`` if the caller just computed it); one
+        that exists with the right size is not written again (``created=False``)."""
         result = self.persist_many([(data, ext, sha256)])[0]
         if isinstance(result, BaseException):
             raise result
         return result
 
     def persist_many(self, bodies: Sequence[tuple[bytes, str, str | None]]) -> list[Persisted | BaseException]:
-        """Store several bodies as one group, each given as ``(data, ext, sha256 or None)``; for each, in order,
-        a :class:`Persisted` or the exception that stopped it (``OSError``, :class:`StoreError`).
-
-        :meth:`stage` each, then :meth:`publish` them together: the guarantees of :meth:`persist_bytes` at a
-        fraction of its sync cost per object.
-        """
+        """Store ``(data, ext, sha256 or None)`` bodies as one group (:meth:`stage` each, :meth:`publish` them
+        together); per body, in order, a :class:`Persisted` or the exception that stopped it."""
         results: list[Persisted | BaseException | None] = [None] * len(bodies)
         staged: list[tuple[int, Staged]] = []
         try:
@@ -336,12 +269,9 @@ class ContentAddressedStore:
         return results  # type: ignore[return-value]
 
     def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted:
-        """First half of storing ``data``: name it, and write it to a temp file under ``tmp/`` (no sync).
-
-        Returns :class:`Persisted` (``created=False``) when the object is already stored with its size; otherwise
-        a :class:`Staged` to :meth:`publish` (or :meth:`discard`). Cheap enough for the reactor thread with small
-        bodies: a few system calls into the page cache, no sync.
-        """
+        """First half of storing ``data``: name it and write it to a temp file under ``tmp/`` (no sync). A
+        :class:`Persisted` (``created=False``) when the object is already stored with its size, else a
+        :class:`Staged` to :meth:`publish` or :meth:`discard`."""
         digest = sha256 or hashlib.sha256(data).hexdigest()
         relpath = object_relpath(sha256=digest, ext=ext)
         final, new_dirs = self._object_dir_created(relpath)
@@ -362,21 +292,15 @@ class ContentAddressedStore:
         return Staged(digest=digest, relpath=relpath, size=size, final=final, tmp=tmp, fd=fd, new_dirs=new_dirs)
 
     def publish(self, staged: Sequence[Staged]) -> list[Persisted | BaseException]:
-        """Second half: make staged bodies objects, as one group; a :class:`Persisted` or the exception for each.
-
-        Each temp file is synced, then linked into place (never before its own bytes are durable:
-        :meth:`publish_one`), by :data:`SYNC_THREADS` threads in parallel (journaling filesystems commit
-        concurrent syncs together); then every directory that gained an entry is synced once, however many
-        objects it gained (:meth:`sync_new_entries`). When this returns, every object reported is durable under
-        its final name. A crash at any point leaves at most ``*.part`` files under ``tmp/`` and whole objects
-        under ``objects/``.
-        """
+        """Second half, as one group: each temp file synced then linked (:meth:`publish_one`, in parallel), then
+        each directory that gained an entry synced once (:meth:`sync_new_entries`). Every object reported is
+        durable under its final name; a :class:`Persisted` or the exception for each."""
         outcomes: list[Persisted | BaseException] = self.map_parallel(self.publish_one, list(staged))
         return credit_first_twin(self.sync_new_entries(staged, outcomes))
 
     def publish_one(self, st: Staged) -> Persisted | BaseException:
-        """Sync, close, link into place and unlink the temp file of one staged body, in that order. The new
-        name is durable only after :meth:`sync_new_entries`."""
+        """Sync, close, link into place and unlink one staged body, in that order (the new name is durable after
+        :meth:`sync_new_entries`)."""
         try:
             try:
                 if self.fsync:
@@ -394,9 +318,8 @@ class ContentAddressedStore:
 
     def sync_new_entries(self, staged: Sequence[Staged],
                          outcomes: list[Persisted | BaseException]) -> list[Persisted | BaseException]:
-        """Sync, once each, the directories that gained an entry when ``staged`` were published (``outcomes``
-        from :meth:`publish_one`, in the same order); an outcome whose directory failed to sync becomes the
-        error. Returns ``outcomes``."""
+        """Sync, once each, the directories that gained an entry when ``staged`` were published (``outcomes`` of
+        :meth:`publish_one`, same order); an outcome whose directory failed to sync becomes the error."""
         if not self.fsync:
             return outcomes
         dirs: dict[str, None] = {}
@@ -417,8 +340,7 @@ class ContentAddressedStore:
         return outcomes
 
     def map_parallel(self, fn: Any, items: list[Any]) -> list[Any]:
-        """``[fn(item) for item in items]`` on the store's :data:`SYNC_THREADS` threads (one task per thread,
-        not per item); exceptions propagate."""
+        """``[fn(item) for item in items]`` on :data:`SYNC_THREADS` threads (one task per thread, not per item)."""
         if len(items) <= 1 or SYNC_THREADS <= 1:
             return [fn(item) for item in items]
         with self._sync_pool_lock:
@@ -441,12 +363,9 @@ class ContentAddressedStore:
 
     def publish_file(self, path: str | os.PathLike[str], *, ext: str | None = None,
                      sha256: str | None = None) -> Persisted:
-        """Move an existing file (e.g. a spool assembled from Range segments) into the store.
-
-        The file is hashed by streaming (unless the caller passes the ``sha256`` it computed while writing it),
-        its extension sniffed from its head unless given, synced, and renamed (linked) into place; the source is
-        gone afterwards in every case. A source on another filesystem is copied into ``tmp/`` first.
-        """
+        """Move a file (e.g. an assembled spool) into the store: hashed by streaming unless ``sha256`` is given,
+        ext sniffed unless given, synced, linked into place; the source is gone afterwards in every case (copied
+        through ``tmp/`` from another filesystem)."""
         src = Path(path)
         if ext is None:
             with open(src, "rb") as f:
@@ -456,7 +375,7 @@ class ContentAddressedStore:
         else:
             digest, size = hash_file(src)
         relpath = object_relpath(sha256=digest, ext=ext)
-        final = self._object_dir(relpath)
+        final = self._object_dir_created(relpath)[0]
         if self._existing_ok(final, size):
             _unlink_quietly(src)
             return Persisted(digest, relpath, size, created=False)
@@ -485,7 +404,7 @@ class ContentAddressedStore:
             st = os.lstat(final)
         except FileNotFoundError:
             return False
-        if _is_regular(st.st_mode) and st.st_size == size:
+        if stat.S_ISREG(st.st_mode) and st.st_size == size:
             return True
         # Wrong size or not a regular file (a planted symlink): move it aside, the new bytes take its place.
         logger.warning("Replacing damaged object %s (size %s, expected %s)", final, st.st_size, size)
@@ -493,8 +412,7 @@ class ContentAddressedStore:
         return False
 
     def _link_into_place(self, tmp: str | os.PathLike[str], final: str, *, sync: bool = True) -> bool:
-        """Give ``tmp`` the name ``final`` atomically; False when another writer got there first. ``sync=False``
-        leaves the directory sync to the caller."""
+        """Give ``tmp`` the name ``final`` atomically; False when another writer got there first."""
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -537,7 +455,7 @@ class ContentAddressedStore:
     # --- Scrapy FilesStoreProtocol --------------------------------------------------------------------------
     def persist_file(self, path: str, buf: BytesIO, info: Any, meta: dict[str, Any] | None = None,
                      headers: dict[str, str] | None = None) -> None:
-        """``FilesStoreProtocol`` entry point: ``path`` must be the object path of ``buf``'s content."""
+        """``FilesStoreProtocol``: ``path`` must be the object path of ``buf``'s content."""
         sha, ext = parse_object_relpath(path)
         data = buf.getvalue()
         if hashlib.sha256(data).hexdigest() != sha:
@@ -545,18 +463,13 @@ class ContentAddressedStore:
         self.persist_bytes(data, ext=ext, sha256=sha)
 
     def stat_file(self, path: str, info: Any) -> dict[str, Any]:
-        """``FilesStoreProtocol`` entry point: ``{}`` when absent, else the mtime and the sha256 (from the
-        name) as ``checksum``."""
+        """``FilesStoreProtocol``: ``{}`` when absent, else the mtime and the sha256 (the name) as ``checksum``."""
         try:
             sha, _ = parse_object_relpath(path)
             st = os.lstat(self.abspath(path))
         except (StoreError, FileNotFoundError):
             return {}
         return {"last_modified": st.st_mtime, "checksum": sha}
-
-
-def _is_regular(mode: int) -> bool:
-    return stat.S_ISREG(mode)
 
 
 def _unlink_quietly(path: str | os.PathLike[str]) -> None:

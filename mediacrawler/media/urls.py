@@ -1,19 +1,23 @@
-"""Media URL checks shared by NormalizePipeline, the media pipeline and the redirect middleware (pure, light).
-
-One answer to "may this URL be requested for a media asset?", given at every place a media URL enters: the record
-(normalize), the download request (media pipeline) and every redirect hop (middlewares/media_redirects.py). Reasons
-are the short codes recorded in ``asset.error`` and counted under ``media/failed/<reason>``; a refused redirect hop
-raises :class:`mediacrawler.contracts.RequestRefused` with one of them.
+"""May this URL be requested for a media asset? One answer for the record (normalize), the download request (media
+pipeline) and every redirect hop (middlewares/media_redirects.py); the reasons: docs/media.md, "Results on the
+record".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-#: URL schemes a media URL may use by default (MEDIA_ALLOWED_SCHEMES).
-DEFAULT_ALLOWED_SCHEMES = ("http", "https")
+from mediacrawler import settings as defaults
+
+if TYPE_CHECKING:
+    from scrapy.settings import BaseSettings
+
+
+def allowed_schemes(settings: BaseSettings) -> frozenset[str]:
+    """MEDIA_ALLOWED_SCHEMES, lower-cased."""
+    return frozenset(s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", defaults.MEDIA_ALLOWED_SCHEMES))
 
 
 def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None:

@@ -1,69 +1,30 @@
-"""``mediacrawler verify [--store PATH] [--repair]``: prove that the media store holds what the index says.
-
-Every file under ``objects/`` is re-hashed (streaming) and compared with its name; the index is compared with the
-disk:
-
-- **corrupt**: a file whose SHA-256 differs from its name (bit rot, tampering, a torn write);
-- **missing**: an object the index knows that is not on disk;
-- **orphan**: a file on disk the index does not know, or whose name is not an object name at all.
-
-The SQLite index itself is checked too (``PRAGMA integrity_check``). A corrupt index is moved aside to
-``index.sqlite3.corrupt-<time>`` and rebuilt from the objects on disk when it is opened (as at the start of a
-crawl) or, for damage only the full check finds, by ``--repair``; which posts and URLs the objects came from is
-lost.
-
-The exit status is 0 when all is well and 1 when anything is wrong (after ``--repair``: when anything is still
-wrong). ``--repair`` moves corrupt files to ``quarantine/`` and re-downloads them, and missing ones, from the URLs
-the index recorded, accepting only bytes with the expected hash; valid orphans are adopted into the index and
-misnamed files are quarantined. A re-download streams into ``tmp/`` while it is hashed (memory stays flat, a
-multi-GiB video included, up to MEDIA_SEGMENT_MAX_FILE_SIZE) and is published by rename.
-
-The pure part is :func:`run_verify` (store + index + fetcher in, :class:`VerifyReport` out); :func:`main` is the
-command line around it.
+"""Prove that the media store holds what the index says: re-hash every object, compare with the index, and with
+``repair`` fix what can be fixed. What each finding means: docs/media.md, "mediacrawler verify"; the command line:
+mediacrawler/commands/verify.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import os
-import sqlite3
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, TextIO
+from typing import IO
 from urllib.parse import urlsplit
 
 from mediacrawler.fsutil import free_bytes
-from mediacrawler.media.index import (
-    IndexConfigError,
-    MediaIndex,
-    ObjectRecord,
-    SourceRecord,
-    SQLiteMediaIndex,
-    is_corruption,
-    open_index,
-)
+from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
-
-if TYPE_CHECKING:
-    from scrapy.settings import BaseSettings
 
 #: Fetches a URL's body for a repair: ``fetch(url, referer, dest)`` writes the body into the binary file ``dest``
 #: (raises on any failure).
 Fetcher = Callable[[str, "str | None", IO[bytes]], None]
-#: Bytes per read of a repair download (the memory a repair needs, whatever the file size).
-_CHUNK = 1024 * 1024
 #: Called after each file: ``progress(done_files, total_files, done_bytes)``.
 ProgressCallback = Callable[[int, int, int], None]
-
-EXIT_OK = 0
-EXIT_PROBLEMS = 1
 
 
 @dataclass
@@ -105,11 +66,8 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
                fetch: Fetcher | None = None, referer_for: Callable[[SourceRecord], str | None] | None = None,
                progress: ProgressCallback | None = None, allowed_schemes: Sequence[str] = ("http", "https"),
                ) -> VerifyReport:
-    """Re-hash every object of ``store``, compare with ``index``, and with ``repair`` fix what can be fixed.
-
-    ``fetch`` downloads a URL for a repair (default :func:`fetch_url`); ``referer_for`` gives the Referer for a
-    source (Weibo media need one); only URLs with ``allowed_schemes`` are ever fetched.
-    """
+    """Re-hash every object of ``store``, compare with ``index``, and with ``repair`` fix what can be fixed:
+    ``fetch`` downloads a source (``referer_for`` gives its Referer); only ``allowed_schemes`` are fetched."""
     started = time.monotonic()
     report = VerifyReport()
     indexed: dict[str, ObjectRecord] = {rec.path: rec for rec in index.iter_objects()}
@@ -144,7 +102,8 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
     report.missing = sorted(p for p in indexed if p not in seen)
 
     if repair:
-        fetch = fetch or fetch_url
+        if fetch is None:
+            raise ValueError("a repair needs a fetch function")
         for relpath in report.corrupt:
             if relpath in report.unrepaired:
                 continue
@@ -252,202 +211,3 @@ def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIn
     index.record(obj=ObjectRecord(sha256=sha, path=relpath, size=path.stat().st_size, mime=sniffed.mime),
                  key=None, url=None)
     report.adopted.append(relpath)
-
-
-def fetch_url(url: str, referer: str | None, dest: IO[bytes], *, timeout: float = 60.0,
-              max_bytes: int = 16 * 1024**3, user_agent: str = "mediacrawler-verify") -> None:
-    """GET ``url`` (http/https only) and stream the body into ``dest`` in 1 MiB reads; raises on a non-200
-    status, a body larger than ``max_bytes`` or shorter than its ``Content-Length``."""
-    if urlsplit(url).scheme.lower() not in ("http", "https"):
-        raise ValueError(f"refusing to fetch {url!r}")
-    headers = {"User-Agent": user_agent, "Accept-Encoding": "identity"}
-    if referer:
-        headers["Referer"] = referer
-    req = urllib.request.Request(url, headers=headers)  # noqa: S310 - scheme checked above
-    with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
-        if resp.status != 200:
-            raise OSError(f"HTTP {resp.status}")
-        declared = resp.headers.get("Content-Length")
-        if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            raise OSError(f"body of {declared} bytes is larger than {max_bytes}")
-        received = 0
-        # Bounded: each pass reads at least one byte, and at most max_bytes + 1 are accepted.
-        while chunk := resp.read(_CHUNK):
-            received += len(chunk)
-            if received > max_bytes:
-                raise OSError(f"body larger than {max_bytes} bytes")
-            dest.write(chunk)
-    if declared is not None and declared.isdigit() and received != int(declared):
-        raise OSError(f"body ended after {received} of {declared} bytes")
-
-
-class Progress:
-    """A progress display on ``stream``: one self-overwriting line on a terminal, a line every few seconds
-    otherwise (logs stay readable)."""
-
-    def __init__(self, stream: TextIO, *, interval: float = 0.2, log_interval: float = 5.0) -> None:
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.interval = interval if self.tty else log_interval
-        self.started = time.monotonic()
-        self.last = 0.0
-
-    def __call__(self, done: int, total: int, nbytes: int) -> None:
-        now = time.monotonic()
-        if done < total and now - self.last < self.interval:
-            return
-        self.last = now
-        elapsed = max(now - self.started, 1e-9)
-        pct = 100.0 * done / total if total else 100.0
-        line = (f"verify: {done}/{total} files ({pct:5.1f}%), {nbytes / 2**20:.1f} MiB, "
-                f"{nbytes / 2**20 / elapsed:.1f} MiB/s")
-        if self.tty:
-            self.stream.write("\r" + line + ("\n" if done >= total else ""))
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
-
-
-def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
-    """The lines printed after a run: one per problem, then a summary."""
-    lines = []
-    if report.index_problem:
-        line = f"index    corrupt: {report.index_problem}"
-        if report.index_rebuilt:
-            line += (f"; moved aside to {report.index_rebuilt} and rebuilt from the objects "
-                     "(their post and URL rows are lost)")
-        lines.append(line)
-    lines += [f"corrupt  {p}" for p in report.corrupt]
-    lines += [f"missing  {p}" for p in report.missing]
-    lines += [f"orphan   {p}" for p in report.orphans]
-    if repair:
-        lines += [f"repaired {p}" for p in report.repaired]
-        lines += [f"adopted  {p}" for p in report.adopted]
-        lines += [f"quarantined {p}" for p in report.quarantined]
-        lines += [f"UNREPAIRED {p}: {why}" for p, why in report.unrepaired.items()]
-    summary = (f"verify: {report.checked} objects, {report.bytes_checked / 2**20:.1f} MiB in {report.seconds:.1f}s: "
-               f"{report.ok} ok, {len(report.corrupt)} corrupt, {len(report.missing)} missing, "
-               f"{len(report.orphans)} orphan")
-    if repair:
-        summary += (f"; repaired {len(report.repaired)}, adopted {len(report.adopted)}, "
-                    f"quarantined {len(report.quarantined)}, unrepaired {len(report.unrepaired)}")
-    lines.append(summary)
-    if repair and report.unrepaired:
-        # A video assembled from a manifest cannot be fetched back from one URL; its post can.
-        lines.append("verify: an unrepaired object (e.g. a video assembled from HLS/DASH fragments) is out of the "
-                     "store now; crawling its post again downloads it again")
-    lines.append("verify: OK" if report.clean else "verify: PROBLEMS FOUND")
-    return lines
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``verify`` options to ``parser`` (the CLI's subparser, or a parser of its own)."""
-    parser.add_argument("--store", metavar="PATH", help="media store root (default: FILES_STORE)")
-    parser.add_argument("--repair", action="store_true",
-                        help="quarantine corrupt files and re-download them (and missing ones) from recorded URLs")
-    parser.add_argument("--index", choices=("sqlite", "redis"), help="index backend (default: from settings)")
-    parser.add_argument("--redis-url", metavar="URL", help="Redis of the shared index (default: REDIS_URL)")
-    parser.add_argument("--no-progress", action="store_true", help="no progress display")
-    return parser
-
-
-def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = None,
-                  out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``verify`` for parsed ``args``; return the exit status."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    if settings is None:
-        from scrapy.utils.project import get_project_settings  # noqa: PLC0415 - only the CLI needs it
-
-        settings = get_project_settings()
-    conf: dict[str, Any] = {
-        "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
-        "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
-        "MEDIA_INDEX_PATH": settings.get("MEDIA_INDEX_PATH"),
-        "MEDIA_INDEX_REDIS_PREFIX": settings.get("MEDIA_INDEX_REDIS_PREFIX"),
-        "MEDIA_INDEX_BUSY_TIMEOUT": settings.get("MEDIA_INDEX_BUSY_TIMEOUT"),
-    }
-    root = args.store or settings.get("FILES_STORE") or "files"
-    if not os.path.isdir(str(root).split("://", 1)[-1]):
-        err.write(f"verify: no media store at {root}\n")
-        return 2
-    store = ContentAddressedStore(root)
-    try:
-        # A corrupt SQLite index is moved aside and rebuilt from the objects here (one WARNING on stderr).
-        index = open_index(conf, store_root=store.root)
-    except IndexConfigError as exc:
-        err.write(f"verify: {exc}\n")
-        return 2
-    except sqlite3.Error as exc:
-        err.write(f"verify: cannot open the media index: {exc}\n")
-        return EXIT_PROBLEMS
-    allowed = tuple(s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", ["http", "https"]))
-    user_agent = settings.get("USER_AGENT") or "mediacrawler-verify"
-
-    def referer_for(source: SourceRecord) -> str | None:
-        platform = (source.key or "").split("/", 1)[0]
-        return settings.get(f"{platform.upper()}_MEDIA_REFERER") if platform else None
-
-    def fetch(url: str, referer: str | None, dest: IO[bytes]) -> None:
-        # Streamed to disk, so the cap is the large-file one, not DOWNLOAD_MAXSIZE (a limit on memory).
-        fetch_url(url, referer, dest, user_agent=user_agent,
-                  max_bytes=settings.getint("MEDIA_SEGMENT_MAX_FILE_SIZE", 16 * 1024**3))
-
-    def verify() -> VerifyReport:
-        return run_verify(store=store, index=index, repair=args.repair, fetch=fetch, referer_for=referer_for,
-                          progress=None if args.no_progress else Progress(err), allowed_schemes=allowed)
-
-    try:
-        problem, rebuilt = _check_index(index, repair=args.repair)
-        try:
-            report = verify()
-        except sqlite3.DatabaseError as exc:
-            # Damage that neither check saw (e.g. in the WAL written since): rebuilt on demand, then once more.
-            if not (is_corruption(exc) and args.repair and isinstance(index, SQLiteMediaIndex)):
-                err.write(f"verify: the media index is damaged ({exc}); 'mediacrawler verify --repair' "
-                          "rebuilds it from the objects\n")
-                return EXIT_PROBLEMS
-            problem, rebuilt = str(exc), _rebuild(index, str(exc))
-            report = verify()
-    except sqlite3.Error as exc:
-        err.write(f"verify: media index error: {exc}\n")
-        return EXIT_PROBLEMS
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            index.close()
-    report.index_problem, report.index_rebuilt = problem, rebuilt
-    report.index_repaired = bool(rebuilt) and args.repair
-    for line in format_report(report, repair=args.repair):
-        out.write(line + "\n")
-    return EXIT_OK if report.clean else EXIT_PROBLEMS
-
-
-def _check_index(index: MediaIndex, *, repair: bool) -> tuple[str | None, str | None]:
-    """``(what is wrong with the index file, where it was moved aside)``: rebuilt on open already, or found by
-    the full check now (and rebuilt with ``repair``)."""
-    if not isinstance(index, SQLiteMediaIndex):
-        return None, None
-    if index.moved_aside is not None:
-        return index.corruption, index.moved_aside.name
-    problem = index.check(full=True)
-    if problem is None or not repair:
-        return problem, None
-    return problem, _rebuild(index, problem)
-
-
-def _rebuild(index: SQLiteMediaIndex, reason: str) -> str:
-    index.rebuild(reason)
-    assert index.moved_aside is not None
-    return index.moved_aside.name
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``mediacrawler verify`` as a standalone entry point: parse ``argv`` and run; returns the exit status."""
-    parser = add_arguments(argparse.ArgumentParser(prog="mediacrawler verify",
-                                                   description=__doc__.split("\n\n")[0] if __doc__ else None))
-    args = parser.parse_args(argv)
-    return run_from_args(args)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

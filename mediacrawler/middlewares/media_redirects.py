@@ -23,7 +23,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import safe_url_string
 
 from mediacrawler.contracts import RequestRefused
-from mediacrawler.media.urls import DEFAULT_ALLOWED_SCHEMES, media_url_problem, strip_userinfo
+from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
 from mediacrawler.contracts import META_ASSET, media_referer
 
@@ -50,8 +50,7 @@ class MediaRedirectMiddleware:
         self.max_redirects: int = settings.getint("MEDIA_MAX_REDIRECTS", DEFAULT_MAX_REDIRECTS)
         if self.max_redirects < 0:
             raise NotConfigured("MEDIA_MAX_REDIRECTS must be >= 0")
-        self.allowed_schemes: frozenset[str] = frozenset(
-            s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", list(DEFAULT_ALLOWED_SCHEMES)))
+        self.allowed_schemes = allowed_schemes(settings)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> MediaRedirectMiddleware:

@@ -1,38 +1,7 @@
-"""The media pipeline: every MediaAsset of a Post, downloaded, checked, and stored once by its SHA-256.
+"""The media pipeline: every MediaAsset of a Post downloaded, checked, and stored once by its SHA-256.
 
-A :class:`~scrapy.pipelines.files.FilesPipeline` subclass that overrides only its documented surface
-(``get_media_requests``, ``media_to_download``, ``media_downloaded``, ``media_failed``, ``item_completed``,
-``file_path``). For each asset:
-
-1. **identity** — ``get_media_requests`` builds one request per asset, with the asset's index key
-   (``<platform>/<kind>/<key>``) and kind in ``request.meta["media_asset"]`` and the platform's media Referer
-   (``<PLATFORM>_MEDIA_REFERER``);
-2. **index lookup** — ``media_to_download`` asks the media index (:mod:`mediacrawler.media.index`) by asset key,
-   then by canonical URL; when the object is indexed and present in the store with its size, nothing is
-   downloaded (status ``uptodate``), even if the platform now hands out another signed or resized URL;
-3. **download** — bounded per host by MEDIA_CONCURRENCY_PER_HOST (media requests bypass the scheduler, so
-   CONCURRENT_REQUESTS does not bound them). Images come in one request, sent from ``media_to_download`` so that an
-   ordinary failure is a failed result and one WARNING (MediaPipeline logs what ``media_failed`` raises as an ERROR
-   with a traceback); redirects are followed within MEDIA_MAX_REDIRECTS, every hop checked
-   (:mod:`mediacrawler.middlewares.media_redirects`). An image whose Content-Length is above
-   MEDIA_SEGMENT_THRESHOLD is stopped at its headers and takes the large-file path); ``video`` and ``audio``
-   assets leave here for :class:`mediacrawler.media.video.VideoDownloader`: manifests (HLS, DASH, Bilibili
-   playurl) resolved, a rendition selected by height and codec, fragments fetched with a resumable ledger and
-   remuxed/verified with PyAV, or a single file streamed to a spool in resumable Range segments
-   (:mod:`mediacrawler.media.segments`), then published into the same store by rename;
-4. **checks** — ``media_downloaded`` rejects anything but a whole 200/206 body of the announced length whose magic
-   bytes say image/video/audio; images must decode and stay under MEDIA_MAX_IMAGE_PIXELS, read from the header
-   before decoding (:mod:`mediacrawler.media.integrity`);
-5. **store** — SHA-256 → ``objects/<ab>/<cd>/<sha256><ext>`` (temp file + fsync + link); identical bytes from
-   another URL are not written twice (status ``deduplicated``, stat ``media/dedup/content``);
-6. **record** — ``item_completed`` writes ``sha256``, ``path``, ``size``, ``mime``, ``status`` and, when failed,
-   ``error`` into each asset through ItemAdapter. A failed asset never drops the record.
-
-The reactor thread does the HTTP checks; content checks, hashing, file writes, syncs and index rows are done by the
-batch committer (:mod:`mediacrawler.media.committer`) a group at a time, by default in a store worker process, and
-a result comes back only once its object and index row are durable. Stats are counted on the reactor thread.
-FILES_EXPIRES is not used: whether a file is up to date is the index's answer plus a size check of the object,
-and a stored object never expires (``mediacrawler verify`` re-hashes them).
+A FilesPipeline subclass overriding only its documented surface. The steps of one asset (identity, index lookup,
+download, checks, store, record) and the results on the record: docs/media.md, "What happens to one asset".
 """
 
 from __future__ import annotations
@@ -47,7 +16,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from itemadapter import ItemAdapter
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.core.downloader.handlers.http11 import TunnelError
+from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
+                               DownloadTimeoutError, IgnoreRequest, NotConfigured, ResponseDataLossError,
+                               StopDownload)
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.pipelines.files import FilesPipeline
@@ -55,37 +27,24 @@ from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError
 from scrapy.utils.asyncio import is_asyncio_available, run_in_thread
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet import defer
+from twisted.internet import error as net
 from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
+from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
+from twisted.web.http import PotentialDataLoss, _DataLoss  # _DataLoss: what Twisted's ResponseFailed carries
 
+from mediacrawler import settings as defaults
 from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key, media_referer,
                                     walk_assets)
-from mediacrawler.media.committer import DEFAULT_MAX_BATCH, BatchCommitter, CommitJob
-from mediacrawler.media.index import (
-    IndexConfigError,
-    MediaIndex,
-    ObjectRecord,
-    index_backend,
-    open_index,
-)
-from mediacrawler.media.integrity import (
-    DEFAULT_MAX_IMAGE_DECODE_BYTES,
-    DEFAULT_MAX_IMAGE_PIXELS,
-    MediaRejected,
-    check_body,
-    check_http,
-)
+from mediacrawler.media.committer import BatchCommitter, CommitJob
+from mediacrawler.media.index import IndexConfigError, MediaIndex, ObjectRecord, index_backend, open_index
+from mediacrawler.media.integrity import MediaRejected, check_body, check_http
 from mediacrawler.media.segments import DEFAULT_SEGMENT_THRESHOLD
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
-from mediacrawler.media.store import (
-    STORE_SCHEMES,
-    ContentAddressedStore,
-    StoreError,
-    object_relpath,
-    store_scheme,
-)
-from mediacrawler.media.urls import DEFAULT_ALLOWED_SCHEMES, media_url_problem, strip_userinfo
+from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, object_relpath, store_scheme
+from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
 from mediacrawler.media.video import VideoDownloader, find_asset
 
 if TYPE_CHECKING:
@@ -95,14 +54,6 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
-
-#: FILES_STORE when the setting is empty.
-DEFAULT_FILES_STORE = "files"
-#: In-flight media downloads per host (MEDIA_CONCURRENCY_PER_HOST).
-DEFAULT_CONCURRENCY_PER_HOST = 8
-#: Bodies up to this size are checked by the batch committer in its round, larger ones in a worker thread before
-#: (a big decode would hold up a whole round) (MEDIA_INLINE_CHECK_BYTES).
-DEFAULT_INLINE_CHECK_BYTES = 256 * 1024
 
 #: Seconds between two looks at an asset whose spool another request holds (MEDIA_SPOOL_BUSY_WAIT bounds the wait).
 SPOOL_BUSY_POLL = 0.5
@@ -143,22 +94,29 @@ def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
     return [(platform, asset) for platform, asset, _ in walk_assets(item) if asset.get("status") is None]
 
 
+#: Failure reasons by exception type, first match wins (Scrapy 2.19 raises its own types; older paths Twisted's).
+_REASONS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    ((ResponseDataLossError, PotentialDataLoss, _DataLoss), "dataloss"),
+    ((DownloadTimeoutError, net.TimeoutError, defer.TimeoutError), "timeout"),
+    ((DownloadCancelledError,), "too-large"),  # DOWNLOAD_MAXSIZE / MEDIA_MAXSIZE reached mid-body
+    ((DownloadConnectionRefusedError, CannotResolveHostError, net.ConnectError, net.DNSLookupError,
+      net.ConnectionLost, net.ConnectionDone, ResponseNeverReceived, TunnelError), "connection-error"),
+)
+
+
 def download_error_reason(exc: BaseException) -> str:
-    """A short reason code for an exception a download ended with: ``filtered`` (IgnoreRequest, e.g. offsite or
-    over DOWNLOAD_MAXSIZE), ``dataloss`` (the body ended before Content-Length), ``timeout``,
-    ``connection-error`` or ``download-error``."""
+    """The reason code of an exception a download ended with, from its type: the reason of a RequestRefused,
+    ``filtered`` (IgnoreRequest: offsite...), ``dataloss``, ``timeout``, ``too-large``, ``connection-error``, or
+    ``download-error``. A ResponseFailed is judged by the failures it wraps."""
     if isinstance(exc, RequestRefused):
         return exc.reason  # refused on purpose, with its own reason (e.g. too-large: middlewares/body_limits.py)
     if isinstance(exc, IgnoreRequest):
         return "filtered"
-    text = f"{type(exc).__name__} {exc!r}".lower()
-    if "dataloss" in text or "data loss" in text or "potentialdataloss" in text:
-        return "dataloss"
-    if "timeout" in text or "timedout" in text:
-        return "timeout"
-    if "connection" in text or "refused" in text or "dns" in text:
-        return "connection-error"
-    return "download-error"
+    causes = [f.value for f in exc.reasons] if isinstance(exc, (ResponseFailed, ResponseNeverReceived)) else []
+    for types, reason in _REASONS:
+        if isinstance(exc, types) or any(isinstance(c, types) for c in causes):
+            return reason
+    return "connection-error" if isinstance(exc, ResponseFailed) else "download-error"
 
 
 def build_media_request(*, url: str, platform: str, kind: str, key: str, referer: str | None) -> Request:
@@ -190,13 +148,8 @@ def failed_result(*, url: str, reason: str) -> MediaResult:
 
 
 class MediaStorePipeline(FilesPipeline):
-    """Downloads every MediaAsset of a Post into the content-addressed store (see the module docstring).
-
-    Settings: FILES_STORE (store root, default ``files``), MEDIA_ENABLED (off: NotConfigured, records are crawled
-    without media), MEDIA_MAX_IMAGE_PIXELS, MEDIA_CONCURRENCY_PER_HOST, MEDIA_ALLOWED_SCHEMES, MEDIA_FSYNC,
-    MEDIA_INDEX (``sqlite``|``redis``; default redis when REDIS_URL is set), MEDIA_INDEX_PATH,
-    MEDIA_INDEX_REDIS_PREFIX, ``<PLATFORM>_MEDIA_REFERER``.
-    """
+    """Downloads every MediaAsset of a Post into the content-addressed store (docs/media.md; its settings: the
+    MEDIA_* and FILES_STORE entries of mediacrawler/settings.py, where their defaults live)."""
 
     MEDIA_NAME = "media"
     # Local paths get the content-addressed store; other FilesPipeline schemes stay listed because
@@ -206,9 +159,9 @@ class MediaStorePipeline(FilesPipeline):
     def __init__(self, store_uri: str | PathLike[str] | None, download_func: None = None, *,
                  crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("MEDIA_ENABLED", True):
+        if not settings.getbool("MEDIA_ENABLED", defaults.MEDIA_ENABLED):
             raise NotConfigured("MEDIA_ENABLED is off: records are crawled without downloading media")
-        uri = str(store_uri or DEFAULT_FILES_STORE)
+        uri = str(store_uri or defaults.FILES_STORE)
         if store_scheme(uri) not in STORE_SCHEMES:
             raise NotConfigured(f"FILES_STORE={uri!r}: the media store supports local paths only")
         try:
@@ -217,22 +170,21 @@ class MediaStorePipeline(FilesPipeline):
             raise NotConfigured(str(exc)) from None
         if self.index_backend == "redis" and not settings.get("REDIS_URL"):
             raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
-        self.max_image_pixels: int = settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
-        self.max_image_decode_bytes: int = settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
-                                                           DEFAULT_MAX_IMAGE_DECODE_BYTES)
-        self.concurrency_per_host: int = settings.getint("MEDIA_CONCURRENCY_PER_HOST",
-                                                         DEFAULT_CONCURRENCY_PER_HOST)
+        self.max_image_pixels = settings.getint("MEDIA_MAX_IMAGE_PIXELS", defaults.MEDIA_MAX_IMAGE_PIXELS)
+        self.max_image_decode_bytes = settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
+                                                      defaults.MEDIA_MAX_IMAGE_DECODE_BYTES)
+        self.concurrency_per_host = settings.getint("MEDIA_CONCURRENCY_PER_HOST",
+                                                    defaults.MEDIA_CONCURRENCY_PER_HOST)
         if self.concurrency_per_host < 1:
             raise NotConfigured("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
-        self.inline_check_bytes: int = settings.getint("MEDIA_INLINE_CHECK_BYTES", DEFAULT_INLINE_CHECK_BYTES)
-        self.commit_batch: int = settings.getint("MEDIA_COMMIT_BATCH", DEFAULT_MAX_BATCH)
-        self.commit_process: bool = settings.getbool("MEDIA_COMMIT_PROCESS", True)
-        self.allowed_schemes: frozenset[str] = frozenset(
-            s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", list(DEFAULT_ALLOWED_SCHEMES)))
+        self.inline_check_bytes = settings.getint("MEDIA_INLINE_CHECK_BYTES", defaults.MEDIA_INLINE_CHECK_BYTES)
+        self.commit_batch = settings.getint("MEDIA_COMMIT_BATCH", defaults.MEDIA_COMMIT_BATCH)
+        self.commit_process = settings.getbool("MEDIA_COMMIT_PROCESS", defaults.MEDIA_COMMIT_PROCESS)
+        self.allowed_schemes = allowed_schemes(settings)
         super().__init__(uri, crawler=crawler)
         # FilesPipeline built it from STORE_SCHEMES; the scheme check above makes it ours.
         self.cas: ContentAddressedStore = cast(ContentAddressedStore, self.store)
-        self.cas.fsync = settings.getbool("MEDIA_FSYNC", True)
+        self.cas.fsync = settings.getbool("MEDIA_FSYNC", defaults.MEDIA_FSYNC)
         self.stats = crawler.stats
         self.index: MediaIndex | None = None
         self.index_is_local = self.index_backend == "sqlite"
@@ -251,7 +203,7 @@ class MediaStorePipeline(FilesPipeline):
         # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
         # their headers say so (see _stop_large_image): never a whole large body in memory.
         self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", DEFAULT_SEGMENT_THRESHOLD)
-        self.spool_busy_wait: float = settings.getfloat("MEDIA_SPOOL_BUSY_WAIT")
+        self.spool_busy_wait = settings.getfloat("MEDIA_SPOOL_BUSY_WAIT", defaults.MEDIA_SPOOL_BUSY_WAIT)
         crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -261,9 +213,8 @@ class MediaStorePipeline(FilesPipeline):
         self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
                                         max_image_pixels=self.max_image_pixels,
                                         max_image_decode_bytes=self.max_image_decode_bytes,
-                                        max_batch=self.commit_batch,
-                                        isolated=self.commit_process)
-        self.committer.start(lazy=True)
+                                        max_batch=self.commit_batch, isolated=self.commit_process)
+        self.committer.start()
         self._require_redirect_checks()
         swept = self.cas.sweep_tmp()
         if swept:

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from mediacrawler.media.urls import media_url_problem, strip_userinfo
+from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
 from mediacrawler.parsers._common import iso_utc, parse_count, strip_url, utc_now_iso
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class NormalizePipeline:
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats = crawler.stats
-        self.allowed_schemes = frozenset(s.lower() for s in crawler.settings.getlist("MEDIA_ALLOWED_SCHEMES"))
+        self.allowed_schemes = allowed_schemes(crawler.settings)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalizePipeline:
