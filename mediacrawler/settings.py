@@ -34,13 +34,7 @@ FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
 
 # Scrapy enables file:, data:, s3: and ftp: handlers by default; a URL taken from a payload must never reach them.
-# http(s) is Scrapy's HTTP/1.1 handler that can also write a Range segment's body straight into a reusable buffer
-# (mediacrawler/media/handler.py): a 1 GiB download in about 60% of the time, same behaviour otherwise.
-DOWNLOAD_HANDLERS = {
-    "http": "mediacrawler.media.handler.MediaDownloadHandler",
-    "https": "mediacrawler.media.handler.MediaDownloadHandler",
-    "file": None, "data": None, "s3": None, "ftp": None,
-}
+DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}
 
 # --- Retries ----------------------------------------------------------------------------------------------------
 RETRY_ENABLED = True
@@ -214,13 +208,14 @@ MEDIA_SEGMENT_LOG_INTERVAL = 30.0
 #: Largest file the segmented path accepts (from the announced total; refused before anything is written). A total
 #: above the free space of FILES_STORE is refused too ("disk-full").
 MEDIA_SEGMENT_MAX_FILE_SIZE = 16 * 1024**3
-#: Extra attempts per segment after RetryMiddleware gave up (cut connections, short segments, 5xx).
-MEDIA_SEGMENT_RETRIES = 3
 #: Times a file that changed remotely (new ETag/total, 200 to If-Range) is started over before failing.
 MEDIA_SEGMENT_MAX_RESTARTS = 2
 #: Seconds an asset waits while another request holds its spool (another worker on a shared FILES_STORE, or another
 #: post with the same asset): then it takes that download's object from the index, or fails as spool-busy.
 MEDIA_SPOOL_BUSY_WAIT = 300.0
+#: Seconds after which an untouched download spool (Range spool, video fragments, stray temp file) is swept away
+#: when the media downloader opens: assets no longer crawled, or a crash's leftovers.
+MEDIA_SPOOL_MAX_AGE = 7 * 24 * 3600.0
 #: Times an expired URL (403/410) is re-resolved from its post during one download.
 MEDIA_SEGMENT_MAX_RESOLVES = 3
 
@@ -236,9 +231,9 @@ MEDIA_MANIFEST_MAX_BYTES = 8 * 1024**3
 MEDIA_MANIFEST_MAX_CHARS = 16 * 1024**2
 MEDIA_MANIFEST_MAX_TAGS = 200_000
 MEDIA_MANIFEST_MAX_RENDITIONS = 64
-#: Fragments of one video in flight at once, and extra attempts per fragment.
+#: Fragments of one video in flight at once. Segments and fragments are retried by RETRY_TIMES (one count per body:
+#: transport errors, RETRY_HTTP_CODES, short or cut bodies).
 MEDIA_FRAGMENT_CONCURRENCY = 4
-MEDIA_FRAGMENT_RETRIES = 3
 #: The assembled file's duration must be within this share of the manifest's.
 MEDIA_VIDEO_DURATION_TOLERANCE = 0.02
 MEDIA_VIDEO_MAX_GAP = 5.0

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mediacrawler.media.ledger import ledger_path, load_ledger
-from mediacrawler.media.segments import spool_path
+from mediacrawler.media.spool import ledger_path, load_ledger, spool_path
 from mediacrawler.sandbox.media import blob_sha256
 from mediacrawler.sandbox.process import SandboxProcess
 from tests.test_media_segments import ROOT, driver_command, sha256_file, spool_files

@@ -1,89 +1,12 @@
-"""Videos from manifests (and large files): the flow that joins :mod:`manifests`, :mod:`segments`, :mod:`assemble`
-and the content-addressed store.
-
-The media pipeline hands every ``video``/``audio`` asset that the index does not already hold to
-:class:`VideoDownloader` (``MediaStorePipeline.media_to_download``); images keep the pipeline's one-request path.
-For one asset:
-
-1. **Resolve** — by ``MediaAsset.renditions``, else ``MediaAsset.manifest``:
-
-   - ``renditions`` (streams a platform API listed, read by ``parsers/<platform>.py``, e.g. Bilibili's playurl):
-     ``manifest_from_renditions`` (every limit below applies), no request at all; the URL of the asset is not
-     fetched;
-   - ``"hls"`` / ``"dash"``: the manifest is fetched with one Scrapy request
-     (``crawler.engine.download_async``: downloader middlewares, retries, timeouts), with the asset's Referer and
-     ``download_maxsize`` = MEDIA_MANIFEST_MAX_CHARS, then parsed in a worker thread (``parse_hls`` /
-     ``parse_dash``; big playlists take ~0.3 s of CPU); any other value fails the asset (``manifest-unknown``);
-   - ``None``: the asset is a file or a manifest, decided from the response. When the asset has ``alternates``
-     (other qualities of a progressive MP4, e.g. Weibo ``media_info``), ``progressive_variants`` + ``select`` pick
-     one URL first (heights read from the file names: ``720p``, ``_720``, ``hd``, ``sd``…). That URL is spooled by
-     :class:`~mediacrawler.media.segments.SegmentedDownloader` (a ranged probe; Range segments above
-     MEDIA_SEGMENT_THRESHOLD; resumable). A body starting with ``#EXTM3U`` is HLS, one holding ``<MPD`` is DASH:
-     parsed as above. Anything else is the file itself (step 3, progressive), checked as media (a JSON API
-     answer fails as not-media: platform APIs are read by the spiders, never here).
-
-   Every cap of :class:`~mediacrawler.media.manifests.ManifestLimits` (MEDIA_MANIFEST_*) applies while parsing,
-   so a hostile manifest fails the asset (``manifest-refused: <reason>``, stat ``media/video/manifest_refused``)
-   before a single segment request exists.
-
-2. **Select** — ``select(manifest, max_height=…, codec_preference=…)`` with :class:`VideoSettings`: the spider's
-   ``args.max_height`` (``-a max_height=480``), else MEDIA_VIDEO_MAX_HEIGHT; MEDIA_VIDEO_CODECS. An HLS variant
-   (``PlaylistRef``) costs one more request for its media playlist (and one for its audio group's), parsed in a
-   worker thread and joined with ``with_fetch``. ``Selection.describe()`` becomes ``MediaAsset.rendition``.
-
-3. **Fetch** — per track (video, and audio when selected separately):
-
-   - ``SingleFile`` (listed renditions, DASH SegmentBase, progressive MP4): the large-file path,
-     ``SegmentedDownloader.download`` under the key ``<asset key>#<track>`` (Range segments, ledger, If-Range,
-     resume; backups from ``urls[1:]`` tried in order when the primary fails; ``refresh_media_url`` of the spider
-     for expired URLs).
-   - ``SegmentedFetch`` (HLS, DASH templates/lists): one Scrapy request per fragment (``Range`` when the segment
-     is a byte range), at most MEDIA_FRAGMENT_CONCURRENCY in flight per video across its tracks, each retried by
-     Scrapy's RetryMiddleware and then up to MEDIA_FRAGMENT_RETRIES more times (transport errors, non-2xx, short
-     or empty bodies). AES-128 keys (``KeyInfo.url``) are fetched once per video, only when a missing fragment
-     needs them, and held in memory only. Each body is decrypted (``decrypt_aes128``) and written to the video's
-     spool directory as ``<track>/<index>.part`` (init section: ``<track>/init.part``) by temp name + fsync +
-     rename; then the **fragment ledger** records it.
-
-   The fragment ledger is ``<FILES_STORE>/spool/<sha256 of the asset key>.video/ledger.json``, saved atomically
-   (temp + fsync + rename + directory fsync; saves coalesce, one in flight): the asset key, a fingerprint of the
-   selection (rendition ids, fragment counts, segment URLs without query strings — signed query strings change
-   between runs — and byte ranges) and, per track, the fragment indexes done with their sizes. A restart
-   re-resolves and re-selects (deterministic) and fetches only fragments missing from the ledger or whose
-   ``.part`` is not there with the recorded size. Another fingerprint (other rendition, re-encoded video) starts
-   the directory over. The directory is locked (``flock``) while a download works in it.
-
-4. **Account** — ``ordered_parts(count=…, parts=…)`` per track. A fragment still failing after its retries stops
-   the fetch and fails the asset with ``fragment-missing: <track> fragment <i> of <n> failed: <why>``; nothing is
-   assembled from an incomplete set, the spool is kept for the next run, and the crawl goes on (the asset is the
-   unit of failure, never the crawl).
-
-5. **Assemble** — ``remux_to_mp4`` in a worker thread (PyAV stream copy, ``movflags=faststart``, ``.part`` then
-   rename), init sections first. A single muxed file (progressive MP4, ``durl``) is not remuxed when it already
-   verifies as a faststart MP4: it is stored byte for byte.
-
-6. **Verify** — ``verify_mp4`` in a worker thread: duration within MEDIA_VIDEO_DURATION_TOLERANCE of the
-   manifest's (when it declares one), no timestamp hole above MEDIA_VIDEO_MAX_GAP, both streams when audio was
-   selected (or declared in the rendition's codecs), first frame decodes. An ``AssemblyError`` fails the asset
-   (``assembly-failed: <reason>``) and drops the spool, so the next run fetches fresh bytes.
-
-7. **Store** — the verified MP4 is published into the content-addressed store (``objects/ab/cd/<sha256>.mp4``;
-   hashed while copying, or with the spool's digest for an untouched progressive file) and indexed under the
-   asset key and URL like any file; then the video's spool goes. The asset gets ``rendition`` (the selection,
-   completed with the verified width/height) and ``duration`` (measured).
-
-Audio assets (``kind="audio"``) take the same path; a file is checked by its magic bytes only (verify needs video).
-
-Stats (namespaced ``media/video/``): ``selected/<height>``, ``manifests``, ``requests``, ``fragments``,
-``fragments_resumed``, ``fragment_retries``, ``keys``, ``assembled``, ``stored_as_is``, ``manifest_refused``,
-``manifest_refused_max_ms`` (slowest refusal, ms), ``failed/<reason>``.
+"""Videos (and large files) from manifests, listed renditions or one URL into the content-addressed store: resolve,
+select, fetch (Range spool or fragments with a resumable ledger), assemble, verify, store. The steps, the fragment
+ledger, failure reasons and stats: docs/media.md, "Video".
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -97,28 +20,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
-from itemadapter import ItemAdapter
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
 
+from mediacrawler import settings as defaults
+from mediacrawler.contracts import META_VIDEO, asset_key_of, walk_assets
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
-from mediacrawler.contracts import META_VIDEO, asset_key_of, walk_assets
 from mediacrawler.media.index import ObjectRecord
-from mediacrawler.media.integrity import (
-    DEFAULT_MAX_IMAGE_DECODE_BYTES,
-    DEFAULT_MAX_IMAGE_PIXELS,
-    BodyCheck,
-    MediaRejected,
-    check_body,
-    check_image_file,
-)
-from mediacrawler.media.ledger import load_owned_ledger
+from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body, check_image_file
 from mediacrawler.media.manifests import (
-    DEFAULT_CODEC_PREFERENCE,
-    DEFAULT_MAX_HEIGHT,
     ByteRange,
     KeyInfo,
     Manifest,
@@ -138,14 +50,26 @@ from mediacrawler.media.manifests import (
     with_fetch,
 )
 from mediacrawler.media.segments import (
-    CoalescingSaver,
     SegmentedDownloader,
     SegmentError,
     SpoolResult,
-    gather_all,
-    spool_dir_for,
+    download_piece,
+    failure_reason,
+    setting,
 )
 from mediacrawler.media.sniff import SNIFF_BYTES
+from mediacrawler.media.spool import (
+    LOCK_NAME,
+    CoalescingSaver,
+    FragmentLedger,
+    gather_all,
+    load_ledger,
+    lock_path,
+    parse_content_range,
+    save_ledger,
+    spool_dir_for,
+    video_dir_for,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -157,47 +81,30 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: MEDIA_FRAGMENT_CONCURRENCY: fragments of one video in flight at once (yt-dlp's ``-N``).
-DEFAULT_FRAGMENT_CONCURRENCY = 4
-#: MEDIA_FRAGMENT_RETRIES: attempts per fragment after Scrapy's RetryMiddleware gave up.
-DEFAULT_FRAGMENT_RETRIES = 3
-#: MEDIA_VIDEO_DURATION_TOLERANCE: relative difference allowed between the MP4's duration and the manifest's.
-DEFAULT_DURATION_TOLERANCE = 0.02
-#: MEDIA_VIDEO_MAX_GAP: seconds; a larger jump between consecutive video timestamps fails verification.
-DEFAULT_MAX_GAP = 5.0
-
 LEDGER_NAME = "ledger.json"
-LEDGER_VERSION = 1
-_LOCK_NAME = ".lock"
 _OUT_NAME = "assembled.mp4"
-_MAX_LEDGER_BYTES = 16 * 1024 * 1024
 _INIT = -1  # the ledger index of a track's init section
 _MANIFEST_KINDS = ("hls", "dash")
 
 
 @dataclass(frozen=True, slots=True)
 class VideoSettings:
-    """The knobs of the video path.
+    """MEDIA_VIDEO_MAX_HEIGHT, MEDIA_VIDEO_CODECS (a spider's ``max_height`` / ``video_codecs`` arguments override
+    them for one crawl), MEDIA_FRAGMENT_CONCURRENCY, MEDIA_VIDEO_DURATION_TOLERANCE, MEDIA_VIDEO_MAX_GAP and the
+    MEDIA_MANIFEST_* caps."""
 
-    ``max_height`` (MEDIA_VIDEO_MAX_HEIGHT, default 1080) and ``codecs`` (MEDIA_VIDEO_CODECS, default
-    ``["avc1", "hevc", "av01"]``) feed :func:`~mediacrawler.media.manifests.select`; a spider's ``max_height`` /
-    ``video_codecs`` arguments override them for one crawl. ``limits`` are the MEDIA_MANIFEST_* caps.
-    """
-
-    max_height: int = DEFAULT_MAX_HEIGHT
-    codecs: tuple[str, ...] = DEFAULT_CODEC_PREFERENCE
-    fragment_concurrency: int = DEFAULT_FRAGMENT_CONCURRENCY
-    fragment_retries: int = DEFAULT_FRAGMENT_RETRIES
-    duration_tolerance: float = DEFAULT_DURATION_TOLERANCE
-    max_gap: float = DEFAULT_MAX_GAP
+    max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT
+    codecs: tuple[str, ...] = tuple(defaults.MEDIA_VIDEO_CODECS)
+    fragment_concurrency: int = defaults.MEDIA_FRAGMENT_CONCURRENCY
+    duration_tolerance: float = defaults.MEDIA_VIDEO_DURATION_TOLERANCE
+    max_gap: float = defaults.MEDIA_VIDEO_MAX_GAP
     limits: ManifestLimits = field(default_factory=ManifestLimits)
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, *, spider_args: Any = None) -> VideoSettings:
-        """Settings first, then the crawl's own ``max_height`` / ``video_codecs`` when the spider's args have
-        them (``-a max_height=720``)."""
-        max_height = settings.getint("MEDIA_VIDEO_MAX_HEIGHT", DEFAULT_MAX_HEIGHT)
-        codecs = tuple(settings.getlist("MEDIA_VIDEO_CODECS", list(DEFAULT_CODEC_PREFERENCE)))
+        """Settings first, then the crawl's own ``max_height`` / ``video_codecs`` (``-a max_height=720``)."""
+        max_height = setting(settings, "MEDIA_VIDEO_MAX_HEIGHT")
+        codecs = tuple(setting(settings, "MEDIA_VIDEO_CODECS"))
         if spider_args is not None:
             max_height = int(getattr(spider_args, "max_height", None) or max_height)
             override = getattr(spider_args, "video_codecs", None)
@@ -205,19 +112,12 @@ class VideoSettings:
                 codecs = tuple(override.split(",") if isinstance(override, str) else override)
         if max_height <= 0:
             raise ValueError(f"MEDIA_VIDEO_MAX_HEIGHT must be positive, not {max_height}")
-        concurrency = settings.getint("MEDIA_FRAGMENT_CONCURRENCY", DEFAULT_FRAGMENT_CONCURRENCY)
-        retries = settings.getint("MEDIA_FRAGMENT_RETRIES", DEFAULT_FRAGMENT_RETRIES)
-        if concurrency < 1 or retries < 0:
-            raise ValueError("MEDIA_FRAGMENT_CONCURRENCY must be at least 1, MEDIA_FRAGMENT_RETRIES not negative")
-        return cls(
-            max_height=max_height,
-            codecs=codecs,
-            fragment_concurrency=concurrency,
-            fragment_retries=retries,
-            duration_tolerance=settings.getfloat("MEDIA_VIDEO_DURATION_TOLERANCE", DEFAULT_DURATION_TOLERANCE),
-            max_gap=settings.getfloat("MEDIA_VIDEO_MAX_GAP", DEFAULT_MAX_GAP),
-            limits=ManifestLimits.from_settings(settings),
-        )
+        if setting(settings, "MEDIA_FRAGMENT_CONCURRENCY") < 1:
+            raise ValueError("MEDIA_FRAGMENT_CONCURRENCY must be at least 1")
+        return cls(max_height=max_height, codecs=codecs,
+                   fragment_concurrency=setting(settings, "MEDIA_FRAGMENT_CONCURRENCY"),
+                   duration_tolerance=setting(settings, "MEDIA_VIDEO_DURATION_TOLERANCE"),
+                   max_gap=setting(settings, "MEDIA_VIDEO_MAX_GAP"), limits=ManifestLimits.from_settings(settings))
 
 
 class VideoError(Exception):
@@ -344,58 +244,12 @@ def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()
 
 
-def video_dir_for(spool_dir: str | os.PathLike[str], *, key: str) -> Path:
-    """The spool directory of a video: ``<spool_dir>/<sha256 of key>.video`` (no remote string in the name)."""
-    return Path(spool_dir) / (hashlib.sha256(key.encode("utf-8")).hexdigest() + ".video")
-
-
 def part_path(video_dir: Path, track: str, index: int) -> Path:
     """Where fragment ``index`` of ``track`` is kept (``init.part`` for the init section)."""
     return video_dir / track / ("init.part" if index == _INIT else f"{index}.part")
 
 
-# --- the fragment ledger ------------------------------------------------------------------------------------
-@dataclass
-class FragmentLedger:
-    """Which fragments of a video are on disk (see the module docstring). ``done[track][index] = size``."""
-
-    key: str
-    fingerprint: str
-    done: dict[str, dict[int, int]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": LEDGER_VERSION, "key": self.key, "fingerprint": self.fingerprint,
-                "done": {t: {str(i): s for i, s in sorted(d.items())} for t, d in sorted(self.done.items())},
-                "updated": time.time()}
-
-    @classmethod
-    def from_json(cls, data: Any) -> FragmentLedger:
-        if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
-            raise ValueError("not a fragment ledger of this version")
-        key, fingerprint, done = data.get("key"), data.get("fingerprint"), data.get("done")
-        if not isinstance(key, str) or not isinstance(fingerprint, str) or not isinstance(done, dict):
-            raise ValueError("bad key/fingerprint/done")
-        parsed: dict[str, dict[int, int]] = {}
-        for track, entries in done.items():
-            if not isinstance(entries, dict):
-                raise ValueError(f"bad entries of track {track!r}")
-            parsed[str(track)] = {int(i): int(s) for i, s in entries.items()}
-            if any(s <= 0 or i < _INIT for i, s in parsed[str(track)].items()):
-                raise ValueError("bad fragment index or size")
-        return cls(key=key, fingerprint=fingerprint, done=parsed)
-
-
-def load_fragment_ledger(path: Path, *, key: str) -> FragmentLedger | None:
-    """The ledger at ``path`` when it exists, parses and belongs to ``key``; else ``None`` (start over)."""
-    return load_owned_ledger(path, key=key, parse=FragmentLedger.from_json, what="fragment ledger",
-                             max_bytes=_MAX_LEDGER_BYTES)
-
-
-def save_fragment_ledger(path: Path, ledger: FragmentLedger, *, fsync: bool = True) -> None:
-    """(Worker thread.) Write the ledger atomically (:func:`mediacrawler.fsutil.write_atomic`)."""
-    write_atomic(path, json.dumps(ledger.to_json(), separators=(",", ":")).encode("utf-8"), fsync=fsync)
-
-
+# --- the fragment directory -----------------------------------------------------------------------------------
 def write_part(path: Path, data: bytes, *, fsync: bool) -> None:
     """(Worker thread.) Put one fragment's bytes at ``path`` (temp name + fsync + rename)."""
     write_atomic(path, data, fsync=fsync)
@@ -418,7 +272,7 @@ def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[i
 def _reset_dir(video_dir: Path) -> None:
     """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
     for child in video_dir.iterdir():
-        if child.name == _LOCK_NAME:
+        if child.name == LOCK_NAME:
             continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
@@ -433,14 +287,10 @@ def _remove_dir(video_dir: Path) -> None:
 
 def _lock_dir(video_dir: Path) -> int:
     video_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(video_dir / _LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise VideoError("spool-busy", f"{video_dir} is being downloaded by another request") from None
-    # Temp files of writes a killed run did not finish (ledger, fragments): every writer of this directory holds
-    # its lock, so none of them is in flight now.
+    fd = lock_path(video_dir / LOCK_NAME)
+    if fd is None:
+        raise VideoError("spool-busy", f"{video_dir} is being downloaded by another request")
+    # Temp files of writes a killed run did not finish: every writer of this directory holds its lock.
     for stray in [*video_dir.glob(".*.tmp"), *video_dir.glob("*/.*.tmp")]:
         with contextlib.suppress(OSError):
             stray.unlink()
@@ -465,10 +315,9 @@ class VideoDownloader:
         self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(self.settings.get("FILES_STORE")
                                                                           or "files")
         self.segments = segments or SegmentedDownloader(crawler, spool_dir=self.spool_dir)
-        self.fsync = self.settings.getbool("MEDIA_FSYNC", True)
-        self.max_image_pixels = self.settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
-        self.max_image_decode_bytes = self.settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
-                                                           DEFAULT_MAX_IMAGE_DECODE_BYTES)
+        self.fsync = setting(self.settings, "MEDIA_FSYNC")
+        self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
+        self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
         VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
         self._config: VideoSettings | None = None
 
@@ -572,29 +421,37 @@ class _VideoJob:
             meta["download_maxsize"] = maxsize
         return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
 
-    async def _download(self, request: Request) -> Response:
-        assert self.crawler.engine is not None
-        self.owner._inc("requests")
-        return await self.crawler.engine.download_async(request)
-
     async def _fetch_text(self, url: str, *, what: str) -> bytes:
         """A manifest body (one request with Scrapy's retries, size-capped)."""
         self.owner._inc("manifests")
-        request = self._request(url, maxsize=self.limits.max_manifest_chars, identity=False, track=what)
-        try:
-            response = await self._download(request)
-        except DownloadCancelledError:
-            raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS ({self.limits.max_manifest_chars})"
-                                ) from None
-        except IgnoreRequest as exc:
-            raise VideoError("manifest-filtered", f"{type(exc).__name__}: {exc}") from exc
-        except Exception as exc:
-            if "max size" in str(exc):
-                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS") from None
-            raise VideoError("manifest-download-error", f"{type(exc).__name__}: {exc}") from exc
+        response = await self._get(self._request(url, maxsize=self.limits.max_manifest_chars, identity=False,
+                                                 track=what), what=what, error="manifest")
         if response.status != 200:
             raise VideoError(f"manifest-http-{response.status}", url)
         return response.body
+
+    async def _get(self, request: Request, *, what: str, error: str,
+                   byte_range: ByteRange | None = None) -> Response:
+        """One body through :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body
+        retried within RETRY_TIMES); failures by exception type."""
+        self.owner._inc("requests")
+        # A short, cut or mislabelled 2xx body is retried; a status outside RETRY_HTTP_CODES is not (Scrapy's rule).
+        check = (lambda r: _response_problem(r, byte_range) if error == "fragment" and r.status in (200, 206)
+                 else None)
+        before = request.meta.get("retry_times", 0)
+        try:
+            response = await download_piece(self.crawler, request, check)
+        except Exception as exc:
+            reason = failure_reason(exc)
+            if error == "manifest" and reason == "too-large":
+                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS ({self.limits.max_manifest_chars})"
+                                    ) from None
+            raise VideoError(f"{error}-{'missing' if error == 'fragment' else reason}",
+                             f"{what}: {type(exc).__name__}: {exc}") from exc
+        retried = response.request.meta.get("retry_times", 0) - before if response.request else 0
+        if retried > 0 and error == "fragment":
+            self.owner._inc("fragment_retries", retried)
+        return response
 
     # --- flow -----------------------------------------------------------------------------------------------
     async def run(self, *, manifest: str | None, alternates: Sequence[str], duration: float | None = None,
@@ -845,7 +702,7 @@ class _VideoJob:
         fragments on disk. Raises VideoError(``fragment-missing``) when one fails for good."""
         fingerprint = plan_fingerprint(plans)
         ledger_file = self.video_dir / LEDGER_NAME
-        ledger = await run_in_thread(load_fragment_ledger, ledger_file, key=self.key)
+        ledger = await run_in_thread(load_ledger, ledger_file, key=self.key, parse=FragmentLedger.from_json)
         if ledger is not None and ledger.fingerprint != fingerprint:
             logger.info("Video %s changed rendition or segments since the spool was started: starting over",
                         self.key)
@@ -862,7 +719,7 @@ class _VideoJob:
         saver = CoalescingSaver(
             snapshot=lambda: FragmentLedger(key=ledger.key, fingerprint=ledger.fingerprint,
                                             done={t: dict(d) for t, d in ledger.done.items()}),
-            save=lambda snap: save_fragment_ledger(ledger_file, snap, fsync=self.owner.fsync),
+            save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync),
         )
         pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
         for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):
@@ -902,7 +759,9 @@ class _VideoJob:
     async def _fetch_key(self, url: str) -> bytes:
         key = self._keys.get(url)
         if key is None:
-            response = await self._get_with_retries(self._request(url, maxsize=1024, track="key"), what="key")
+            response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
+            if (problem := _response_problem(response, None)) is not None:
+                raise VideoError("fragment-missing", f"key: {problem}")
             if len(response.body) != 16:
                 raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
             key = self._keys[url] = response.body
@@ -915,7 +774,9 @@ class _VideoJob:
                                       else f"fragment {fragment.index} of {count}")
         request = self._request(fragment.url, byte_range=fragment.byte_range, track=fragment.track,
                                 index=fragment.index)
-        response = await self._get_with_retries(request, what=what, byte_range=fragment.byte_range)
+        response = await self._get(request, what=what, error="fragment", byte_range=fragment.byte_range)
+        if (problem := _response_problem(response, fragment.byte_range)) is not None:
+            raise VideoError("fragment-missing", f"{what} failed: {problem}")
         data = _body_of(response, fragment.byte_range)
         del response
         key = self._keys[fragment.key.url] if fragment.key is not None else None
@@ -927,27 +788,6 @@ class _VideoJob:
             raise VideoError("fragment-corrupt", f"{what}: {exc.reason}") from None
         self.owner._inc("fragments")
         return size
-
-    async def _get_with_retries(self, request: Request, *, what: str,
-                                byte_range: ByteRange | None = None) -> Response:
-        """Download with MEDIA_FRAGMENT_RETRIES extra attempts (transport errors, non-2xx, short bodies)."""
-        why = ""
-        attempts = self.config.fragment_retries + 1
-        for attempt in range(attempts):  # bounded
-            if attempt:
-                self.owner._inc("fragment_retries")
-            try:
-                response = await self._download(request)
-            except IgnoreRequest as exc:
-                raise VideoError("fragment-missing", f"{what} filtered: {type(exc).__name__}: {exc}") from exc
-            except Exception as exc:  # transport errors, timeouts, data loss, after Scrapy's own retries
-                why = f"{type(exc).__name__}: {exc}"
-                continue
-            problem = _response_problem(response, byte_range)
-            if problem is None:
-                return response
-            why = problem
-        raise VideoError("fragment-missing", f"{what} failed: {why} ({attempts} attempts)")
 
 
 def _parse_media_playlist(body: bytes, *, base_url: str, limits: ManifestLimits) -> Manifest:
@@ -970,10 +810,9 @@ def _response_problem(response: Response, byte_range: ByteRange | None) -> str |
     if "dataloss" in response.flags or "download_stopped" in response.flags:
         return "incomplete body"
     if response.status == 206 and byte_range is not None:
-        value = response.headers.get(b"Content-Range", b"").decode("latin-1")
-        match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value)
-        if not match or int(match.group(1)) != byte_range.start or len(response.body) != byte_range.length:
-            return f"206 with Content-Range {value!r} for {byte_range.header()}"
+        parsed = parse_content_range(response.headers.get(b"Content-Range"))
+        if parsed is None or parsed[0] != byte_range.start or len(response.body) != byte_range.length:
+            return f"206 with Content-Range {response.headers.get(b'Content-Range')!r} for {byte_range.header()}"
         return None
     if response.status == 200:
         if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:

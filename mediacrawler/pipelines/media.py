@@ -76,7 +76,7 @@ from mediacrawler.media.integrity import (
     check_body,
     check_http,
 )
-from mediacrawler.media.segments import DEFAULT_SEGMENT_THRESHOLD
+from mediacrawler.media.segments import setting
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import (
     STORE_SCHEMES,
@@ -250,7 +250,7 @@ class MediaStorePipeline(FilesPipeline):
             raise NotConfigured(str(exc)) from None
         # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
         # their headers say so (see _stop_large_image): never a whole large body in memory.
-        self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", DEFAULT_SEGMENT_THRESHOLD)
+        self.segment_threshold: int = setting(settings, "MEDIA_SEGMENT_THRESHOLD")
         self.spool_busy_wait: float = settings.getfloat("MEDIA_SPOOL_BUSY_WAIT")
         crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
 
