@@ -1,19 +1,6 @@
-"""Fragments → one verified MP4, with PyAV and without re-encoding.
-
-Three steps, each a plain function the video pipeline calls in order:
-
-1. :func:`ordered_parts` turns the fragment ledger's ``{index: path}`` into the ordered list, or fails with the
-   missing indexes. Completeness is *our* accounting: a muxer fed an incomplete set usually succeeds (MPEG-TS
-   resyncs, fMP4 fragments carry their own timestamps), so nothing may rely on it to notice a gap.
-   :func:`decrypt_aes128` undoes HLS AES-128 before that.
-2. :func:`remux_to_mp4` reads each track as one byte stream (an fMP4 init section followed by its fragments, or
-   MPEG-TS segments back to back: both are valid streams when concatenated), copies the packets (stream copy; the
-   MP4 muxer inserts ``aac_adtstoasc``/Annex B conversion itself) into an MP4 written with ``movflags=faststart``,
-   to a ``.part`` name renamed into place when complete.
-3. :func:`verify_mp4` opens the result, checks the streams, the duration against the manifest's (±2 %), decodes
-   the first video frame and reports a :class:`VideoInfo`; anything wrong is an :class:`AssemblyError`.
-
-The parts are read through :class:`ConcatReader`, so the track is never copied into one more temporary file.
+"""Fragments → one verified MP4, with PyAV and without re-encoding: :func:`ordered_parts` (completeness is our
+accounting, never the muxer's), :func:`decrypt_aes128`, :func:`remux_to_mp4`, :func:`verify_mp4` (docs/media.md,
+"Video").
 """
 
 from __future__ import annotations
@@ -37,16 +24,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "AssemblyError",
-    "ConcatReader",
-    "VideoInfo",
-    "decrypt_aes128",
-    "ordered_parts",
-    "remux_to_mp4",
-    "verify_mp4",
-]
-
 # What PyAV/FFmpeg raise on bad media (FFmpegError subclasses also derive from ValueError/OSError).
 _AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, ValueError, OSError, EOFError)
 
@@ -57,9 +34,6 @@ class AssemblyError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-# ----------------------------------------------------------------------------------------- decrypt / order
 
 
 def decrypt_aes128(data: bytes, *, key: bytes, iv: bytes) -> bytes:
@@ -100,9 +74,6 @@ def _nonempty(path: Path) -> bool:
         return path.stat().st_size > 0
     except OSError:
         return False
-
-
-# ------------------------------------------------------------------------------------------------- reading
 
 
 class ConcatReader(io.RawIOBase):
@@ -190,17 +161,8 @@ class ConcatReader(io.RawIOBase):
         super().close()
 
 
-# -------------------------------------------------------------------------------------------------- remux
-
-
-def remux_to_mp4(
-    video_parts: Sequence[Path],
-    audio_parts: Sequence[Path] | None,
-    out: Path,
-    *,
-    init_video: Path | None = None,
-    init_audio: Path | None = None,
-) -> Path:
+def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None, out: Path, *,
+                 init_video: Path | None = None, init_audio: Path | None = None) -> Path:
     """Stream-copy the video track (``init_video`` + ``video_parts``) and, if given, a separate audio track
     (``init_audio`` + ``audio_parts``) into ``out`` as one MP4 with ``movflags=faststart``. Without separate audio,
     the first audio stream of the video track (muxed TS, progressive MP4) is kept.
@@ -306,9 +268,6 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
-# ------------------------------------------------------------------------------------------------- verify
-
-
 @dataclass(frozen=True, slots=True)
 class VideoInfo:
     """What :func:`verify_mp4` found: recorded on the asset next to the selection."""
@@ -323,14 +282,8 @@ class VideoInfo:
     max_gap: float | None = None
 
 
-def verify_mp4(
-    path: Path,
-    *,
-    expect_audio: bool,
-    expected_duration: float | None,
-    tolerance: float = 0.02,
-    max_gap: float | None = None,
-) -> VideoInfo:
+def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | None, tolerance: float = 0.02,
+               max_gap: float | None = None) -> VideoInfo:
     """Check an assembled MP4 before it is stored: it opens as MP4, has a video stream (and an audio stream when
     ``expect_audio``), its duration is within ``tolerance`` (relative) of ``expected_duration`` when one is given,
     and its first video frame decodes. Raises :class:`AssemblyError` with the first problem found.
@@ -362,26 +315,19 @@ def verify_mp4(
                 raise AssemblyError("no audio stream")
             duration = _duration(container)
             if expected_duration and abs(duration - expected_duration) > tolerance * expected_duration:
-                raise AssemblyError(
-                    f"duration {duration:.3f} s differs from the manifest's {expected_duration:.3f} s "
-                    f"by more than {tolerance:.0%}"
-                )
+                raise AssemblyError(f"duration {duration:.3f} s differs from the manifest's {expected_duration:.3f} s "
+                                    f"by more than {tolerance:.0%}")
             frame = next(container.decode(video), None)
             if frame is None:
                 raise AssemblyError("first video frame does not decode")
             gap = _max_gap(container, video) if max_gap is not None else None
             if gap is not None and max_gap is not None and gap > max_gap:
                 raise AssemblyError(f"video has a {gap:.3f} s hole in its timestamps (allowed {max_gap:.3f} s)")
-            info = VideoInfo(
-                duration=duration,
-                width=video.codec_context.width,
-                height=video.codec_context.height,
-                video_codec=video.codec_context.name,
-                audio_codec=audio.codec_context.name if audio is not None else None,
-                size=size,
-                faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
-                max_gap=gap,
-            )
+            info = VideoInfo(duration=duration, width=video.codec_context.width, height=video.codec_context.height,
+                             video_codec=video.codec_context.name,
+                             audio_codec=audio.codec_context.name if audio is not None else None, size=size,
+                             faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
+                             max_gap=gap)
     except AssemblyError:
         raise
     except _AV_ERRORS as exc:
@@ -432,10 +378,8 @@ def _top_level_boxes(path: Path, size: int) -> list[bytes]:
             if box_size < 8:
                 raise AssemblyError(f"corrupt MP4: box {kind!r} of size {box_size} at {offset}")
             if offset + box_size > size:
-                raise AssemblyError(
-                    f"truncated MP4: box {kind.decode('latin-1')!r} at {offset} needs {box_size} bytes, "
-                    f"{size - offset} left"
-                )
+                raise AssemblyError(f"truncated MP4: box {kind.decode('latin-1')!r} at {offset} needs {box_size} "
+                                    f"bytes, {size - offset} left")
             kinds.append(kind)
             offset += box_size
     return kinds

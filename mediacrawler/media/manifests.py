@@ -1,34 +1,6 @@
-"""Video manifests → one model of renditions, and the rule that picks one.
-
-Every source a platform can hand us becomes a :class:`Manifest`: its video and audio :class:`Rendition` s (codec,
-width, height, bandwidth, frame rate) and, for each, *how to fetch it* (:data:`Fetch`):
-
-- :class:`SingleFile`: one file, a primary URL plus backups (streams a platform API listed, DASH ``SegmentBase``,
-  progressive MP4). ``init_range``/``index_range`` are informational (the file is fetched whole, in Range segments
-  when large, by the segmented downloader);
-- :class:`SegmentedFetch`: an optional :class:`InitSection` plus an ordered list of :class:`Segment` s (HLS media
-  playlists, DASH ``SegmentTemplate``/``SegmentTimeline``/``SegmentList``). Segments may be byte ranges and may be
-  AES-128 encrypted (:class:`KeyInfo`, the IV already resolved);
-- :class:`PlaylistRef`: an HLS master playlist's variant, whose media playlist still has to be fetched and handed
-  to :func:`parse_hls_media` (then :func:`with_fetch`).
-
-The parsers are pure (text/JSON in, model out) and refuse hostile input **before expanding it**
-(:class:`ManifestLimits`, reliability F5): the manifest's size is capped; HLS ``#EXTINF`` lines are counted with
-``str.count`` before the m3u8 library sees the text; a DASH ``SegmentTimeline`` is counted arithmetically from its
-``r`` values (``r="1000000000"`` is refused after a handful of integer operations) and a ``SegmentTemplate`` is
-expanded lazily, only for the rendition that is selected (:meth:`SegmentedFetch.segments`); MPDs carrying a DTD or
-entity declarations are refused before the XML parser runs; every segment, init, key and base URL must resolve to an
-allowed scheme (http/https); declared durations and byte sizes are capped. A refusal raises :class:`ManifestError`
-with a reason.
-
-Scope decisions (documented here because they are policy, not accident):
-
-- Multi-Period MPDs are refused (``ManifestError("multi-period MPD …")``): the platforms we crawl serve one Period
-  per video, and concatenating Periods is where ad-insertion and the 2,800-Period DoS live.
-- Live streams are refused: an MPD with ``type="dynamic"``, an HLS media playlist without ``#EXT-X-ENDLIST``.
-- HLS encryption other than AES-128 (SAMPLE-AES, DRM key formats) is refused.
-- Streams a platform API listed (:func:`manifest_from_renditions`) come already read by ``parsers/<platform>.py``
-  as plain JSON: this module knows their generic keys, never a platform's payload.
+"""Video manifests (HLS, DASH, renditions a platform API listed, progressive URLs) → one model of renditions, and
+the rule that picks one. Pure parsers that refuse hostile input before expanding it (:class:`ManifestLimits`);
+scope and policy (one Period, VOD, AES-128 only): docs/media.md, "Video".
 """
 
 from __future__ import annotations
@@ -37,48 +9,17 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
 import m3u8
 
+from mediacrawler import settings as defaults
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-__all__ = [
-    "DEFAULT_CODEC_PREFERENCE",
-    "DEFAULT_MAX_HEIGHT",
-    "ByteRange",
-    "Fetch",
-    "InitSection",
-    "KeyInfo",
-    "Manifest",
-    "ManifestError",
-    "ManifestLimits",
-    "PlaylistRef",
-    "Rendition",
-    "Segment",
-    "SegmentedFetch",
-    "Selection",
-    "SingleFile",
-    "TemplateSpec",
-    "codec_family",
-    "iv_for_sequence",
-    "manifest_from_renditions",
-    "parse_dash",
-    "parse_hls",
-    "parse_hls_media",
-    "progressive_variants",
-    "select",
-    "with_fetch",
-]
-
-#: ``MEDIA_VIDEO_MAX_HEIGHT`` default.
-DEFAULT_MAX_HEIGHT = 1080
-#: ``MEDIA_VIDEO_CODECS`` default: H.264 plays everywhere, then HEVC, then AV1.
-DEFAULT_CODEC_PREFERENCE: tuple[str, ...] = ("avc1", "hevc", "av01")
 
 Kind = Literal["video", "audio"]
 Source = Literal["hls", "dash", "renditions", "progressive"]
@@ -90,9 +31,6 @@ class ManifestError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-# --------------------------------------------------------------------------------------------------- limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,26 +47,22 @@ class ManifestLimits:
     ``allowed_schemes`` is the allow-list for every URL a manifest makes us fetch.
     """
 
-    max_segments: int = 20_000
-    max_duration: float = 6 * 3600.0
-    max_bytes: int = 8 * 1024**3
-    max_manifest_chars: int = 16 * 1024 * 1024
-    max_manifest_tags: int = 200_000
-    max_renditions: int = 64
+    max_segments: int = defaults.MEDIA_MANIFEST_MAX_SEGMENTS
+    max_duration: float = float(defaults.MEDIA_MANIFEST_MAX_DURATION)
+    max_bytes: int = defaults.MEDIA_MANIFEST_MAX_BYTES
+    max_manifest_chars: int = defaults.MEDIA_MANIFEST_MAX_CHARS
+    max_manifest_tags: int = defaults.MEDIA_MANIFEST_MAX_TAGS
+    max_renditions: int = defaults.MEDIA_MANIFEST_MAX_RENDITIONS
     allowed_schemes: frozenset[str] = frozenset({"http", "https"})
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ManifestLimits:
-        """The limits from ``MEDIA_MANIFEST_*`` settings (defaults as above)."""
-        d = cls()
-        return cls(
-            max_segments=settings.getint("MEDIA_MANIFEST_MAX_SEGMENTS", d.max_segments),
-            max_duration=settings.getfloat("MEDIA_MANIFEST_MAX_DURATION", d.max_duration),
-            max_bytes=settings.getint("MEDIA_MANIFEST_MAX_BYTES", d.max_bytes),
-            max_manifest_chars=settings.getint("MEDIA_MANIFEST_MAX_CHARS", d.max_manifest_chars),
-            max_manifest_tags=settings.getint("MEDIA_MANIFEST_MAX_TAGS", d.max_manifest_tags),
-            max_renditions=settings.getint("MEDIA_MANIFEST_MAX_RENDITIONS", d.max_renditions),
-        )
+        """The limits from the ``MEDIA_MANIFEST_*`` settings."""
+        names = {"max_segments": "MAX_SEGMENTS", "max_duration": "MAX_DURATION", "max_bytes": "MAX_BYTES",
+                 "max_manifest_chars": "MAX_CHARS", "max_manifest_tags": "MAX_TAGS",
+                 "max_renditions": "MAX_RENDITIONS"}
+        default = {f.name: f.default for f in fields(cls)}
+        return cls(**{f: type(default[f])(settings.get(f"MEDIA_MANIFEST_{n}", default[f])) for f, n in names.items()})
 
     def check_url(self, url: str, *, what: str) -> str:
         """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
@@ -185,9 +119,6 @@ class _Resolver:
         if self._dir is not None and _PLAIN_RELATIVE.fullmatch(ref) and "/." not in ref:
             return self._dir + ref
         return self.limits.check_url(urljoin(self.base_url, ref), what=self.what)
-
-# ---------------------------------------------------------------------------------------------------- model
-
 
 @dataclass(frozen=True, slots=True)
 class ByteRange:
@@ -333,34 +264,11 @@ def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
     return replace(rendition, fetch=inner.fetch, container=container)
 
 
-# ------------------------------------------------------------------------------------------------ helpers
-
-_VIDEO_FAMILIES = {
-    "avc1": "avc1",
-    "avc3": "avc1",
-    "h264": "avc1",
-    "hvc1": "hevc",
-    "hev1": "hevc",
-    "hevc": "hevc",
-    "h265": "hevc",
-    "av01": "av01",
-    "av1": "av01",
-    "vp09": "vp9",
-    "vp9": "vp9",
-    "vp08": "vp8",
-    "vp8": "vp8",
-    "dvh1": "dvh1",
-    "dvhe": "dvh1",
-}
-_AUDIO_FAMILIES = {
-    "mp4a": "mp4a",
-    "aac": "mp4a",
-    "ac-3": "ac-3",
-    "ec-3": "ec-3",
-    "opus": "opus",
-    "flac": "flac",
-    "mp3": "mp3",
-}
+_VIDEO_FAMILIES = {"avc1": "avc1", "avc3": "avc1", "h264": "avc1", "hvc1": "hevc", "hev1": "hevc", "hevc": "hevc",
+                   "h265": "hevc", "av01": "av01", "av1": "av01", "vp09": "vp9", "vp9": "vp9", "vp08": "vp8",
+                   "vp8": "vp8", "dvh1": "dvh1", "dvhe": "dvh1"}
+_AUDIO_FAMILIES = {"mp4a": "mp4a", "aac": "mp4a", "ac-3": "ac-3", "ec-3": "ec-3", "opus": "opus", "flac": "flac",
+                   "mp3": "mp3"}
 
 
 def codec_family(codecs: str | None) -> str | None:
@@ -478,9 +386,6 @@ def _dash_range(value: str | None, *, what: str) -> ByteRange | None:
     return ByteRange(start, end - start + 1)
 
 
-# ------------------------------------------------------------------------------------------------------ HLS
-
-
 def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """An HLS playlist → :class:`Manifest`.
 
@@ -515,33 +420,17 @@ def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIM
         if vcodec is None and acodec is not None and info.resolution is None:
             continue  # an audio-only variant; alternatives come from EXT-X-MEDIA
         separate_audio = bool(info.audio) and info.audio in groups_with_uri
-        video.append(
-            Rendition(
-                kind="video",
-                id=f"hls-{i}",
-                fetch=PlaylistRef(url),
-                codecs=info.codecs,
-                codec=codec_family(vcodec),
-                width=width,
-                height=height,
-                bandwidth=_opt_int(info.average_bandwidth or info.bandwidth, what="BANDWIDTH"),
-                frame_rate=_frame_rate(info.frame_rate),
-                has_audio=not separate_audio and (acodec is not None or not info.codecs),
-                group=info.audio if separate_audio else None,
-            )
-        )
-    audio = [
-        Rendition(
-            kind="audio",
-            id=f"hls-audio-{m.group_id}-{m.name or i}",
-            fetch=PlaylistRef(limits.check_url(urljoin(base_url, m.uri.strip()), what="HLS audio")),
-            codecs=group_codecs.get(m.group_id),
-            codec=codec_family(group_codecs.get(m.group_id)) or None,
-            group=m.group_id,
-            default=(m.default or "").upper() == "YES",
-        )
-        for i, m in enumerate(audio_media)
-    ]
+        video.append(Rendition(
+            kind="video", id=f"hls-{i}", fetch=PlaylistRef(url), codecs=info.codecs, codec=codec_family(vcodec),
+            width=width, height=height, frame_rate=_frame_rate(info.frame_rate),
+            bandwidth=_opt_int(info.average_bandwidth or info.bandwidth, what="BANDWIDTH"),
+            has_audio=not separate_audio and (acodec is not None or not info.codecs),
+            group=info.audio if separate_audio else None))
+    audio = [Rendition(kind="audio", id=f"hls-audio-{m.group_id}-{m.name or i}",
+                       fetch=PlaylistRef(limits.check_url(urljoin(base_url, m.uri.strip()), what="HLS audio")),
+                       codecs=group_codecs.get(m.group_id), codec=codec_family(group_codecs.get(m.group_id)),
+                       group=m.group_id, default=(m.default or "").upper() == "YES")
+             for i, m in enumerate(audio_media)]
     if not video:
         raise ManifestError("HLS master playlist has no video variant")
     return Manifest(source="hls", video=tuple(video), audio=tuple(audio), duration=None)
@@ -609,10 +498,8 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
             if seg.init_section.byterange:
                 ln, _, off = str(seg.init_section.byterange).partition("@")
                 init_range = ByteRange(_int(off or 0, what="EXT-X-MAP"), _int(ln, what="EXT-X-MAP"))
-            section = InitSection(
-                url=limits.check_url(urljoin(base_url, seg.init_section.uri.strip()), what="HLS init"),
-                byte_range=init_range,
-            )
+            section = InitSection(limits.check_url(urljoin(base_url, seg.init_section.uri.strip()),
+                                                   what="HLS init"), init_range)
             inits.add(section)
             init = init or section
         segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range, key=key))
@@ -621,13 +508,9 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
         raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
     limits.check_bytes(declared_bytes, what="HLS media playlist")
     fetch = SegmentedFetch(count=len(segments), duration=total, init=init, explicit=tuple(segments), limits=limits)
-    rendition = Rendition(
-        kind="video", id="hls-media", fetch=fetch, has_audio=True, container="mp4" if init else "ts"
-    )
+    rendition = Rendition(kind="video", id="hls-media", fetch=fetch, has_audio=True, container="mp4" if init else "ts")
     return Manifest(source="hls", video=(rendition,), audio=(), duration=total)
 
-
-# ----------------------------------------------------------------------------------------------------- DASH
 
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _TEMPLATE_ID = re.compile(r"\$(RepresentationID|Number|Time|Bandwidth)(?:%0(\d{1,2})d)?\$|\$\$")
@@ -648,10 +531,8 @@ def _child(elem: ET.Element | None, name: str) -> ET.Element | None:
     return found[0] if found else None
 
 
-def _substitute(
-    template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
-    partial: bool = False,
-) -> str:
+def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
+                partial: bool = False) -> str:
     """Fill a DASH template's identifiers; ``partial`` leaves ``$Number$``/``$Time$``/``$$`` for a second pass."""
 
     def repl(match: re.Match[str]) -> str:
@@ -722,9 +603,8 @@ def _base_urls(elem: ET.Element, parent: str) -> list[str]:
     return [urljoin(parent, (b.text or "").strip()) for b in _children(elem, "BaseURL") if (b.text or "").strip()]
 
 
-def _timeline_runs(
-    timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits, what: str
-) -> tuple[tuple[int, int, int], ...]:
+def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits,
+                   what: str) -> tuple[tuple[int, int, int], ...]:
     """``SegmentTimeline`` → ``(t, d, n)`` runs, counted arithmetically: nothing is expanded here, and the count
     is checked after every ``S``, so ``r="1000000000"`` costs a few integer operations."""
     entries = _children(timeline, "S")
@@ -816,24 +696,16 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
             for url in rep_urls:
                 limits.check_url(url, what=f"{what} BaseURL")
             bandwidth = _opt_int(rep.get("bandwidth"), what=f"{what} bandwidth")
-            fetch = _dash_fetch(
-                aset_inh.descend(rep), urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
-                period_duration=period_duration, limits=limits, what=what,
-            )
+            fetch = _dash_fetch(aset_inh.descend(rep), urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
+                                period_duration=period_duration, limits=limits, what=what)
             codecs = rep.get("codecs") or aset.get("codecs")
             mime = rep.get("mimeType") or aset.get("mimeType") or ""
             rendition = Rendition(
-                kind=kind,
-                id=rep_id,
-                fetch=fetch,
-                codecs=codecs,
-                codec=codec_family(codecs),
+                kind=kind, id=rep_id, fetch=fetch, codecs=codecs, codec=codec_family(codecs), bandwidth=bandwidth,
                 width=_opt_int(rep.get("width") or aset.get("width"), what=f"{what} width"),
                 height=_opt_int(rep.get("height") or aset.get("height"), what=f"{what} height"),
-                bandwidth=bandwidth,
                 frame_rate=_frame_rate(rep.get("frameRate") or aset.get("frameRate")),
-                container=mime.split("/", 1)[1] if "/" in mime else None,
-            )
+                container=mime.split("/", 1)[1] if "/" in mime else None)
             (video if kind == "video" else audio).append(rendition)
     if not video:
         raise ManifestError("MPD has no video Representation")
@@ -860,16 +732,8 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     return None
 
 
-def _dash_fetch(
-    inh: _Inherited,
-    *,
-    urls: list[str],
-    rep_id: str,
-    bandwidth: int | None,
-    period_duration: float | None,
-    limits: ManifestLimits,
-    what: str,
-) -> Fetch:
+def _dash_fetch(inh: _Inherited, *, urls: list[str], rep_id: str, bandwidth: int | None,
+                period_duration: float | None, limits: ManifestLimits, what: str) -> Fetch:
     base = urls[0]
     attrs = inh.template_attrs
     if attrs.get("media"):
@@ -912,10 +776,8 @@ def _dash_fetch(
         count = sum(n for _, _, n in runs)
         if count == 0:
             raise ManifestError(f"{what}: no segments")
-        spec = TemplateSpec(
-            base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
-            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration,
-        )
+        spec = TemplateSpec(base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
+                            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration)
         # Check the scheme on a sample now, so a hostile template fails at parse time, not at fetch time.
         next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
         return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
@@ -930,10 +792,9 @@ def _dash_fetch(
         init = None
         init_elem = _child(seglist, "Initialization")
         if init_elem is not None:
-            init = InitSection(
-                limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""), what=f"{what} initialization"),
-                _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"),
-            )
+            init = InitSection(limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""),
+                                                what=f"{what} initialization"),
+                               _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"))
         segments = []
         declared = 0
         for i, entry in enumerate(entries):
@@ -958,17 +819,11 @@ def _dash_fetch(
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
 
 
-# ----------------------------------------------------------------------------------------------- renditions
-
 _RENDITION_KINDS = ("video", "audio", "progressive")
 
 
-def manifest_from_renditions(
-    renditions: Sequence[Mapping[str, Any]],
-    *,
-    duration: float | None = None,
-    limits: ManifestLimits = _DEFAULT_LIMITS,
-) -> Manifest:
+def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duration: float | None = None,
+                             limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Streams a platform API listed (``MediaAsset.renditions``, plain JSON) → :class:`Manifest` of
     :class:`SingleFile` renditions.
 
@@ -1054,18 +909,12 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     if kind == "progressive" or not name:
         name = f"{kind}-{name or index}"
     return Rendition(
-        kind="audio" if kind == "audio" else "video",
-        id=name,
+        kind="audio" if kind == "audio" else "video", id=name, codecs=codecs or None, codec=family,
         fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
-        codecs=codecs or None,
-        codec=family,
         width=_dimension(entry.get("width"), what=f"{what} width"),
         height=_dimension(entry.get("height"), what=f"{what} height"),
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
-        frame_rate=_frame_rate(entry.get("frame_rate")),
-        has_audio=kind == "progressive",
-        container=container,
-    )
+        frame_rate=_frame_rate(entry.get("frame_rate")), has_audio=kind == "progressive", container=container)
 
 
 def _dimension(value: Any, *, what: str) -> int | None:
@@ -1075,8 +924,6 @@ def _dimension(value: Any, *, what: str) -> int | None:
         raise ManifestError(f"{what}: negative {number}")
     return number or None
 
-
-# ----------------------------------------------------------------------------------------------- progressive
 
 #: Nominal heights of named qualities (Weibo ``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``; ``hd`` on Weibo is
 #: below 720p). Labels with an explicit ``720p``/``1080p`` win over these.
@@ -1095,12 +942,8 @@ def _label_height(label: str) -> int | None:
     return None
 
 
-def progressive_variants(
-    variants: Mapping[str, Any] | Iterable[tuple[str, Any]],
-    *,
-    duration: float | None = None,
-    limits: ManifestLimits = _DEFAULT_LIMITS,
-) -> Manifest:
+def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]], *, duration: float | None = None,
+                         limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Progressive MP4 URLs keyed by a quality label → :class:`Manifest` of muxed single-file renditions.
 
     ``variants`` is e.g. Weibo's ``media_info`` (``{"mp4_720p_mp4": url, "mp4_hd_url": url, …}``) or
@@ -1125,10 +968,8 @@ def progressive_variants(
             continue
         height = _label_height(str(label))
         tokens = set(re.split(r"[^a-z0-9]+", str(label).lower()))
-        rendition = Rendition(
-            kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height, has_audio=True,
-            container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None,
-        )
+        rendition = Rendition(kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height,
+                              has_audio=True, container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None)
         known = best.get(url)
         if known is None or (height or 0) > (known.height or 0):
             best[url] = rendition
@@ -1137,9 +978,6 @@ def progressive_variants(
     if not best:
         raise ManifestError("no progressive MP4 variant")
     return Manifest(source="progressive", video=tuple(best.values()), duration=duration)
-
-
-# --------------------------------------------------------------------------------------------------- select
 
 
 @dataclass(frozen=True, slots=True)
@@ -1151,26 +989,15 @@ class Selection:
 
     def describe(self) -> dict[str, Any]:
         """What is recorded on the asset about the choice."""
-        return {
-            "height": self.video.height,
-            "width": self.video.width,
-            "codec": self.video.codec,
-            "codecs": self.video.codecs,
-            "bitrate": self.video.bandwidth,
-            "frame_rate": self.video.frame_rate,
-            "rendition": self.video.id,
-            "audio_codec": self.audio.codec if self.audio else None,
-            "audio_bitrate": self.audio.bandwidth if self.audio else None,
-            "audio_rendition": self.audio.id if self.audio else None,
-        }
+        video, audio = self.video, self.audio
+        return {"height": video.height, "width": video.width, "codec": video.codec, "codecs": video.codecs,
+                "bitrate": video.bandwidth, "frame_rate": video.frame_rate, "rendition": video.id,
+                "audio_codec": audio.codec if audio else None, "audio_bitrate": audio.bandwidth if audio else None,
+                "audio_rendition": audio.id if audio else None}
 
 
-def select(
-    manifest: Manifest,
-    *,
-    max_height: int = DEFAULT_MAX_HEIGHT,
-    codec_preference: Sequence[str] = DEFAULT_CODEC_PREFERENCE,
-) -> Selection:
+def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT,
+           codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
     """Pick one video rendition and, if it has no audio of its own, one audio rendition. Deterministic:
 
     1. Video candidates are the renditions whose height is ≤ ``max_height`` (a rendition of unknown height is a

@@ -155,13 +155,9 @@ def detect_manifest(head: bytes) -> str | None:
 
 
 def progressive_label(url: str) -> str:
-    """A quality label for a progressive URL, for ``progressive_variants``.
-
-    A ``label`` query argument wins: Weibo's CDN names files by hash and says the quality there
-    (``…/o0/abc.mp4?label=mp4_720p`` → ``mp4_720p``, ``label=mp4_hd`` → ``mp4_hd``). Otherwise the file name:
-    ``…/720p.mp4`` → ``720p``; ``…/123_720.mp4`` → ``123_720 720p``; ``…/123_hd.mp4`` → ``123_hd`` (``hd`` is
-    understood).
-    """
+    """A quality label for a progressive URL (``progressive_variants``): a ``label`` query argument
+    (``…/abc.mp4?label=mp4_720p`` → ``mp4_720p``: CDNs that name files by hash), else the file name (``…/720p.mp4``
+    → ``720p``; ``…/123_720.mp4`` → ``123_720 720p``)."""
     parts = urlsplit(url)
     label = next((v for k, v in parse_qsl(parts.query) if k == "label" and v), None)
     if label is not None and re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", label):
@@ -250,11 +246,6 @@ def part_path(video_dir: Path, track: str, index: int) -> Path:
 
 
 # --- the fragment directory -----------------------------------------------------------------------------------
-def write_part(path: Path, data: bytes, *, fsync: bool) -> None:
-    """(Worker thread.) Put one fragment's bytes at ``path`` (temp name + fsync + rename)."""
-    write_atomic(path, data, fsync=fsync)
-
-
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
     """(Worker thread.) The ledger's entries whose part file is there with the recorded size."""
     kept: dict[str, dict[int, int]] = {}
@@ -299,13 +290,8 @@ def _lock_dir(video_dir: Path) -> int:
 
 # --- the component ------------------------------------------------------------------------------------------
 class VideoDownloader:
-    """The video and large-file path of the media pipeline (see the module docstring).
-
-    ``store`` is the content-addressed store, ``segments`` the large-file downloader (built from the settings,
-    spooling under ``<FILES_STORE>/spool``, when not given). Settings: MEDIA_VIDEO_*, MEDIA_MANIFEST_*,
-    MEDIA_FRAGMENT_*, MEDIA_SEGMENT_* (through ``segments``), MEDIA_FSYNC, ``<PLATFORM>_MEDIA_REFERER`` (else
-    ``<PLATFORM>_WEB_URL`` for platforms whose CDN wants a Referer, e.g. Bilibili).
-    """
+    """The video and large-file path of the media pipeline into ``store``; ``segments`` is the large-file
+    downloader (built from the settings, spooling under ``<FILES_STORE>/spool``, when not given)."""
 
     def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str] | None = None,
                  segments: SegmentedDownloader | None = None) -> None:
@@ -331,8 +317,8 @@ class VideoDownloader:
         return self._config
 
     def referer(self, *, platform: str, request_referer: str | None) -> str | None:
-        """The Referer of a platform's media: the one the pipeline put on the request (``<PLATFORM>_MEDIA_REFERER``),
-        else ``<PLATFORM>_WEB_URL`` + ``/`` (Bilibili's CDN answers 403 without one)."""
+        """The Referer of the request (``<PLATFORM>_MEDIA_REFERER``), else ``<PLATFORM>_WEB_URL`` + ``/`` (some CDNs
+        answer 403 without one)."""
         if request_referer:
             return request_referer
         web = self.settings.get(f"{platform.upper()}_WEB_URL")
@@ -364,14 +350,10 @@ class VideoDownloader:
                 self.crawler.stats.max_value("media/video/manifest_refused_max_ms", elapsed_ms)
             logger.debug("Manifest of %s refused after %d ms: %s", url, elapsed_ms, exc.reason)
             return self._failed("manifest-refused", exc.reason)
-        except VideoError as exc:
-            return self._failed(exc.reason, exc.detail)
-        except SegmentError as exc:
+        except (VideoError, SegmentError, MediaRejected) as exc:
             return self._failed(exc.reason, exc.detail)
         except AssemblyError as exc:
             return self._failed("assembly-failed", exc.reason)
-        except MediaRejected as exc:
-            return self._failed(exc.reason, exc.detail)
         except OSError as exc:
             return self._failed("disk-full" if exc.errno == errno.ENOSPC else "store-error",
                                 f"{type(exc).__name__}: {exc}")
@@ -832,7 +814,7 @@ def _body_of(response: Response, byte_range: ByteRange | None) -> bytes:
 def _decrypt_and_write(data: bytes, path: Path, *, key: bytes | None, iv: bytes, fsync: bool) -> int:
     if key is not None:
         data = decrypt_aes128(data, key=key, iv=iv)
-    write_part(path, data, fsync=fsync)
+    write_atomic(path, data, fsync=fsync)  # temp name + fsync + rename
     return len(data)
 
 
