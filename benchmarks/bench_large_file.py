@@ -137,8 +137,9 @@ def _self_signed_pem(directory: Path) -> Path:
                            critical=False)
             .sign(key, hashes.SHA256()))
     path = directory / "sandbox-tls.pem"
-    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                       serialization.NoEncryption()) + cert.public_bytes(serialization.Encoding.PEM))
+    pem = serialization.Encoding.PEM
+    path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+                     + cert.public_bytes(pem))
     return path
 
 

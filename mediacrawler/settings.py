@@ -193,11 +193,12 @@ MEDIA_COMMIT_BATCH = 256
 # --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
 #: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.
 MEDIA_SEGMENT_THRESHOLD = 16 * 1024 * 1024
-#: Bytes per Range segment. Peak memory per file is about max(threshold, size x concurrency). 16 MiB x 3 was the
-#: fastest of 8 MiB x 2/3/4 and 16 MiB x 2/3 in benchmarks/bench_large_file.py (docs/benchmarks.md, session 3); a
-#: cut connection costs at most one segment of re-fetching, a crash at most size x concurrency per file (a worker's
+#: Bytes per Range segment. Scrapy's reader holds a body twice while it completes (BytesIO, then bytes), so peak
+#: memory per file is about max(threshold, 2 x size x concurrency): 8 MiB x 3 keeps a 1 GiB download near 150 MiB
+#: of RSS, 16 MiB x 3 reached 216 MiB (benchmarks/bench_large_file.py, docs/benchmarks.md, issue #11). A cut
+#: connection costs at most one segment of re-fetching, a crash at most size x concurrency per file (a worker's
 #: next request waits until its last segment is in the saved ledger; docs/media.md, "What a crash costs").
-MEDIA_SEGMENT_SIZE = 16 * 1024 * 1024
+MEDIA_SEGMENT_SIZE = 8 * 1024 * 1024
 #: Segments of one file in flight at once (also how many segments a crash may cost per file).
 MEDIA_SEGMENT_CONCURRENCY = 3
 #: Segment body buffers of all large downloads of the crawl together, in bytes (per file it is MEDIA_SEGMENT_SIZE x

@@ -454,9 +454,10 @@ def test_fragment_ledger_round_trip_and_refusals(tmp_path: Path) -> None:
     save_ledger(path, ledger, fsync=False)
     loaded = load_ledger(path, key="sandbox/video/a", parse=FragmentLedger.from_json)
     assert loaded is not None and loaded.done == ledger.done and loaded.fingerprint == ledger.fingerprint
-    assert load_ledger(path, key="sandbox/video/b", parse=FragmentLedger.from_json) is None  # another asset's ledger
+    # Another asset's ledger:
+    assert load_ledger(path, key="sandbox/video/b", parse=FragmentLedger.from_json) is None
     path.write_text('{"version": 1, "key": "sandbox/video/a", "fingerprint": "x", "done": {"video": {"0": -1}}}')
-    assert load_ledger(path, key="sandbox/video/a", parse=FragmentLedger.from_json) is None  # untrusted: start over
+    assert load_ledger(path, key="sandbox/video/a", parse=FragmentLedger.from_json) is None  # untrusted
     assert load_ledger(tmp_path / "missing.json", key="k", parse=FragmentLedger.from_json) is None
 
 

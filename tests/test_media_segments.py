@@ -24,7 +24,13 @@ from typing import Any
 import pytest
 from scrapy import Spider
 
-from mediacrawler.media.segments import RemoteChanged, SegmentConfig, SegmentError, check_segment, stop_unranged_body
+from mediacrawler.media.segments import (
+    RemoteChanged,
+    SegmentConfig,
+    SegmentError,
+    check_segment,
+    stop_unranged_body,
+)
 from mediacrawler.media.spool import (
     CoalescingSaver,
     Ledger,
@@ -438,6 +444,14 @@ def sha256_file(path: Path) -> str:
 @pytest.mark.slow
 def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
     size = 3 * MiB + 12345
+    # A spool a crawl abandoned a month ago: swept when the downloader opens (MEDIA_SPOOL_MAX_AGE, 7 days).
+    stale = spool_path(spool_dir=tmp_path / "store" / "spool", key="gone/video/1")
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"abandoned")
+    save_ledger(ledger_path(stale), Ledger(key="gone/video/1", url="u", total=9, first=9, segment_size=9))
+    month_ago = time.time() - 30 * 24 * 3600
+    for path in (stale, ledger_path(stale)):
+        os.utime(path, (month_ago, month_ago))
     outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "clean", size),
                          settings={"MEDIA_SEGMENT_LOG_INTERVAL": 0.000001})
     assert outcome["ok"], outcome
@@ -448,7 +462,8 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     assert outcome["result"]["sha256"] == expected and outcome["persisted"]["sha256"] == expected
     assert sha256_file(stored_file(tmp_path, outcome)) == expected
     assert outcome["result"]["segments"] == 13 and outcome["result"]["segmented"]
-    assert spool_files(tmp_path) == []  # no .part, no ledger after success
+    assert spool_files(tmp_path) == []  # no .part, no ledger after success, and the stale spool swept
+    assert "Swept 1 stale download spools" in outcome["log"]
     log = media_log(fresh_sandbox, "clean")
     assert {e["status"] for e in log} == {206}
     assert sum(e["bytes"] for e in log) == size  # every byte exactly once

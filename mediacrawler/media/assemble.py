@@ -315,8 +315,8 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
                 raise AssemblyError("no audio stream")
             duration = _duration(container)
             if expected_duration and abs(duration - expected_duration) > tolerance * expected_duration:
-                raise AssemblyError(f"duration {duration:.3f} s differs from the manifest's {expected_duration:.3f} s "
-                                    f"by more than {tolerance:.0%}")
+                raise AssemblyError(f"duration {duration:.3f} s differs from the manifest's "
+                                    f"{expected_duration:.3f} s by more than {tolerance:.0%}")
             frame = next(container.decode(video), None)
             if frame is None:
                 raise AssemblyError("first video frame does not decode")

@@ -62,7 +62,8 @@ class ManifestLimits:
                  "max_manifest_chars": "MAX_CHARS", "max_manifest_tags": "MAX_TAGS",
                  "max_renditions": "MAX_RENDITIONS"}
         default = {f.name: f.default for f in fields(cls)}
-        return cls(**{f: type(default[f])(settings.get(f"MEDIA_MANIFEST_{n}", default[f])) for f, n in names.items()})
+        return cls(**{f: type(default[f])(settings.get(f"MEDIA_MANIFEST_{n}", default[f]))
+                      for f, n in names.items()})
 
     def check_url(self, url: str, *, what: str) -> str:
         """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
@@ -508,7 +509,8 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
         raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
     limits.check_bytes(declared_bytes, what="HLS media playlist")
     fetch = SegmentedFetch(count=len(segments), duration=total, init=init, explicit=tuple(segments), limits=limits)
-    rendition = Rendition(kind="video", id="hls-media", fetch=fetch, has_audio=True, container="mp4" if init else "ts")
+    rendition = Rendition(kind="video", id="hls-media", fetch=fetch, has_audio=True,
+                          container="mp4" if init else "ts")
     return Manifest(source="hls", video=(rendition,), audio=(), duration=total)
 
 

@@ -246,7 +246,7 @@ class _OrderedHasher:
         self.offset = 0
         self.target = 0
         self._lock = threading.Lock()
-        #: Held while writing a segment: concurrent pwrite()s to one inode spin in the kernel; a Python lock sleeps.
+        #: Held while writing a segment: concurrent pwrite()s to one inode spin in the kernel; this lock sleeps.
         self.write_lock = threading.Lock()
         self._task: Deferred[None] | None = None
         self._running = False  # not "_task is None": a coroutine may finish before deferred_from_coro returns
@@ -525,8 +525,9 @@ class _Download:
         if free is not None and total - min(first, total) > free:
             # Refused now rather than after filling the disk: the spool is sparse until its segments arrive.
             raise SegmentError("disk-full", f"{total} bytes to spool, {free} free under {self.spool.parent}")
-        ledger = Ledger(key=self.key, url=self.url, total=total, first=first, segment_size=self.config.segment_size,
-                        etag=_header(response, "ETag"), last_modified=_header(response, "Last-Modified"))
+        ledger = Ledger(key=self.key, url=self.url, total=total, first=first,
+                        segment_size=self.config.segment_size, etag=_header(response, "ETag"),
+                        last_modified=_header(response, "Last-Modified"))
         assert self.fd is not None
         os.ftruncate(self.fd, 0)  # nothing of an earlier version may survive in the gaps
         os.ftruncate(self.fd, total)  # sparse: segments land at their offsets in any order

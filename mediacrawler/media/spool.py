@@ -169,8 +169,9 @@ class Ledger:
     def from_json(cls, data: Any) -> Ledger:
         _check_version(data)
         try:
-            ledger = cls(key=_field(data, "key", str), url=_field(data, "url", str), total=_field(data, "total", int),
-                         first=_field(data, "first", int), segment_size=_field(data, "segment_size", int),
+            ledger = cls(key=_field(data, "key", str), url=_field(data, "url", str),
+                         total=_field(data, "total", int), first=_field(data, "first", int),
+                         segment_size=_field(data, "segment_size", int),
                          etag=_field(data, "etag", (str, type(None))),
                          last_modified=_field(data, "last_modified", (str, type(None))),
                          done=set(_field(data, "done", list)))
@@ -218,7 +219,8 @@ def save_ledger(path: str | os.PathLike[str], ledger: Ledger | FragmentLedger, *
     write_atomic(path, json.dumps(data, separators=(",", ":")).encode("utf-8"), fsync=fsync)
 
 
-def load_ledger(path: str | os.PathLike[str], *, key: str, parse: Callable[[Any], T] = Ledger.from_json) -> T | None:
+def load_ledger(path: str | os.PathLike[str], *, key: str,
+                parse: Callable[[Any], T] = Ledger.from_json) -> T | None:  # type: ignore[assignment]
     """The ledger at ``path`` when it exists, parses (``parse``) and belongs to ``key``; ``None`` otherwise (a
     warning says why; the caller starts over)."""
     try:

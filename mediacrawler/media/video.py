@@ -312,13 +312,12 @@ class VideoDownloader:
         """The settings with the running spider's ``args`` applied (read once, when the first video comes)."""
         if self._config is None:
             spider = getattr(self.crawler, "spider", None)
-            self._config = VideoSettings.from_settings(self.settings,
-                                                       spider_args=getattr(spider, "args", None))
+            self._config = VideoSettings.from_settings(self.settings, spider_args=getattr(spider, "args", None))
         return self._config
 
     def referer(self, *, platform: str, request_referer: str | None) -> str | None:
-        """The Referer of the request (``<PLATFORM>_MEDIA_REFERER``), else ``<PLATFORM>_WEB_URL`` + ``/`` (some CDNs
-        answer 403 without one)."""
+        """The Referer of the request (``<PLATFORM>_MEDIA_REFERER``), else ``<PLATFORM>_WEB_URL`` + ``/`` (some
+        CDNs answer 403 without one)."""
         if request_referer:
             return request_referer
         web = self.settings.get(f"{platform.upper()}_WEB_URL")
@@ -417,7 +416,7 @@ class _VideoJob:
         """One body through :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body
         retried within RETRY_TIMES); failures by exception type."""
         self.owner._inc("requests")
-        # A short, cut or mislabelled 2xx body is retried; a status outside RETRY_HTTP_CODES is not (Scrapy's rule).
+        # A short, cut or mislabelled 2xx body is retried; a status outside RETRY_HTTP_CODES is not (Scrapy's).
         check = (lambda r: _response_problem(r, byte_range) if error == "fragment" and r.status in (200, 206)
                  else None)
         before = request.meta.get("retry_times", 0)
@@ -426,8 +425,8 @@ class _VideoJob:
         except Exception as exc:
             reason = failure_reason(exc)
             if error == "manifest" and reason == "too-large":
-                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS ({self.limits.max_manifest_chars})"
-                                    ) from None
+                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS "
+                                    f"({self.limits.max_manifest_chars})") from None
             raise VideoError(f"{error}-{'missing' if error == 'fragment' else reason}",
                              f"{what}: {type(exc).__name__}: {exc}") from exc
         retried = response.request.meta.get("retry_times", 0) - before if response.request else 0
