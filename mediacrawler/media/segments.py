@@ -40,7 +40,7 @@ from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.spool import (
     CoalescingSaver,
     Ledger,
-    gather_all,
+    drain,
     ledger_path,
     load_ledger,
     lock_path,
@@ -162,9 +162,9 @@ class SegmentConfig:
 
 @dataclass(frozen=True, slots=True)
 class SpoolResult:
-    """A complete, hashed spool file of one asset, ready for :func:`publish_spool`. ``fetched_bytes``: body bytes
-    received by this call (``resumed_bytes`` came from an earlier run); ``segmented`` False when Range was
-    ignored."""
+    """A complete, hashed spool file of one asset, for :meth:`SegmentedDownloader.publish`. ``fetched_bytes``:
+    body bytes received by this call (``resumed_bytes`` came from an earlier run); ``segmented`` False when Range
+    was ignored."""
 
     key: str
     url: str
@@ -352,7 +352,7 @@ _BUDGETS: weakref.WeakKeyDictionary[Any, MemoryBudget] = weakref.WeakKeyDictiona
 
 
 class _Download:
-    """The state of one :func:`fetch_segmented` call."""
+    """The state of one :meth:`SegmentedDownloader.download` call."""
 
     def __init__(self, *, url: str, key: str, crawler: Crawler, spool: Path, config: SegmentConfig,
                  headers: dict[str, str] | None, meta: dict[str, Any] | None, resolve: Resolver | None) -> None:
@@ -611,34 +611,26 @@ class _Download:
                      hasher: _OrderedHasher, saver: CoalescingSaver) -> int | None:
         """Fetch ``pending`` with MEDIA_SEGMENT_CONCURRENCY workers. Returns the status of an expired URL (the
         round stopped early), ``None`` when every pending segment is in; raises the first hard error."""
-        queue = list(reversed(pending))
-        stop: list[BaseException] = []
+        async def one(index: int) -> None:
+            start, end = segments[index]
+            if not (reserved := self.budget.request(end - start)).called:
+                self._inc("buffer_waits")
+            await maybe_deferred_to_future(reserved)
+            if self.stats is not None:
+                self.stats.max_value("media/segments/buffer_peak_bytes", self.budget.peak)
+            try:
+                await self._segment(ledger, start, end, hasher)
+                ledger.done.add(index)
+                generation = saver.request()
+                hasher.advance(ledger.contiguous_end())
+                self._log_progress(ledger)
+                # The next request waits until this segment is in the saved ledger: bytes served but not recorded
+                # stay within one segment per worker (what a crash may cost), however slow the fsync.
+                await saver.saved(generation)
+            finally:
+                self.budget.give_back(end - start)
 
-        async def worker() -> None:
-            while queue and not stop:  # bounded by the queue: every pass pops one segment
-                index = queue.pop()
-                start, end = segments[index]
-                if not (reserved := self.budget.request(end - start)).called:
-                    self._inc("buffer_waits")
-                await maybe_deferred_to_future(reserved)
-                if self.stats is not None:
-                    self.stats.max_value("media/segments/buffer_peak_bytes", self.budget.peak)
-                try:
-                    await self._segment(ledger, start, end, hasher)
-                    ledger.done.add(index)
-                    generation = saver.request()
-                    hasher.advance(ledger.contiguous_end())
-                    self._log_progress(ledger)
-                    # The next request waits until this segment is in the saved ledger: bytes served but not
-                    # recorded stay within one segment per worker (what a crash may cost), however slow the fsync.
-                    await saver.saved(generation)
-                except BaseException as exc:
-                    stop.append(exc)
-                finally:
-                    self.budget.give_back(end - start)
-
-        errors = await gather_all([worker() for _ in range(min(self.config.concurrency, len(pending)))])
-        errors = stop + [e for e in errors if e not in stop]
+        errors = await drain(pending, one, workers=self.config.concurrency)
         # A hard error wins over a changed file, which wins over an expired URL.
         for kind in (lambda e: not isinstance(e, SegmentError), lambda e: type(e) is SegmentError,
                      lambda e: isinstance(e, RemoteChanged)):
@@ -683,34 +675,8 @@ class _Download:
         self._inc("written_bytes", end - start)
 
 
-async def fetch_segmented(url: str, *, key: str, crawler: Crawler, spool_dir: str | os.PathLike[str],
-                          config: SegmentConfig | None = None, headers: dict[str, str] | None = None,
-                          meta: dict[str, Any] | None = None, resolve: Resolver | None = None) -> SpoolResult:
-    """Download ``url`` into the spool of asset ``key`` under ``spool_dir`` (docs/media.md, "Large files").
-
-    ``headers`` and ``meta`` go on every request; ``resolve(url)`` is asked for a fresh URL on 403/410. Resumes an
-    earlier spool of ``key`` when its ledger allows. Raises :class:`SegmentError` (the spool is kept for a later
-    run, except after ``remote-changed``); on success publish it (:func:`publish_spool`) or :func:`remove_spool`.
-    """
-    crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
-    download = _Download(url=url, key=key, crawler=crawler, spool=spool_path(spool_dir=spool_dir, key=key),
-                         config=config or SegmentConfig.from_settings(crawler.settings), headers=headers,
-                         meta=meta, resolve=resolve)
-    started = time.monotonic()
-    try:
-        result = await download.run()
-    except SegmentError as exc:
-        if crawler.stats is not None:
-            crawler.stats.inc_value(f"media/segments/failed/{exc.reason}")
-        raise
-    logger.debug("Spooled %s: %d bytes (%d fetched, %d resumed) in %.2fs, sha256 %s", key, result.size,
-                 result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
-    return result
-
-
-def publish_spool(result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
-    """(Worker thread.) Move a complete spool into the content-addressed store by rename, handing the store the
-    SHA-256 already computed when its ``publish_file`` takes one."""
+def _publish(result: SpoolResult, store: ContentStore, ext: str | None) -> Persisted:
+    # (Worker thread.) The store takes the SHA-256 already computed when its publish_file accepts one.
     kwargs: dict[str, Any] = {"ext": ext}
     if "sha256" in inspect.signature(store.publish_file).parameters:
         kwargs["sha256"] = result.sha256
@@ -723,9 +689,8 @@ def publish_spool(result: SpoolResult, *, store: ContentStore, ext: str | None =
 
 
 class SegmentedDownloader:
-    """The large-file path of the media pipeline: :func:`fetch_segmented` with the MEDIA_SEGMENT_* settings,
-    spooling under ``<FILES_STORE>/spool``, which it sweeps of spools older than MEDIA_SPOOL_MAX_AGE when it
-    opens. Expired URLs are re-resolved with ``resolve`` or the spider's ``refresh_media_url(key=, url=)``."""
+    """The large-file path (docs/media.md, "Large files and video"): spools under ``<FILES_STORE>/spool``, which
+    it sweeps of spools older than MEDIA_SPOOL_MAX_AGE when it opens."""
 
     def __init__(self, crawler: Crawler, *, spool_dir: str | os.PathLike[str] | None = None) -> None:
         self.crawler = crawler
@@ -736,6 +701,7 @@ class SegmentedDownloader:
         self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(crawler.settings.get("FILES_STORE")
                                                                           or "files")
         sweep_spool(self.spool_dir, older_than=setting(crawler.settings, "MEDIA_SPOOL_MAX_AGE"))
+        crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SegmentedDownloader:
@@ -743,16 +709,31 @@ class SegmentedDownloader:
 
     async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None,
                        meta: dict[str, Any] | None = None, resolve: Resolver | None = None) -> SpoolResult:
-        """Spool asset ``key`` from ``url`` (see :func:`fetch_segmented`)."""
+        """Download ``url`` into the spool of asset ``key``, resuming an earlier spool when its ledger allows.
+
+        ``headers`` and ``meta`` go on every request; on 403/410 ``resolve(url)`` (else the spider's
+        ``refresh_media_url(key=, url=)``) is asked for a fresh URL. Raises :class:`SegmentError` (the spool is
+        kept for a later run, except after ``remote-changed``); on success :meth:`publish` or :meth:`discard`."""
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
         if resolve is None and refresh is not None:
             async def resolve(old: str) -> str | None:
                 return await refresh(key=key, url=old)
-        return await fetch_segmented(url, key=key, crawler=self.crawler, spool_dir=self.spool_dir,
-                                     config=self.config, headers=headers, meta=meta, resolve=resolve)
+        download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
+                             spool=spool_path(spool_dir=self.spool_dir, key=key), meta=meta, resolve=resolve)
+        started = time.monotonic()
+        try:
+            result = await download.run()
+        except SegmentError as exc:
+            if self.crawler.stats is not None:
+                self.crawler.stats.inc_value(f"media/segments/failed/{exc.reason}")
+            raise
+        logger.debug("Spooled %s: %d bytes (%d fetched, %d resumed) in %.2fs, sha256 %s", key, result.size,
+                     result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
+        return result
 
     async def publish(self, result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
-        return await run_in_thread(publish_spool, result, store=store, ext=ext)
+        """Move a complete spool into the content-addressed store by rename."""
+        return await run_in_thread(_publish, result, store, ext)
 
     async def discard(self, result: SpoolResult) -> None:
         """Drop a spool that will not be published (e.g. rejected content)."""

@@ -17,7 +17,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -323,6 +323,24 @@ async def gather_all(coros: Iterable[Awaitable[None]]) -> list[BaseException]:
     results = await maybe_deferred_to_future(
         DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
     return [value.value for ok, value in results if not ok]
+
+
+async def drain(items: Sequence[T], work: Callable[[T], Awaitable[None]], *, workers: int) -> list[BaseException]:
+    """``work(item)`` for ``items`` in order, ``workers`` at a time; once one fails no other starts. Returns the
+    errors, the first failure first."""
+    queue = list(reversed(items))
+    errors: list[BaseException] = []
+
+    async def worker() -> None:
+        while queue and not errors:  # bounded by the queue: every pass pops one item
+            item = queue.pop()
+            try:
+                await work(item)
+            except BaseException as exc:
+                errors.append(exc)
+
+    await gather_all(worker() for _ in range(min(workers, len(items))))
+    return errors
 
 
 # --- cleaning up -----------------------------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from mediacrawler.media.spool import (
     LOCK_NAME,
     CoalescingSaver,
     FragmentLedger,
+    drain,
     gather_all,
     load_ledger,
     lock_path,
@@ -705,35 +706,26 @@ class _VideoJob:
         pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
         for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):
             await self._fetch_key(url)
-        queue = list(reversed(pending))
-        failures: list[BaseException] = []
         counts = {p.track: p.count for p in plans}
         # A manifest need not declare sizes: the bytes actually stored are capped too (MEDIA_MANIFEST_MAX_BYTES),
         # so an endless or enormous rendition stops early instead of filling the disk.
         stored = [sum(sum(d.values()) for d in ledger.done.values())]
 
-        async def worker() -> None:
-            # Bounded by the queue: every pass pops one fragment; stops at the first fragment that failed for good.
-            while queue and not failures:
-                fragment = queue.pop()
-                try:
-                    size = await self._fragment(fragment, counts[fragment.track])
-                    stored[0] += size
-                    if stored[0] > self.limits.max_bytes:
-                        raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
-                                                      f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
-                except BaseException as exc:
-                    failures.append(exc)
-                    return
-                ledger.done.setdefault(fragment.track, {})[fragment.index] = size
-                saver.request()
+        async def one(fragment: Fragment) -> None:
+            size = await self._fragment(fragment, counts[fragment.track])
+            stored[0] += size
+            if stored[0] > self.limits.max_bytes:
+                raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
+                                              f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
+            ledger.done.setdefault(fragment.track, {})[fragment.index] = size
+            saver.request()
 
         if pending:
             saver.request()  # the ledger (with its fingerprint) exists before the first fragment is in
-        errors = await gather_all(worker() for _ in range(min(self.config.fragment_concurrency, len(pending))))
+        errors = await drain(pending, one, workers=self.config.fragment_concurrency)
         await saver.flush()
-        for exc in failures + [e for e in errors if e not in failures]:
-            raise exc
+        if errors:
+            raise errors[0]
         return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
                 for p in plans}
 
