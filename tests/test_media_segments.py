@@ -538,6 +538,22 @@ def test_every_segment_cut_is_an_error_not_a_file(fresh_sandbox: SandboxProcess,
 
 
 @pytest.mark.slow
+def test_a_stalled_body_times_out_and_is_tried_again_once(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+    # The probe's connection goes silent half-way (left open): DOWNLOAD_TIMEOUT ends it, RetryMiddleware tries it
+    # again, and that is the only retry count there is.
+    size, name = 1 * MiB, "stall"
+    fresh_sandbox.set_faults(media_stall_paths={f"/media/blob/{name}": 1}, media_cut_fraction=0.5)
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, name, size),
+                         settings={"DOWNLOAD_TIMEOUT": 1.5, "RETRY_TIMES": 1})
+    assert outcome["ok"], outcome["log"][-3000:]
+    assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256(name, size)
+    assert fresh_sandbox.stats()["stalls"] == 1
+    assert outcome["stats"]["retry/count"] == 1
+    assert outcome["stats"]["retry/reason_count/scrapy.exceptions.DownloadTimeoutError"] == 1
+    assert len(media_log(fresh_sandbox, name)) == 1 + 4  # the stalled probe, then probe + 3 segments
+
+
+@pytest.mark.slow
 def test_failed_run_resumes_with_only_the_missing_bytes(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
     size, name = 4 * MiB, "resume"
     url = blob_url(fresh_sandbox, name, size)
