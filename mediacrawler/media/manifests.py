@@ -927,8 +927,8 @@ def _dimension(value: Any, *, what: str) -> int | None:
     return number or None
 
 
-#: Nominal heights of named qualities (Weibo ``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``; ``hd`` on Weibo is
-#: below 720p). Labels with an explicit ``720p``/``1080p`` win over these.
+#: Nominal heights of named qualities (``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``: ``hd`` is below 720p where
+#: such labels are used). Labels with an explicit ``720p``/``1080p`` win over these.
 _NAMED_HEIGHTS = {"8k": 4320, "4k": 2160, "uhd": 2160, "2k": 1440, "qhd": 1440, "fhd": 1080, "hd": 480, "sd": 360,
                   "ld": 240}
 _HEIGHT_IN_LABEL = re.compile(r"(?<![0-9])(\d{3,4})p(?![a-z])", re.IGNORECASE)
@@ -948,13 +948,13 @@ def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]]
                          limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Progressive MP4 URLs keyed by a quality label → :class:`Manifest` of muxed single-file renditions.
 
-    ``variants`` is e.g. Weibo's ``media_info`` (``{"mp4_720p_mp4": url, "mp4_hd_url": url, …}``) or
+    ``variants`` is a quality map as a platform parser read it (``{"mp4_720p_mp4": url, "mp4_hd_url": url}``) or
     ``(label, url)`` pairs. Heights come from the label: ``720p``/``1080p`` digits, else ``fhd`` 1080, ``hd``
     480, ``sd`` 360, ``ld`` 240 (nominal; only their order matters for selection); unknown labels get no height
-    and rank lowest; ``hevc``/``h265`` in a label marks the codec. Empty, non-string and scheme-less values (Weibo's
-    ``media_info`` mixes URLs with other fields) and ``.m3u8`` URLs (HLS: use :func:`parse_hls`) are skipped;
-    the same URL under two labels is kept once, under the label with the larger height. A disallowed scheme
-    raises :class:`ManifestError`. ``duration`` (e.g. ``media_info.duration``) is carried for verification.
+    and rank lowest; ``hevc``/``h265`` in a label marks the codec. Empty, non-string and scheme-less values (such
+    maps mix URLs with other fields) and ``.m3u8`` URLs (HLS: use :func:`parse_hls`) are skipped; the same URL
+    under two labels is kept once, under the label with the larger height. A disallowed scheme raises
+    :class:`ManifestError`. ``duration`` (the post's declared one) is carried for verification.
     """
     limits.check_duration(duration, what="progressive")
     pairs = list(variants.items()) if isinstance(variants, Mapping) else list(variants)

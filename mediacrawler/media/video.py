@@ -452,7 +452,7 @@ class _VideoJob:
         spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
         detected = detect_manifest(spooled.head)
         if detected is None:
-            # A progressive video is held to the duration its post declares (Weibo media_info.duration), like an
+            # A progressive video is held to the duration its post declares (``MediaAsset.duration``), like an
             # assembled one to its manifest's.
             declared = duration if self.kind == "video" and duration and duration > 0 else None
             return await self._progressive(spooled, selection=selection, expected_duration=declared)
@@ -509,7 +509,7 @@ class _VideoJob:
             duration = duration or video.fetch.duration
         tracks: list[tuple[str, Rendition]] = [("video", video)] + ([("audio", audio)] if audio else [])
         if audio is None and isinstance(video.fetch, SingleFile):
-            # One muxed file (progressive, durl, a single SegmentBase without audio): the large-file path.
+            # One muxed file (progressive, a listed muxed stream, a single SegmentBase without audio): the large-file path.
             spooled = await self._single_file("video", video.fetch, suffix=False)
             return await self._progressive(spooled, selection=selection, expected_duration=duration)
         plans = [plan_track(name, r) for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
