@@ -282,7 +282,7 @@ def codec_family(codecs: str | None) -> str | None:
     return _VIDEO_FAMILIES.get(prefix) or _AUDIO_FAMILIES.get(prefix)
 
 
-def _split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
+def split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
     """(video codecs entry, audio codecs entry) of an RFC 6381 list."""
     video = audio = None
     for entry in (codecs or "").split(","):
@@ -414,7 +414,7 @@ def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIM
     for i, variant in enumerate(playlist.playlists):
         info = variant.stream_info
         url = limits.check_url(urljoin(base_url, variant.uri.strip()), what="HLS variant")
-        vcodec, acodec = _split_codecs(info.codecs)
+        vcodec, acodec = split_codecs(info.codecs)
         if acodec and info.audio:
             group_codecs.setdefault(info.audio, acodec)
         width, height = info.resolution if info.resolution else (None, None)

@@ -47,6 +47,7 @@ from mediacrawler.media.manifests import (
     parse_hls_media,
     progressive_variants,
     select,
+    split_codecs,
     with_fetch,
 )
 from mediacrawler.media.segments import (
@@ -181,6 +182,8 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
         return parse_hls(text, base_url=base_url, limits=limits)
     if kind == "dash":
         return parse_dash(text, base_url=base_url, limits=limits)
+    if kind == "hls-media":  # a variant's media playlist
+        return parse_hls_media(text, base_url=base_url, limits=limits)
     raise ManifestError(f"unknown manifest kind {kind!r}")
 
 
@@ -566,7 +569,7 @@ class _VideoJob:
         assert isinstance(rendition.fetch, PlaylistRef)
         url = rendition.fetch.url
         body = await self._fetch_text(url, what=what)
-        media = await run_in_thread(_parse_media_playlist, body, base_url=url, limits=self.limits)
+        media = await run_in_thread(parse_manifest, body, kind="hls-media", base_url=url, limits=self.limits)
         return with_fetch(rendition, media), media.duration
 
     def _assemble(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
@@ -763,19 +766,9 @@ class _VideoJob:
         return size
 
 
-def _parse_media_playlist(body: bytes, *, base_url: str, limits: ManifestLimits) -> Manifest:
-    """(Worker thread.) An HLS media playlist body → :class:`Manifest` (size-capped before decoding)."""
-    if len(body) > limits.max_manifest_chars:
-        raise ManifestError(f"HLS media playlist is {len(body)} bytes, over the cap of {limits.max_manifest_chars}")
-    return parse_hls_media(body.decode("utf-8", "replace"), base_url=base_url, limits=limits)
-
-
 def _declares_audio(rendition: Rendition) -> bool:
     """Whether a muxed rendition's declared codecs name an audio codec (then the MP4 must have audio)."""
-    if rendition.kind != "video" or not rendition.has_audio or not rendition.codecs:
-        return False
-    return any(c.strip().lower().startswith(("mp4a", "ac-3", "ec-3", "opus", "flac", "mp3"))
-               for c in rendition.codecs.split(","))
+    return rendition.kind == "video" and rendition.has_audio and split_codecs(rendition.codecs)[1] is not None
 
 
 def _response_problem(response: Response, byte_range: ByteRange | None) -> str | None:
