@@ -219,7 +219,7 @@ def test_memory_budget_lends_within_its_budget_first_come_first_served() -> None
 
 
 def test_sweep_removes_only_stale_unlocked_spools(tmp_path: Path) -> None:
-    from mediacrawler.media.spool import LOCK_NAME, lock_path, video_dir_for
+    from mediacrawler.media.spool import lock_path, video_dir_for
 
     old = time.time() - 3600
     stale, busy, fresh = (spool_path(spool_dir=tmp_path, key=k) for k in ("stale", "busy", "fresh"))
@@ -227,12 +227,11 @@ def test_sweep_removes_only_stale_unlocked_spools(tmp_path: Path) -> None:
         spool.write_bytes(b"x")
         save_ledger(ledger_path(spool), Ledger(key="k", url="u", total=1, first=1, segment_size=1))
     video = video_dir_for(tmp_path, key="old video")
-    (video / "video").mkdir(parents=True)
-    (video / LOCK_NAME).write_bytes(b"")
+    (video / "video").mkdir(parents=True)  # no lock file: the sweep's own lock must not make it look fresh
     leftovers = [tmp_path / f"{stale.name}.1.ab.done", tmp_path / ".x.part.json.y.tmp"]
     for path in leftovers:
         path.write_bytes(b"x")
-    for path in [stale, ledger_path(stale), busy, ledger_path(busy), video, video / LOCK_NAME, *leftovers]:
+    for path in [stale, ledger_path(stale), busy, ledger_path(busy), video, *leftovers]:
         os.utime(path, (old, old))
     fd = lock_path(busy)  # in use by a download: never swept, however old
     assert fd is not None and lock_path(busy) is None

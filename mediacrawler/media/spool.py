@@ -374,11 +374,12 @@ def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float) -> int:
                 removed += 1
     for path in [*root.glob("*.part"), *root.glob("*.video")]:
         video = path.suffix == ".video"
+        touched = _mtime(path) if video else _mtime(ledger_path(path))  # before the lock file may be created
         fd = lock_path(path / LOCK_NAME) if video else lock_path(path)
         if fd is None:
             continue
         try:
-            newest = max(os.fstat(fd).st_mtime, _mtime(path) if video else _mtime(ledger_path(path)))
+            newest = max(os.fstat(fd).st_mtime if not video else 0.0, touched)
             if newest < cutoff:
                 if video:
                     shutil.rmtree(path, ignore_errors=True)
