@@ -35,17 +35,8 @@ class ManifestError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ManifestLimits:
-    """Caps applied to every manifest before it is expanded (reliability F5).
-
-    ``max_segments`` bounds the segments of one rendition (``MEDIA_MANIFEST_MAX_SEGMENTS``), ``max_duration`` the
-    declared duration in seconds (``MEDIA_MANIFEST_MAX_DURATION``), ``max_bytes`` the declared byte sizes (byte
-    ranges, a listed rendition's ``size``; ``MEDIA_MANIFEST_MAX_BYTES``; the video downloader caps the fragment
-    bytes it actually stores by the same number), ``max_manifest_chars`` the manifest text itself,
-    ``max_manifest_tags`` the markup of an MPD (its ``<`` characters: every ``S`` and ``SegmentURL`` of all
-    Representations together, counted with ``str.count`` before the XML parser builds anything),
-    ``max_renditions`` the variants/Representations (and the entries of a platform's rendition list).
-    ``allowed_schemes`` is the allow-list for every URL a manifest makes us fetch.
-    """
+    """Caps applied to every manifest before it is expanded (``MEDIA_MANIFEST_*``; what each bounds:
+    docs/media.md, "Manifest reference")."""
 
     max_segments: int = defaults.MEDIA_MANIFEST_MAX_SEGMENTS
     max_duration: float = float(defaults.MEDIA_MANIFEST_MAX_DURATION)
@@ -77,20 +68,22 @@ class ManifestLimits:
         return url
 
     def check_text(self, text: str, *, what: str) -> None:
-        if len(text) > self.max_manifest_chars:
-            raise ManifestError(f"{what} is {len(text)} characters, over the cap of {self.max_manifest_chars}")
+        _cap(len(text), self.max_manifest_chars, f"{what} is {len(text)} characters")
 
     def check_count(self, count: int, *, what: str) -> None:
-        if count > self.max_segments:
-            raise ManifestError(f"{what}: {count} segments, over the cap of {self.max_segments}")
+        _cap(count, self.max_segments, f"{what}: {count} segments")
 
     def check_duration(self, seconds: float | None, *, what: str) -> None:
         if seconds is not None and not (0 <= seconds <= self.max_duration):
             raise ManifestError(f"{what}: duration {seconds:.0f} s outside 0..{self.max_duration:.0f} s")
 
     def check_bytes(self, size: int, *, what: str) -> None:
-        if size > self.max_bytes:
-            raise ManifestError(f"{what}: {size} declared bytes, over the cap of {self.max_bytes}")
+        _cap(size, self.max_bytes, f"{what}: {size} declared bytes")
+
+
+def _cap(value: int, cap: int, said: str) -> None:
+    if value > cap:
+        raise ManifestError(f"{said}, over the cap of {cap}")
 
 
 _DEFAULT_LIMITS = ManifestLimits()
@@ -121,6 +114,7 @@ class _Resolver:
             return self._dir + ref
         return self.limits.check_url(urljoin(self.base_url, ref), what=self.what)
 
+
 @dataclass(frozen=True, slots=True)
 class ByteRange:
     """``length`` bytes from ``start`` (HLS ``len@off``; DASH ``first-last`` is converted)."""
@@ -134,8 +128,8 @@ class ByteRange:
         return self.start + self.length - 1
 
     def header(self) -> str:
-        """The value of a ``Range`` request header for this range."""
         return f"bytes={self.start}-{self.end}"
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,9 +162,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class TemplateSpec:
-    """A DASH ``SegmentTemplate`` reduced to what expansion needs. ``runs`` are ``(t, d, n)``: ``n`` segments of
-    ``d`` ticks starting at tick ``t`` (a ``SegmentTimeline`` with its repeats resolved, or one run for a fixed
-    ``@duration``)."""
+    """A DASH ``SegmentTemplate`` reduced to what expansion needs; ``runs`` are ``(t, d, n)``: ``n`` segments of
+    ``d`` ticks from tick ``t``."""
 
     base_url: str
     media: str
@@ -184,8 +177,7 @@ class TemplateSpec:
 
 @dataclass(frozen=True, slots=True)
 class SegmentedFetch:
-    """A list of segments (plus an optional init section). ``count`` and ``duration`` are known without
-    expansion; :meth:`segments` builds the list (explicit lists are stored, templates expanded on demand)."""
+    """Segments (plus an optional init section); ``count`` and ``duration`` are known without expansion."""
 
     count: int
     duration: float | None
@@ -223,13 +215,7 @@ Fetch: TypeAlias = SingleFile | SegmentedFetch | PlaylistRef
 
 @dataclass(frozen=True, slots=True)
 class Rendition:
-    """One encoding of the video or of its audio.
-
-    ``codecs`` is the declared RFC 6381 string (``avc1.640032``), ``codec`` its family (``avc1``, ``hevc``,
-    ``av01``, ``vp9``, ``mp4a``…; see :func:`codec_family`). ``has_audio`` marks a video rendition that carries its
-    own audio (HLS muxed TS, progressive MP4): no separate audio is selected for it. ``container`` is ``ts``,
-    ``mp4`` (fragmented or not), ``webm`` or ``flv`` where known.
-    """
+    """One encoding of the video or of its audio (fields: docs/media.md, "Manifest reference")."""
 
     kind: Kind
     id: str
@@ -388,25 +374,15 @@ def _dash_range(value: str | None, *, what: str) -> ByteRange | None:
 
 
 def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """An HLS playlist → :class:`Manifest`.
-
-    A master playlist gives one video rendition per ``EXT-X-STREAM-INF`` (fetch: :class:`PlaylistRef`) and one
-    audio rendition per ``EXT-X-MEDIA:TYPE=AUDIO`` with a URI; ``duration`` is None until a media playlist is read.
-    A media playlist gives a single video rendition (``has_audio=True``: HLS TS usually muxes both; dimensions
-    unknown) whose fetch is its segments (see :func:`parse_hls_media`).
-    """
+    """An HLS master or media playlist → :class:`Manifest` (docs/media.md, "Manifest reference")."""
     limits.check_text(text, what="HLS playlist")
     if not text.lstrip("\ufeff").startswith("#EXTM3U"):
         raise ManifestError("not an HLS playlist (no #EXTM3U)")
     if "#EXT-X-STREAM-INF" not in text:
         return parse_hls_media(text, base_url=base_url, limits=limits)
     variant_lines = text.count("#EXT-X-STREAM-INF") + text.count("#EXT-X-MEDIA:")
-    if variant_lines > limits.max_renditions:
-        raise ManifestError(f"HLS master: {variant_lines} renditions, over the cap of {limits.max_renditions}")
-    try:
-        playlist = m3u8.loads(text)
-    except Exception as exc:  # noqa: BLE001 - the library raises assorted types on malformed input
-        raise ManifestError(f"unparsable HLS master playlist: {exc}") from None
+    _cap(variant_lines, limits.max_renditions, f"HLS master: {variant_lines} renditions")
+    playlist = _m3u8(text, what="master")
     audio_media = [m for m in playlist.media if (m.type or "").upper() == "AUDIO" and m.uri]
     groups_with_uri = {m.group_id for m in audio_media}
     group_codecs: dict[str, str] = {}
@@ -437,19 +413,29 @@ def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIM
     return Manifest(source="hls", video=tuple(video), audio=tuple(audio), duration=None)
 
 
-def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """An HLS media playlist → a :class:`Manifest` with one rendition whose fetch is a :class:`SegmentedFetch`.
+def _m3u8(text: str, *, what: str) -> m3u8.M3U8:
+    try:
+        return m3u8.loads(text)
+    except Exception as exc:  # noqa: BLE001 - the library raises assorted types on malformed input
+        raise ManifestError(f"unparsable HLS {what} playlist: {exc}") from None
 
-    Handles ``EXT-X-BYTERANGE`` (offset omitted = right after the previous range of the same URI),
-    ``EXT-X-MAP`` (fMP4 init, with its byte range) and ``EXT-X-KEY`` ``METHOD=AES-128`` (IV explicit, else the
-    segment's media sequence number). The ``#EXTINF`` count is checked before the m3u8 library parses anything.
-    """
+
+def _hls_range(value: str, *, after: int, what: str) -> ByteRange:
+    """``len[@off]``; an omitted offset is ``after`` (the end of the previous range of the same URI)."""
+    length_text, _, offset_text = str(value).partition("@")
+    length = _int(length_text, what=what)
+    offset = _int(offset_text, what=what) if offset_text else after
+    if length <= 0 or offset < 0:
+        raise ManifestError(f"bad {what} {value!r}")
+    return ByteRange(offset, length)
+
+
+def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """An HLS media playlist → one rendition whose fetch is a :class:`SegmentedFetch` (BYTERANGE, MAP, AES-128;
+    the ``#EXTINF`` count is checked before the m3u8 library parses anything)."""
     limits.check_text(text, what="HLS playlist")
     limits.check_count(text.count("#EXTINF"), what="HLS media playlist")
-    try:
-        playlist = m3u8.loads(text)
-    except Exception as exc:  # noqa: BLE001 - as above
-        raise ManifestError(f"unparsable HLS media playlist: {exc}") from None
+    playlist = _m3u8(text, what="media")
     if playlist.is_variant:
         raise ManifestError("expected an HLS media playlist, got a master playlist")
     limits.check_count(len(playlist.segments), what="HLS media playlist")
@@ -466,43 +452,34 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     inits: set[InitSection] = set()
     declared_bytes = 0
     last_end: dict[str, int] = {}
-    key_cache: dict[tuple[str, str | None], str] = {}
+    key_urls: dict[str, str] = {}
     resolve = _Resolver(base_url, limits=limits, what="HLS segment")
     for i, seg in enumerate(playlist.segments):
         url = resolve(seg.uri)
         byte_range = None
         if seg.byterange:
-            length_text, _, offset_text = str(seg.byterange).partition("@")
-            length = _int(length_text, what="EXT-X-BYTERANGE")
-            offset = _int(offset_text, what="EXT-X-BYTERANGE") if offset_text else last_end.get(url, 0)
-            if length <= 0 or offset < 0:
-                raise ManifestError(f"bad EXT-X-BYTERANGE {seg.byterange!r}")
-            byte_range = ByteRange(offset, length)
-            last_end[url] = offset + length
-            declared_bytes += length
+            byte_range = _hls_range(seg.byterange, after=last_end.get(url, 0), what="EXT-X-BYTERANGE")
+            last_end[url] = byte_range.start + byte_range.length
+            declared_bytes += byte_range.length
         key = None
         if seg.key is not None and (seg.key.method or "NONE").upper() != "NONE":
-            method = seg.key.method.upper()
-            if method != "AES-128" or (seg.key.keyformat and seg.key.keyformat != "identity"):
+            if seg.key.method.upper() != "AES-128" or (seg.key.keyformat and seg.key.keyformat != "identity"):
                 raise ManifestError(f"unsupported HLS encryption {seg.key.method} {seg.key.keyformat or ''}".strip())
             if not seg.key.uri:
                 raise ManifestError("EXT-X-KEY AES-128 without a URI")
-            cache_key = (seg.key.uri, None)
-            key_url = key_cache.get(cache_key)
-            if key_url is None:
-                key_url = limits.check_url(urljoin(base_url, seg.key.uri.strip()), what="HLS key")
-                key_cache[cache_key] = key_url
+            if seg.key.uri not in key_urls:
+                key_urls[seg.key.uri] = limits.check_url(urljoin(base_url, seg.key.uri.strip()), what="HLS key")
             iv = _parse_iv(seg.key.iv) if seg.key.iv else iv_for_sequence(sequence0 + i)
-            key = KeyInfo(method="AES-128", url=key_url, iv=iv)
+            key = KeyInfo(method="AES-128", url=key_urls[seg.key.uri], iv=iv)
         if seg.init_section is not None:
             init_range = None
             if seg.init_section.byterange:
-                ln, _, off = str(seg.init_section.byterange).partition("@")
-                init_range = ByteRange(_int(off or 0, what="EXT-X-MAP"), _int(ln, what="EXT-X-MAP"))
+                init_range = _hls_range(seg.init_section.byterange, after=0, what="EXT-X-MAP")
             section = InitSection(limits.check_url(urljoin(base_url, seg.init_section.uri.strip()),
                                                    what="HLS init"), init_range)
             inits.add(section)
             init = init or section
+
         segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range, key=key))
     if len(inits) > 1:
         # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
@@ -573,32 +550,16 @@ def _expand_template(spec: TemplateSpec, *, limits: ManifestLimits) -> Iterator[
             index += 1
 
 
-@dataclass(slots=True)
-class _Inherited:
-    """SegmentTemplate/SegmentList/SegmentBase as inherited down Period → AdaptationSet → Representation."""
-
-    template_attrs: dict[str, str] = field(default_factory=dict)
-    timeline: ET.Element | None = None
-    template_init: ET.Element | None = None
-    segment_list: ET.Element | None = None
-    segment_base: ET.Element | None = None
-
-    def descend(self, elem: ET.Element) -> _Inherited:
-        out = _Inherited(dict(self.template_attrs), self.timeline, self.template_init, self.segment_list,
-                         self.segment_base)
-        template = _child(elem, "SegmentTemplate")
-        if template is not None:
-            out.template_attrs.update(template.attrib)
-            out.timeline = _first(_child(template, "SegmentTimeline"), out.timeline)
-            out.template_init = _first(_child(template, "Initialization"), out.template_init)
-        out.segment_list = _first(_child(elem, "SegmentList"), out.segment_list)
-        out.segment_base = _first(_child(elem, "SegmentBase"), out.segment_base)
-        return out
-
-
-def _first(elem: ET.Element | None, fallback: ET.Element | None) -> ET.Element | None:
-    # Not ``elem or fallback``: an Element without children is falsy.
-    return elem if elem is not None else fallback
+def _nearest(levels: Sequence[ET.Element], *path: str) -> ET.Element | None:
+    """The element at ``path`` under the lowest of ``levels`` (Period, AdaptationSet, Representation) that has
+    one: how SegmentTemplate, SegmentList and SegmentBase are inherited."""
+    for level in reversed(levels):
+        found: ET.Element | None = level
+        for name in path:
+            found = _child(found, name)
+        if found is not None:  # not ``if found``: an Element without children is falsy
+            return found
+    return None
 
 
 def _base_urls(elem: ET.Element, parent: str) -> list[str]:
@@ -640,16 +601,8 @@ def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | No
 
 
 def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """A static, single-Period DASH MPD → :class:`Manifest`.
-
-    Segment addressing: ``SegmentTemplate`` with ``$Number$`` (``startNumber``, fixed ``@duration``) or ``$Time$``
-    (``SegmentTimeline`` with ``r``, including ``r=-1`` to the next ``S@t`` or the Period end), ``$Number%05d$``
-    widths, ``$RepresentationID$``/``$Bandwidth$``; ``SegmentList`` (``SegmentURL@media/@mediaRange``);
-    ``SegmentBase`` (``indexRange``, ``Initialization@range``) and bare ``BaseURL`` as a single file. Templates,
-    lists and bases are inherited Period → AdaptationSet → Representation; ``BaseURL`` is resolved at MPD,
-    Period, AdaptationSet and Representation level (several ``BaseURL`` on a Representation are backups).
-    Refused: DTDs/entities, ``type="dynamic"``, more than one Period (see the module docstring).
-    """
+    """A static, single-Period DASH MPD → :class:`Manifest` (what it reads and refuses: docs/media.md,
+    "Manifest reference")."""
     limits.check_text(xml_text, what="MPD")
     if _XML_DECL.search(xml_text):
         raise ManifestError("MPD declares a DTD or entities; refused")
@@ -682,12 +635,10 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
 
     mpd_base = (_base_urls(root, base_url) or [base_url])[0]
     period_base = (_base_urls(period, mpd_base) or [mpd_base])[0]
-    period_inh = _Inherited().descend(period)
     video: list[Rendition] = []
     audio: list[Rendition] = []
     for aset in _children(period, "AdaptationSet"):
         aset_base = (_base_urls(aset, period_base) or [period_base])[0]
-        aset_inh = period_inh.descend(aset)
         for rep in _children(aset, "Representation"):
             kind = _dash_kind(aset, rep)
             if kind is None:
@@ -698,7 +649,7 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
             for url in rep_urls:
                 limits.check_url(url, what=f"{what} BaseURL")
             bandwidth = _opt_int(rep.get("bandwidth"), what=f"{what} bandwidth")
-            fetch = _dash_fetch(aset_inh.descend(rep), urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
+            fetch = _dash_fetch([period, aset, rep], urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
                                 period_duration=period_duration, limits=limits, what=what)
             codecs = rep.get("codecs") or aset.get("codecs")
             mime = rep.get("mimeType") or aset.get("mimeType") or ""
@@ -734,31 +685,35 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     return None
 
 
-def _dash_fetch(inh: _Inherited, *, urls: list[str], rep_id: str, bandwidth: int | None,
+def _init_section(source: str | None, byte_range: ByteRange | None, *, base: str, limits: ManifestLimits,
+                  what: str) -> InitSection | None:
+    if source is None:
+        return None
+    return InitSection(limits.check_url(urljoin(base, source), what=f"{what} initialization"), byte_range)
+
+
+def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandwidth: int | None,
                 period_duration: float | None, limits: ManifestLimits, what: str) -> Fetch:
     base = urls[0]
-    attrs = inh.template_attrs
+    attrs = {k: v for level in levels for k, v in getattr(_child(level, "SegmentTemplate"), "attrib", {}).items()}
     if attrs.get("media"):
         timescale = _int(attrs.get("timescale", "1"), what=f"{what} timescale")
         if timescale <= 0:
             raise ManifestError(f"{what}: bad timescale {timescale}")
         start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
         pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
-        init = None
-        init_template = attrs.get("initialization")
-        if init_template is None and inh.template_init is not None:
-            init_template = inh.template_init.get("sourceURL")
+        init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
+        init_template = attrs.get("initialization") or (init_elem.get("sourceURL") if init_elem is not None else None)
         if init_template:
-            init_url = urljoin(base, _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None,
-                                                 time_=None))
-            init = InitSection(limits.check_url(init_url, what=f"{what} initialization"))
+            init_template = _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
+        init = _init_section(init_template or None, None, base=base, limits=limits, what=what)
         last_duration = None
-        if inh.timeline is not None:
+        timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
+        if timeline is not None:
             period_end = None
             if period_duration is not None:
                 period_end = pto + math.ceil(period_duration * timescale - 1e-6)
-            runs = _timeline_runs(inh.timeline, timescale=timescale, period_end=period_end, limits=limits,
-                                  what=what)
+            runs = _timeline_runs(timeline, timescale=timescale, period_end=period_end, limits=limits, what=what)
             total_ticks = sum(d * n for _, d, n in runs)
             seconds = total_ticks / timescale
         else:
@@ -784,19 +739,17 @@ def _dash_fetch(inh: _Inherited, *, urls: list[str], rep_id: str, bandwidth: int
         next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
         return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
 
-    if inh.segment_list is not None:
-        seglist = inh.segment_list
+    seglist = _nearest(levels, "SegmentList")
+    if seglist is not None:
         entries = _children(seglist, "SegmentURL")
         limits.check_count(len(entries), what=what)
         timescale = _int(seglist.get("timescale", "1"), what=f"{what} timescale")
         list_ticks = _opt_int(seglist.get("duration"), what=f"{what} SegmentList@duration")
         seg_duration = list_ticks / timescale if list_ticks and timescale > 0 else None
-        init = None
         init_elem = _child(seglist, "Initialization")
-        if init_elem is not None:
-            init = InitSection(limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""),
-                                                what=f"{what} initialization"),
-                               _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"))
+        init = None if init_elem is None else _init_section(
+            init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"),
+            base=base, limits=limits, what=what)
         segments = []
         declared = 0
         for i, entry in enumerate(entries):
@@ -813,12 +766,14 @@ def _dash_fetch(inh: _Inherited, *, urls: list[str], rep_id: str, bandwidth: int
                               limits=limits)
 
     init_range = index_range = None
-    if inh.segment_base is not None:
-        index_range = _dash_range(inh.segment_base.get("indexRange"), what=f"{what} indexRange")
-        init_elem = _child(inh.segment_base, "Initialization")
+    segment_base = _nearest(levels, "SegmentBase")
+    if segment_base is not None:
+        index_range = _dash_range(segment_base.get("indexRange"), what=f"{what} indexRange")
+        init_elem = _child(segment_base, "Initialization")
         if init_elem is not None:
             init_range = _dash_range(init_elem.get("range"), what=f"{what} Initialization@range")
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
+
 
 
 _RENDITION_KINDS = ("video", "audio", "progressive")
@@ -827,16 +782,7 @@ _RENDITION_KINDS = ("video", "audio", "progressive")
 def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duration: float | None = None,
                              limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Streams a platform API listed (``MediaAsset.renditions``, plain JSON) → :class:`Manifest` of
-    :class:`SingleFile` renditions.
-
-    Each entry: ``kind`` (``video``, ``audio``, or ``progressive``: one muxed file, video with its audio), ``url``
-    and ``alternates`` (backups serving the same bytes), ``width``, ``height``, ``codecs`` (RFC 6381; its family
-    is the codec, else a plain ``codec`` name such as ``hevc``), ``bandwidth``, ``frame_rate``, ``mime``
-    (``video/mp4`` → container ``mp4``), ``size`` (declared bytes), ``quality`` and ``codecid`` (opaque; they name
-    the rendition: ``"80-7"``), ``segment_base`` ``{initialization: "a-b", index_range: "c-d"}``. Missing keys are
-    unknown values. The limits apply as to any manifest: the entry count (``max_renditions``), every URL's scheme,
-    each ``size`` (``max_bytes``) and ``duration``. Anything malformed or hostile raises :class:`ManifestError`.
-    """
+    :class:`SingleFile` renditions (the entry keys: docs/media.md, "Manifest reference")."""
     if isinstance(renditions, (str, bytes)) or not isinstance(renditions, Sequence):
         raise ManifestError("renditions: not a list")
     if len(renditions) > limits.max_renditions:
@@ -946,16 +892,8 @@ def _label_height(label: str) -> int | None:
 
 def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]], *, duration: float | None = None,
                          limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """Progressive MP4 URLs keyed by a quality label → :class:`Manifest` of muxed single-file renditions.
-
-    ``variants`` is a quality map as a platform parser read it (``{"mp4_720p_mp4": url, "mp4_hd_url": url}``) or
-    ``(label, url)`` pairs. Heights come from the label: ``720p``/``1080p`` digits, else ``fhd`` 1080, ``hd``
-    480, ``sd`` 360, ``ld`` 240 (nominal; only their order matters for selection); unknown labels get no height
-    and rank lowest; ``hevc``/``h265`` in a label marks the codec. Empty, non-string and scheme-less values (such
-    maps mix URLs with other fields) and ``.m3u8`` URLs (HLS: use :func:`parse_hls`) are skipped; the same URL
-    under two labels is kept once, under the label with the larger height. A disallowed scheme raises
-    :class:`ManifestError`. ``duration`` (the post's declared one) is carried for verification.
-    """
+    """Progressive MP4 URLs keyed by a quality label (a map or ``(label, url)`` pairs) → :class:`Manifest` of
+    muxed single-file renditions (heights from labels: docs/media.md, "Manifest reference")."""
     limits.check_duration(duration, what="progressive")
     pairs = list(variants.items()) if isinstance(variants, Mapping) else list(variants)
     best: dict[str, Rendition] = {}
@@ -1000,19 +938,9 @@ class Selection:
 
 def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT,
            codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
-    """Pick one video rendition and, if it has no audio of its own, one audio rendition. Deterministic:
+    """Pick one video rendition and, if it has no audio of its own, one audio rendition; deterministic (the
+    rules: docs/media.md, "Manifest reference")."""
 
-    1. Video candidates are the renditions whose height is ≤ ``max_height`` (a rendition of unknown height is a
-       candidate and ranks as height 0). Among them the highest height wins; among equal heights the codec that
-       comes first in ``codec_preference`` (families: ``avc1``, ``hevc``, ``av01``…; aliases such as ``h264`` and
-       ``hvc1`` are understood; codecs not listed rank after all listed ones); then the highest bandwidth; then
-       the earliest in the manifest.
-    2. If no rendition is ≤ ``max_height``, the smallest one is taken (lowest height, then codec preference, then
-       the *lowest* bandwidth): we never skip a video for being too good, we take the least of it.
-    3. Audio, when the video has none: the highest bandwidth among the audio renditions of the video's group (HLS
-       ``AUDIO`` group; all renditions when it names none or the group is empty); ties go to ``DEFAULT=YES``, then
-       manifest order.
-    """
     if not manifest.video:
         raise ManifestError("manifest has no video rendition")
     preference = _normalize_preference(codec_preference)
