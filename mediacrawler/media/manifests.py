@@ -703,7 +703,9 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
         pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
         init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
-        init_template = attrs.get("initialization") or (init_elem.get("sourceURL") if init_elem is not None else None)
+        init_template = attrs.get("initialization")
+        if not init_template and init_elem is not None:
+            init_template = init_elem.get("sourceURL")
         if init_template:
             init_template = _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
         init = _init_section(init_template or None, None, base=base, limits=limits, what=what)
@@ -748,8 +750,9 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         seg_duration = list_ticks / timescale if list_ticks and timescale > 0 else None
         init_elem = _child(seglist, "Initialization")
         init = None if init_elem is None else _init_section(
-            init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"),
+            init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization"),
             base=base, limits=limits, what=what)
+
         segments = []
         declared = 0
         for i, entry in enumerate(entries):

@@ -318,11 +318,13 @@ class CoalescingSaver:
             self.request()
 
 
-async def gather_all(coros: Iterable[Awaitable[None]]) -> list[BaseException]:
-    """Run coroutines concurrently until all have ended; return their exceptions (reactor-agnostic)."""
+async def gather_all(coros: Iterable[Awaitable[None]]) -> None:
+    """Run coroutines concurrently until all have ended, then raise the first error (reactor-agnostic)."""
     results = await maybe_deferred_to_future(
         DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
-    return [value.value for ok, value in results if not ok]
+    for ok, value in results:
+        if not ok:
+            raise value.value
 
 
 async def drain(items: Sequence[T], work: Callable[[T], Awaitable[None]], *, workers: int) -> list[BaseException]:

@@ -14,10 +14,10 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
 from scrapy.http import Request, Response
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
 
     from mediacrawler.media.assemble import VideoInfo
     from mediacrawler.media.index import MediaIndex
-    from mediacrawler.media.store import ContentStore
+    from mediacrawler.media.store import ContentStore, Persisted
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,7 @@ LEDGER_NAME = "ledger.json"
 _OUT_NAME = "assembled.mp4"
 _INIT = -1  # the ledger index of a track's init section
 _MANIFEST_KINDS = ("hls", "dash")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,9 +277,6 @@ def _reset_dir(video_dir: Path) -> None:
                 child.unlink()
 
 
-def _remove_dir(video_dir: Path) -> None:
-    shutil.rmtree(video_dir, ignore_errors=True)
-
 
 def _lock_dir(video_dir: Path) -> int:
     video_dir.mkdir(parents=True, exist_ok=True)
@@ -448,8 +446,8 @@ class _VideoJob:
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
             body = await self._fetch_text(self.url, what=f"{manifest} manifest")
-            parsed = await run_in_thread(parse_manifest, body, kind=manifest, base_url=self.url, limits=self.limits)
-            return await self._from_manifest(parsed, base_url=self.url)
+            return await self._from_manifest(await run_in_thread(
+                parse_manifest, body, kind=manifest, base_url=self.url, limits=self.limits), base_url=self.url)
         # An image's alternates are other sizes of it, never a better choice than the URL the record names.
         chosen, selection = (self.url, None) if self.kind == "image" else self._choose_progressive(alternates)
         spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
@@ -497,9 +495,7 @@ class _VideoJob:
             async def playlist(name: str, rendition: Rendition) -> None:
                 resolved[name] = await self._media_playlist(rendition, what=f"{name} playlist")
 
-            errors = await gather_all(playlist(n, r) for n, r in refs.items())
-            if errors:
-                raise errors[0]
+            await gather_all(playlist(n, r) for n, r in refs.items())
             if "video" in resolved:
                 video, media_duration = resolved["video"]
                 duration = duration or media_duration
@@ -512,25 +508,19 @@ class _VideoJob:
             duration = duration or video.fetch.duration
         tracks: list[tuple[str, Rendition]] = [("video", video)] + ([("audio", audio)] if audio else [])
         if audio is None and isinstance(video.fetch, SingleFile):
-            # One muxed file (progressive, a listed muxed stream, a single SegmentBase without audio): the large-file path.
+            # One muxed file (progressive, a listed muxed stream, a SegmentBase without audio): large-file path.
             spooled = await self._single_file("video", video.fetch, suffix=False)
             return await self._progressive(spooled, selection=selection, expected_duration=duration)
         plans = [plan_track(name, r) for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
-        singles = [(name, r.fetch) for name, r in tracks if isinstance(r.fetch, SingleFile)]
         lock = await run_in_thread(_lock_dir, self.video_dir)
         try:
             parts = await self._fetch_fragments(plans) if plans else {}
             spools: dict[str, SpoolResult] = {}
-            if singles:
-                results: dict[str, SpoolResult] = {}
 
-                async def one(name: str, fetch: SingleFile) -> None:
-                    results[name] = await self._single_file(name, fetch, suffix=True)
+            async def single(name: str, fetch: SingleFile) -> None:
+                spools[name] = await self._single_file(name, fetch, suffix=True)
 
-                errors = await gather_all(one(n, f) for n, f in singles)
-                if errors:
-                    raise errors[0]
-                spools = results
+            await gather_all(single(n, r.fetch) for n, r in tracks if isinstance(r.fetch, SingleFile))
             inputs: dict[str, tuple[list[Path], Path | None]] = {}
             for plan in plans:
                 got = parts[plan.track]
@@ -544,26 +534,12 @@ class _VideoJob:
                 inputs[plan.track] = (ordered, init)
             for name, spooled in spools.items():
                 inputs[name] = ([spooled.path], None)
-            expect_audio = audio is not None or _declares_audio(video)
-            out = self.video_dir / _OUT_NAME
-            try:
-                info = await run_in_thread(self._assemble, inputs, out, expect_audio=expect_audio,
-                                           expected_duration=duration)
-            except AssemblyError:
-                # Corrupt bytes are not worth resuming: the next run starts this video over.
-                await run_in_thread(_reset_dir, self.video_dir)
-                for spooled in spools.values():
-                    await self.owner.segments.discard(spooled)
-                raise
-            self.owner._inc("assembled")
-            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
-            for spooled in spools.values():
-                await self.owner.segments.discard(spooled)
-            await run_in_thread(_remove_dir, self.video_dir)
+            return await self._assemble_store(inputs, list(spools.values()), selection=selection,
+                                              duration=duration, expect_audio=audio is not None
+                                              or _declares_audio(video))
+
         finally:
             os.close(lock)
-        return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
-                             selection, mime="video/mp4")
 
     async def _media_playlist(self, rendition: Rendition, *, what: str) -> tuple[Rendition, float | None]:
         assert isinstance(rendition.fetch, PlaylistRef)
@@ -572,14 +548,42 @@ class _VideoJob:
         media = await run_in_thread(parse_manifest, body, kind="hls-media", base_url=url, limits=self.limits)
         return with_fetch(rendition, media), media.duration
 
-    def _assemble(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
-                  expected_duration: float | None) -> VideoInfo:
+    def _verify(self, path: Path, *, expect_audio: bool, duration: float | None) -> VideoInfo:
+        """(Worker thread.) :func:`verify_mp4` with the configured tolerances."""
+        return verify_mp4(path, expect_audio=expect_audio, expected_duration=duration,
+                          tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+
+    def _remux(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
+               duration: float | None) -> VideoInfo:
         """(Worker thread.) Remux the tracks into ``out`` and verify it."""
         video_parts, init_video = inputs["video"]
         audio_parts, init_audio = inputs.get("audio", (None, None))
         remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio)
-        return verify_mp4(out, expect_audio=expect_audio, expected_duration=expected_duration,
-                          tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+        return self._verify(out, expect_audio=expect_audio, duration=duration)
+
+    async def _assemble_store(self, inputs: dict[str, tuple[list[Path], Path | None]], spools: list[SpoolResult],
+                              *, selection: Selection | None, duration: float | None,
+                              expect_audio: bool) -> VideoOutcome:
+        """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it; the spools and the video
+        directory go either way (corrupt bytes are not worth resuming: the next run starts this video over)."""
+        out = self.video_dir / _OUT_NAME
+        try:
+            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
+            self.owner._inc("assembled")
+            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
+        finally:
+            for spooled in spools:
+                await self.owner.segments.discard(spooled)
+            await run_in_thread(shutil.rmtree, self.video_dir, True)
+        return self._outcome(persisted, info, selection, mime="video/mp4")
+
+    async def _checked(self, spooled: SpoolResult, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``check(*args, **kwargs)`` in a worker thread; a spool it rejects is discarded."""
+        try:
+            return await run_in_thread(check, *args, **kwargs)
+        except BaseException:
+            await self.owner.segments.discard(spooled)
+            raise
 
     # --- single files ---------------------------------------------------------------------------------------
     async def _single_file(self, track: str, fetch: SingleFile, *, suffix: bool) -> SpoolResult:
@@ -595,11 +599,7 @@ class _VideoJob:
                 logger.debug("%s of %s failed from %s (%s); trying the next URL", track, self.key, url, exc)
                 last = exc
                 continue
-            try:
-                check_body(spooled.head, kind="audio" if track == "audio" else self.kind)
-            except MediaRejected:
-                await self.owner.segments.discard(spooled)
-                raise
+            await self._checked(spooled, check_body, spooled.head, kind="audio" if track == "audio" else self.kind)
             return spooled
         assert last is not None
         raise last
@@ -608,67 +608,41 @@ class _VideoJob:
                            expected_duration: float | None = None) -> VideoOutcome:
         """A complete media file in the spool: check, verify (remux when not a faststart MP4), publish."""
         if self.kind == "image":
-            return await self._image(spooled)
-        try:
-            checked = check_body(spooled.head, kind=self.kind)
-        except MediaRejected:
-            await self.owner.segments.discard(spooled)
-            raise
+            # A large image (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the checks of a
+            # small one, on the file (magic bytes, pixel cap before any decoding, full decode).
+            checked: BodyCheck = await self._checked(
+                spooled, check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
+                max_image_decode_bytes=self.owner.max_image_decode_bytes)
+            persisted = await self._store_as_is(spooled, checked.sniffed.ext)
+            obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
+                               mime=checked.sniffed.mime, width=checked.width, height=checked.height)
+            return VideoOutcome(obj=obj, created=persisted.created)
+        checked = await self._checked(spooled, check_body, spooled.head, kind=self.kind)
         if self.kind != "video":
-            persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=checked.sniffed.ext)
-            self.owner._inc("stored_as_is")
-            return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, None,
-                                 selection, mime=checked.sniffed.mime)
+            persisted = await self._store_as_is(spooled, checked.sniffed.ext)
+            return self._outcome(persisted, None, selection, mime=checked.sniffed.mime)
         expect_audio = selection is not None and _declares_audio(selection.video)
         try:
-            info = await run_in_thread(verify_mp4, spooled.path, expect_audio=expect_audio,
-                                       expected_duration=expected_duration,
-                                       tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+            info = await run_in_thread(self._verify, spooled.path, expect_audio=expect_audio,
+                                       duration=expected_duration)
         except AssemblyError:
             info = None  # not an MP4 we can store as it is (FLV, TS, fragmented…): remux below
         if info is not None and info.faststart and checked.sniffed.ext == ".mp4":
-            persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=".mp4")
-            self.owner._inc("stored_as_is")
-            return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
-                                 selection, mime="video/mp4")
+            persisted = await self._store_as_is(spooled, ".mp4")
+            return self._outcome(persisted, info, selection, mime="video/mp4")
         lock = await run_in_thread(_lock_dir, self.video_dir)
         try:
-            out = self.video_dir / _OUT_NAME
-            try:
-                info = await run_in_thread(self._assemble, {"video": ([spooled.path], None)}, out,
-                                           expect_audio=expect_audio, expected_duration=expected_duration)
-            finally:
-                await self.owner.segments.discard(spooled)
-            self.owner._inc("assembled")
-            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
-            await run_in_thread(_remove_dir, self.video_dir)
-        except AssemblyError:
-            await run_in_thread(_remove_dir, self.video_dir)
-            raise
+            return await self._assemble_store({"video": ([spooled.path], None)}, [spooled], selection=selection,
+                                              duration=expected_duration, expect_audio=expect_audio)
         finally:
             os.close(lock)
-        return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
-                             selection, mime="video/mp4")
 
-    async def _image(self, spooled: SpoolResult) -> VideoOutcome:
-        """A large image in the spool (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the
-        checks of a small one, on the file (magic bytes, pixel cap before any decoding, full decode), then
-        published by rename."""
-        try:
-            checked: BodyCheck = await run_in_thread(
-                check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
-                max_image_decode_bytes=self.owner.max_image_decode_bytes)
-        except BaseException:
-            await self.owner.segments.discard(spooled)
-            raise
-        persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=checked.sniffed.ext)
+    async def _store_as_is(self, spooled: SpoolResult, ext: str | None) -> Persisted:
         self.owner._inc("stored_as_is")
-        obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
-                           mime=checked.sniffed.mime, width=checked.width, height=checked.height)
-        return VideoOutcome(obj=obj, created=persisted.created, rendition=None, duration=None)
+        return await self.owner.segments.publish(spooled, store=self.owner.store, ext=ext)
 
-    def _outcome(self, sha256: str, relpath: str, size: int, created: bool, info: VideoInfo | None,
-                 selection: Selection | None, *, mime: str | None) -> VideoOutcome:
+    def _outcome(self, persisted: Persisted, info: VideoInfo | None, selection: Selection | None, *,
+                 mime: str | None) -> VideoOutcome:
         rendition = selection.describe() if selection is not None else {}
         if info is not None:
             # The selection says what the manifest declared; fill what it did not (HLS media playlists, labels).
@@ -676,9 +650,9 @@ class _VideoJob:
                                 ("audio_codec", info.audio_codec)):
                 if rendition.get(name) is None:
                     rendition[name] = value
-        obj = ObjectRecord(sha256=sha256, path=relpath, size=size, mime=mime,
+        obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size, mime=mime,
                            width=info.width if info else None, height=info.height if info else None)
-        return VideoOutcome(obj=obj, created=created, rendition=rendition or None,
+        return VideoOutcome(obj=obj, created=persisted.created, rendition=rendition or None,
                             duration=round(info.duration, 3) if info else None)
 
     # --- fragments ------------------------------------------------------------------------------------------
