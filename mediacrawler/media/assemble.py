@@ -5,6 +5,7 @@ accounting, never the muxer's), :func:`decrypt_aes128`, :func:`remux_to_mp4`, :f
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import io
@@ -82,20 +83,11 @@ class ConcatReader(io.RawIOBase):
     def __init__(self, paths: Sequence[Path]) -> None:
         super().__init__()
         self._paths = [Path(p) for p in paths]
-        self._sizes = [p.stat().st_size for p in self._paths]
-        self._starts: list[int] = []
-        total = 0
-        for size in self._sizes:
-            self._starts.append(total)
-            total += size
-        self._total = total
+        self._starts = list(itertools.accumulate((p.stat().st_size for p in self._paths), initial=0))
+        self.size = self._starts[-1]
         self._pos = 0
         self._open_index = -1
         self._file: io.BufferedReader | None = None
-
-    @property
-    def size(self) -> int:
-        return self._total
 
     def readable(self) -> bool:
         return True
@@ -107,14 +99,7 @@ class ConcatReader(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = self._total + offset
-        else:
-            raise ValueError(f"bad whence {whence}")
+        pos = offset + {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
         if pos < 0:
             raise ValueError("negative seek position")
         self._pos = pos
@@ -123,36 +108,21 @@ class ConcatReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         done = 0
-        while done < len(view) and self._pos < self._total:
-            index = self._locate(self._pos)
-            file = self._open(index)
-            file.seek(self._pos - self._starts[index])
-            want = min(len(view) - done, self._starts[index] + self._sizes[index] - self._pos)
-            got = file.readinto(view[done : done + want])
+        while done < len(view) and self._pos < self.size:
+            # The last part starting at or before the position: empty parts are skipped.
+            index = bisect.bisect_right(self._starts, self._pos) - 1
+            if index != self._open_index or self._file is None:
+                if self._file is not None:
+                    self._file.close()
+                self._file = open(self._paths[index], "rb")  # noqa: SIM115 - closed in close()/on switch
+                self._open_index = index
+            self._file.seek(self._pos - self._starts[index])
+            got = self._file.readinto(view[done : done + min(len(view) - done, self._starts[index + 1] - self._pos)])
             if not got:
                 raise OSError(f"{self._paths[index]} shrank while being read")
             done += got
             self._pos += got
         return done
-
-    def _locate(self, pos: int) -> int:
-        # Few parts per track (hundreds at most): a linear scan from the open file is plenty.
-        index = max(self._open_index, 0)
-        if pos < self._starts[index]:
-            index = 0
-        while index + 1 < len(self._starts) and self._starts[index + 1] <= pos:
-            index += 1
-        while self._sizes[index] == 0 and index + 1 < len(self._starts):
-            index += 1
-        return index
-
-    def _open(self, index: int) -> io.BufferedReader:
-        if index != self._open_index or self._file is None:
-            if self._file is not None:
-                self._file.close()
-            self._file = open(self._paths[index], "rb")  # noqa: SIM115 - closed in close()/on switch
-            self._open_index = index
-        return self._file
 
     def close(self) -> None:
         if self._file is not None:
@@ -163,15 +133,10 @@ class ConcatReader(io.RawIOBase):
 
 def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None, out: Path, *,
                  init_video: Path | None = None, init_audio: Path | None = None) -> Path:
-    """Stream-copy the video track (``init_video`` + ``video_parts``) and, if given, a separate audio track
-    (``init_audio`` + ``audio_parts``) into ``out`` as one MP4 with ``movflags=faststart``. Without separate audio,
-    the first audio stream of the video track (muxed TS, progressive MP4) is kept.
-
-    Each input is shifted to start at 0, as the ffmpeg command line does by default (yt-dlp's merge): MPEG-TS
-    starts around 1.4 s, and fragmented MP4 without an edit list starts at the B-frame delay; streams within one
-    input keep their relative alignment. The file is written as ``<out>.part`` and renamed when complete; on any failure
-    nothing is left at ``out`` and :class:`AssemblyError` is raised. Returns ``out``.
-    """
+    """Stream-copy the video track (``init_video`` + ``video_parts``) and a separate audio track, if given, into
+    ``out`` as one faststart MP4 (else the video track's own first audio stream is kept); each input shifted to
+    start at 0. Written as ``<out>.part``, renamed when complete; :class:`AssemblyError` on any failure, nothing
+    left at ``out`` (docs/media.md, "Assembly")."""
     if not video_parts:
         raise AssemblyError("no video fragments")
     out = Path(out)
@@ -284,17 +249,10 @@ class VideoInfo:
 
 def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | None, tolerance: float = 0.02,
                max_gap: float | None = None) -> VideoInfo:
-    """Check an assembled MP4 before it is stored: it opens as MP4, has a video stream (and an audio stream when
-    ``expect_audio``), its duration is within ``tolerance`` (relative) of ``expected_duration`` when one is given,
-    and its first video frame decodes. Raises :class:`AssemblyError` with the first problem found.
+    """Check an assembled MP4 before it is stored (boxes tile the file, MP4 with video, audio when
+    ``expect_audio``, duration within ``tolerance`` of ``expected_duration``, no timestamp hole over ``max_gap``,
+    first frame decodes: docs/media.md, "Assembly"); :class:`AssemblyError` with the first problem found."""
 
-    Before PyAV sees the file, its top-level boxes must tile it exactly (a cut ``mdat`` is found even when
-    ``moov`` is intact) and include ``moov``.
-
-    ``max_gap`` (seconds), when given, also demuxes the whole video track (no decoding) and rejects a jump between
-    consecutive frame timestamps larger than it. This is a second line of defence only: a dropped fragment keeps
-    the surviving timestamps, so the duration check does not see it; :func:`ordered_parts` is the real check.
-    """
     path = Path(path)
     try:
         size = path.stat().st_size
