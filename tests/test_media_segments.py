@@ -189,9 +189,8 @@ def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
     assert busy.value.reason == "spool-busy"
     # The refused download neither truncated the spool nor touched its ledger (it used to open with O_TRUNC).
     assert first.spool.read_bytes() == b"segment bytes" and first.ledger_file.exists()
-    result = SpoolResult(key="test/video/1", url="u", path=first.spool, size=13, sha256="0" * 64, head=b"",
-                         content_type=None, etag=None, last_modified=None, segmented=False, segments=1,
-                         fetched_bytes=13, resumed_bytes=0, restarts=0, resolves=0)
+    result = SpoolResult(path=first.spool, size=13, sha256="0" * 64, head=b"", segments=1, fetched_bytes=13,
+                         resumed_bytes=0, restarts=0, resolves=0)
     handed = first._hand_over(result)
     first._close()
     # The complete file now has a name of its own: a new download starts a new spool and cannot reach it.
@@ -336,7 +335,7 @@ class SegmentSpider(Spider):
             result = await downloader.download(self.url, key=self.key, headers={"Referer": "http://sandbox/"})
             out["result"] = {k: getattr(result, k) for k in ("size", "sha256", "segmented", "segments",
                                                              "fetched_bytes", "resumed_bytes", "restarts",
-                                                             "resolves", "url")}
+                                                             "resolves")}
             if self.publish:
                 store = ContentAddressedStore(settings.get("FILES_STORE"), fsync=settings.getbool("MEDIA_FSYNC"))
                 persisted = await downloader.publish(result, store=store)

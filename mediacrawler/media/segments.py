@@ -1,9 +1,5 @@
-"""Large files as HTTP Range segments into a resumable spool, and the one retry policy of bodies fetched in pieces.
-
-Flow (probe, segments, ledger, resume, hash, expired URLs), memory and crash bounds: docs/media.md, "Large files".
-Every request is a normal Scrapy request through ``crawler.engine.download_async()``: downloader middlewares,
-RetryMiddleware, timeouts and slots apply, and :func:`download_piece` retries a wrong body through the same
-``retry_times`` counter, so one body is tried at most RETRY_TIMES + 1 times.
+"""Large files as HTTP Range segments into a resumable spool, and the one retry policy of bodies fetched in pieces
+(:func:`download_piece`): docs/media.md, "Large files and video: the download layer".
 """
 
 from __future__ import annotations
@@ -12,7 +8,6 @@ import contextlib
 import dataclasses
 import errno
 import hashlib
-import inspect
 import logging
 import os
 import secrets
@@ -163,24 +158,22 @@ class SegmentConfig:
 @dataclass(frozen=True, slots=True)
 class SpoolResult:
     """A complete, hashed spool file of one asset, for :meth:`SegmentedDownloader.publish`. ``fetched_bytes``:
-    body bytes received by this call (``resumed_bytes`` came from an earlier run); ``segmented`` False when Range
-    was ignored."""
+    body bytes received by this call (``resumed_bytes`` came from an earlier run); one segment when Range was
+    ignored."""
 
-    key: str
-    url: str
     path: Path
     size: int
     sha256: str
     head: bytes
-    content_type: str | None
-    etag: str | None
-    last_modified: str | None
-    segmented: bool
     segments: int
     fetched_bytes: int
     resumed_bytes: int
     restarts: int
     resolves: int
+
+    @property
+    def segmented(self) -> bool:
+        return self.segments > 1
 
 
 def check_segment(*, status: int, content_range: str | None, etag: str | None, body_size: int,
@@ -368,7 +361,6 @@ class _Download:
         self.stats = crawler.stats
         self.fd: int | None = None
         self.fetched = self.resumed = self.restarts = self.resolves = 0
-        self.content_type: str | None = None
         self._probe_body: bytes | None = None
         budget = _BUDGETS.get(crawler)
         self.budget = budget if budget is not None else _BUDGETS.setdefault(crawler, MemoryBudget(config.memory))
@@ -396,6 +388,8 @@ class _Download:
     def _reset_spool(self) -> None:
         """(Locked.) Forget what the spool holds: drop its ledger, empty it."""
         assert self.fd is not None
+        self.resumed = 0
+
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.ledger_file)
         os.ftruncate(self.fd, 0)
@@ -508,7 +502,6 @@ class _Download:
             if response.status not in _EXPIRED_STATUSES:
                 break
             await self._resolve(response.status)
-        self.content_type = _header(response, "Content-Type")
         if response.status == 200:
             return await self._single(response)
         content_range = _header(response, "Content-Range")
@@ -554,10 +547,12 @@ class _Download:
         await run_in_thread(_write_and_take, self.fd, body, 0, hasher)
         if self.config.fsync:
             await run_in_thread(os.fdatasync, self.fd)
-        return SpoolResult(key=self.key, url=self.url, path=self.spool, size=len(body), sha256=await hasher.finish(
-            len(body)), head=body[:_HEAD_BYTES], content_type=self.content_type, etag=_header(response, "ETag"),
-            last_modified=_header(response, "Last-Modified"), segmented=False, segments=1,
-            fetched_bytes=self.fetched, resumed_bytes=0, restarts=self.restarts, resolves=self.resolves)
+        return self._result(len(body), await hasher.finish(len(body)), body[:_HEAD_BYTES], segments=1)
+
+    def _result(self, size: int, sha256: str, head: bytes, *, segments: int) -> SpoolResult:
+        return SpoolResult(path=self.spool, size=size, sha256=sha256, head=head, segments=segments,
+                           fetched_bytes=self.fetched, resumed_bytes=self.resumed, restarts=self.restarts,
+                           resolves=self.resolves)
 
     async def _fetch_rest(self, ledger: Ledger) -> SpoolResult:
         fd = self.fd
@@ -601,11 +596,7 @@ class _Download:
         if size != ledger.total:
             raise SegmentError("size-mismatch", f"spool has {size} bytes, expected {ledger.total}")
         self._inc("completed")
-        return SpoolResult(key=self.key, url=self.url, path=self.spool, size=ledger.total, sha256=digest,
-                           head=os.pread(fd, _HEAD_BYTES, 0), content_type=self.content_type, etag=ledger.etag,
-                           last_modified=ledger.last_modified, segmented=len(segments) > 1, segments=len(segments),
-                           fetched_bytes=self.fetched, resumed_bytes=self.resumed, restarts=self.restarts,
-                           resolves=self.resolves)
+        return self._result(ledger.total, digest, os.pread(fd, _HEAD_BYTES, 0), segments=len(segments))
 
     async def _round(self, ledger: Ledger, segments: list[tuple[int, int]], pending: list[int],
                      hasher: _OrderedHasher, saver: CoalescingSaver) -> int | None:
@@ -676,12 +667,10 @@ class _Download:
 
 
 def _publish(result: SpoolResult, store: ContentStore, ext: str | None) -> Persisted:
-    # (Worker thread.) The store takes the SHA-256 already computed when its publish_file accepts one.
-    kwargs: dict[str, Any] = {"ext": ext}
-    if "sha256" in inspect.signature(store.publish_file).parameters:
-        kwargs["sha256"] = result.sha256
-    persisted = store.publish_file(result.path, **kwargs)
+    # (Worker thread.) The store takes the SHA-256 already computed.
+    persisted = store.publish_file(result.path, ext=ext, sha256=result.sha256)
     remove_spool(result.path)
+
     if persisted.sha256 != result.sha256 or persisted.size != result.size:
         raise SegmentError("size-mismatch", f"store saw {persisted.size} bytes / {persisted.sha256}, "
                                             f"the download {result.size} / {result.sha256}")
