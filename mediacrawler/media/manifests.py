@@ -5,6 +5,7 @@ scope and policy (one Period, VOD, AES-128 only): docs/media.md, "Video".
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -49,12 +50,12 @@ class ManifestLimits:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ManifestLimits:
         """The limits from the ``MEDIA_MANIFEST_*`` settings."""
-        names = {"max_segments": "MAX_SEGMENTS", "max_duration": "MAX_DURATION", "max_bytes": "MAX_BYTES",
-                 "max_manifest_chars": "MAX_CHARS", "max_manifest_tags": "MAX_TAGS",
-                 "max_renditions": "MAX_RENDITIONS"}
+        names = {"max_segments": "SEGMENTS", "max_duration": "DURATION", "max_bytes": "BYTES",
+                 "max_manifest_chars": "CHARS", "max_manifest_tags": "TAGS", "max_renditions": "RENDITIONS"}
         default = {f.name: f.default for f in fields(cls)}
-        return cls(**{f: type(default[f])(settings.get(f"MEDIA_MANIFEST_{n}", default[f]))
+        return cls(**{f: type(default[f])(settings.get(f"MEDIA_MANIFEST_MAX_{n}", default[f]))
                       for f, n in names.items()})
+
 
     def check_url(self, url: str, *, what: str) -> str:
         """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
@@ -247,8 +248,7 @@ def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
     if not media.video and not media.audio:
         raise ManifestError("media playlist has no segments")
     inner = (media.video or media.audio)[0]
-    container = inner.container or rendition.container
-    return replace(rendition, fetch=inner.fetch, container=container)
+    return replace(rendition, fetch=inner.fetch, container=inner.container or rendition.container)
 
 
 _VIDEO_FAMILIES = {"avc1": "avc1", "avc3": "avc1", "h264": "avc1", "hvc1": "hevc", "hev1": "hevc", "hevc": "hevc",
@@ -261,10 +261,7 @@ _AUDIO_FAMILIES = {"mp4a": "mp4a", "aac": "mp4a", "ac-3": "ac-3", "ec-3": "ec-3"
 def codec_family(codecs: str | None) -> str | None:
     """The family of the first codec in an RFC 6381 list: ``avc1.640032`` → ``avc1``, ``hev1.1.6.L150.90`` →
     ``hevc``, ``mp4a.40.2`` → ``mp4a``; None when unknown."""
-    if not codecs:
-        return None
-    first = codecs.split(",")[0].strip().lower()
-    prefix = first.split(".")[0]
+    prefix = (codecs or "").split(",")[0].strip().split(".")[0].lower()
     return _VIDEO_FAMILIES.get(prefix) or _AUDIO_FAMILIES.get(prefix)
 
 
@@ -280,9 +277,6 @@ def split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
             audio = entry
     return video, audio
 
-
-def _normalize_preference(preference: Iterable[str]) -> list[str]:
-    return [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in preference]
 
 
 def iv_for_sequence(sequence: int) -> bytes:
@@ -306,21 +300,15 @@ def _parse_iv(value: str) -> bytes:
 
 def _int(value: Any, *, what: str) -> int:
     """An integer attribute; tolerates ``1e9``-style spellings (so a huge count is *refused*, not misparsed)."""
-    if isinstance(value, bool):
-        raise ManifestError(f"{what}: not an integer: {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    try:
+    with contextlib.suppress(ValueError):
         return int(str(value).strip())
-    except (TypeError, ValueError):
-        pass
-    try:
-        number = float(str(value).strip())
-    except (TypeError, ValueError):
-        raise ManifestError(f"{what}: not an integer: {value!r}") from None
-    if not math.isfinite(number) or not number.is_integer():
-        raise ManifestError(f"{what}: not an integer: {value!r}")
-    return int(number)
+    with contextlib.suppress(ValueError):
+        number = float(str(value).strip())  # "True" and "None" fail here too
+        if math.isfinite(number) and number.is_integer():
+            return int(number)
+    raise ManifestError(f"{what}: not an integer: {value!r}")
 
 
 def _opt_int(value: Any, *, what: str) -> int | None:
@@ -607,8 +595,7 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     if _XML_DECL.search(xml_text):
         raise ManifestError("MPD declares a DTD or entities; refused")
     tags = xml_text.count("<")  # every element costs at least one; a few ms for 16 MiB
-    if tags > limits.max_manifest_tags:
-        raise ManifestError(f"MPD has {tags} tags, over the cap of {limits.max_manifest_tags}")
+    _cap(tags, limits.max_manifest_tags, f"MPD has {tags} tags")
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -630,8 +617,7 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     limits.check_duration(duration, what="MPD")
     limits.check_duration(period_duration, what="MPD Period")
     representations = sum(len(_children(a, "Representation")) for a in _children(period, "AdaptationSet"))
-    if representations > limits.max_renditions:
-        raise ManifestError(f"MPD: {representations} Representations, over the cap of {limits.max_renditions}")
+    _cap(representations, limits.max_renditions, f"MPD: {representations} Representations")
 
     mpd_base = (_base_urls(root, base_url) or [base_url])[0]
     period_base = (_base_urls(period, mpd_base) or [mpd_base])[0]
@@ -788,8 +774,7 @@ def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duratio
     :class:`SingleFile` renditions (the entry keys: docs/media.md, "Manifest reference")."""
     if isinstance(renditions, (str, bytes)) or not isinstance(renditions, Sequence):
         raise ManifestError("renditions: not a list")
-    if len(renditions) > limits.max_renditions:
-        raise ManifestError(f"renditions: {len(renditions)} entries, over the cap of {limits.max_renditions}")
+    _cap(len(renditions), limits.max_renditions, f"renditions: {len(renditions)} entries")
     if duration is not None and not (isinstance(duration, (int, float)) and math.isfinite(duration)):
         raise ManifestError(f"renditions: bad duration {duration!r}")
     limits.check_duration(duration, what="renditions")
@@ -819,8 +804,7 @@ def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: s
         raise ManifestError(f"{what}: no URL")
     if isinstance(alternates, (str, bytes)) or not isinstance(alternates, Sequence):
         raise ManifestError(f"{what}: alternates is not a list")
-    if len(alternates) > limits.max_renditions:
-        raise ManifestError(f"{what}: {len(alternates)} alternates, over the cap of {limits.max_renditions}")
+    _cap(len(alternates), limits.max_renditions, f"{what}: {len(alternates)} alternates")
     urls: list[str] = []
     for url in [primary, *alternates]:
         if not isinstance(url, str):
@@ -946,7 +930,7 @@ def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEI
 
     if not manifest.video:
         raise ManifestError("manifest has no video rendition")
-    preference = _normalize_preference(codec_preference)
+    preference = [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in codec_preference]
 
     def codec_rank(r: Rendition) -> int:
         return preference.index(r.codec) if r.codec in preference else len(preference)

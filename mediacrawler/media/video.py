@@ -15,7 +15,7 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
@@ -24,7 +24,6 @@ from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
 
-from mediacrawler import settings as defaults
 from mediacrawler.contracts import META_VIDEO, asset_key_of, walk_assets
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
@@ -96,41 +95,31 @@ class VideoSettings:
     them for one crawl), MEDIA_FRAGMENT_CONCURRENCY, MEDIA_VIDEO_DURATION_TOLERANCE, MEDIA_VIDEO_MAX_GAP and the
     MEDIA_MANIFEST_* caps."""
 
-    max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT
-    codecs: tuple[str, ...] = tuple(defaults.MEDIA_VIDEO_CODECS)
-    fragment_concurrency: int = defaults.MEDIA_FRAGMENT_CONCURRENCY
-    duration_tolerance: float = defaults.MEDIA_VIDEO_DURATION_TOLERANCE
-    max_gap: float = defaults.MEDIA_VIDEO_MAX_GAP
-    limits: ManifestLimits = field(default_factory=ManifestLimits)
+    max_height: int
+    codecs: tuple[str, ...]
+    fragment_concurrency: int
+    duration_tolerance: float
+    max_gap: float
+    limits: ManifestLimits
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, *, spider_args: Any = None) -> VideoSettings:
         """Settings first, then the crawl's own ``max_height`` / ``video_codecs`` (``-a max_height=720``)."""
-        max_height = setting(settings, "MEDIA_VIDEO_MAX_HEIGHT")
-        codecs = tuple(setting(settings, "MEDIA_VIDEO_CODECS"))
-        if spider_args is not None:
-            max_height = int(getattr(spider_args, "max_height", None) or max_height)
-            override = getattr(spider_args, "video_codecs", None)
-            if override:
-                codecs = tuple(override.split(",") if isinstance(override, str) else override)
+        max_height = int(getattr(spider_args, "max_height", None) or setting(settings, "MEDIA_VIDEO_MAX_HEIGHT"))
+        codecs = getattr(spider_args, "video_codecs", None) or setting(settings, "MEDIA_VIDEO_CODECS")
         if max_height <= 0:
             raise ValueError(f"MEDIA_VIDEO_MAX_HEIGHT must be positive, not {max_height}")
         if setting(settings, "MEDIA_FRAGMENT_CONCURRENCY") < 1:
             raise ValueError("MEDIA_FRAGMENT_CONCURRENCY must be at least 1")
-        return cls(max_height=max_height, codecs=codecs,
+        return cls(max_height=max_height, codecs=tuple(codecs.split(",") if isinstance(codecs, str) else codecs),
                    fragment_concurrency=setting(settings, "MEDIA_FRAGMENT_CONCURRENCY"),
                    duration_tolerance=setting(settings, "MEDIA_VIDEO_DURATION_TOLERANCE"),
                    max_gap=setting(settings, "MEDIA_VIDEO_MAX_GAP"), limits=ManifestLimits.from_settings(settings))
 
 
-class VideoError(Exception):
+class VideoError(SegmentError):
     """A video asset that cannot be stored; ``reason`` is a slug (``fragment-missing``, ``manifest-http-404``,
     ``key-invalid``, ``spool-busy``…), the message adds the detail."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +134,6 @@ class VideoOutcome:
     error: str | None = None
 
 
-# --- pure helpers -------------------------------------------------------------------------------------------
 def detect_manifest(head: bytes) -> str | None:
     """``"hls"`` or ``"dash"`` when the first bytes of a response are a manifest rather than a media file; ``None``
     otherwise (a JSON body too: platform API answers are read by ``parsers/``, not here)."""
@@ -250,7 +238,6 @@ def part_path(video_dir: Path, track: str, index: int) -> Path:
     return video_dir / track / ("init.part" if index == _INIT else f"{index}.part")
 
 
-# --- the fragment directory -----------------------------------------------------------------------------------
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
     """(Worker thread.) The ledger's entries whose part file is there with the recorded size."""
     kept: dict[str, dict[int, int]] = {}
@@ -277,7 +264,6 @@ def _reset_dir(video_dir: Path) -> None:
                 child.unlink()
 
 
-
 def _lock_dir(video_dir: Path) -> int:
     video_dir.mkdir(parents=True, exist_ok=True)
     fd = lock_path(video_dir / LOCK_NAME)
@@ -290,7 +276,6 @@ def _lock_dir(video_dir: Path) -> int:
     return fd
 
 
-# --- the component ------------------------------------------------------------------------------------------
 class VideoDownloader:
     """The video and large-file path of the media pipeline into ``store``; ``segments`` is the large-file
     downloader (built from the settings, spooling under ``<FILES_STORE>/spool``, when not given)."""
@@ -329,7 +314,6 @@ class VideoDownloader:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(f"media/video/{key}", count)
 
-    # --- entry point ----------------------------------------------------------------------------------------
     async def fetch(self, url: str, *, key: str, kind: str, index: MediaIndex | None, manifest: str | None = None,
                     alternates: Sequence[str] = (), referer: str | None = None, duration: float | None = None,
                     renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
@@ -351,7 +335,7 @@ class VideoDownloader:
                 self.crawler.stats.max_value("media/video/manifest_refused_max_ms", elapsed_ms)
             logger.debug("Manifest of %s refused after %d ms: %s", url, elapsed_ms, exc.reason)
             return self._failed("manifest-refused", exc.reason)
-        except (VideoError, SegmentError, MediaRejected) as exc:
+        except (SegmentError, MediaRejected) as exc:
             return self._failed(exc.reason, exc.detail)
         except AssemblyError as exc:
             return self._failed("assembly-failed", exc.reason)
@@ -390,7 +374,6 @@ class _VideoJob:
         self.video_dir = video_dir_for(owner.spool_dir, key=key)
         self._keys: dict[str, bytes] = {}
 
-    # --- requests -------------------------------------------------------------------------------------------
     def _request(self, url: str, *, byte_range: ByteRange | None = None, maxsize: int | None = None,
                  identity: bool = True, track: str = "", index: int | None = None) -> Request:
         headers = dict(self.headers)
@@ -436,18 +419,16 @@ class _VideoJob:
             self.owner._inc("fragment_retries", retried)
         return response
 
-    # --- flow -----------------------------------------------------------------------------------------------
     async def run(self, *, manifest: str | None, alternates: Sequence[str], duration: float | None = None,
                   renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
         if renditions is not None:
-            listed = manifest_from_renditions(renditions, duration=duration, limits=self.limits)
-            return await self._from_manifest(listed, base_url=self.url)
+            return await self._from_manifest(manifest_from_renditions(renditions, duration=duration,
+                                                                      limits=self.limits))
         if manifest is not None and manifest not in _MANIFEST_KINDS:
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
             body = await self._fetch_text(self.url, what=f"{manifest} manifest")
-            return await self._from_manifest(await run_in_thread(
-                parse_manifest, body, kind=manifest, base_url=self.url, limits=self.limits), base_url=self.url)
+            return await self._from_manifest(await self._parse(body, kind=manifest, url=self.url))
         # An image's alternates are other sizes of it, never a better choice than the URL the record names.
         chosen, selection = (self.url, None) if self.kind == "image" else self._choose_progressive(alternates)
         spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
@@ -463,8 +444,10 @@ class _VideoJob:
             body = await run_in_thread(Path(spooled.path).read_bytes)
         finally:
             await self.owner.segments.discard(spooled)
-        parsed = await run_in_thread(parse_manifest, body, kind=detected, base_url=chosen, limits=self.limits)
-        return await self._from_manifest(parsed, base_url=chosen)
+        return await self._from_manifest(await self._parse(body, kind=detected, url=chosen))
+
+    async def _parse(self, body: bytes, *, kind: str, url: str) -> Manifest:
+        return await run_in_thread(parse_manifest, body, kind=kind, base_url=url, limits=self.limits)
 
     def _choose_progressive(self, alternates: Sequence[str]) -> tuple[str, Selection | None]:
         """The URL to fetch for an asset without a declared manifest: among ``url`` + ``alternates`` (progressive
@@ -481,26 +464,23 @@ class _VideoJob:
         assert isinstance(fetch, SingleFile)
         return fetch.urls[0], selection
 
-    async def _from_manifest(self, parsed: Manifest, *, base_url: str) -> VideoOutcome:
+    async def _from_manifest(self, parsed: Manifest) -> VideoOutcome:
         selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
         duration = parsed.duration
-        video = selection.video
-        audio = selection.audio
-        # HLS: the selected variant's media playlist and its audio group's, fetched side by side.
-        refs = {name: r for name, r in (("video", video), ("audio", audio))
-                if r is not None and isinstance(r.fetch, PlaylistRef)}
-        if refs:
-            resolved: dict[str, tuple[Rendition, float | None]] = {}
+        video, audio = selection.video, selection.audio
+        media: dict[str, Manifest] = {}
 
-            async def playlist(name: str, rendition: Rendition) -> None:
-                resolved[name] = await self._media_playlist(rendition, what=f"{name} playlist")
+        async def playlist(name: str, rendition: Rendition | None) -> None:
+            # HLS: the selected variant's media playlist and its audio group's, fetched side by side.
+            if rendition is not None and isinstance(rendition.fetch, PlaylistRef):
+                body = await self._fetch_text(rendition.fetch.url, what=f"{name} playlist")
+                media[name] = await self._parse(body, kind="hls-media", url=rendition.fetch.url)
 
-            await gather_all(playlist(n, r) for n, r in refs.items())
-            if "video" in resolved:
-                video, media_duration = resolved["video"]
-                duration = duration or media_duration
-            if "audio" in resolved:
-                audio = resolved["audio"][0]
+        await gather_all([playlist("video", video), playlist("audio", audio)])
+        if "video" in media:
+            video, duration = with_fetch(video, media["video"]), duration or media["video"].duration
+        if audio is not None and "audio" in media:
+            audio = with_fetch(audio, media["audio"])
         selection = Selection(video=video, audio=audio)
         if video.height is not None:
             self.owner._inc(f"selected/{video.height}")
@@ -521,7 +501,7 @@ class _VideoJob:
                 spools[name] = await self._single_file(name, fetch, suffix=True)
 
             await gather_all(single(n, r.fetch) for n, r in tracks if isinstance(r.fetch, SingleFile))
-            inputs: dict[str, tuple[list[Path], Path | None]] = {}
+            inputs = {name: ([spooled.path], None) for name, spooled in spools.items()}
             for plan in plans:
                 got = parts[plan.track]
                 init = got.pop(_INIT, None)
@@ -532,21 +512,12 @@ class _VideoJob:
                 except AssemblyError as exc:
                     raise VideoError("fragment-missing", f"{plan.track}: {exc.reason}") from None
                 inputs[plan.track] = (ordered, init)
-            for name, spooled in spools.items():
-                inputs[name] = ([spooled.path], None)
             return await self._assemble_store(inputs, list(spools.values()), selection=selection,
                                               duration=duration, expect_audio=audio is not None
                                               or _declares_audio(video))
-
         finally:
             os.close(lock)
 
-    async def _media_playlist(self, rendition: Rendition, *, what: str) -> tuple[Rendition, float | None]:
-        assert isinstance(rendition.fetch, PlaylistRef)
-        url = rendition.fetch.url
-        body = await self._fetch_text(url, what=what)
-        media = await run_in_thread(parse_manifest, body, kind="hls-media", base_url=url, limits=self.limits)
-        return with_fetch(rendition, media), media.duration
 
     def _verify(self, path: Path, *, expect_audio: bool, duration: float | None) -> VideoInfo:
         """(Worker thread.) :func:`verify_mp4` with the configured tolerances."""
@@ -585,7 +556,6 @@ class _VideoJob:
             await self.owner.segments.discard(spooled)
             raise
 
-    # --- single files ---------------------------------------------------------------------------------------
     async def _single_file(self, track: str, fetch: SingleFile, *, suffix: bool) -> SpoolResult:
         """Spool one file through the large-file path, trying the backup URLs in order."""
         key = f"{self.key}#{track}" if suffix else self.key
@@ -655,7 +625,6 @@ class _VideoJob:
         return VideoOutcome(obj=obj, created=persisted.created, rendition=rendition or None,
                             duration=round(info.duration, 3) if info else None)
 
-    # --- fragments ------------------------------------------------------------------------------------------
     async def _fetch_fragments(self, plans: list[FragmentPlan]) -> dict[str, dict[int, Path]]:
         """Fetch every fragment of ``plans`` not already in the ledger; return ``{track: {index: path}}`` of all
         fragments on disk. Raises VideoError(``fragment-missing``) when one fails for good."""
