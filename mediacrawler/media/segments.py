@@ -13,7 +13,6 @@ import os
 import secrets
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -341,14 +340,13 @@ class MemoryBudget:
         return True
 
 
-_BUDGETS: weakref.WeakKeyDictionary[Any, MemoryBudget] = weakref.WeakKeyDictionary()
-
 
 class _Download:
     """The state of one :meth:`SegmentedDownloader.download` call."""
 
     def __init__(self, *, url: str, key: str, crawler: Crawler, spool: Path, config: SegmentConfig,
-                 headers: dict[str, str] | None, meta: dict[str, Any] | None, resolve: Resolver | None) -> None:
+                 headers: dict[str, str] | None, meta: dict[str, Any] | None, resolve: Resolver | None,
+                 budget: MemoryBudget | None = None) -> None:
         self.url = url
         self.key = key
         self.crawler = crawler
@@ -362,8 +360,7 @@ class _Download:
         self.fd: int | None = None
         self.fetched = self.resumed = self.restarts = self.resolves = 0
         self._probe_body: bytes | None = None
-        budget = _BUDGETS.get(crawler)
-        self.budget = budget if budget is not None else _BUDGETS.setdefault(crawler, MemoryBudget(config.memory))
+        self.budget = budget if budget is not None else MemoryBudget(config.memory)
         self._started = self._last_progress = time.monotonic()
 
     def _inc(self, key: str, count: int = 1) -> None:
@@ -689,6 +686,7 @@ class SegmentedDownloader:
             raise NotConfigured(str(exc)) from None
         self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(crawler.settings.get("FILES_STORE")
                                                                           or "files")
+        self.budget = MemoryBudget(self.config.memory)  # shared by all large downloads of the crawl
         sweep_spool(self.spool_dir, older_than=setting(crawler.settings, "MEDIA_SPOOL_MAX_AGE"))
         crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
 
@@ -708,7 +706,9 @@ class SegmentedDownloader:
             async def resolve(old: str) -> str | None:
                 return await refresh(key=key, url=old)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
-                             spool=spool_path(spool_dir=self.spool_dir, key=key), meta=meta, resolve=resolve)
+                             spool=spool_path(spool_dir=self.spool_dir, key=key), meta=meta, resolve=resolve,
+                             budget=self.budget)
+
         started = time.monotonic()
         try:
             result = await download.run()

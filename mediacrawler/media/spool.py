@@ -1,9 +1,6 @@
 """Download spools: where bodies fetched in pieces wait until complete (docs/media.md, "Large files and video").
-
-One module for the files of both piecewise paths: the Range spool of a large file (``<sha256 of key>.part``) and
-the fragment directory of a video (``<sha256 of key>.video``); their lock (:func:`lock_path`), their ledger (one
-JSON envelope, :func:`save_ledger` / :func:`load_ledger`), its background saver, and :func:`sweep_spool`, run when
-the downloader opens. Also the one Content-Range parser of the project (:func:`parse_content_range`).
+Their names, lock, ledger (one JSON envelope for Range segments and video fragments) and its background saver,
+the sweep of stale spools, and the one Content-Range parser of the project (:func:`parse_content_range`).
 """
 
 from __future__ import annotations
@@ -243,79 +240,64 @@ def load_ledger(path: str | os.PathLike[str], *, key: str,
 
 
 class CoalescingSaver:
-    """Saves a ledger in the background as work completes; saves coalesce (one in flight, the next one takes the
-    newest state), so a slow fsync never queues up behind the transfer.
-
-    :meth:`request` returns a generation; :meth:`saved` waits until a save that includes it is done (segment
-    workers wait for it before their next request: what a crash costs stays bounded). ``snapshot()`` runs on the
-    reactor thread, ``save(snapshot)`` in a worker thread.
-    """
+    """Saves a ledger in the background as work completes, one save in flight and the next one taking the newest
+    state, so a slow fsync never queues up behind the transfer. :meth:`request` returns a generation;
+    :meth:`saved` waits until a save that includes it is done. ``snapshot()`` runs on the reactor thread,
+    ``save(snapshot)`` in a worker thread."""
 
     def __init__(self, *, snapshot: Callable[[], Any], save: Callable[[Any], None]) -> None:
         self._snapshot = snapshot
         self._save = save
-        self._dirty = False
+        self.requested = self.done = 0
         self._running = False
-        self._task: Deferred[None] | None = None
-        self.requested = 0
-        self.done = 0
         self._error: BaseException | None = None
         self._waiters: list[tuple[int, Deferred[None]]] = []
 
     def request(self) -> int:
         self.requested += 1
-        self._dirty = True
         if not self._running:
             self._running = True
-            self._task = deferred_from_coro(self._run())
+            deferred_from_coro(self._run())  # never fails: a save error goes to the waiters
         return self.requested
 
     async def saved(self, generation: int) -> None:
         """Wait until the state of ``generation`` is saved (raises the error of a failed save)."""
         if self.done >= generation:
             return
-        if self._error is not None:
+        if self._error is not None and not self._running:
             raise self._error
         waiter: Deferred[None] = Deferred()
         self._waiters.append((generation, waiter))
         await maybe_deferred_to_future(waiter)
 
-    def _wake(self) -> None:
-        waiters, self._waiters = self._waiters, []
-        for generation, waiter in waiters:
-            if self._error is not None:
-                waiter.errback(self._error)
-            elif self.done >= generation:
-                waiter.callback(None)
-            else:
-                self._waiters.append((generation, waiter))
+    async def flush(self) -> None:
+        """Wait until the newest state is saved (raises a save error)."""
+        await self.saved(self.requested)
 
     async def _run(self) -> None:
         try:
-            while self._dirty:  # bounded: each pass clears _dirty; only completed work sets it again
-                self._dirty = False
+            while self.done < self.requested:  # bounded: each pass saves every request made before it
                 generation = self.requested  # read with the snapshot, on the reactor thread
                 try:
                     await run_in_thread(self._save, self._snapshot())
                 except BaseException as exc:
                     self._error = exc
-                    raise
-                self._error = None
-                self.done = generation
+                    break
+                self._error, self.done = None, generation
                 self._wake()
         finally:
             self._running = False
             self._wake()
 
-    async def flush(self) -> None:
-        """Wait until the newest state is saved (raises a save error)."""
-        for _ in range(2):  # bounded: the running pass takes every earlier request; at most one more pass
-            task, self._task = self._task, None
-            if task is not None:
-                await maybe_deferred_to_future(task)
-            if not self._dirty:
-                return
-            self.request()
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for generation, waiter in waiters:
+            if self.done >= generation:
+                waiter.callback(None)
+            elif self._error is not None:
+                waiter.errback(self._error)
+            else:
+                self._waiters.append((generation, waiter))
 
 
 async def gather_all(coros: Iterable[Awaitable[None]]) -> None:
