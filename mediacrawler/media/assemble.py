@@ -117,7 +117,9 @@ class ConcatReader(io.RawIOBase):
                 self._file = open(self._paths[index], "rb")  # noqa: SIM115 - closed in close()/on switch
                 self._open_index = index
             self._file.seek(self._pos - self._starts[index])
-            got = self._file.readinto(view[done : done + min(len(view) - done, self._starts[index + 1] - self._pos)])
+            want = min(len(view) - done, self._starts[index + 1] - self._pos)
+            got = self._file.readinto(view[done : done + want])
+
             if not got:
                 raise OSError(f"{self._paths[index]} shrank while being read")
             done += got
@@ -143,23 +145,20 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
     tmp = out.with_name(out.name + ".part")
     with contextlib.ExitStack() as stack:
         try:
-            vin = stack.enter_context(_open_track([*([init_video] if init_video else []), *video_parts]))
-            ain = None
+            vin = stack.enter_context(_open_track([init_video, *video_parts]))
+            vstream = _first(vin.streams.video, "video track has no video stream")
+            sources: list[tuple[Any, list[Any]]]
             if audio_parts:
-                ain = stack.enter_context(_open_track([*([init_audio] if init_audio else []), *audio_parts]))
-            vstream = _first(vin.streams.video, "video", "video track")
-            if ain is not None:
-                astream = _first(ain.streams.audio, "audio", "audio track")
+                ain = stack.enter_context(_open_track([init_audio, *audio_parts]))
+                astream = _first(ain.streams.audio, "audio track has no audio stream")
+                sources = [(vin, [vstream]), (ain, [astream])]
             else:
                 astream = vin.streams.audio[0] if vin.streams.audio else None
-            sources: list[tuple[Any, list[Any]]] = [(vin, [vstream] + ([astream] if ain is None and astream else []))]
-            if ain is not None:
-                sources.append((ain, [astream]))
-
+                sources = [(vin, [vstream, *([astream] if astream else [])])]
             output = stack.enter_context(av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}))
             mapping = {id(s): output.add_stream_from_template(s) for _, streams in sources for s in streams}
             counts = {id(s): 0 for _, streams in sources for s in streams}
-            feeds = [_packets(container, streams, _start_seconds(container)) for container, streams in sources]
+            feeds = [_packets(container, streams) for container, streams in sources]
             # Interleave by dts ourselves: the muxer's interleaving queue would otherwise hold a whole track.
             merged = heapq.merge(*feeds, key=lambda item: item[0])
             for _, packet, in_stream in merged:
@@ -182,7 +181,8 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
 
 
 @contextlib.contextmanager
-def _open_track(paths: Sequence[Path]) -> Iterator[Any]:
+def _open_track(parts: Sequence[Path | None]) -> Iterator[Any]:
+    paths = [p for p in parts if p is not None]  # an absent init section
     for path in paths:
         if not _nonempty(Path(path)):
             raise AssemblyError(f"empty or missing fragment {path}")
@@ -199,19 +199,16 @@ def _open_track(paths: Sequence[Path]) -> Iterator[Any]:
         reader.close()
 
 
-def _first(streams: Sequence[Any], kind: str, what: str) -> Any:
+def _first(streams: Sequence[Any], missing: str) -> Any:
     if not streams:
-        raise AssemblyError(f"{what} has no {kind} stream")
+        raise AssemblyError(missing)
     return streams[0]
 
 
-def _start_seconds(container: Any) -> float:
-    start = container.start_time
-    return start / av.time_base if start is not None else 0.0
+def _packets(container: Any, streams: list[Any]) -> Iterator[tuple[float, Any, Any]]:
+    """``(dts in seconds, packet, input stream)``, timestamps moved back so that the input starts at 0."""
+    shift = container.start_time / av.time_base if container.start_time is not None else 0.0
 
-
-def _packets(container: Any, streams: list[Any], shift: float) -> Iterator[tuple[float, Any, Any]]:
-    """``(dts in seconds, packet, input stream)`` with timestamps moved back by ``shift`` seconds."""
     offsets = {id(s): round(shift / s.time_base) if s.time_base else 0 for s in streams}
     by_index = {s.index: s for s in streams}
     for packet in container.demux(*streams):

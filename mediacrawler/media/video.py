@@ -180,10 +180,6 @@ def _strip_query(url: str) -> str:
     return url.split("?", 1)[0].split("#", 1)[0]
 
 
-def _range_key(byte_range: ByteRange | None) -> list[int] | None:
-    return [byte_range.start, byte_range.length] if byte_range else None
-
-
 @dataclass(frozen=True, slots=True)
 class Fragment:
     """One fragment request of a track: ``index`` (``-1`` for the init section) and where its bytes are."""
@@ -226,8 +222,9 @@ def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     encryption key URLs (without query)."""
     data = [
         [p.track, p.rendition_id, p.count,
-         [[f.index, _strip_query(f.url), _range_key(f.byte_range), _strip_query(f.key.url) if f.key else None,
-           f.key.iv.hex() if f.key else None] for f in p.all()]]
+         [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
+          _strip_query(f.key.url) if f.key else None, f.key.iv.hex() if f.key else None] for f in p.all()]]
+
         for p in plans
     ]
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()
@@ -650,8 +647,14 @@ class _VideoJob:
             save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync),
         )
         pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
-        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):
-            await self._fetch_key(url)
+        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):  # once per video, in memory
+            response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
+            if (problem := _response_problem(response, None)) is not None:
+                raise VideoError("fragment-missing", f"key: {problem}")
+            if len(response.body) != 16:
+                raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
+            self._keys[url] = response.body
+            self.owner._inc("keys")
         counts = {p.track: p.count for p in plans}
         # A manifest need not declare sizes: the bytes actually stored are capped too (MEDIA_MANIFEST_MAX_BYTES),
         # so an endless or enormous rendition stops early instead of filling the disk.
@@ -675,17 +678,6 @@ class _VideoJob:
         return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
                 for p in plans}
 
-    async def _fetch_key(self, url: str) -> bytes:
-        key = self._keys.get(url)
-        if key is None:
-            response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
-            if (problem := _response_problem(response, None)) is not None:
-                raise VideoError("fragment-missing", f"key: {problem}")
-            if len(response.body) != 16:
-                raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
-            key = self._keys[url] = response.body
-            self.owner._inc("keys")
-        return key
 
     async def _fragment(self, fragment: Fragment, count: int) -> int:
         """Fetch, decrypt and write one fragment; return its size on disk."""
@@ -696,13 +688,14 @@ class _VideoJob:
         response = await self._get(request, what=what, error="fragment", byte_range=fragment.byte_range)
         if (problem := _response_problem(response, fragment.byte_range)) is not None:
             raise VideoError("fragment-missing", f"{what} failed: {problem}")
-        data = _body_of(response, fragment.byte_range)
+        data, byte_range = response.body, fragment.byte_range
+        if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
+            data = data[byte_range.start : byte_range.start + byte_range.length]
         del response
-        key = self._keys[fragment.key.url] if fragment.key is not None else None
-        iv = fragment.key.iv if fragment.key is not None else b""
         path = part_path(self.video_dir, fragment.track, fragment.index)
         try:
-            size = await run_in_thread(_decrypt_and_write, data, path, key=key, iv=iv, fsync=self.owner.fsync)
+            size = await run_in_thread(_decrypt_and_write, data, path, fsync=self.owner.fsync, key=(
+                (self._keys[fragment.key.url], fragment.key.iv) if fragment.key is not None else None))
         except AssemblyError as exc:
             raise VideoError("fragment-corrupt", f"{what}: {exc.reason}") from None
         self.owner._inc("fragments")
@@ -732,15 +725,9 @@ def _response_problem(response: Response, byte_range: ByteRange | None) -> str |
     return f"http-{response.status}"
 
 
-def _body_of(response: Response, byte_range: ByteRange | None) -> bytes:
-    if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
-        return response.body[byte_range.start : byte_range.start + byte_range.length]
-    return response.body
-
-
-def _decrypt_and_write(data: bytes, path: Path, *, key: bytes | None, iv: bytes, fsync: bool) -> int:
+def _decrypt_and_write(data: bytes, path: Path, *, key: tuple[bytes, bytes] | None, fsync: bool) -> int:
     if key is not None:
-        data = decrypt_aes128(data, key=key, iv=iv)
+        data = decrypt_aes128(data, key=key[0], iv=key[1])
     write_atomic(path, data, fsync=fsync)  # temp name + fsync + rename
     return len(data)
 
