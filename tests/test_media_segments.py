@@ -178,7 +178,7 @@ def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
     def download() -> _Download:
         return _Download(url="http://127.0.0.1:9/v", key="test/video/1", crawler=NoCrawl(),  # type: ignore[arg-type]
                          spool=spool_path(spool_dir=tmp_path, key="test/video/1"), config=SegmentConfig(),
-                         headers=None, meta=None, resolve=None)
+                         headers=None, resolve=None)
 
     first, second = download(), download()
     fd = first._lock_spool()

@@ -345,8 +345,8 @@ class _Download:
     """The state of one :meth:`SegmentedDownloader.download` call."""
 
     def __init__(self, *, url: str, key: str, crawler: Crawler, spool: Path, config: SegmentConfig,
-                 headers: dict[str, str] | None, meta: dict[str, Any] | None, resolve: Resolver | None,
-                 budget: MemoryBudget | None = None) -> None:
+                 headers: dict[str, str] | None, resolve: Resolver | None, budget: MemoryBudget | None = None
+                 ) -> None:
         self.url = url
         self.key = key
         self.crawler = crawler
@@ -354,7 +354,6 @@ class _Download:
         self.ledger_file = ledger_path(spool)
         self.config = config
         self.headers = {**(headers or {}), "Accept-Encoding": "identity"}
-        self.meta = dict(meta or {})
         self.resolve = resolve
         self.stats = crawler.stats
         self.fd: int | None = None
@@ -404,8 +403,7 @@ class _Download:
         headers = {**self.headers, "Range": f"bytes={start}-{end - 1}"}
         if validator:
             headers["If-Range"] = validator
-        meta: dict[str, Any] = {**self.meta, META_SEGMENT: {"key": self.key, "start": start, "end": end,
-                                                            "probe": probe}}
+        meta: dict[str, Any] = {META_SEGMENT: {"key": self.key, "start": start, "end": end, "probe": probe}}
         if not probe:  # a segment never holds more than its length in memory, and its size is expected
             meta.update(download_maxsize=end - start, download_warnsize=0)
         return Request(self.url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
@@ -667,7 +665,6 @@ def _publish(result: SpoolResult, store: ContentStore, ext: str | None) -> Persi
     # (Worker thread.) The store takes the SHA-256 already computed.
     persisted = store.publish_file(result.path, ext=ext, sha256=result.sha256)
     remove_spool(result.path)
-
     if persisted.sha256 != result.sha256 or persisted.size != result.size:
         raise SegmentError("size-mismatch", f"store saw {persisted.size} bytes / {persisted.sha256}, "
                                             f"the download {result.size} / {result.sha256}")
@@ -694,21 +691,15 @@ class SegmentedDownloader:
     def from_crawler(cls, crawler: Crawler) -> SegmentedDownloader:
         return cls(crawler)
 
-    async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None,
-                       meta: dict[str, Any] | None = None, resolve: Resolver | None = None) -> SpoolResult:
-        """Download ``url`` into the spool of asset ``key``, resuming an earlier spool when its ledger allows.
-
-        ``headers`` and ``meta`` go on every request; on 403/410 ``resolve(url)`` (else the spider's
-        ``refresh_media_url(key=, url=)``) is asked for a fresh URL. Raises :class:`SegmentError` (the spool is
-        kept for a later run, except after ``remote-changed``); on success :meth:`publish` or :meth:`discard`."""
+    async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None) -> SpoolResult:
+        """Download ``url`` into the spool of asset ``key``, resuming an earlier spool when its ledger allows;
+        ``headers`` go on every request, and on 403/410 the spider's ``refresh_media_url(key=, url=)`` is asked
+        for a fresh URL. Raises :class:`SegmentError` (the spool is kept for a later run, except after
+        ``remote-changed``); on success :meth:`publish` or :meth:`discard`."""
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
-        if resolve is None and refresh is not None:
-            async def resolve(old: str) -> str | None:
-                return await refresh(key=key, url=old)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
-                             spool=spool_path(spool_dir=self.spool_dir, key=key), meta=meta, resolve=resolve,
-                             budget=self.budget)
-
+                             spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget,
+                             resolve=None if refresh is None else lambda old: refresh(key=key, url=old))
         started = time.monotonic()
         try:
             result = await download.run()

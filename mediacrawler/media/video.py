@@ -68,7 +68,6 @@ from mediacrawler.media.spool import (
     lock_path,
     parse_content_range,
     save_ledger,
-    spool_dir_for,
     video_dir_for,
 )
 
@@ -274,17 +273,15 @@ def _lock_dir(video_dir: Path) -> int:
 
 
 class VideoDownloader:
-    """The video and large-file path of the media pipeline into ``store``; ``segments`` is the large-file
-    downloader (built from the settings, spooling under ``<FILES_STORE>/spool``, when not given)."""
+    """The video and large-file path of the media pipeline into ``store``, spooling under ``spool_dir``."""
 
-    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str] | None = None,
-                 segments: SegmentedDownloader | None = None) -> None:
+    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str]) -> None:
         self.crawler = crawler
         self.settings = crawler.settings
         self.store = store
-        self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(self.settings.get("FILES_STORE")
-                                                                          or "files")
-        self.segments = segments or SegmentedDownloader(crawler, spool_dir=self.spool_dir)
+        self.spool_dir = Path(spool_dir)
+        self.segments = SegmentedDownloader(crawler, spool_dir=self.spool_dir)
+
         self.fsync = setting(self.settings, "MEDIA_FSYNC")
         self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
         self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
