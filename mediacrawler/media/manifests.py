@@ -132,7 +132,6 @@ class ByteRange:
         return f"bytes={self.start}-{self.end}"
 
 
-
 @dataclass(frozen=True, slots=True)
 class KeyInfo:
     """How a segment is encrypted: AES-128-CBC with the 16-byte key at ``url`` and this 16-byte ``iv``."""
@@ -276,7 +275,6 @@ def split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
         elif prefix in _AUDIO_FAMILIES and audio is None:
             audio = entry
     return video, audio
-
 
 
 def iv_for_sequence(sequence: int) -> bytes:
@@ -467,7 +465,6 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
                                                    what="HLS init"), init_range)
             inits.add(section)
             init = init or section
-
         segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range, key=key))
     if len(inits) > 1:
         # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
@@ -738,7 +735,6 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         init = None if init_elem is None else _init_section(
             init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization"),
             base=base, limits=limits, what=what)
-
         segments = []
         declared = 0
         for i, entry in enumerate(entries):
@@ -762,7 +758,6 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         if init_elem is not None:
             init_range = _dash_range(init_elem.get("range"), what=f"{what} Initialization@range")
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
-
 
 
 _RENDITION_KINDS = ("video", "audio", "progressive")

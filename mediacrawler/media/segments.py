@@ -340,7 +340,6 @@ class MemoryBudget:
         return True
 
 
-
 class _Download:
     """The state of one :meth:`SegmentedDownloader.download` call."""
 
@@ -385,7 +384,6 @@ class _Download:
         """(Locked.) Forget what the spool holds: drop its ledger, empty it."""
         assert self.fd is not None
         self.resumed = 0
-
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.ledger_file)
         os.ftruncate(self.fd, 0)
@@ -439,13 +437,10 @@ class _Download:
             # Bounded: every pass returns, raises, or spends one restart.
             for _ in range(self.config.max_restarts + 1):
                 try:
-                    ledger = self._resume()
-                    if ledger is None:
-                        probed = await self._probe()
-                        if isinstance(probed, SpoolResult):
-                            return self._hand_over(probed)
-                        ledger = probed
-                    return self._hand_over(await self._fetch_rest(ledger))
+                    ledger = self._resume() or await self._probe()
+                    result = ledger if isinstance(ledger, SpoolResult) else await self._fetch_rest(ledger)
+                    return self._hand_over(result)
+
                 except RemoteChanged as exc:
                     self._reset_spool()
                     if self.restarts >= self.config.max_restarts:

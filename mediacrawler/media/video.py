@@ -223,7 +223,6 @@ def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
         [p.track, p.rendition_id, p.count,
          [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
           _strip_query(f.key.url) if f.key else None, f.key.iv.hex() if f.key else None] for f in p.all()]]
-
         for p in plans
     ]
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()
@@ -281,7 +280,6 @@ class VideoDownloader:
         self.store = store
         self.spool_dir = Path(spool_dir)
         self.segments = SegmentedDownloader(crawler, spool_dir=self.spool_dir)
-
         self.fsync = setting(self.settings, "MEDIA_FSYNC")
         self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
         self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
