@@ -126,7 +126,7 @@ def test_spool_named_by_key_hash_not_remote_name(tmp_path: Path) -> None:
 
 def test_segment_config_validates() -> None:
     with pytest.raises(ValueError):
-        SegmentConfig(segment_size=0)
+        SegmentConfig(size=0)
     with pytest.raises(ValueError):
         SegmentConfig(max_restarts=-1)
 

@@ -42,19 +42,16 @@ class ManifestLimits:
     max_segments: int = defaults.MEDIA_MANIFEST_MAX_SEGMENTS
     max_duration: float = float(defaults.MEDIA_MANIFEST_MAX_DURATION)
     max_bytes: int = defaults.MEDIA_MANIFEST_MAX_BYTES
-    max_manifest_chars: int = defaults.MEDIA_MANIFEST_MAX_CHARS
-    max_manifest_tags: int = defaults.MEDIA_MANIFEST_MAX_TAGS
+    max_chars: int = defaults.MEDIA_MANIFEST_MAX_CHARS
+    max_tags: int = defaults.MEDIA_MANIFEST_MAX_TAGS
     max_renditions: int = defaults.MEDIA_MANIFEST_MAX_RENDITIONS
     allowed_schemes: frozenset[str] = frozenset({"http", "https"})
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ManifestLimits:
         """The limits from the ``MEDIA_MANIFEST_*`` settings."""
-        names = {"max_segments": "SEGMENTS", "max_duration": "DURATION", "max_bytes": "BYTES",
-                 "max_manifest_chars": "CHARS", "max_manifest_tags": "TAGS", "max_renditions": "RENDITIONS"}
-        default = {f.name: f.default for f in fields(cls)}
-        return cls(**{f: type(default[f])(settings.get(f"MEDIA_MANIFEST_MAX_{n}", default[f]))
-                      for f, n in names.items()})
+        return cls(**{f.name: type(f.default)(settings.get(f"MEDIA_MANIFEST_{f.name.upper()}", f.default))
+                      for f in fields(cls) if f.name != "allowed_schemes"})
 
 
     def check_url(self, url: str, *, what: str) -> str:
@@ -69,7 +66,7 @@ class ManifestLimits:
         return url
 
     def check_text(self, text: str, *, what: str) -> None:
-        _cap(len(text), self.max_manifest_chars, f"{what} is {len(text)} characters")
+        _cap(len(text), self.max_chars, f"{what} is {len(text)} characters")
 
     def check_count(self, count: int, *, what: str) -> None:
         _cap(count, self.max_segments, f"{what}: {count} segments")
@@ -331,7 +328,8 @@ def _frame_rate(value: Any) -> float | None:
 
 
 _ISO_DURATION = re.compile(
-    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
 )
 
 
@@ -450,7 +448,8 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
         key = None
         if seg.key is not None and (seg.key.method or "NONE").upper() != "NONE":
             if seg.key.method.upper() != "AES-128" or (seg.key.keyformat and seg.key.keyformat != "identity"):
-                raise ManifestError(f"unsupported HLS encryption {seg.key.method} {seg.key.keyformat or ''}".strip())
+                raise ManifestError(f"unsupported HLS encryption {seg.key.method} {seg.key.keyformat or ''}"
+                                    .strip())
             if not seg.key.uri:
                 raise ManifestError("EXT-X-KEY AES-128 without a URI")
             if seg.key.uri not in key_urls:
@@ -465,7 +464,8 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
                                                    what="HLS init"), init_range)
             inits.add(section)
             init = init or section
-        segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range, key=key))
+        segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range,
+                                key=key))
     if len(inits) > 1:
         # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
         raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
@@ -592,7 +592,7 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     if _XML_DECL.search(xml_text):
         raise ManifestError("MPD declares a DTD or entities; refused")
     tags = xml_text.count("<")  # every element costs at least one; a few ms for 16 MiB
-    _cap(tags, limits.max_manifest_tags, f"MPD has {tags} tags")
+    _cap(tags, limits.max_tags, f"MPD has {tags} tags")
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -831,7 +831,8 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     plain_codec = entry.get("codec")
     family = codec_family(codecs) or (codec_family(plain_codec) if isinstance(plain_codec, str) else None)
     mime = entry.get("mime")
-    subtype = mime.split("/", 1)[1].split(";", 1)[0].strip().lower() if isinstance(mime, str) and "/" in mime else ""
+    subtype = mime.partition("/")[2].split(";", 1)[0].strip().lower() if isinstance(mime, str) else ""
+
     container = subtype.removeprefix("x-") or "mp4"  # video/x-flv → flv
     names = [str(_opt_int(entry.get(k), what=f"{what} {k}")) for k in ("quality", "codecid")
              if entry.get(k) is not None and (k == "quality" or kind != "audio")]

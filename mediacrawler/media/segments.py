@@ -127,7 +127,7 @@ class SegmentConfig:
     """The MEDIA_SEGMENT_* settings (and MEDIA_FSYNC), checked."""
 
     threshold: int = defaults.MEDIA_SEGMENT_THRESHOLD
-    segment_size: int = defaults.MEDIA_SEGMENT_SIZE
+    size: int = defaults.MEDIA_SEGMENT_SIZE
     concurrency: int = defaults.MEDIA_SEGMENT_CONCURRENCY
     max_restarts: int = defaults.MEDIA_SEGMENT_MAX_RESTARTS
     max_resolves: int = defaults.MEDIA_SEGMENT_MAX_RESOLVES
@@ -137,7 +137,7 @@ class SegmentConfig:
     fsync: bool = defaults.MEDIA_FSYNC
 
     def __post_init__(self) -> None:
-        for name in ("threshold", "segment_size", "concurrency", "max_file_size", "memory"):
+        for name in ("threshold", "size", "concurrency", "max_file_size", "memory"):
             if getattr(self, name) < 1:
                 raise ValueError(f"MEDIA_SEGMENT_{name.upper()} must be at least 1")
         for name in ("max_restarts", "max_resolves", "log_interval"):
@@ -147,11 +147,10 @@ class SegmentConfig:
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> SegmentConfig:
         """Read the settings; ``ValueError`` when one is out of range."""
-        names = {"threshold": "THRESHOLD", "segment_size": "SIZE", "concurrency": "CONCURRENCY",
-                 "max_restarts": "MAX_RESTARTS", "max_resolves": "MAX_RESOLVES", "max_file_size": "MAX_FILE_SIZE",
-                 "memory": "MEMORY", "log_interval": "LOG_INTERVAL"}
-        return cls(**{f: setting(settings, f"MEDIA_SEGMENT_{n}") for f, n in names.items()},
-                   fsync=setting(settings, "MEDIA_FSYNC"))
+        names = {f.name: f"MEDIA_SEGMENT_{f.name.upper()}" for f in dataclasses.fields(cls)}
+        return cls(**{name: setting(settings, key) for name, key in {**names, "fsync": "MEDIA_FSYNC"}.items()})
+
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -509,7 +508,7 @@ class _Download:
             # Refused now rather than after filling the disk: the spool is sparse until its segments arrive.
             raise SegmentError("disk-full", f"{total} bytes to spool, {free} free under {self.spool.parent}")
         ledger = Ledger(key=self.key, url=self.url, total=total, first=first,
-                        segment_size=self.config.segment_size, etag=_header(response, "ETag"),
+                        segment_size=self.config.size, etag=_header(response, "ETag"),
                         last_modified=_header(response, "Last-Modified"))
         assert self.fd is not None
         os.ftruncate(self.fd, 0)  # nothing of an earlier version may survive in the gaps

@@ -163,8 +163,8 @@ def progressive_label(url: str) -> str:
 
 def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLimits) -> Manifest:
     """(Worker thread.) A fetched manifest body → :class:`Manifest`, through the pure parser of ``kind``."""
-    if len(data) > limits.max_manifest_chars:
-        raise ManifestError(f"{kind} manifest is {len(data)} bytes, over the cap of {limits.max_manifest_chars}")
+    if len(data) > limits.max_chars:
+        raise ManifestError(f"{kind} manifest is {len(data)} bytes, over the cap of {limits.max_chars}")
     text = data.decode("utf-8", "replace")
     if kind == "hls":
         return parse_hls(text, base_url=base_url, limits=limits)
@@ -382,7 +382,7 @@ class _VideoJob:
     async def _fetch_text(self, url: str, *, what: str) -> bytes:
         """A manifest body (one request with Scrapy's retries, size-capped)."""
         self.owner._inc("manifests")
-        response = await self._get(self._request(url, maxsize=self.limits.max_manifest_chars, identity=False,
+        response = await self._get(self._request(url, maxsize=self.limits.max_chars, identity=False,
                                                  track=what), what=what, error="manifest")
         if response.status != 200:
             raise VideoError(f"manifest-http-{response.status}", url)
@@ -403,7 +403,7 @@ class _VideoJob:
             reason = failure_reason(exc)
             if error == "manifest" and reason == "too-large":
                 raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS "
-                                    f"({self.limits.max_manifest_chars})") from None
+                                    f"({self.limits.max_chars})") from None
             raise VideoError(f"{error}-{'missing' if error == 'fragment' else reason}",
                              f"{what}: {type(exc).__name__}: {exc}") from exc
         retried = response.request.meta.get("retry_times", 0) - before if response.request else 0
@@ -431,7 +431,7 @@ class _VideoJob:
             declared = duration if self.kind == "video" and duration and duration > 0 else None
             return await self._progressive(spooled, selection=selection, expected_duration=declared)
         try:
-            if spooled.size > self.limits.max_manifest_chars:
+            if spooled.size > self.limits.max_chars:
                 raise ManifestError(f"{detected} manifest is {spooled.size} bytes, over the cap")
             body = await run_in_thread(Path(spooled.path).read_bytes)
         finally:
