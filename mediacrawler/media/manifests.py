@@ -476,6 +476,17 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     return Manifest(source="hls", video=(rendition,), audio=(), duration=total)
 
 
+def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """A fetched manifest body of ``kind`` (``hls``, ``dash``, or ``hls-media``: a variant's media playlist) →
+    :class:`Manifest`."""
+    _cap(len(data), limits.max_chars, f"{kind} manifest is {len(data)} bytes")
+    parsers = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}
+    if kind not in parsers:
+        raise ManifestError(f"unknown manifest kind {kind!r}")
+    return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
+
+
+
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _TEMPLATE_ID = re.compile(r"\$(RepresentationID|Number|Time|Bandwidth)(?:%0(\d{1,2})d)?\$|\$\$")
 

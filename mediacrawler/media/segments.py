@@ -151,8 +151,6 @@ class SegmentConfig:
         return cls(**{name: setting(settings, key) for name, key in {**names, "fsync": "MEDIA_FSYNC"}.items()})
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class SpoolResult:
     """A complete, hashed spool file of one asset, for :meth:`SegmentedDownloader.publish`. ``fetched_bytes``:

@@ -41,9 +41,7 @@ from mediacrawler.media.manifests import (
     Selection,
     SingleFile,
     manifest_from_renditions,
-    parse_dash,
-    parse_hls,
-    parse_hls_media,
+    parse_manifest,
     progressive_variants,
     select,
     split_codecs,
@@ -159,20 +157,6 @@ def progressive_label(url: str) -> str:
         if match:
             return f"{stem} {match.group(1)}p"
     return stem
-
-
-def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLimits) -> Manifest:
-    """(Worker thread.) A fetched manifest body → :class:`Manifest`, through the pure parser of ``kind``."""
-    if len(data) > limits.max_chars:
-        raise ManifestError(f"{kind} manifest is {len(data)} bytes, over the cap of {limits.max_chars}")
-    text = data.decode("utf-8", "replace")
-    if kind == "hls":
-        return parse_hls(text, base_url=base_url, limits=limits)
-    if kind == "dash":
-        return parse_dash(text, base_url=base_url, limits=limits)
-    if kind == "hls-media":  # a variant's media playlist
-        return parse_hls_media(text, base_url=base_url, limits=limits)
-    raise ManifestError(f"unknown manifest kind {kind!r}")
 
 
 def _strip_query(url: str) -> str:
