@@ -15,7 +15,7 @@ import re
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -158,21 +158,17 @@ class Ledger:
         return self.last_modified or None
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": self.key, "url": self.url, "total": self.total, "first": self.first,
-                "segment_size": self.segment_size, "etag": self.etag, "last_modified": self.last_modified,
-                "done": sorted(self.done)}
+        return {**asdict(self), "done": sorted(self.done)}
 
     @classmethod
     def from_json(cls, data: Any) -> Ledger:
         _check_version(data)
+        json_types = {"str": str, "int": int, "str | None": (str, type(None)), "set[int]": list}
         try:
-            ledger = cls(key=_field(data, "key", str), url=_field(data, "url", str),
-                         total=_field(data, "total", int), first=_field(data, "first", int),
-                         segment_size=_field(data, "segment_size", int),
-                         etag=_field(data, "etag", (str, type(None))),
-                         last_modified=_field(data, "last_modified", (str, type(None))),
-                         done=set(_field(data, "done", list)))
+            ledger = cls(**{f.name: _field(data, f.name, json_types[f.type]) for f in fields(cls)})
+            ledger.done = set(ledger.done)
             count = len(ledger.segments())
+
         except (TypeError, ValueError) as exc:
             raise LedgerError(str(exc)) from None
         if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in ledger.done):

@@ -219,16 +219,13 @@ def part_path(video_dir: Path, track: str, index: int) -> Path:
 
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
     """(Worker thread.) The ledger's entries whose part file is there with the recorded size."""
-    kept: dict[str, dict[int, int]] = {}
-    for track, entries in ledger.done.items():
-        for index, size in entries.items():
-            try:
-                ok = part_path(video_dir, track, index).stat().st_size == size
-            except OSError:
-                ok = False
-            if ok:
-                kept.setdefault(track, {})[index] = size
-    return kept
+    def there(track: str, index: int, size: int) -> bool:
+        with contextlib.suppress(OSError):
+            return part_path(video_dir, track, index).stat().st_size == size
+        return False
+
+    return {t: {i: s for i, s in d.items() if there(t, i, s)} for t, d in ledger.done.items()}
+
 
 
 def _reset_dir(video_dir: Path) -> None:
