@@ -225,51 +225,42 @@ def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
 
 
 class _OrderedHasher:
-    """SHA-256 of the spool in file order, overlapping the transfer: a segment that arrives in order is hashed
-    from memory by the thread that wrote it (:meth:`take`); the rest is read back from the spool once the prefix
-    before it is complete (:meth:`advance`). Digest and :attr:`offset` change only under the lock."""
+    """SHA-256 of the spool in file order, overlapping the transfer: the prefix already written is read back
+    (from the page cache) and hashed in a worker thread while later segments download (:meth:`advance`)."""
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.digest = hashlib.sha256()
-        self.offset = 0
-        self.target = 0
-        self._lock = threading.Lock()
+        self.offset = self.target = 0
         #: Held while writing a segment: concurrent pwrite()s to one inode spin in the kernel; this lock sleeps.
         self.write_lock = threading.Lock()
         self._task: Deferred[None] | None = None
         self._running = False  # not "_task is None": a coroutine may finish before deferred_from_coro returns
 
-    def take(self, data: bytes | memoryview, start: int) -> None:
-        """(Worker thread.) Hash ``data``, the bytes at ``start``, if they are next in line."""
-        with self._lock:
-            if start == self.offset and data:
-                self.digest.update(data)
-                self.offset += len(data)
+    def write(self, body: bytes, start: int) -> None:
+        """(Worker thread.) Write a segment at its offset."""
+        with self.write_lock:
+            _write_at(self.fd, body, start)
 
     def _catch_up(self, end: int) -> None:
-        # (Worker thread.) preadv into one reused buffer; hashlib and preadv release the GIL.
-        with self._lock:
-            buf = memoryview(bytearray(_HASH_CHUNK))
-            while self.offset < end:
-                n = os.preadv(self.fd, [buf[: min(_HASH_CHUNK, end - self.offset)]], self.offset)
-                if n <= 0:
-                    raise SegmentError("size-mismatch", f"spool ends at {self.offset}, expected {end} bytes")
-                self.digest.update(buf[:n])
-                self.offset += n
+        # (Worker thread, one at a time.) preadv into one reused buffer; hashlib and preadv release the GIL.
+        buf = memoryview(bytearray(_HASH_CHUNK))
+        while self.offset < end:
+            n = os.preadv(self.fd, [buf[: min(_HASH_CHUNK, end - self.offset)]], self.offset)
+            if n <= 0:
+                raise SegmentError("size-mismatch", f"spool ends at {self.offset}, expected {end} bytes")
+            self.digest.update(buf[:n])
+            self.offset += n
 
-    def advance(self, end: int, *, body: bytes | None = None) -> None:
-        """Hash up to ``end`` in the background (``body``, the bytes at 0, from memory)."""
+    def advance(self, end: int) -> None:
+        """Hash up to ``end`` in the background."""
         self.target = max(self.target, end)
         if not self._running and self.offset < self.target:
             self._running = True
-            self._task = deferred_from_coro(self._run(body))
+            self._task = deferred_from_coro(self._run())
 
-    async def _run(self, first: bytes | None) -> None:
+    async def _run(self) -> None:
         try:
-            if first is not None:
-                await run_in_thread(self.take, first, 0)
-                del first
             while self.offset < self.target:  # bounded: the target only grows up to the file size
                 await run_in_thread(self._catch_up, self.target)
         finally:
@@ -286,13 +277,6 @@ class _OrderedHasher:
         if self.offset != total:
             raise SegmentError("size-mismatch", f"hashed {self.offset} bytes, expected {total}")
         return self.digest.hexdigest()
-
-
-def _write_and_take(fd: int, body: bytes, start: int, hasher: _OrderedHasher) -> None:
-    # (Worker thread.) Write a segment, then hash it from memory if it is next in line.
-    with hasher.write_lock:
-        _write_at(fd, body, start)
-    hasher.take(body, start)
 
 
 def _save_durably(fd: int, path: Path, snapshot: Ledger, fsync: bool) -> None:
@@ -354,7 +338,6 @@ class _Download:
         self.stats = crawler.stats
         self.fd: int | None = None
         self.fetched = self.resumed = self.restarts = self.resolves = 0
-        self._probe_body: bytes | None = None
         self.budget = budget if budget is not None else MemoryBudget(config.memory)
         self._started = self._last_progress = time.monotonic()
 
@@ -513,7 +496,6 @@ class _Download:
         os.ftruncate(self.fd, total)  # sparse: segments land at their offsets in any order
         await run_in_thread(_write_at, self.fd, response.body, 0)
         ledger.done.add(0)
-        self._probe_body = response.body  # hashed from memory by _fetch_rest
         if len(ledger.segments()) > 1:
             logger.info("Downloading %s (%d bytes) as %d Range segments of %d bytes into %s", self.key, total,
                         len(ledger.segments()) - 1, ledger.segment_size, self.spool)
@@ -531,7 +513,7 @@ class _Download:
         self._inc("ranges_ignored")
         assert self.fd is not None
         hasher = _OrderedHasher(self.fd)
-        await run_in_thread(_write_and_take, self.fd, body, 0, hasher)
+        await run_in_thread(hasher.write, body, 0)
         if self.config.fsync:
             await run_in_thread(os.fdatasync, self.fd)
         return self._result(len(body), await hasher.finish(len(body)), body[:_HEAD_BYTES], segments=1)
@@ -546,9 +528,7 @@ class _Download:
         assert fd is not None
         segments = ledger.segments()
         hasher = _OrderedHasher(fd)
-        body, self._probe_body = self._probe_body, None
-        hasher.advance(ledger.contiguous_end(), body=body)
-        del body
+        hasher.advance(ledger.contiguous_end())
         saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)),
                                 save=lambda snap: _save_durably(fd, self.ledger_file, snap, self.config.fsync))
         if ledger.missing():
@@ -649,7 +629,7 @@ class _Download:
             raise _Expired(response.status)
         check(response)
         assert self.fd is not None
-        await run_in_thread(_write_and_take, self.fd, response.body, start, hasher)
+        await run_in_thread(hasher.write, response.body, start)
         self._inc("written_bytes", end - start)
 
 
