@@ -508,18 +508,23 @@ class _VideoJob:
     async def _assemble_store(self, inputs: dict[str, tuple[list[Path], Path | None]], spools: list[SpoolResult],
                               *, selection: Selection | None, duration: float | None,
                               expect_audio: bool) -> VideoOutcome:
-        """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it; the spools and the video
-        directory go either way (corrupt bytes are not worth resuming: the next run starts this video over)."""
+        """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it. The spools go either way;
+        the video directory goes once stored, or when the bytes are corrupt (not worth resuming: the next run
+        starts this video over); a store error keeps its fragments for the next run."""
         out = self.video_dir / _OUT_NAME
         try:
             info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
-            self.owner._inc("assembled")
-            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
+        except AssemblyError:
+            await run_in_thread(shutil.rmtree, self.video_dir, True)
+            raise
         finally:
             for spooled in spools:
                 await self.owner.segments.discard(spooled)
-            await run_in_thread(shutil.rmtree, self.video_dir, True)
+        self.owner._inc("assembled")
+        persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
+        await run_in_thread(shutil.rmtree, self.video_dir, True)
         return self._outcome(persisted, info, selection, mime="video/mp4")
+
 
     async def _checked(self, spooled: SpoolResult, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``check(*args, **kwargs)`` in a worker thread; a spool it rejects is discarded."""
