@@ -659,10 +659,6 @@ class SegmentedDownloader:
         sweep_spool(self.spool_dir, older_than=setting(crawler.settings, "MEDIA_SPOOL_MAX_AGE"))
         crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
 
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> SegmentedDownloader:
-        return cls(crawler)
-
     async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None) -> SpoolResult:
         """Download ``url`` into the spool of asset ``key``, resuming an earlier spool when its ledger allows;
         ``headers`` go on every request, and on 403/410 the spider's ``refresh_media_url(key=, url=)`` is asked
