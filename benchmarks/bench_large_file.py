@@ -11,7 +11,10 @@ Starts the platform sandbox itself and downloads ``/media/blob/bench?size=N`` wi
 - ``ours``       — :class:`mediacrawler.media.segments.SegmentedDownloader` with the MEDIA_SEGMENT_* defaults and
                    MEDIA_FSYNC on: Range segments into a spool, SHA-256 overlapped with the transfer, published
                    into the content-addressed store by rename;
-- ``ours-nofsync`` — the same with MEDIA_FSYNC off (curl and the stock pipeline do not fsync either).
+- ``ours-nofsync`` — the same with MEDIA_FSYNC off (curl and the stock pipeline do not fsync either);
+- ``curl-https`` — ``curl -sSk URL | tee FILE | sha256sum`` from a second sandbox serving HTTPS (a self-signed
+                   certificate made at start with ``cryptography``): download, write and hash, as ours does;
+- ``ours-https`` — ``ours`` from that HTTPS sandbox.
 
 Each case is a whole process timed from outside (start-up included) with GNU ``/usr/bin/time`` (wall, peak RSS
 of the largest process). Cases run interleaved (A B C D, A B C D, …) after ``sync`` so that write-back of one run
@@ -22,6 +25,7 @@ docs/benchmarks.md. Every stored file is checked against the sandbox's SHA-256 o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -40,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 MiB = 1024 * 1024
-CASES = ("curl", "stock", "ours", "ours-nofsync")
+CASES = ("curl", "stock", "ours", "ours-nofsync", "curl-https", "ours-https")
 
 
 # --- child processes (run as: bench_large_file.py --child stock|ours URL WORKDIR) ----------------------------
@@ -102,7 +106,7 @@ def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
 
     from scrapy.settings import Settings
 
-    # The project's settings (download handler, MEDIA_* defaults), as in a real crawl.
+    # The project's settings (MEDIA_* defaults, middlewares), as in a real crawl.
     settings = Settings()
     settings.setmodule("mediacrawler.settings", priority="project")
     settings.update({**_child_settings(workdir), "MEDIA_FSYNC": fsync, "ADDONS": {}, "ITEM_PIPELINES": {},
@@ -111,6 +115,32 @@ def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
     process.crawl(OursSpider)
     process.start()
     _report(workdir, stored[0] if stored else None, **phases)
+
+
+def _self_signed_pem(directory: Path) -> Path:
+    """A private key and self-signed certificate for 127.0.0.1 (P-256, one day) in one PEM file."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .sign(key, hashes.SHA256()))
+    path = directory / "sandbox-tls.pem"
+    pem = serialization.Encoding.PEM
+    path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+                     + cert.public_bytes(pem))
+    return path
 
 
 def _report(workdir: Path, path: Path | None, **phases: float) -> None:
@@ -167,7 +197,12 @@ def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0,
         target = workdir / "blob.bin"
         wall, rss = _timed(["curl", "-sS", "-o", str(target), url], log=log)
         return wall, rss, target, {}
-    mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"]}[case]
+    if case == "curl-https":
+        target = workdir / "blob.bin"
+        wall, rss = _timed(["sh", "-c", 'curl -sSk "$0" | tee "$1" | sha256sum', url, str(target)], log=log)
+        return wall, rss, target, {}
+    mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"],
+            "ours-https": ["ours", "1"]}[case]
     wall, rss = _timed([sys.executable, str(Path(__file__).resolve()), "--child", *mode, url, str(workdir)],
                        log=log)
     result = json.loads((workdir / "result.json").read_text())
@@ -210,10 +245,16 @@ def main() -> None:
     # to the file published in the store, as the child measures it (Scrapy's ~0.7 s start-up excluded: a crawl
     # pays it once, not per file); for curl and the stock pipeline it is the process wall time.
     figures: dict[str, list[tuple[float, float, float]]] = {c: [] for c in cases}
-    with start_sandbox() as sandbox:
-        url = f"{sandbox.url}/media/blob/bench?size={args.size}"
+    base.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        urls = {}
+        for scheme, extra in (("http", ()), ("https", ("--tls-pem", str(_self_signed_pem(base))))):
+            if any(c.endswith("-https") == (scheme == "https") for c in cases):
+                sandbox = stack.enter_context(start_sandbox(extra_args=extra))
+                urls[scheme] = f"{sandbox.url}/media/blob/bench?size={args.size}"
         for round_no in range(1, args.rounds + 1):
             for case in cases:
+                url = urls["https" if case.endswith("-https") else "http"]
                 wall, rss, path, phases = run_case(case, url=url, workdir=base / case,
                                                    prewarm=0 if args.no_prewarm else args.size * 3 // 2,
                                                    settle=args.settle)
@@ -252,6 +293,9 @@ def main() -> None:
                 continue
             print(f"throughput {case} / curl, transfer (paired by round): {paired('curl', case, 0, 2)}; "
                   f"whole process: {paired('curl', case, 0, 0)}")
+    if "curl-https" in figures and "ours-https" in figures:
+        print(f"HTTPS: ours / (curl -k | tee | sha256sum), whole process (paired): "
+              f"{paired('ours-https', 'curl-https', 0, 0)}; transfer: {paired('ours-https', 'curl-https', 2, 0)}")
     if "stock" in figures:
         for case in ("ours", "ours-nofsync"):
             if case in figures:

@@ -1,5 +1,6 @@
 """What several layers share: request meta keys, exceptions that cross from downloader middlewares to spiders and
-pipelines, the resume point, the one walk over a post's media assets, and what pipelines may ask of extensions.
+pipelines, failure reasons by exception type, the resume point, the one walk over a post's media assets, and what
+pipelines may ask of extensions.
 
 Nothing here imports another project module, so any layer may import it (docs/architecture.md).
 """
@@ -11,8 +12,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from itemadapter import ItemAdapter, is_item
-from scrapy.exceptions import DropItem, IgnoreRequest, NotConfigured
+from scrapy.core.downloader.handlers.http11 import TunnelError
+from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
+                               DownloadTimeoutError, DropItem, IgnoreRequest, NotConfigured, ResponseDataLossError)
 from scrapy.utils.misc import load_object
+from twisted.internet import defer
+from twisted.internet import error as net
+from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
+from twisted.web.http import PotentialDataLoss, _DataLoss  # _DataLoss: what Twisted's ResponseFailed carries
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -153,3 +160,28 @@ def backend_class(setting: str, name: str, backends: dict[str, str]) -> Any:
         return load_object(backends.get(name.lower(), name))
     except (ImportError, NameError, ValueError) as e:
         raise NotConfigured(f"{setting}={name!r} is neither one of {sorted(backends)} nor importable: {e}") from e
+
+
+#: Failure reasons by exception type, first match wins (Scrapy 2.19 raises its own types; older paths Twisted's).
+_REASONS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
+    ((ResponseDataLossError, PotentialDataLoss, _DataLoss), "dataloss"),
+    ((DownloadTimeoutError, net.TimeoutError, defer.TimeoutError), "timeout"),
+    ((DownloadCancelledError,), "too-large"),  # DOWNLOAD_MAXSIZE / MEDIA_MAXSIZE reached mid-body
+    ((DownloadConnectionRefusedError, CannotResolveHostError, net.ConnectError, net.DNSLookupError,
+      net.ConnectionLost, net.ConnectionDone, ResponseNeverReceived, TunnelError), "connection-error"),
+)
+
+
+def download_error_reason(exc: BaseException) -> str:
+    """The reason code of an exception a download ended with, from its type: the reason of a RequestRefused,
+    ``filtered`` (IgnoreRequest: offsite...), ``dataloss``, ``timeout``, ``too-large``, ``connection-error``, or
+    ``download-error``. A ResponseFailed is judged by the failures it wraps."""
+    if isinstance(exc, RequestRefused):
+        return exc.reason  # refused on purpose, with its own reason (e.g. too-large: middlewares/body_limits.py)
+    if isinstance(exc, IgnoreRequest):
+        return "filtered"
+    causes = [f.value for f in exc.reasons] if isinstance(exc, (ResponseFailed, ResponseNeverReceived)) else []
+    for types, reason in _REASONS:
+        if isinstance(exc, types) or any(isinstance(c, types) for c in causes):
+            return reason
+    return "connection-error" if isinstance(exc, ResponseFailed) else "download-error"

@@ -37,13 +37,7 @@ WARN_ON_GENERATOR_RETURN_VALUE = False
 LOG_LEVEL = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
 
 # Scrapy enables file:, data:, s3: and ftp: handlers by default; a URL taken from a payload must never reach them.
-# http(s) is Scrapy's HTTP/1.1 handler that can also write a Range segment's body straight into a reusable buffer
-# (mediacrawler/media/handler.py): a 1 GiB download in about 60% of the time, same behaviour otherwise.
-DOWNLOAD_HANDLERS = {
-    "http": "mediacrawler.media.handler.MediaDownloadHandler",
-    "https": "mediacrawler.media.handler.MediaDownloadHandler",
-    "file": None, "data": None, "s3": None, "ftp": None,
-}
+DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}
 
 # --- Retries ----------------------------------------------------------------------------------------------------
 RETRY_ENABLED = True
@@ -213,11 +207,12 @@ MEDIA_COMMIT_BATCH = 256
 # --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
 #: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.
 MEDIA_SEGMENT_THRESHOLD = 16 * 1024 * 1024
-#: Bytes per Range segment. Peak memory per file is about max(threshold, size x concurrency). 16 MiB x 3 was the
-#: fastest of 8 MiB x 2/3/4 and 16 MiB x 2/3 in benchmarks/bench_large_file.py (docs/benchmarks.md, session 3); a
-#: cut connection costs at most one segment of re-fetching, a crash at most size x concurrency per file (a worker's
+#: Bytes per Range segment. Scrapy's reader holds a body twice while it completes (BytesIO, then bytes), so peak
+#: memory per file is about max(threshold, 2 x size x concurrency): 8 MiB x 3 keeps a 1 GiB download near 150 MiB
+#: of RSS, 16 MiB x 3 reached 216 MiB (benchmarks/bench_large_file.py, docs/benchmarks.md, issue #11). A cut
+#: connection costs at most one segment of re-fetching, a crash at most size x concurrency per file (a worker's
 #: next request waits until its last segment is in the saved ledger; docs/media.md, "What a crash costs").
-MEDIA_SEGMENT_SIZE = 16 * 1024 * 1024
+MEDIA_SEGMENT_SIZE = 8 * 1024 * 1024
 #: Segments of one file in flight at once (also how many segments a crash may cost per file).
 MEDIA_SEGMENT_CONCURRENCY = 3
 #: Segment body buffers of all large downloads of the crawl together, in bytes (per file it is MEDIA_SEGMENT_SIZE x
@@ -228,13 +223,14 @@ MEDIA_SEGMENT_LOG_INTERVAL = 30.0
 #: Largest file the segmented path accepts (from the announced total; refused before anything is written). A total
 #: above the free space of FILES_STORE is refused too ("disk-full").
 MEDIA_SEGMENT_MAX_FILE_SIZE = 16 * 1024**3
-#: Extra attempts per segment after RetryMiddleware gave up (cut connections, short segments, 5xx).
-MEDIA_SEGMENT_RETRIES = 3
 #: Times a file that changed remotely (new ETag/total, 200 to If-Range) is started over before failing.
 MEDIA_SEGMENT_MAX_RESTARTS = 2
 #: Seconds an asset waits while another request holds its spool (another worker on a shared FILES_STORE, or another
 #: post with the same asset): then it takes that download's object from the index, or fails as spool-busy.
 MEDIA_SPOOL_BUSY_WAIT = 300.0
+#: Seconds after which an untouched download spool (Range spool, video fragments, stray temp file) is swept away
+#: when the media downloader opens: assets no longer crawled, or a crash's leftovers.
+MEDIA_SPOOL_MAX_AGE = 7 * 24 * 3600.0
 #: Times an expired URL (403/410) is re-resolved from its post during one download.
 MEDIA_SEGMENT_MAX_RESOLVES = 3
 
@@ -250,9 +246,9 @@ MEDIA_MANIFEST_MAX_BYTES = 8 * 1024**3
 MEDIA_MANIFEST_MAX_CHARS = 16 * 1024**2
 MEDIA_MANIFEST_MAX_TAGS = 200_000
 MEDIA_MANIFEST_MAX_RENDITIONS = 64
-#: Fragments of one video in flight at once, and extra attempts per fragment.
+#: Fragments of one video in flight at once. Segments and fragments are retried by RETRY_TIMES (one count per body:
+#: transport errors, RETRY_HTTP_CODES, short or cut bodies).
 MEDIA_FRAGMENT_CONCURRENCY = 4
-MEDIA_FRAGMENT_RETRIES = 3
 #: The assembled file's duration must be within this share of the manifest's.
 MEDIA_VIDEO_DURATION_TOLERANCE = 0.02
 MEDIA_VIDEO_MAX_GAP = 5.0

@@ -64,11 +64,8 @@ class VideoPostsSpider(Args[VideoPostsParams], _ArgsConsumed):
         "DOWNLOADER_MIDDLEWARES": {"mediacrawler.middlewares.media_slots.MediaSlotMiddleware": 100},
         "TELNETCONSOLE_ENABLED": False,
         "REMOTE_CONTROL_ENABLED": False,
-        # As in the project settings: a URL from a payload never reaches file/data/s3/ftp handlers, and segment
-        # bodies of large files go straight into their buffers.
-        "DOWNLOAD_HANDLERS": {"http": "mediacrawler.media.handler.MediaDownloadHandler",
-                              "https": "mediacrawler.media.handler.MediaDownloadHandler",
-                              "file": None, "data": None, "s3": None, "ftp": None},
+        # As in the project settings: a URL from a payload never reaches file/data/s3/ftp handlers.
+        "DOWNLOAD_HANDLERS": {"file": None, "data": None, "s3": None, "ftp": None},
         "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
         "FEED_EXPORT_ENCODING": "utf-8",
     }

@@ -417,7 +417,7 @@ def test_hostile_m3u8_million_entries() -> None:
     million = "#EXTM3U\n#EXT-X-TARGETDURATION:1\n" + "#EXTINF:1.000,\nseg-000.ts\n" * 1_000_000 + "#EXT-X-ENDLIST\n"
     with refused("over the cap of 20000"):
         parse_hls(million, base_url="https://cdn.example.com/v/index.m3u8", limits=ManifestLimits(
-            max_manifest_chars=64 * 1024 * 1024))  # past the size cap, the #EXTINF count must still refuse it
+            max_chars=64 * 1024 * 1024))  # past the size cap, the #EXTINF count must still refuse it
     with refused("characters, over the cap"):
         parse_hls(million, base_url="https://cdn.example.com/v/index.m3u8")
     long = "#EXTM3U\n#EXT-X-TARGETDURATION:99999\n" + "#EXTINF:99999,\ns.ts\n" * 300 + "#EXT-X-ENDLIST\n"

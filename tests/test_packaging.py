@@ -28,7 +28,7 @@ def test_sdist_carries_the_pins_and_installs(tmp_path: Path) -> None:
     (sdist,) = (tmp_path / "dist").glob("mediacrawler-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-    assert {"requirements.txt", "setup.py", "mediacrawler/settings.py", "mediacrawler/media/handler.py"} <= names
+    assert {"requirements.txt", "setup.py", "mediacrawler/settings.py", "mediacrawler/media/spool.py"} <= names
 
     target = tmp_path / "site"
     installed = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",

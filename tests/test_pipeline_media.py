@@ -11,7 +11,7 @@ from scrapy.http import Request, Response
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
-from mediacrawler.contracts import RequestRefused
+from mediacrawler.contracts import RequestRefused, download_error_reason
 from mediacrawler.items import MediaAsset, Post
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.middlewares.media_redirects import MediaRedirectMiddleware
@@ -19,7 +19,6 @@ from mediacrawler.pipelines.media import (
     META_ASSET,
     MediaStorePipeline,
     build_media_request,
-    download_error_reason,
     media_url_problem,
     pending_assets,
 )

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from mediacrawler.media.ledger import ledger_path, load_ledger
-from mediacrawler.media.segments import spool_path
+from mediacrawler.media.spool import ledger_path, load_ledger, spool_path
 from mediacrawler.sandbox.media import blob_sha256
 from mediacrawler.sandbox.process import SandboxProcess
 from tests.test_media_segments import ROOT, driver_command, sha256_file, spool_files
@@ -89,10 +88,10 @@ def test_sigkill_mid_download_then_resume(fresh_sandbox: SandboxProcess, tmp_pat
 
 def test_sigkill_at_default_segments_full_speed_costs_at_most_the_segments_in_flight(
         fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
-    """Default MEDIA_SEGMENT_SIZE (16 MiB) and MEDIA_SEGMENT_CONCURRENCY (3), no throttling: what a kill may cost at
+    """Default MEDIA_SEGMENT_SIZE (8 MiB) and MEDIA_SEGMENT_CONCURRENCY (3), no throttling: what a kill may cost at
     any moment (bytes served minus bytes in the saved ledger) stays within size x concurrency, and so does what a
     kill a third of the way in costs across both runs."""
-    size, name, segment, concurrency = 384 * MiB, "killfast", 16 * MiB, 3
+    size, name, segment, concurrency = 384 * MiB, "killfast", 8 * MiB, 3
     url = f"{fresh_sandbox.url}/media/blob/{name}?size={size}"
     store = tmp_path / "store"
     key = "test/video/killfast"

@@ -1,23 +1,11 @@
-"""Fragments → one verified MP4, with PyAV and without re-encoding.
-
-Three steps, each a plain function the video pipeline calls in order:
-
-1. :func:`ordered_parts` turns the fragment ledger's ``{index: path}`` into the ordered list, or fails with the
-   missing indexes. Completeness is *our* accounting: a muxer fed an incomplete set usually succeeds (MPEG-TS
-   resyncs, fMP4 fragments carry their own timestamps), so nothing may rely on it to notice a gap.
-   :func:`decrypt_aes128` undoes HLS AES-128 before that.
-2. :func:`remux_to_mp4` reads each track as one byte stream (an fMP4 init section followed by its fragments, or
-   MPEG-TS segments back to back: both are valid streams when concatenated), copies the packets (stream copy; the
-   MP4 muxer inserts ``aac_adtstoasc``/Annex B conversion itself) into an MP4 written with ``movflags=faststart``,
-   to a ``.part`` name renamed into place when complete.
-3. :func:`verify_mp4` opens the result, checks the streams, the duration against the manifest's (±2 %), decodes
-   the first video frame and reports a :class:`VideoInfo`; anything wrong is an :class:`AssemblyError`.
-
-The parts are read through :class:`ConcatReader`, so the track is never copied into one more temporary file.
+"""Fragments → one verified MP4, with PyAV and without re-encoding: :func:`ordered_parts` (completeness is our
+accounting, never the muxer's), :func:`decrypt_aes128`, :func:`remux_to_mp4`, :func:`verify_mp4` (docs/media.md,
+"Video").
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import heapq
 import io
@@ -37,16 +25,6 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "AssemblyError",
-    "ConcatReader",
-    "VideoInfo",
-    "decrypt_aes128",
-    "ordered_parts",
-    "remux_to_mp4",
-    "verify_mp4",
-]
-
 # What PyAV/FFmpeg raise on bad media (FFmpegError subclasses also derive from ValueError/OSError).
 _AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, ValueError, OSError, EOFError)
 
@@ -57,9 +35,6 @@ class AssemblyError(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-# ----------------------------------------------------------------------------------------- decrypt / order
 
 
 def decrypt_aes128(data: bytes, *, key: bytes, iv: bytes) -> bytes:
@@ -102,29 +77,17 @@ def _nonempty(path: Path) -> bool:
         return False
 
 
-# ------------------------------------------------------------------------------------------------- reading
-
-
 class ConcatReader(io.RawIOBase):
     """A read-only, seekable file over several files back to back (init + fragments, or TS segments)."""
 
     def __init__(self, paths: Sequence[Path]) -> None:
         super().__init__()
         self._paths = [Path(p) for p in paths]
-        self._sizes = [p.stat().st_size for p in self._paths]
-        self._starts: list[int] = []
-        total = 0
-        for size in self._sizes:
-            self._starts.append(total)
-            total += size
-        self._total = total
+        self._starts = list(itertools.accumulate((p.stat().st_size for p in self._paths), initial=0))
+        self.size = self._starts[-1]
         self._pos = 0
         self._open_index = -1
         self._file: io.BufferedReader | None = None
-
-    @property
-    def size(self) -> int:
-        return self._total
 
     def readable(self) -> bool:
         return True
@@ -136,14 +99,7 @@ class ConcatReader(io.RawIOBase):
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        if whence == io.SEEK_SET:
-            pos = offset
-        elif whence == io.SEEK_CUR:
-            pos = self._pos + offset
-        elif whence == io.SEEK_END:
-            pos = self._total + offset
-        else:
-            raise ValueError(f"bad whence {whence}")
+        pos = offset + {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
         if pos < 0:
             raise ValueError("negative seek position")
         self._pos = pos
@@ -152,36 +108,23 @@ class ConcatReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         done = 0
-        while done < len(view) and self._pos < self._total:
-            index = self._locate(self._pos)
-            file = self._open(index)
-            file.seek(self._pos - self._starts[index])
-            want = min(len(view) - done, self._starts[index] + self._sizes[index] - self._pos)
-            got = file.readinto(view[done : done + want])
+        while done < len(view) and self._pos < self.size:
+            # The last part starting at or before the position: empty parts are skipped.
+            index = bisect.bisect_right(self._starts, self._pos) - 1
+            if index != self._open_index or self._file is None:
+                if self._file is not None:
+                    self._file.close()
+                self._file = open(self._paths[index], "rb")  # noqa: SIM115 - closed in close()/on switch
+                self._open_index = index
+            self._file.seek(self._pos - self._starts[index])
+            want = min(len(view) - done, self._starts[index + 1] - self._pos)
+            got = self._file.readinto(view[done : done + want])
+
             if not got:
                 raise OSError(f"{self._paths[index]} shrank while being read")
             done += got
             self._pos += got
         return done
-
-    def _locate(self, pos: int) -> int:
-        # Few parts per track (hundreds at most): a linear scan from the open file is plenty.
-        index = max(self._open_index, 0)
-        if pos < self._starts[index]:
-            index = 0
-        while index + 1 < len(self._starts) and self._starts[index + 1] <= pos:
-            index += 1
-        while self._sizes[index] == 0 and index + 1 < len(self._starts):
-            index += 1
-        return index
-
-    def _open(self, index: int) -> io.BufferedReader:
-        if index != self._open_index or self._file is None:
-            if self._file is not None:
-                self._file.close()
-            self._file = open(self._paths[index], "rb")  # noqa: SIM115 - closed in close()/on switch
-            self._open_index = index
-        return self._file
 
     def close(self) -> None:
         if self._file is not None:
@@ -190,49 +133,32 @@ class ConcatReader(io.RawIOBase):
         super().close()
 
 
-# -------------------------------------------------------------------------------------------------- remux
-
-
-def remux_to_mp4(
-    video_parts: Sequence[Path],
-    audio_parts: Sequence[Path] | None,
-    out: Path,
-    *,
-    init_video: Path | None = None,
-    init_audio: Path | None = None,
-) -> Path:
-    """Stream-copy the video track (``init_video`` + ``video_parts``) and, if given, a separate audio track
-    (``init_audio`` + ``audio_parts``) into ``out`` as one MP4 with ``movflags=faststart``. Without separate audio,
-    the first audio stream of the video track (muxed TS, progressive MP4) is kept.
-
-    Each input is shifted to start at 0, as the ffmpeg command line does by default (yt-dlp's merge): MPEG-TS
-    starts around 1.4 s, and fragmented MP4 without an edit list starts at the B-frame delay; streams within one
-    input keep their relative alignment. The file is written as ``<out>.part`` and renamed when complete; on any failure
-    nothing is left at ``out`` and :class:`AssemblyError` is raised. Returns ``out``.
-    """
+def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None, out: Path, *,
+                 init_video: Path | None = None, init_audio: Path | None = None) -> Path:
+    """Stream-copy the video track (``init_video`` + ``video_parts``) and a separate audio track, if given, into
+    ``out`` as one faststart MP4 (else the video track's own first audio stream is kept); each input shifted to
+    start at 0. Written as ``<out>.part``, renamed when complete; :class:`AssemblyError` on any failure, nothing
+    left at ``out`` (docs/media.md, "Assembly")."""
     if not video_parts:
         raise AssemblyError("no video fragments")
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     with contextlib.ExitStack() as stack:
         try:
-            vin = stack.enter_context(_open_track([*([init_video] if init_video else []), *video_parts]))
-            ain = None
+            vin = stack.enter_context(_open_track([init_video, *video_parts]))
+            vstream = _first(vin.streams.video, "video track has no video stream")
+            sources: list[tuple[Any, list[Any]]]
             if audio_parts:
-                ain = stack.enter_context(_open_track([*([init_audio] if init_audio else []), *audio_parts]))
-            vstream = _first(vin.streams.video, "video", "video track")
-            if ain is not None:
-                astream = _first(ain.streams.audio, "audio", "audio track")
+                ain = stack.enter_context(_open_track([init_audio, *audio_parts]))
+                astream = _first(ain.streams.audio, "audio track has no audio stream")
+                sources = [(vin, [vstream]), (ain, [astream])]
             else:
                 astream = vin.streams.audio[0] if vin.streams.audio else None
-            sources: list[tuple[Any, list[Any]]] = [(vin, [vstream] + ([astream] if ain is None and astream else []))]
-            if ain is not None:
-                sources.append((ain, [astream]))
-
+                sources = [(vin, [vstream, *([astream] if astream else [])])]
             output = stack.enter_context(av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}))
             mapping = {id(s): output.add_stream_from_template(s) for _, streams in sources for s in streams}
             counts = {id(s): 0 for _, streams in sources for s in streams}
-            feeds = [_packets(container, streams, _start_seconds(container)) for container, streams in sources]
+            feeds = [_packets(container, streams) for container, streams in sources]
             # Interleave by dts ourselves: the muxer's interleaving queue would otherwise hold a whole track.
             merged = heapq.merge(*feeds, key=lambda item: item[0])
             for _, packet, in_stream in merged:
@@ -255,7 +181,8 @@ def remux_to_mp4(
 
 
 @contextlib.contextmanager
-def _open_track(paths: Sequence[Path]) -> Iterator[Any]:
+def _open_track(parts: Sequence[Path | None]) -> Iterator[Any]:
+    paths = [p for p in parts if p is not None]  # an absent init section
     for path in paths:
         if not _nonempty(Path(path)):
             raise AssemblyError(f"empty or missing fragment {path}")
@@ -272,19 +199,16 @@ def _open_track(paths: Sequence[Path]) -> Iterator[Any]:
         reader.close()
 
 
-def _first(streams: Sequence[Any], kind: str, what: str) -> Any:
+def _first(streams: Sequence[Any], missing: str) -> Any:
     if not streams:
-        raise AssemblyError(f"{what} has no {kind} stream")
+        raise AssemblyError(missing)
     return streams[0]
 
 
-def _start_seconds(container: Any) -> float:
-    start = container.start_time
-    return start / av.time_base if start is not None else 0.0
+def _packets(container: Any, streams: list[Any]) -> Iterator[tuple[float, Any, Any]]:
+    """``(dts in seconds, packet, input stream)``, timestamps moved back so that the input starts at 0."""
+    shift = container.start_time / av.time_base if container.start_time is not None else 0.0
 
-
-def _packets(container: Any, streams: list[Any], shift: float) -> Iterator[tuple[float, Any, Any]]:
-    """``(dts in seconds, packet, input stream)`` with timestamps moved back by ``shift`` seconds."""
     offsets = {id(s): round(shift / s.time_base) if s.time_base else 0 for s in streams}
     by_index = {s.index: s for s in streams}
     for packet in container.demux(*streams):
@@ -306,9 +230,6 @@ def _unlink(path: Path) -> None:
         path.unlink()
 
 
-# ------------------------------------------------------------------------------------------------- verify
-
-
 @dataclass(frozen=True, slots=True)
 class VideoInfo:
     """What :func:`verify_mp4` found: recorded on the asset next to the selection."""
@@ -323,25 +244,12 @@ class VideoInfo:
     max_gap: float | None = None
 
 
-def verify_mp4(
-    path: Path,
-    *,
-    expect_audio: bool,
-    expected_duration: float | None,
-    tolerance: float = 0.02,
-    max_gap: float | None = None,
-) -> VideoInfo:
-    """Check an assembled MP4 before it is stored: it opens as MP4, has a video stream (and an audio stream when
-    ``expect_audio``), its duration is within ``tolerance`` (relative) of ``expected_duration`` when one is given,
-    and its first video frame decodes. Raises :class:`AssemblyError` with the first problem found.
+def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | None, tolerance: float = 0.02,
+               max_gap: float | None = None) -> VideoInfo:
+    """Check an assembled MP4 before it is stored (boxes tile the file, MP4 with video, audio when
+    ``expect_audio``, duration within ``tolerance`` of ``expected_duration``, no timestamp hole over ``max_gap``,
+    first frame decodes: docs/media.md, "Assembly"); :class:`AssemblyError` with the first problem found."""
 
-    Before PyAV sees the file, its top-level boxes must tile it exactly (a cut ``mdat`` is found even when
-    ``moov`` is intact) and include ``moov``.
-
-    ``max_gap`` (seconds), when given, also demuxes the whole video track (no decoding) and rejects a jump between
-    consecutive frame timestamps larger than it. This is a second line of defence only: a dropped fragment keeps
-    the surviving timestamps, so the duration check does not see it; :func:`ordered_parts` is the real check.
-    """
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -362,26 +270,19 @@ def verify_mp4(
                 raise AssemblyError("no audio stream")
             duration = _duration(container)
             if expected_duration and abs(duration - expected_duration) > tolerance * expected_duration:
-                raise AssemblyError(
-                    f"duration {duration:.3f} s differs from the manifest's {expected_duration:.3f} s "
-                    f"by more than {tolerance:.0%}"
-                )
+                raise AssemblyError(f"duration {duration:.3f} s differs from the manifest's "
+                                    f"{expected_duration:.3f} s by more than {tolerance:.0%}")
             frame = next(container.decode(video), None)
             if frame is None:
                 raise AssemblyError("first video frame does not decode")
             gap = _max_gap(container, video) if max_gap is not None else None
             if gap is not None and max_gap is not None and gap > max_gap:
                 raise AssemblyError(f"video has a {gap:.3f} s hole in its timestamps (allowed {max_gap:.3f} s)")
-            info = VideoInfo(
-                duration=duration,
-                width=video.codec_context.width,
-                height=video.codec_context.height,
-                video_codec=video.codec_context.name,
-                audio_codec=audio.codec_context.name if audio is not None else None,
-                size=size,
-                faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
-                max_gap=gap,
-            )
+            info = VideoInfo(duration=duration, width=video.codec_context.width, height=video.codec_context.height,
+                             video_codec=video.codec_context.name,
+                             audio_codec=audio.codec_context.name if audio is not None else None, size=size,
+                             faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
+                             max_gap=gap)
     except AssemblyError:
         raise
     except _AV_ERRORS as exc:
@@ -432,10 +333,8 @@ def _top_level_boxes(path: Path, size: int) -> list[bytes]:
             if box_size < 8:
                 raise AssemblyError(f"corrupt MP4: box {kind!r} of size {box_size} at {offset}")
             if offset + box_size > size:
-                raise AssemblyError(
-                    f"truncated MP4: box {kind.decode('latin-1')!r} at {offset} needs {box_size} bytes, "
-                    f"{size - offset} left"
-                )
+                raise AssemblyError(f"truncated MP4: box {kind.decode('latin-1')!r} at {offset} needs {box_size} "
+                                    f"bytes, {size - offset} left")
             kinds.append(kind)
             offset += box_size
     return kinds

@@ -17,11 +17,7 @@ from PIL import Image
 
 from mediacrawler import settings as defaults
 from mediacrawler.media.sniff import Sniffed, sniff
-
-# Still imported by media/video.py on this branch; the download layer's branch reads the settings instead. Remove
-# both lines when the branches meet.
-DEFAULT_MAX_IMAGE_PIXELS = defaults.MEDIA_MAX_IMAGE_PIXELS
-DEFAULT_MAX_IMAGE_DECODE_BYTES = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES
+from mediacrawler.media.spool import parse_content_range
 
 #: HTTP statuses whose body is the whole file (a 206 only when its Content-Range covers the whole file).
 ACCEPTED_STATUSES = (200, 206)
@@ -65,8 +61,8 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
         # Only reachable with DOWNLOAD_FAIL_ON_DATALOSS=False; the body is known to be short.
         raise MediaRejected("dataloss", "the connection ended before the announced length")
     if status == 206:
-        total = _content_range_total(content_range)
-        if total is None or not (content_range or "").startswith(f"bytes 0-{total - 1}/"):
+        start, end, total = parse_content_range(content_range) or (None, None, None)
+        if start != 0 or total is None or end != total - 1:
             raise MediaRejected("partial-content", f"Content-Range {content_range!r} is not the whole file")
         if body_size != total:
             raise MediaRejected("size-mismatch", f"{body_size} bytes received, Content-Range says {total}")
@@ -79,12 +75,6 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
             raise MediaRejected("size-mismatch", f"{body_size} bytes received, Content-Length says {expected}")
     if body_size == 0:
         raise MediaRejected("empty-body")
-
-
-def _content_range_total(value: str | None) -> int | None:
-    # "bytes 0-99/100" -> 100; "bytes 0-99/*" -> None. (One parser for the media layer: spool.py, at merge.)
-    total = (value or "").rpartition("/")[2]
-    return int(total) if total.isdigit() else None
 
 
 def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,

@@ -1,84 +1,26 @@
-"""Video manifests → one model of renditions, and the rule that picks one.
-
-Every source a platform can hand us becomes a :class:`Manifest`: its video and audio :class:`Rendition` s (codec,
-width, height, bandwidth, frame rate) and, for each, *how to fetch it* (:data:`Fetch`):
-
-- :class:`SingleFile`: one file, a primary URL plus backups (streams a platform API listed, DASH ``SegmentBase``,
-  progressive MP4). ``init_range``/``index_range`` are informational (the file is fetched whole, in Range segments
-  when large, by the segmented downloader);
-- :class:`SegmentedFetch`: an optional :class:`InitSection` plus an ordered list of :class:`Segment` s (HLS media
-  playlists, DASH ``SegmentTemplate``/``SegmentTimeline``/``SegmentList``). Segments may be byte ranges and may be
-  AES-128 encrypted (:class:`KeyInfo`, the IV already resolved);
-- :class:`PlaylistRef`: an HLS master playlist's variant, whose media playlist still has to be fetched and handed
-  to :func:`parse_hls_media` (then :func:`with_fetch`).
-
-The parsers are pure (text/JSON in, model out) and refuse hostile input **before expanding it**
-(:class:`ManifestLimits`, reliability F5): the manifest's size is capped; HLS ``#EXTINF`` lines are counted with
-``str.count`` before the m3u8 library sees the text; a DASH ``SegmentTimeline`` is counted arithmetically from its
-``r`` values (``r="1000000000"`` is refused after a handful of integer operations) and a ``SegmentTemplate`` is
-expanded lazily, only for the rendition that is selected (:meth:`SegmentedFetch.segments`); MPDs carrying a DTD or
-entity declarations are refused before the XML parser runs; every segment, init, key and base URL must resolve to an
-allowed scheme (http/https); declared durations and byte sizes are capped. A refusal raises :class:`ManifestError`
-with a reason.
-
-Scope decisions (documented here because they are policy, not accident):
-
-- Multi-Period MPDs are refused (``ManifestError("multi-period MPD …")``): the platforms we crawl serve one Period
-  per video, and concatenating Periods is where ad-insertion and the 2,800-Period DoS live.
-- Live streams are refused: an MPD with ``type="dynamic"``, an HLS media playlist without ``#EXT-X-ENDLIST``.
-- HLS encryption other than AES-128 (SAMPLE-AES, DRM key formats) is refused.
-- Streams a platform API listed (:func:`manifest_from_renditions`) come already read by ``parsers/<platform>.py``
-  as plain JSON: this module knows their generic keys, never a platform's payload.
+"""Video manifests (HLS, DASH, renditions a platform API listed, progressive URLs) → one model of renditions, and
+the rule that picks one. Pure parsers that refuse hostile input before expanding it (:class:`ManifestLimits`);
+scope and policy (one Period, VOD, AES-128 only): docs/media.md, "Video".
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 from urllib.parse import urljoin, urlsplit
 
 import m3u8
 
+from mediacrawler import settings as defaults
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
-
-__all__ = [
-    "DEFAULT_CODEC_PREFERENCE",
-    "DEFAULT_MAX_HEIGHT",
-    "ByteRange",
-    "Fetch",
-    "InitSection",
-    "KeyInfo",
-    "Manifest",
-    "ManifestError",
-    "ManifestLimits",
-    "PlaylistRef",
-    "Rendition",
-    "Segment",
-    "SegmentedFetch",
-    "Selection",
-    "SingleFile",
-    "TemplateSpec",
-    "codec_family",
-    "iv_for_sequence",
-    "manifest_from_renditions",
-    "parse_dash",
-    "parse_hls",
-    "parse_hls_media",
-    "progressive_variants",
-    "select",
-    "with_fetch",
-]
-
-#: ``MEDIA_VIDEO_MAX_HEIGHT`` default.
-DEFAULT_MAX_HEIGHT = 1080
-#: ``MEDIA_VIDEO_CODECS`` default: H.264 plays everywhere, then HEVC, then AV1.
-DEFAULT_CODEC_PREFERENCE: tuple[str, ...] = ("avc1", "hevc", "av01")
 
 Kind = Literal["video", "audio"]
 Source = Literal["hls", "dash", "renditions", "progressive"]
@@ -92,43 +34,25 @@ class ManifestError(ValueError):
         self.reason = reason
 
 
-# --------------------------------------------------------------------------------------------------- limits
-
-
 @dataclass(frozen=True, slots=True)
 class ManifestLimits:
-    """Caps applied to every manifest before it is expanded (reliability F5).
+    """Caps applied to every manifest before it is expanded (``MEDIA_MANIFEST_*``; what each bounds:
+    docs/media.md, "Manifest reference")."""
 
-    ``max_segments`` bounds the segments of one rendition (``MEDIA_MANIFEST_MAX_SEGMENTS``), ``max_duration`` the
-    declared duration in seconds (``MEDIA_MANIFEST_MAX_DURATION``), ``max_bytes`` the declared byte sizes (byte
-    ranges, a listed rendition's ``size``; ``MEDIA_MANIFEST_MAX_BYTES``; the video downloader caps the fragment
-    bytes it actually stores by the same number), ``max_manifest_chars`` the manifest text itself,
-    ``max_manifest_tags`` the markup of an MPD (its ``<`` characters: every ``S`` and ``SegmentURL`` of all
-    Representations together, counted with ``str.count`` before the XML parser builds anything),
-    ``max_renditions`` the variants/Representations (and the entries of a platform's rendition list).
-    ``allowed_schemes`` is the allow-list for every URL a manifest makes us fetch.
-    """
-
-    max_segments: int = 20_000
-    max_duration: float = 6 * 3600.0
-    max_bytes: int = 8 * 1024**3
-    max_manifest_chars: int = 16 * 1024 * 1024
-    max_manifest_tags: int = 200_000
-    max_renditions: int = 64
+    max_segments: int = defaults.MEDIA_MANIFEST_MAX_SEGMENTS
+    max_duration: float = float(defaults.MEDIA_MANIFEST_MAX_DURATION)
+    max_bytes: int = defaults.MEDIA_MANIFEST_MAX_BYTES
+    max_chars: int = defaults.MEDIA_MANIFEST_MAX_CHARS
+    max_tags: int = defaults.MEDIA_MANIFEST_MAX_TAGS
+    max_renditions: int = defaults.MEDIA_MANIFEST_MAX_RENDITIONS
     allowed_schemes: frozenset[str] = frozenset({"http", "https"})
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ManifestLimits:
-        """The limits from ``MEDIA_MANIFEST_*`` settings (defaults as above)."""
-        d = cls()
-        return cls(
-            max_segments=settings.getint("MEDIA_MANIFEST_MAX_SEGMENTS", d.max_segments),
-            max_duration=settings.getfloat("MEDIA_MANIFEST_MAX_DURATION", d.max_duration),
-            max_bytes=settings.getint("MEDIA_MANIFEST_MAX_BYTES", d.max_bytes),
-            max_manifest_chars=settings.getint("MEDIA_MANIFEST_MAX_CHARS", d.max_manifest_chars),
-            max_manifest_tags=settings.getint("MEDIA_MANIFEST_MAX_TAGS", d.max_manifest_tags),
-            max_renditions=settings.getint("MEDIA_MANIFEST_MAX_RENDITIONS", d.max_renditions),
-        )
+        """The limits from the ``MEDIA_MANIFEST_*`` settings."""
+        return cls(**{f.name: type(f.default)(settings.get(f"MEDIA_MANIFEST_{f.name.upper()}", f.default))
+                      for f in fields(cls) if f.name != "allowed_schemes"})
+
 
     def check_url(self, url: str, *, what: str) -> str:
         """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
@@ -142,20 +66,22 @@ class ManifestLimits:
         return url
 
     def check_text(self, text: str, *, what: str) -> None:
-        if len(text) > self.max_manifest_chars:
-            raise ManifestError(f"{what} is {len(text)} characters, over the cap of {self.max_manifest_chars}")
+        _cap(len(text), self.max_chars, f"{what} is {len(text)} characters")
 
     def check_count(self, count: int, *, what: str) -> None:
-        if count > self.max_segments:
-            raise ManifestError(f"{what}: {count} segments, over the cap of {self.max_segments}")
+        _cap(count, self.max_segments, f"{what}: {count} segments")
 
     def check_duration(self, seconds: float | None, *, what: str) -> None:
         if seconds is not None and not (0 <= seconds <= self.max_duration):
             raise ManifestError(f"{what}: duration {seconds:.0f} s outside 0..{self.max_duration:.0f} s")
 
     def check_bytes(self, size: int, *, what: str) -> None:
-        if size > self.max_bytes:
-            raise ManifestError(f"{what}: {size} declared bytes, over the cap of {self.max_bytes}")
+        _cap(size, self.max_bytes, f"{what}: {size} declared bytes")
+
+
+def _cap(value: int, cap: int, said: str) -> None:
+    if value > cap:
+        raise ManifestError(f"{said}, over the cap of {cap}")
 
 
 _DEFAULT_LIMITS = ManifestLimits()
@@ -186,8 +112,6 @@ class _Resolver:
             return self._dir + ref
         return self.limits.check_url(urljoin(self.base_url, ref), what=self.what)
 
-# ---------------------------------------------------------------------------------------------------- model
-
 
 @dataclass(frozen=True, slots=True)
 class ByteRange:
@@ -202,7 +126,6 @@ class ByteRange:
         return self.start + self.length - 1
 
     def header(self) -> str:
-        """The value of a ``Range`` request header for this range."""
         return f"bytes={self.start}-{self.end}"
 
 
@@ -236,9 +159,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class TemplateSpec:
-    """A DASH ``SegmentTemplate`` reduced to what expansion needs. ``runs`` are ``(t, d, n)``: ``n`` segments of
-    ``d`` ticks starting at tick ``t`` (a ``SegmentTimeline`` with its repeats resolved, or one run for a fixed
-    ``@duration``)."""
+    """A DASH ``SegmentTemplate`` reduced to what expansion needs; ``runs`` are ``(t, d, n)``: ``n`` segments of
+    ``d`` ticks from tick ``t``."""
 
     base_url: str
     media: str
@@ -252,8 +174,7 @@ class TemplateSpec:
 
 @dataclass(frozen=True, slots=True)
 class SegmentedFetch:
-    """A list of segments (plus an optional init section). ``count`` and ``duration`` are known without
-    expansion; :meth:`segments` builds the list (explicit lists are stored, templates expanded on demand)."""
+    """Segments (plus an optional init section); ``count`` and ``duration`` are known without expansion."""
 
     count: int
     duration: float | None
@@ -291,13 +212,7 @@ Fetch: TypeAlias = SingleFile | SegmentedFetch | PlaylistRef
 
 @dataclass(frozen=True, slots=True)
 class Rendition:
-    """One encoding of the video or of its audio.
-
-    ``codecs`` is the declared RFC 6381 string (``avc1.640032``), ``codec`` its family (``avc1``, ``hevc``,
-    ``av01``, ``vp9``, ``mp4a``…; see :func:`codec_family`). ``has_audio`` marks a video rendition that carries its
-    own audio (HLS muxed TS, progressive MP4): no separate audio is selected for it. ``container`` is ``ts``,
-    ``mp4`` (fragmented or not), ``webm`` or ``flv`` where known.
-    """
+    """One encoding of the video or of its audio (fields: docs/media.md, "Manifest reference")."""
 
     kind: Kind
     id: str
@@ -329,51 +244,24 @@ def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
     if not media.video and not media.audio:
         raise ManifestError("media playlist has no segments")
     inner = (media.video or media.audio)[0]
-    container = inner.container or rendition.container
-    return replace(rendition, fetch=inner.fetch, container=container)
+    return replace(rendition, fetch=inner.fetch, container=inner.container or rendition.container)
 
 
-# ------------------------------------------------------------------------------------------------ helpers
-
-_VIDEO_FAMILIES = {
-    "avc1": "avc1",
-    "avc3": "avc1",
-    "h264": "avc1",
-    "hvc1": "hevc",
-    "hev1": "hevc",
-    "hevc": "hevc",
-    "h265": "hevc",
-    "av01": "av01",
-    "av1": "av01",
-    "vp09": "vp9",
-    "vp9": "vp9",
-    "vp08": "vp8",
-    "vp8": "vp8",
-    "dvh1": "dvh1",
-    "dvhe": "dvh1",
-}
-_AUDIO_FAMILIES = {
-    "mp4a": "mp4a",
-    "aac": "mp4a",
-    "ac-3": "ac-3",
-    "ec-3": "ec-3",
-    "opus": "opus",
-    "flac": "flac",
-    "mp3": "mp3",
-}
+_VIDEO_FAMILIES = {"avc1": "avc1", "avc3": "avc1", "h264": "avc1", "hvc1": "hevc", "hev1": "hevc", "hevc": "hevc",
+                   "h265": "hevc", "av01": "av01", "av1": "av01", "vp09": "vp9", "vp9": "vp9", "vp08": "vp8",
+                   "vp8": "vp8", "dvh1": "dvh1", "dvhe": "dvh1"}
+_AUDIO_FAMILIES = {"mp4a": "mp4a", "aac": "mp4a", "ac-3": "ac-3", "ec-3": "ec-3", "opus": "opus", "flac": "flac",
+                   "mp3": "mp3"}
 
 
 def codec_family(codecs: str | None) -> str | None:
     """The family of the first codec in an RFC 6381 list: ``avc1.640032`` → ``avc1``, ``hev1.1.6.L150.90`` →
     ``hevc``, ``mp4a.40.2`` → ``mp4a``; None when unknown."""
-    if not codecs:
-        return None
-    first = codecs.split(",")[0].strip().lower()
-    prefix = first.split(".")[0]
+    prefix = (codecs or "").split(",")[0].strip().split(".")[0].lower()
     return _VIDEO_FAMILIES.get(prefix) or _AUDIO_FAMILIES.get(prefix)
 
 
-def _split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
+def split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
     """(video codecs entry, audio codecs entry) of an RFC 6381 list."""
     video = audio = None
     for entry in (codecs or "").split(","):
@@ -384,10 +272,6 @@ def _split_codecs(codecs: str | None) -> tuple[str | None, str | None]:
         elif prefix in _AUDIO_FAMILIES and audio is None:
             audio = entry
     return video, audio
-
-
-def _normalize_preference(preference: Iterable[str]) -> list[str]:
-    return [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in preference]
 
 
 def iv_for_sequence(sequence: int) -> bytes:
@@ -411,21 +295,15 @@ def _parse_iv(value: str) -> bytes:
 
 def _int(value: Any, *, what: str) -> int:
     """An integer attribute; tolerates ``1e9``-style spellings (so a huge count is *refused*, not misparsed)."""
-    if isinstance(value, bool):
-        raise ManifestError(f"{what}: not an integer: {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    try:
+    with contextlib.suppress(ValueError):
         return int(str(value).strip())
-    except (TypeError, ValueError):
-        pass
-    try:
-        number = float(str(value).strip())
-    except (TypeError, ValueError):
-        raise ManifestError(f"{what}: not an integer: {value!r}") from None
-    if not math.isfinite(number) or not number.is_integer():
-        raise ManifestError(f"{what}: not an integer: {value!r}")
-    return int(number)
+    with contextlib.suppress(ValueError):
+        number = float(str(value).strip())  # "True" and "None" fail here too
+        if math.isfinite(number) and number.is_integer():
+            return int(number)
+    raise ManifestError(f"{what}: not an integer: {value!r}")
 
 
 def _opt_int(value: Any, *, what: str) -> int | None:
@@ -450,7 +328,8 @@ def _frame_rate(value: Any) -> float | None:
 
 
 _ISO_DURATION = re.compile(
-    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
+    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
 )
 
 
@@ -478,29 +357,16 @@ def _dash_range(value: str | None, *, what: str) -> ByteRange | None:
     return ByteRange(start, end - start + 1)
 
 
-# ------------------------------------------------------------------------------------------------------ HLS
-
-
 def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """An HLS playlist → :class:`Manifest`.
-
-    A master playlist gives one video rendition per ``EXT-X-STREAM-INF`` (fetch: :class:`PlaylistRef`) and one
-    audio rendition per ``EXT-X-MEDIA:TYPE=AUDIO`` with a URI; ``duration`` is None until a media playlist is read.
-    A media playlist gives a single video rendition (``has_audio=True``: HLS TS usually muxes both; dimensions
-    unknown) whose fetch is its segments (see :func:`parse_hls_media`).
-    """
+    """An HLS master or media playlist → :class:`Manifest` (docs/media.md, "Manifest reference")."""
     limits.check_text(text, what="HLS playlist")
     if not text.lstrip("\ufeff").startswith("#EXTM3U"):
         raise ManifestError("not an HLS playlist (no #EXTM3U)")
     if "#EXT-X-STREAM-INF" not in text:
         return parse_hls_media(text, base_url=base_url, limits=limits)
     variant_lines = text.count("#EXT-X-STREAM-INF") + text.count("#EXT-X-MEDIA:")
-    if variant_lines > limits.max_renditions:
-        raise ManifestError(f"HLS master: {variant_lines} renditions, over the cap of {limits.max_renditions}")
-    try:
-        playlist = m3u8.loads(text)
-    except Exception as exc:  # noqa: BLE001 - the library raises assorted types on malformed input
-        raise ManifestError(f"unparsable HLS master playlist: {exc}") from None
+    _cap(variant_lines, limits.max_renditions, f"HLS master: {variant_lines} renditions")
+    playlist = _m3u8(text, what="master")
     audio_media = [m for m in playlist.media if (m.type or "").upper() == "AUDIO" and m.uri]
     groups_with_uri = {m.group_id for m in audio_media}
     group_codecs: dict[str, str] = {}
@@ -508,58 +374,52 @@ def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIM
     for i, variant in enumerate(playlist.playlists):
         info = variant.stream_info
         url = limits.check_url(urljoin(base_url, variant.uri.strip()), what="HLS variant")
-        vcodec, acodec = _split_codecs(info.codecs)
+        vcodec, acodec = split_codecs(info.codecs)
         if acodec and info.audio:
             group_codecs.setdefault(info.audio, acodec)
         width, height = info.resolution if info.resolution else (None, None)
         if vcodec is None and acodec is not None and info.resolution is None:
             continue  # an audio-only variant; alternatives come from EXT-X-MEDIA
         separate_audio = bool(info.audio) and info.audio in groups_with_uri
-        video.append(
-            Rendition(
-                kind="video",
-                id=f"hls-{i}",
-                fetch=PlaylistRef(url),
-                codecs=info.codecs,
-                codec=codec_family(vcodec),
-                width=width,
-                height=height,
-                bandwidth=_opt_int(info.average_bandwidth or info.bandwidth, what="BANDWIDTH"),
-                frame_rate=_frame_rate(info.frame_rate),
-                has_audio=not separate_audio and (acodec is not None or not info.codecs),
-                group=info.audio if separate_audio else None,
-            )
-        )
-    audio = [
-        Rendition(
-            kind="audio",
-            id=f"hls-audio-{m.group_id}-{m.name or i}",
-            fetch=PlaylistRef(limits.check_url(urljoin(base_url, m.uri.strip()), what="HLS audio")),
-            codecs=group_codecs.get(m.group_id),
-            codec=codec_family(group_codecs.get(m.group_id)) or None,
-            group=m.group_id,
-            default=(m.default or "").upper() == "YES",
-        )
-        for i, m in enumerate(audio_media)
-    ]
+        video.append(Rendition(
+            kind="video", id=f"hls-{i}", fetch=PlaylistRef(url), codecs=info.codecs, codec=codec_family(vcodec),
+            width=width, height=height, frame_rate=_frame_rate(info.frame_rate),
+            bandwidth=_opt_int(info.average_bandwidth or info.bandwidth, what="BANDWIDTH"),
+            has_audio=not separate_audio and (acodec is not None or not info.codecs),
+            group=info.audio if separate_audio else None))
+    audio = [Rendition(kind="audio", id=f"hls-audio-{m.group_id}-{m.name or i}",
+                       fetch=PlaylistRef(limits.check_url(urljoin(base_url, m.uri.strip()), what="HLS audio")),
+                       codecs=group_codecs.get(m.group_id), codec=codec_family(group_codecs.get(m.group_id)),
+                       group=m.group_id, default=(m.default or "").upper() == "YES")
+             for i, m in enumerate(audio_media)]
     if not video:
         raise ManifestError("HLS master playlist has no video variant")
     return Manifest(source="hls", video=tuple(video), audio=tuple(audio), duration=None)
 
 
-def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """An HLS media playlist → a :class:`Manifest` with one rendition whose fetch is a :class:`SegmentedFetch`.
+def _m3u8(text: str, *, what: str) -> m3u8.M3U8:
+    try:
+        return m3u8.loads(text)
+    except Exception as exc:  # noqa: BLE001 - the library raises assorted types on malformed input
+        raise ManifestError(f"unparsable HLS {what} playlist: {exc}") from None
 
-    Handles ``EXT-X-BYTERANGE`` (offset omitted = right after the previous range of the same URI),
-    ``EXT-X-MAP`` (fMP4 init, with its byte range) and ``EXT-X-KEY`` ``METHOD=AES-128`` (IV explicit, else the
-    segment's media sequence number). The ``#EXTINF`` count is checked before the m3u8 library parses anything.
-    """
+
+def _hls_range(value: str, *, after: int, what: str) -> ByteRange:
+    """``len[@off]``; an omitted offset is ``after`` (the end of the previous range of the same URI)."""
+    length_text, _, offset_text = str(value).partition("@")
+    length = _int(length_text, what=what)
+    offset = _int(offset_text, what=what) if offset_text else after
+    if length <= 0 or offset < 0:
+        raise ManifestError(f"bad {what} {value!r}")
+    return ByteRange(offset, length)
+
+
+def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """An HLS media playlist → one rendition whose fetch is a :class:`SegmentedFetch` (BYTERANGE, MAP, AES-128;
+    the ``#EXTINF`` count is checked before the m3u8 library parses anything)."""
     limits.check_text(text, what="HLS playlist")
     limits.check_count(text.count("#EXTINF"), what="HLS media playlist")
-    try:
-        playlist = m3u8.loads(text)
-    except Exception as exc:  # noqa: BLE001 - as above
-        raise ManifestError(f"unparsable HLS media playlist: {exc}") from None
+    playlist = _m3u8(text, what="media")
     if playlist.is_variant:
         raise ManifestError("expected an HLS media playlist, got a master playlist")
     limits.check_count(len(playlist.segments), what="HLS media playlist")
@@ -576,58 +436,56 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     inits: set[InitSection] = set()
     declared_bytes = 0
     last_end: dict[str, int] = {}
-    key_cache: dict[tuple[str, str | None], str] = {}
+    key_urls: dict[str, str] = {}
     resolve = _Resolver(base_url, limits=limits, what="HLS segment")
     for i, seg in enumerate(playlist.segments):
         url = resolve(seg.uri)
         byte_range = None
         if seg.byterange:
-            length_text, _, offset_text = str(seg.byterange).partition("@")
-            length = _int(length_text, what="EXT-X-BYTERANGE")
-            offset = _int(offset_text, what="EXT-X-BYTERANGE") if offset_text else last_end.get(url, 0)
-            if length <= 0 or offset < 0:
-                raise ManifestError(f"bad EXT-X-BYTERANGE {seg.byterange!r}")
-            byte_range = ByteRange(offset, length)
-            last_end[url] = offset + length
-            declared_bytes += length
+            byte_range = _hls_range(seg.byterange, after=last_end.get(url, 0), what="EXT-X-BYTERANGE")
+            last_end[url] = byte_range.start + byte_range.length
+            declared_bytes += byte_range.length
         key = None
         if seg.key is not None and (seg.key.method or "NONE").upper() != "NONE":
-            method = seg.key.method.upper()
-            if method != "AES-128" or (seg.key.keyformat and seg.key.keyformat != "identity"):
-                raise ManifestError(f"unsupported HLS encryption {seg.key.method} {seg.key.keyformat or ''}".strip())
+            if seg.key.method.upper() != "AES-128" or (seg.key.keyformat and seg.key.keyformat != "identity"):
+                raise ManifestError(f"unsupported HLS encryption {seg.key.method} {seg.key.keyformat or ''}"
+                                    .strip())
             if not seg.key.uri:
                 raise ManifestError("EXT-X-KEY AES-128 without a URI")
-            cache_key = (seg.key.uri, None)
-            key_url = key_cache.get(cache_key)
-            if key_url is None:
-                key_url = limits.check_url(urljoin(base_url, seg.key.uri.strip()), what="HLS key")
-                key_cache[cache_key] = key_url
+            if seg.key.uri not in key_urls:
+                key_urls[seg.key.uri] = limits.check_url(urljoin(base_url, seg.key.uri.strip()), what="HLS key")
             iv = _parse_iv(seg.key.iv) if seg.key.iv else iv_for_sequence(sequence0 + i)
-            key = KeyInfo(method="AES-128", url=key_url, iv=iv)
+            key = KeyInfo(method="AES-128", url=key_urls[seg.key.uri], iv=iv)
         if seg.init_section is not None:
             init_range = None
             if seg.init_section.byterange:
-                ln, _, off = str(seg.init_section.byterange).partition("@")
-                init_range = ByteRange(_int(off or 0, what="EXT-X-MAP"), _int(ln, what="EXT-X-MAP"))
-            section = InitSection(
-                url=limits.check_url(urljoin(base_url, seg.init_section.uri.strip()), what="HLS init"),
-                byte_range=init_range,
-            )
+                init_range = _hls_range(seg.init_section.byterange, after=0, what="EXT-X-MAP")
+            section = InitSection(limits.check_url(urljoin(base_url, seg.init_section.uri.strip()),
+                                                   what="HLS init"), init_range)
             inits.add(section)
             init = init or section
-        segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range, key=key))
+        segments.append(Segment(index=i, url=url, duration=float(seg.duration or 0), byte_range=byte_range,
+                                key=key))
     if len(inits) > 1:
         # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
         raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
     limits.check_bytes(declared_bytes, what="HLS media playlist")
     fetch = SegmentedFetch(count=len(segments), duration=total, init=init, explicit=tuple(segments), limits=limits)
-    rendition = Rendition(
-        kind="video", id="hls-media", fetch=fetch, has_audio=True, container="mp4" if init else "ts"
-    )
+    rendition = Rendition(kind="video", id="hls-media", fetch=fetch, has_audio=True,
+                          container="mp4" if init else "ts")
     return Manifest(source="hls", video=(rendition,), audio=(), duration=total)
 
 
-# ----------------------------------------------------------------------------------------------------- DASH
+def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """A fetched manifest body of ``kind`` (``hls``, ``dash``, or ``hls-media``: a variant's media playlist) →
+    :class:`Manifest`."""
+    _cap(len(data), limits.max_chars, f"{kind} manifest is {len(data)} bytes")
+    parsers = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}
+    if kind not in parsers:
+        raise ManifestError(f"unknown manifest kind {kind!r}")
+    return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
+
+
 
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
 _TEMPLATE_ID = re.compile(r"\$(RepresentationID|Number|Time|Bandwidth)(?:%0(\d{1,2})d)?\$|\$\$")
@@ -648,10 +506,8 @@ def _child(elem: ET.Element | None, name: str) -> ET.Element | None:
     return found[0] if found else None
 
 
-def _substitute(
-    template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
-    partial: bool = False,
-) -> str:
+def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
+                partial: bool = False) -> str:
     """Fill a DASH template's identifiers; ``partial`` leaves ``$Number$``/``$Time$``/``$$`` for a second pass."""
 
     def repl(match: re.Match[str]) -> str:
@@ -690,41 +546,24 @@ def _expand_template(spec: TemplateSpec, *, limits: ManifestLimits) -> Iterator[
             index += 1
 
 
-@dataclass(slots=True)
-class _Inherited:
-    """SegmentTemplate/SegmentList/SegmentBase as inherited down Period → AdaptationSet → Representation."""
-
-    template_attrs: dict[str, str] = field(default_factory=dict)
-    timeline: ET.Element | None = None
-    template_init: ET.Element | None = None
-    segment_list: ET.Element | None = None
-    segment_base: ET.Element | None = None
-
-    def descend(self, elem: ET.Element) -> _Inherited:
-        out = _Inherited(dict(self.template_attrs), self.timeline, self.template_init, self.segment_list,
-                         self.segment_base)
-        template = _child(elem, "SegmentTemplate")
-        if template is not None:
-            out.template_attrs.update(template.attrib)
-            out.timeline = _first(_child(template, "SegmentTimeline"), out.timeline)
-            out.template_init = _first(_child(template, "Initialization"), out.template_init)
-        out.segment_list = _first(_child(elem, "SegmentList"), out.segment_list)
-        out.segment_base = _first(_child(elem, "SegmentBase"), out.segment_base)
-        return out
-
-
-def _first(elem: ET.Element | None, fallback: ET.Element | None) -> ET.Element | None:
-    # Not ``elem or fallback``: an Element without children is falsy.
-    return elem if elem is not None else fallback
+def _nearest(levels: Sequence[ET.Element], *path: str) -> ET.Element | None:
+    """The element at ``path`` under the lowest of ``levels`` (Period, AdaptationSet, Representation) that has
+    one: how SegmentTemplate, SegmentList and SegmentBase are inherited."""
+    for level in reversed(levels):
+        found: ET.Element | None = level
+        for name in path:
+            found = _child(found, name)
+        if found is not None:  # not ``if found``: an Element without children is falsy
+            return found
+    return None
 
 
 def _base_urls(elem: ET.Element, parent: str) -> list[str]:
     return [urljoin(parent, (b.text or "").strip()) for b in _children(elem, "BaseURL") if (b.text or "").strip()]
 
 
-def _timeline_runs(
-    timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits, what: str
-) -> tuple[tuple[int, int, int], ...]:
+def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits,
+                   what: str) -> tuple[tuple[int, int, int], ...]:
     """``SegmentTimeline`` → ``(t, d, n)`` runs, counted arithmetically: nothing is expanded here, and the count
     is checked after every ``S``, so ``r="1000000000"`` costs a few integer operations."""
     entries = _children(timeline, "S")
@@ -758,22 +597,13 @@ def _timeline_runs(
 
 
 def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
-    """A static, single-Period DASH MPD → :class:`Manifest`.
-
-    Segment addressing: ``SegmentTemplate`` with ``$Number$`` (``startNumber``, fixed ``@duration``) or ``$Time$``
-    (``SegmentTimeline`` with ``r``, including ``r=-1`` to the next ``S@t`` or the Period end), ``$Number%05d$``
-    widths, ``$RepresentationID$``/``$Bandwidth$``; ``SegmentList`` (``SegmentURL@media/@mediaRange``);
-    ``SegmentBase`` (``indexRange``, ``Initialization@range``) and bare ``BaseURL`` as a single file. Templates,
-    lists and bases are inherited Period → AdaptationSet → Representation; ``BaseURL`` is resolved at MPD,
-    Period, AdaptationSet and Representation level (several ``BaseURL`` on a Representation are backups).
-    Refused: DTDs/entities, ``type="dynamic"``, more than one Period (see the module docstring).
-    """
+    """A static, single-Period DASH MPD → :class:`Manifest` (what it reads and refuses: docs/media.md,
+    "Manifest reference")."""
     limits.check_text(xml_text, what="MPD")
     if _XML_DECL.search(xml_text):
         raise ManifestError("MPD declares a DTD or entities; refused")
     tags = xml_text.count("<")  # every element costs at least one; a few ms for 16 MiB
-    if tags > limits.max_manifest_tags:
-        raise ManifestError(f"MPD has {tags} tags, over the cap of {limits.max_manifest_tags}")
+    _cap(tags, limits.max_tags, f"MPD has {tags} tags")
     try:
         root = ET.fromstring(xml_text)
     except ET.ParseError as exc:
@@ -795,17 +625,14 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     limits.check_duration(duration, what="MPD")
     limits.check_duration(period_duration, what="MPD Period")
     representations = sum(len(_children(a, "Representation")) for a in _children(period, "AdaptationSet"))
-    if representations > limits.max_renditions:
-        raise ManifestError(f"MPD: {representations} Representations, over the cap of {limits.max_renditions}")
+    _cap(representations, limits.max_renditions, f"MPD: {representations} Representations")
 
     mpd_base = (_base_urls(root, base_url) or [base_url])[0]
     period_base = (_base_urls(period, mpd_base) or [mpd_base])[0]
-    period_inh = _Inherited().descend(period)
     video: list[Rendition] = []
     audio: list[Rendition] = []
     for aset in _children(period, "AdaptationSet"):
         aset_base = (_base_urls(aset, period_base) or [period_base])[0]
-        aset_inh = period_inh.descend(aset)
         for rep in _children(aset, "Representation"):
             kind = _dash_kind(aset, rep)
             if kind is None:
@@ -816,24 +643,16 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
             for url in rep_urls:
                 limits.check_url(url, what=f"{what} BaseURL")
             bandwidth = _opt_int(rep.get("bandwidth"), what=f"{what} bandwidth")
-            fetch = _dash_fetch(
-                aset_inh.descend(rep), urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
-                period_duration=period_duration, limits=limits, what=what,
-            )
+            fetch = _dash_fetch([period, aset, rep], urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
+                                period_duration=period_duration, limits=limits, what=what)
             codecs = rep.get("codecs") or aset.get("codecs")
             mime = rep.get("mimeType") or aset.get("mimeType") or ""
             rendition = Rendition(
-                kind=kind,
-                id=rep_id,
-                fetch=fetch,
-                codecs=codecs,
-                codec=codec_family(codecs),
+                kind=kind, id=rep_id, fetch=fetch, codecs=codecs, codec=codec_family(codecs), bandwidth=bandwidth,
                 width=_opt_int(rep.get("width") or aset.get("width"), what=f"{what} width"),
                 height=_opt_int(rep.get("height") or aset.get("height"), what=f"{what} height"),
-                bandwidth=bandwidth,
                 frame_rate=_frame_rate(rep.get("frameRate") or aset.get("frameRate")),
-                container=mime.split("/", 1)[1] if "/" in mime else None,
-            )
+                container=mime.split("/", 1)[1] if "/" in mime else None)
             (video if kind == "video" else audio).append(rendition)
     if not video:
         raise ManifestError("MPD has no video Representation")
@@ -860,39 +679,37 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     return None
 
 
-def _dash_fetch(
-    inh: _Inherited,
-    *,
-    urls: list[str],
-    rep_id: str,
-    bandwidth: int | None,
-    period_duration: float | None,
-    limits: ManifestLimits,
-    what: str,
-) -> Fetch:
+def _init_section(source: str | None, byte_range: ByteRange | None, *, base: str, limits: ManifestLimits,
+                  what: str) -> InitSection | None:
+    if source is None:
+        return None
+    return InitSection(limits.check_url(urljoin(base, source), what=f"{what} initialization"), byte_range)
+
+
+def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandwidth: int | None,
+                period_duration: float | None, limits: ManifestLimits, what: str) -> Fetch:
     base = urls[0]
-    attrs = inh.template_attrs
+    attrs = {k: v for level in levels for k, v in getattr(_child(level, "SegmentTemplate"), "attrib", {}).items()}
     if attrs.get("media"):
         timescale = _int(attrs.get("timescale", "1"), what=f"{what} timescale")
         if timescale <= 0:
             raise ManifestError(f"{what}: bad timescale {timescale}")
         start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
         pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
-        init = None
+        init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
         init_template = attrs.get("initialization")
-        if init_template is None and inh.template_init is not None:
-            init_template = inh.template_init.get("sourceURL")
+        if not init_template and init_elem is not None:
+            init_template = init_elem.get("sourceURL")
         if init_template:
-            init_url = urljoin(base, _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None,
-                                                 time_=None))
-            init = InitSection(limits.check_url(init_url, what=f"{what} initialization"))
+            init_template = _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
+        init = _init_section(init_template or None, None, base=base, limits=limits, what=what)
         last_duration = None
-        if inh.timeline is not None:
+        timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
+        if timeline is not None:
             period_end = None
             if period_duration is not None:
                 period_end = pto + math.ceil(period_duration * timescale - 1e-6)
-            runs = _timeline_runs(inh.timeline, timescale=timescale, period_end=period_end, limits=limits,
-                                  what=what)
+            runs = _timeline_runs(timeline, timescale=timescale, period_end=period_end, limits=limits, what=what)
             total_ticks = sum(d * n for _, d, n in runs)
             seconds = total_ticks / timescale
         else:
@@ -912,28 +729,23 @@ def _dash_fetch(
         count = sum(n for _, _, n in runs)
         if count == 0:
             raise ManifestError(f"{what}: no segments")
-        spec = TemplateSpec(
-            base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
-            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration,
-        )
+        spec = TemplateSpec(base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
+                            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration)
         # Check the scheme on a sample now, so a hostile template fails at parse time, not at fetch time.
         next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
         return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
 
-    if inh.segment_list is not None:
-        seglist = inh.segment_list
+    seglist = _nearest(levels, "SegmentList")
+    if seglist is not None:
         entries = _children(seglist, "SegmentURL")
         limits.check_count(len(entries), what=what)
         timescale = _int(seglist.get("timescale", "1"), what=f"{what} timescale")
         list_ticks = _opt_int(seglist.get("duration"), what=f"{what} SegmentList@duration")
         seg_duration = list_ticks / timescale if list_ticks and timescale > 0 else None
-        init = None
         init_elem = _child(seglist, "Initialization")
-        if init_elem is not None:
-            init = InitSection(
-                limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""), what=f"{what} initialization"),
-                _dash_range(init_elem.get("range"), what=f"{what} Initialization@range"),
-            )
+        init = None if init_elem is None else _init_section(
+            init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization"),
+            base=base, limits=limits, what=what)
         segments = []
         declared = 0
         for i, entry in enumerate(entries):
@@ -950,40 +762,25 @@ def _dash_fetch(
                               limits=limits)
 
     init_range = index_range = None
-    if inh.segment_base is not None:
-        index_range = _dash_range(inh.segment_base.get("indexRange"), what=f"{what} indexRange")
-        init_elem = _child(inh.segment_base, "Initialization")
+    segment_base = _nearest(levels, "SegmentBase")
+    if segment_base is not None:
+        index_range = _dash_range(segment_base.get("indexRange"), what=f"{what} indexRange")
+        init_elem = _child(segment_base, "Initialization")
         if init_elem is not None:
             init_range = _dash_range(init_elem.get("range"), what=f"{what} Initialization@range")
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
 
 
-# ----------------------------------------------------------------------------------------------- renditions
-
 _RENDITION_KINDS = ("video", "audio", "progressive")
 
 
-def manifest_from_renditions(
-    renditions: Sequence[Mapping[str, Any]],
-    *,
-    duration: float | None = None,
-    limits: ManifestLimits = _DEFAULT_LIMITS,
-) -> Manifest:
+def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duration: float | None = None,
+                             limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Streams a platform API listed (``MediaAsset.renditions``, plain JSON) → :class:`Manifest` of
-    :class:`SingleFile` renditions.
-
-    Each entry: ``kind`` (``video``, ``audio``, or ``progressive``: one muxed file, video with its audio), ``url``
-    and ``alternates`` (backups serving the same bytes), ``width``, ``height``, ``codecs`` (RFC 6381; its family
-    is the codec, else a plain ``codec`` name such as ``hevc``), ``bandwidth``, ``frame_rate``, ``mime``
-    (``video/mp4`` → container ``mp4``), ``size`` (declared bytes), ``quality`` and ``codecid`` (opaque; they name
-    the rendition: ``"80-7"``), ``segment_base`` ``{initialization: "a-b", index_range: "c-d"}``. Missing keys are
-    unknown values. The limits apply as to any manifest: the entry count (``max_renditions``), every URL's scheme,
-    each ``size`` (``max_bytes``) and ``duration``. Anything malformed or hostile raises :class:`ManifestError`.
-    """
+    :class:`SingleFile` renditions (the entry keys: docs/media.md, "Manifest reference")."""
     if isinstance(renditions, (str, bytes)) or not isinstance(renditions, Sequence):
         raise ManifestError("renditions: not a list")
-    if len(renditions) > limits.max_renditions:
-        raise ManifestError(f"renditions: {len(renditions)} entries, over the cap of {limits.max_renditions}")
+    _cap(len(renditions), limits.max_renditions, f"renditions: {len(renditions)} entries")
     if duration is not None and not (isinstance(duration, (int, float)) and math.isfinite(duration)):
         raise ManifestError(f"renditions: bad duration {duration!r}")
     limits.check_duration(duration, what="renditions")
@@ -1013,8 +810,7 @@ def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: s
         raise ManifestError(f"{what}: no URL")
     if isinstance(alternates, (str, bytes)) or not isinstance(alternates, Sequence):
         raise ManifestError(f"{what}: alternates is not a list")
-    if len(alternates) > limits.max_renditions:
-        raise ManifestError(f"{what}: {len(alternates)} alternates, over the cap of {limits.max_renditions}")
+    _cap(len(alternates), limits.max_renditions, f"{what}: {len(alternates)} alternates")
     urls: list[str] = []
     for url in [primary, *alternates]:
         if not isinstance(url, str):
@@ -1046,7 +842,8 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     plain_codec = entry.get("codec")
     family = codec_family(codecs) or (codec_family(plain_codec) if isinstance(plain_codec, str) else None)
     mime = entry.get("mime")
-    subtype = mime.split("/", 1)[1].split(";", 1)[0].strip().lower() if isinstance(mime, str) and "/" in mime else ""
+    subtype = mime.partition("/")[2].split(";", 1)[0].strip().lower() if isinstance(mime, str) else ""
+
     container = subtype.removeprefix("x-") or "mp4"  # video/x-flv → flv
     names = [str(_opt_int(entry.get(k), what=f"{what} {k}")) for k in ("quality", "codecid")
              if entry.get(k) is not None and (k == "quality" or kind != "audio")]
@@ -1054,18 +851,12 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     if kind == "progressive" or not name:
         name = f"{kind}-{name or index}"
     return Rendition(
-        kind="audio" if kind == "audio" else "video",
-        id=name,
+        kind="audio" if kind == "audio" else "video", id=name, codecs=codecs or None, codec=family,
         fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
-        codecs=codecs or None,
-        codec=family,
         width=_dimension(entry.get("width"), what=f"{what} width"),
         height=_dimension(entry.get("height"), what=f"{what} height"),
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
-        frame_rate=_frame_rate(entry.get("frame_rate")),
-        has_audio=kind == "progressive",
-        container=container,
-    )
+        frame_rate=_frame_rate(entry.get("frame_rate")), has_audio=kind == "progressive", container=container)
 
 
 def _dimension(value: Any, *, what: str) -> int | None:
@@ -1076,10 +867,8 @@ def _dimension(value: Any, *, what: str) -> int | None:
     return number or None
 
 
-# ----------------------------------------------------------------------------------------------- progressive
-
-#: Nominal heights of named qualities (Weibo ``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``; ``hd`` on Weibo is
-#: below 720p). Labels with an explicit ``720p``/``1080p`` win over these.
+#: Nominal heights of named qualities (``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``: ``hd`` is below 720p where
+#: such labels are used). Labels with an explicit ``720p``/``1080p`` win over these.
 _NAMED_HEIGHTS = {"8k": 4320, "4k": 2160, "uhd": 2160, "2k": 1440, "qhd": 1440, "fhd": 1080, "hd": 480, "sd": 360,
                   "ld": 240}
 _HEIGHT_IN_LABEL = re.compile(r"(?<![0-9])(\d{3,4})p(?![a-z])", re.IGNORECASE)
@@ -1095,22 +884,10 @@ def _label_height(label: str) -> int | None:
     return None
 
 
-def progressive_variants(
-    variants: Mapping[str, Any] | Iterable[tuple[str, Any]],
-    *,
-    duration: float | None = None,
-    limits: ManifestLimits = _DEFAULT_LIMITS,
-) -> Manifest:
-    """Progressive MP4 URLs keyed by a quality label → :class:`Manifest` of muxed single-file renditions.
-
-    ``variants`` is e.g. Weibo's ``media_info`` (``{"mp4_720p_mp4": url, "mp4_hd_url": url, …}``) or
-    ``(label, url)`` pairs. Heights come from the label: ``720p``/``1080p`` digits, else ``fhd`` 1080, ``hd``
-    480, ``sd`` 360, ``ld`` 240 (nominal; only their order matters for selection); unknown labels get no height
-    and rank lowest; ``hevc``/``h265`` in a label marks the codec. Empty, non-string and scheme-less values (Weibo's
-    ``media_info`` mixes URLs with other fields) and ``.m3u8`` URLs (HLS: use :func:`parse_hls`) are skipped;
-    the same URL under two labels is kept once, under the label with the larger height. A disallowed scheme
-    raises :class:`ManifestError`. ``duration`` (e.g. ``media_info.duration``) is carried for verification.
-    """
+def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]], *, duration: float | None = None,
+                         limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
+    """Progressive MP4 URLs keyed by a quality label (a map or ``(label, url)`` pairs) → :class:`Manifest` of
+    muxed single-file renditions (heights from labels: docs/media.md, "Manifest reference")."""
     limits.check_duration(duration, what="progressive")
     pairs = list(variants.items()) if isinstance(variants, Mapping) else list(variants)
     best: dict[str, Rendition] = {}
@@ -1125,10 +902,8 @@ def progressive_variants(
             continue
         height = _label_height(str(label))
         tokens = set(re.split(r"[^a-z0-9]+", str(label).lower()))
-        rendition = Rendition(
-            kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height, has_audio=True,
-            container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None,
-        )
+        rendition = Rendition(kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height,
+                              has_audio=True, container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None)
         known = best.get(url)
         if known is None or (height or 0) > (known.height or 0):
             best[url] = rendition
@@ -1137,9 +912,6 @@ def progressive_variants(
     if not best:
         raise ManifestError("no progressive MP4 variant")
     return Manifest(source="progressive", video=tuple(best.values()), duration=duration)
-
-
-# --------------------------------------------------------------------------------------------------- select
 
 
 @dataclass(frozen=True, slots=True)
@@ -1151,42 +923,21 @@ class Selection:
 
     def describe(self) -> dict[str, Any]:
         """What is recorded on the asset about the choice."""
-        return {
-            "height": self.video.height,
-            "width": self.video.width,
-            "codec": self.video.codec,
-            "codecs": self.video.codecs,
-            "bitrate": self.video.bandwidth,
-            "frame_rate": self.video.frame_rate,
-            "rendition": self.video.id,
-            "audio_codec": self.audio.codec if self.audio else None,
-            "audio_bitrate": self.audio.bandwidth if self.audio else None,
-            "audio_rendition": self.audio.id if self.audio else None,
-        }
+        video, audio = self.video, self.audio
+        return {"height": video.height, "width": video.width, "codec": video.codec, "codecs": video.codecs,
+                "bitrate": video.bandwidth, "frame_rate": video.frame_rate, "rendition": video.id,
+                "audio_codec": audio.codec if audio else None, "audio_bitrate": audio.bandwidth if audio else None,
+                "audio_rendition": audio.id if audio else None}
 
 
-def select(
-    manifest: Manifest,
-    *,
-    max_height: int = DEFAULT_MAX_HEIGHT,
-    codec_preference: Sequence[str] = DEFAULT_CODEC_PREFERENCE,
-) -> Selection:
-    """Pick one video rendition and, if it has no audio of its own, one audio rendition. Deterministic:
+def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT,
+           codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
+    """Pick one video rendition and, if it has no audio of its own, one audio rendition; deterministic (the
+    rules: docs/media.md, "Manifest reference")."""
 
-    1. Video candidates are the renditions whose height is ≤ ``max_height`` (a rendition of unknown height is a
-       candidate and ranks as height 0). Among them the highest height wins; among equal heights the codec that
-       comes first in ``codec_preference`` (families: ``avc1``, ``hevc``, ``av01``…; aliases such as ``h264`` and
-       ``hvc1`` are understood; codecs not listed rank after all listed ones); then the highest bandwidth; then
-       the earliest in the manifest.
-    2. If no rendition is ≤ ``max_height``, the smallest one is taken (lowest height, then codec preference, then
-       the *lowest* bandwidth): we never skip a video for being too good, we take the least of it.
-    3. Audio, when the video has none: the highest bandwidth among the audio renditions of the video's group (HLS
-       ``AUDIO`` group; all renditions when it names none or the group is empty); ties go to ``DEFAULT=YES``, then
-       manifest order.
-    """
     if not manifest.video:
         raise ManifestError("manifest has no video rendition")
-    preference = _normalize_preference(codec_preference)
+    preference = [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in codec_preference]
 
     def codec_rank(r: Rendition) -> int:
         return preference.index(r.codec) if r.codec in preference else len(preference)

@@ -1,89 +1,12 @@
-"""Videos from manifests (and large files): the flow that joins :mod:`manifests`, :mod:`segments`, :mod:`assemble`
-and the content-addressed store.
-
-The media pipeline hands every ``video``/``audio`` asset that the index does not already hold to
-:class:`VideoDownloader` (``MediaStorePipeline.media_to_download``); images keep the pipeline's one-request path.
-For one asset:
-
-1. **Resolve** — by ``MediaAsset.renditions``, else ``MediaAsset.manifest``:
-
-   - ``renditions`` (streams a platform API listed, read by ``parsers/<platform>.py``, e.g. Bilibili's playurl):
-     ``manifest_from_renditions`` (every limit below applies), no request at all; the URL of the asset is not
-     fetched;
-   - ``"hls"`` / ``"dash"``: the manifest is fetched with one Scrapy request
-     (``crawler.engine.download_async``: downloader middlewares, retries, timeouts), with the asset's Referer and
-     ``download_maxsize`` = MEDIA_MANIFEST_MAX_CHARS, then parsed in a worker thread (``parse_hls`` /
-     ``parse_dash``; big playlists take ~0.3 s of CPU); any other value fails the asset (``manifest-unknown``);
-   - ``None``: the asset is a file or a manifest, decided from the response. When the asset has ``alternates``
-     (other qualities of a progressive MP4, e.g. Weibo ``media_info``), ``progressive_variants`` + ``select`` pick
-     one URL first (heights read from the file names: ``720p``, ``_720``, ``hd``, ``sd``…). That URL is spooled by
-     :class:`~mediacrawler.media.segments.SegmentedDownloader` (a ranged probe; Range segments above
-     MEDIA_SEGMENT_THRESHOLD; resumable). A body starting with ``#EXTM3U`` is HLS, one holding ``<MPD`` is DASH:
-     parsed as above. Anything else is the file itself (step 3, progressive), checked as media (a JSON API
-     answer fails as not-media: platform APIs are read by the spiders, never here).
-
-   Every cap of :class:`~mediacrawler.media.manifests.ManifestLimits` (MEDIA_MANIFEST_*) applies while parsing,
-   so a hostile manifest fails the asset (``manifest-refused: <reason>``, stat ``media/video/manifest_refused``)
-   before a single segment request exists.
-
-2. **Select** — ``select(manifest, max_height=…, codec_preference=…)`` with :class:`VideoSettings`: the spider's
-   ``args.max_height`` (``-a max_height=480``), else MEDIA_VIDEO_MAX_HEIGHT; MEDIA_VIDEO_CODECS. An HLS variant
-   (``PlaylistRef``) costs one more request for its media playlist (and one for its audio group's), parsed in a
-   worker thread and joined with ``with_fetch``. ``Selection.describe()`` becomes ``MediaAsset.rendition``.
-
-3. **Fetch** — per track (video, and audio when selected separately):
-
-   - ``SingleFile`` (listed renditions, DASH SegmentBase, progressive MP4): the large-file path,
-     ``SegmentedDownloader.download`` under the key ``<asset key>#<track>`` (Range segments, ledger, If-Range,
-     resume; backups from ``urls[1:]`` tried in order when the primary fails; ``refresh_media_url`` of the spider
-     for expired URLs).
-   - ``SegmentedFetch`` (HLS, DASH templates/lists): one Scrapy request per fragment (``Range`` when the segment
-     is a byte range), at most MEDIA_FRAGMENT_CONCURRENCY in flight per video across its tracks, each retried by
-     Scrapy's RetryMiddleware and then up to MEDIA_FRAGMENT_RETRIES more times (transport errors, non-2xx, short
-     or empty bodies). AES-128 keys (``KeyInfo.url``) are fetched once per video, only when a missing fragment
-     needs them, and held in memory only. Each body is decrypted (``decrypt_aes128``) and written to the video's
-     spool directory as ``<track>/<index>.part`` (init section: ``<track>/init.part``) by temp name + fsync +
-     rename; then the **fragment ledger** records it.
-
-   The fragment ledger is ``<FILES_STORE>/spool/<sha256 of the asset key>.video/ledger.json``, saved atomically
-   (temp + fsync + rename + directory fsync; saves coalesce, one in flight): the asset key, a fingerprint of the
-   selection (rendition ids, fragment counts, segment URLs without query strings — signed query strings change
-   between runs — and byte ranges) and, per track, the fragment indexes done with their sizes. A restart
-   re-resolves and re-selects (deterministic) and fetches only fragments missing from the ledger or whose
-   ``.part`` is not there with the recorded size. Another fingerprint (other rendition, re-encoded video) starts
-   the directory over. The directory is locked (``flock``) while a download works in it.
-
-4. **Account** — ``ordered_parts(count=…, parts=…)`` per track. A fragment still failing after its retries stops
-   the fetch and fails the asset with ``fragment-missing: <track> fragment <i> of <n> failed: <why>``; nothing is
-   assembled from an incomplete set, the spool is kept for the next run, and the crawl goes on (the asset is the
-   unit of failure, never the crawl).
-
-5. **Assemble** — ``remux_to_mp4`` in a worker thread (PyAV stream copy, ``movflags=faststart``, ``.part`` then
-   rename), init sections first. A single muxed file (progressive MP4, ``durl``) is not remuxed when it already
-   verifies as a faststart MP4: it is stored byte for byte.
-
-6. **Verify** — ``verify_mp4`` in a worker thread: duration within MEDIA_VIDEO_DURATION_TOLERANCE of the
-   manifest's (when it declares one), no timestamp hole above MEDIA_VIDEO_MAX_GAP, both streams when audio was
-   selected (or declared in the rendition's codecs), first frame decodes. An ``AssemblyError`` fails the asset
-   (``assembly-failed: <reason>``) and drops the spool, so the next run fetches fresh bytes.
-
-7. **Store** — the verified MP4 is published into the content-addressed store (``objects/ab/cd/<sha256>.mp4``;
-   hashed while copying, or with the spool's digest for an untouched progressive file) and indexed under the
-   asset key and URL like any file; then the video's spool goes. The asset gets ``rendition`` (the selection,
-   completed with the verified width/height) and ``duration`` (measured).
-
-Audio assets (``kind="audio"``) take the same path; a file is checked by its magic bytes only (verify needs video).
-
-Stats (namespaced ``media/video/``): ``selected/<height>``, ``manifests``, ``requests``, ``fragments``,
-``fragments_resumed``, ``fragment_retries``, ``keys``, ``assembled``, ``stored_as_is``, ``manifest_refused``,
-``manifest_refused_max_ms`` (slowest refusal, ms), ``failed/<reason>``.
+"""Videos (and large files) from manifests, listed renditions or one URL into the content-addressed store: resolve,
+select, fetch (Range spool or fragments with a resumable ledger), assemble, verify, store. The steps, the fragment
+ledger, failure reasons and stats: docs/media.md, "Video".
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -91,34 +14,22 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, urlsplit
 
-from itemadapter import ItemAdapter
-from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
 
+from mediacrawler.contracts import META_VIDEO, asset_key_of, download_error_reason, walk_assets
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
-from mediacrawler.contracts import META_VIDEO, asset_key_of, walk_assets
 from mediacrawler.media.index import ObjectRecord
-from mediacrawler.media.integrity import (
-    DEFAULT_MAX_IMAGE_DECODE_BYTES,
-    DEFAULT_MAX_IMAGE_PIXELS,
-    BodyCheck,
-    MediaRejected,
-    check_body,
-    check_image_file,
-)
-from mediacrawler.media.ledger import load_owned_ledger
+from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body, check_image_file
 from mediacrawler.media.manifests import (
-    DEFAULT_CODEC_PREFERENCE,
-    DEFAULT_MAX_HEIGHT,
     ByteRange,
     KeyInfo,
     Manifest,
@@ -130,22 +41,32 @@ from mediacrawler.media.manifests import (
     Selection,
     SingleFile,
     manifest_from_renditions,
-    parse_dash,
-    parse_hls,
-    parse_hls_media,
+    parse_manifest,
     progressive_variants,
     select,
+    split_codecs,
     with_fetch,
 )
 from mediacrawler.media.segments import (
-    CoalescingSaver,
     SegmentedDownloader,
     SegmentError,
     SpoolResult,
-    gather_all,
-    spool_dir_for,
+    download_piece,
+    setting,
 )
 from mediacrawler.media.sniff import SNIFF_BYTES
+from mediacrawler.media.spool import (
+    LOCK_NAME,
+    CoalescingSaver,
+    FragmentLedger,
+    drain,
+    gather_all,
+    load_ledger,
+    lock_path,
+    parse_content_range,
+    save_ledger,
+    video_dir_for,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -153,81 +74,48 @@ if TYPE_CHECKING:
 
     from mediacrawler.media.assemble import VideoInfo
     from mediacrawler.media.index import MediaIndex
-    from mediacrawler.media.store import ContentStore
+    from mediacrawler.media.store import ContentStore, Persisted
 
 logger = logging.getLogger(__name__)
 
-#: MEDIA_FRAGMENT_CONCURRENCY: fragments of one video in flight at once (yt-dlp's ``-N``).
-DEFAULT_FRAGMENT_CONCURRENCY = 4
-#: MEDIA_FRAGMENT_RETRIES: attempts per fragment after Scrapy's RetryMiddleware gave up.
-DEFAULT_FRAGMENT_RETRIES = 3
-#: MEDIA_VIDEO_DURATION_TOLERANCE: relative difference allowed between the MP4's duration and the manifest's.
-DEFAULT_DURATION_TOLERANCE = 0.02
-#: MEDIA_VIDEO_MAX_GAP: seconds; a larger jump between consecutive video timestamps fails verification.
-DEFAULT_MAX_GAP = 5.0
-
 LEDGER_NAME = "ledger.json"
-LEDGER_VERSION = 1
-_LOCK_NAME = ".lock"
 _OUT_NAME = "assembled.mp4"
-_MAX_LEDGER_BYTES = 16 * 1024 * 1024
 _INIT = -1  # the ledger index of a track's init section
 _MANIFEST_KINDS = ("hls", "dash")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class VideoSettings:
-    """The knobs of the video path.
+    """MEDIA_VIDEO_MAX_HEIGHT, MEDIA_VIDEO_CODECS (a spider's ``max_height`` / ``video_codecs`` arguments override
+    them for one crawl), MEDIA_FRAGMENT_CONCURRENCY, MEDIA_VIDEO_DURATION_TOLERANCE, MEDIA_VIDEO_MAX_GAP and the
+    MEDIA_MANIFEST_* caps."""
 
-    ``max_height`` (MEDIA_VIDEO_MAX_HEIGHT, default 1080) and ``codecs`` (MEDIA_VIDEO_CODECS, default
-    ``["avc1", "hevc", "av01"]``) feed :func:`~mediacrawler.media.manifests.select`; a spider's ``max_height`` /
-    ``video_codecs`` arguments override them for one crawl. ``limits`` are the MEDIA_MANIFEST_* caps.
-    """
-
-    max_height: int = DEFAULT_MAX_HEIGHT
-    codecs: tuple[str, ...] = DEFAULT_CODEC_PREFERENCE
-    fragment_concurrency: int = DEFAULT_FRAGMENT_CONCURRENCY
-    fragment_retries: int = DEFAULT_FRAGMENT_RETRIES
-    duration_tolerance: float = DEFAULT_DURATION_TOLERANCE
-    max_gap: float = DEFAULT_MAX_GAP
-    limits: ManifestLimits = field(default_factory=ManifestLimits)
+    max_height: int
+    codecs: tuple[str, ...]
+    fragment_concurrency: int
+    duration_tolerance: float
+    max_gap: float
+    limits: ManifestLimits
 
     @classmethod
     def from_settings(cls, settings: BaseSettings, *, spider_args: Any = None) -> VideoSettings:
-        """Settings first, then the crawl's own ``max_height`` / ``video_codecs`` when the spider's args have
-        them (``-a max_height=720``)."""
-        max_height = settings.getint("MEDIA_VIDEO_MAX_HEIGHT", DEFAULT_MAX_HEIGHT)
-        codecs = tuple(settings.getlist("MEDIA_VIDEO_CODECS", list(DEFAULT_CODEC_PREFERENCE)))
-        if spider_args is not None:
-            max_height = int(getattr(spider_args, "max_height", None) or max_height)
-            override = getattr(spider_args, "video_codecs", None)
-            if override:
-                codecs = tuple(override.split(",") if isinstance(override, str) else override)
+        """Settings first, then the crawl's own ``max_height`` / ``video_codecs`` (``-a max_height=720``)."""
+        max_height = int(getattr(spider_args, "max_height", None) or setting(settings, "MEDIA_VIDEO_MAX_HEIGHT"))
+        codecs = getattr(spider_args, "video_codecs", None) or setting(settings, "MEDIA_VIDEO_CODECS")
         if max_height <= 0:
             raise ValueError(f"MEDIA_VIDEO_MAX_HEIGHT must be positive, not {max_height}")
-        concurrency = settings.getint("MEDIA_FRAGMENT_CONCURRENCY", DEFAULT_FRAGMENT_CONCURRENCY)
-        retries = settings.getint("MEDIA_FRAGMENT_RETRIES", DEFAULT_FRAGMENT_RETRIES)
-        if concurrency < 1 or retries < 0:
-            raise ValueError("MEDIA_FRAGMENT_CONCURRENCY must be at least 1, MEDIA_FRAGMENT_RETRIES not negative")
-        return cls(
-            max_height=max_height,
-            codecs=codecs,
-            fragment_concurrency=concurrency,
-            fragment_retries=retries,
-            duration_tolerance=settings.getfloat("MEDIA_VIDEO_DURATION_TOLERANCE", DEFAULT_DURATION_TOLERANCE),
-            max_gap=settings.getfloat("MEDIA_VIDEO_MAX_GAP", DEFAULT_MAX_GAP),
-            limits=ManifestLimits.from_settings(settings),
-        )
+        if setting(settings, "MEDIA_FRAGMENT_CONCURRENCY") < 1:
+            raise ValueError("MEDIA_FRAGMENT_CONCURRENCY must be at least 1")
+        return cls(max_height=max_height, codecs=tuple(codecs.split(",") if isinstance(codecs, str) else codecs),
+                   fragment_concurrency=setting(settings, "MEDIA_FRAGMENT_CONCURRENCY"),
+                   duration_tolerance=setting(settings, "MEDIA_VIDEO_DURATION_TOLERANCE"),
+                   max_gap=setting(settings, "MEDIA_VIDEO_MAX_GAP"), limits=ManifestLimits.from_settings(settings))
 
 
-class VideoError(Exception):
+class VideoError(SegmentError):
     """A video asset that cannot be stored; ``reason`` is a slug (``fragment-missing``, ``manifest-http-404``,
     ``key-invalid``, ``spool-busy``…), the message adds the detail."""
-
-    def __init__(self, reason: str, detail: str = "") -> None:
-        super().__init__(f"{reason}: {detail}" if detail else reason)
-        self.reason = reason
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +130,6 @@ class VideoOutcome:
     error: str | None = None
 
 
-# --- pure helpers -------------------------------------------------------------------------------------------
 def detect_manifest(head: bytes) -> str | None:
     """``"hls"`` or ``"dash"`` when the first bytes of a response are a manifest rather than a media file; ``None``
     otherwise (a JSON body too: platform API answers are read by ``parsers/``, not here)."""
@@ -255,13 +142,9 @@ def detect_manifest(head: bytes) -> str | None:
 
 
 def progressive_label(url: str) -> str:
-    """A quality label for a progressive URL, for ``progressive_variants``.
-
-    A ``label`` query argument wins: Weibo's CDN names files by hash and says the quality there
-    (``…/o0/abc.mp4?label=mp4_720p`` → ``mp4_720p``, ``label=mp4_hd`` → ``mp4_hd``). Otherwise the file name:
-    ``…/720p.mp4`` → ``720p``; ``…/123_720.mp4`` → ``123_720 720p``; ``…/123_hd.mp4`` → ``123_hd`` (``hd`` is
-    understood).
-    """
+    """A quality label for a progressive URL (``progressive_variants``): a ``label`` query argument
+    (``…/abc.mp4?label=mp4_720p`` → ``mp4_720p``: CDNs that name files by hash), else the file name (``…/720p.mp4``
+    → ``720p``; ``…/123_720.mp4`` → ``123_720 720p``)."""
     parts = urlsplit(url)
     label = next((v for k, v in parse_qsl(parts.query) if k == "label" and v), None)
     if label is not None and re.fullmatch(r"[A-Za-z0-9_.-]{1,40}", label):
@@ -275,24 +158,8 @@ def progressive_label(url: str) -> str:
     return stem
 
 
-def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLimits) -> Manifest:
-    """(Worker thread.) A fetched manifest body → :class:`Manifest`, through the pure parser of ``kind``."""
-    if len(data) > limits.max_manifest_chars:
-        raise ManifestError(f"{kind} manifest is {len(data)} bytes, over the cap of {limits.max_manifest_chars}")
-    text = data.decode("utf-8", "replace")
-    if kind == "hls":
-        return parse_hls(text, base_url=base_url, limits=limits)
-    if kind == "dash":
-        return parse_dash(text, base_url=base_url, limits=limits)
-    raise ManifestError(f"unknown manifest kind {kind!r}")
-
-
 def _strip_query(url: str) -> str:
     return url.split("?", 1)[0].split("#", 1)[0]
-
-
-def _range_key(byte_range: ByteRange | None) -> list[int] | None:
-    return [byte_range.start, byte_range.length] if byte_range else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -337,16 +204,11 @@ def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     encryption key URLs (without query)."""
     data = [
         [p.track, p.rendition_id, p.count,
-         [[f.index, _strip_query(f.url), _range_key(f.byte_range), _strip_query(f.key.url) if f.key else None,
-           f.key.iv.hex() if f.key else None] for f in p.all()]]
+         [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
+          _strip_query(f.key.url) if f.key else None, f.key.iv.hex() if f.key else None] for f in p.all()]]
         for p in plans
     ]
     return hashlib.sha256(json.dumps(data, separators=(",", ":")).encode()).hexdigest()
-
-
-def video_dir_for(spool_dir: str | os.PathLike[str], *, key: str) -> Path:
-    """The spool directory of a video: ``<spool_dir>/<sha256 of key>.video`` (no remote string in the name)."""
-    return Path(spool_dir) / (hashlib.sha256(key.encode("utf-8")).hexdigest() + ".video")
 
 
 def part_path(video_dir: Path, track: str, index: int) -> Path:
@@ -354,71 +216,21 @@ def part_path(video_dir: Path, track: str, index: int) -> Path:
     return video_dir / track / ("init.part" if index == _INIT else f"{index}.part")
 
 
-# --- the fragment ledger ------------------------------------------------------------------------------------
-@dataclass
-class FragmentLedger:
-    """Which fragments of a video are on disk (see the module docstring). ``done[track][index] = size``."""
-
-    key: str
-    fingerprint: str
-    done: dict[str, dict[int, int]] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"version": LEDGER_VERSION, "key": self.key, "fingerprint": self.fingerprint,
-                "done": {t: {str(i): s for i, s in sorted(d.items())} for t, d in sorted(self.done.items())},
-                "updated": time.time()}
-
-    @classmethod
-    def from_json(cls, data: Any) -> FragmentLedger:
-        if not isinstance(data, dict) or data.get("version") != LEDGER_VERSION:
-            raise ValueError("not a fragment ledger of this version")
-        key, fingerprint, done = data.get("key"), data.get("fingerprint"), data.get("done")
-        if not isinstance(key, str) or not isinstance(fingerprint, str) or not isinstance(done, dict):
-            raise ValueError("bad key/fingerprint/done")
-        parsed: dict[str, dict[int, int]] = {}
-        for track, entries in done.items():
-            if not isinstance(entries, dict):
-                raise ValueError(f"bad entries of track {track!r}")
-            parsed[str(track)] = {int(i): int(s) for i, s in entries.items()}
-            if any(s <= 0 or i < _INIT for i, s in parsed[str(track)].items()):
-                raise ValueError("bad fragment index or size")
-        return cls(key=key, fingerprint=fingerprint, done=parsed)
-
-
-def load_fragment_ledger(path: Path, *, key: str) -> FragmentLedger | None:
-    """The ledger at ``path`` when it exists, parses and belongs to ``key``; else ``None`` (start over)."""
-    return load_owned_ledger(path, key=key, parse=FragmentLedger.from_json, what="fragment ledger",
-                             max_bytes=_MAX_LEDGER_BYTES)
-
-
-def save_fragment_ledger(path: Path, ledger: FragmentLedger, *, fsync: bool = True) -> None:
-    """(Worker thread.) Write the ledger atomically (:func:`mediacrawler.fsutil.write_atomic`)."""
-    write_atomic(path, json.dumps(ledger.to_json(), separators=(",", ":")).encode("utf-8"), fsync=fsync)
-
-
-def write_part(path: Path, data: bytes, *, fsync: bool) -> None:
-    """(Worker thread.) Put one fragment's bytes at ``path`` (temp name + fsync + rename)."""
-    write_atomic(path, data, fsync=fsync)
-
-
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
     """(Worker thread.) The ledger's entries whose part file is there with the recorded size."""
-    kept: dict[str, dict[int, int]] = {}
-    for track, entries in ledger.done.items():
-        for index, size in entries.items():
-            try:
-                ok = part_path(video_dir, track, index).stat().st_size == size
-            except OSError:
-                ok = False
-            if ok:
-                kept.setdefault(track, {})[index] = size
-    return kept
+    def there(track: str, index: int, size: int) -> bool:
+        with contextlib.suppress(OSError):
+            return part_path(video_dir, track, index).stat().st_size == size
+        return False
+
+    return {t: {i: s for i, s in d.items() if there(t, i, s)} for t, d in ledger.done.items()}
+
 
 
 def _reset_dir(video_dir: Path) -> None:
     """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
     for child in video_dir.iterdir():
-        if child.name == _LOCK_NAME:
+        if child.name == LOCK_NAME:
             continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
@@ -427,48 +239,30 @@ def _reset_dir(video_dir: Path) -> None:
                 child.unlink()
 
 
-def _remove_dir(video_dir: Path) -> None:
-    shutil.rmtree(video_dir, ignore_errors=True)
-
-
 def _lock_dir(video_dir: Path) -> int:
     video_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(video_dir / _LOCK_NAME, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise VideoError("spool-busy", f"{video_dir} is being downloaded by another request") from None
-    # Temp files of writes a killed run did not finish (ledger, fragments): every writer of this directory holds
-    # its lock, so none of them is in flight now.
+    fd = lock_path(video_dir / LOCK_NAME)
+    if fd is None:
+        raise VideoError("spool-busy", f"{video_dir} is being downloaded by another request")
+    # Temp files of writes a killed run did not finish: every writer of this directory holds its lock.
     for stray in [*video_dir.glob(".*.tmp"), *video_dir.glob("*/.*.tmp")]:
         with contextlib.suppress(OSError):
             stray.unlink()
     return fd
 
 
-# --- the component ------------------------------------------------------------------------------------------
 class VideoDownloader:
-    """The video and large-file path of the media pipeline (see the module docstring).
+    """The video and large-file path of the media pipeline into ``store``, spooling under ``spool_dir``."""
 
-    ``store`` is the content-addressed store, ``segments`` the large-file downloader (built from the settings,
-    spooling under ``<FILES_STORE>/spool``, when not given). Settings: MEDIA_VIDEO_*, MEDIA_MANIFEST_*,
-    MEDIA_FRAGMENT_*, MEDIA_SEGMENT_* (through ``segments``), MEDIA_FSYNC, ``<PLATFORM>_MEDIA_REFERER`` (else
-    ``<PLATFORM>_WEB_URL`` for platforms whose CDN wants a Referer, e.g. Bilibili).
-    """
-
-    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str] | None = None,
-                 segments: SegmentedDownloader | None = None) -> None:
+    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str]) -> None:
         self.crawler = crawler
         self.settings = crawler.settings
         self.store = store
-        self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(self.settings.get("FILES_STORE")
-                                                                          or "files")
-        self.segments = segments or SegmentedDownloader(crawler, spool_dir=self.spool_dir)
-        self.fsync = self.settings.getbool("MEDIA_FSYNC", True)
-        self.max_image_pixels = self.settings.getint("MEDIA_MAX_IMAGE_PIXELS", DEFAULT_MAX_IMAGE_PIXELS)
-        self.max_image_decode_bytes = self.settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
-                                                           DEFAULT_MAX_IMAGE_DECODE_BYTES)
+        self.spool_dir = Path(spool_dir)
+        self.segments = SegmentedDownloader(crawler, spool_dir=self.spool_dir)
+        self.fsync = setting(self.settings, "MEDIA_FSYNC")
+        self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
+        self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
         VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
         self._config: VideoSettings | None = None
 
@@ -477,13 +271,12 @@ class VideoDownloader:
         """The settings with the running spider's ``args`` applied (read once, when the first video comes)."""
         if self._config is None:
             spider = getattr(self.crawler, "spider", None)
-            self._config = VideoSettings.from_settings(self.settings,
-                                                       spider_args=getattr(spider, "args", None))
+            self._config = VideoSettings.from_settings(self.settings, spider_args=getattr(spider, "args", None))
         return self._config
 
     def referer(self, *, platform: str, request_referer: str | None) -> str | None:
-        """The Referer of a platform's media: the one the pipeline put on the request (``<PLATFORM>_MEDIA_REFERER``),
-        else ``<PLATFORM>_WEB_URL`` + ``/`` (Bilibili's CDN answers 403 without one)."""
+        """The Referer of the request (``<PLATFORM>_MEDIA_REFERER``), else ``<PLATFORM>_WEB_URL`` + ``/`` (some
+        CDNs answer 403 without one)."""
         if request_referer:
             return request_referer
         web = self.settings.get(f"{platform.upper()}_WEB_URL")
@@ -493,7 +286,6 @@ class VideoDownloader:
         if self.crawler.stats is not None:
             self.crawler.stats.inc_value(f"media/video/{key}", count)
 
-    # --- entry point ----------------------------------------------------------------------------------------
     async def fetch(self, url: str, *, key: str, kind: str, index: MediaIndex | None, manifest: str | None = None,
                     alternates: Sequence[str] = (), referer: str | None = None, duration: float | None = None,
                     renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
@@ -515,14 +307,10 @@ class VideoDownloader:
                 self.crawler.stats.max_value("media/video/manifest_refused_max_ms", elapsed_ms)
             logger.debug("Manifest of %s refused after %d ms: %s", url, elapsed_ms, exc.reason)
             return self._failed("manifest-refused", exc.reason)
-        except VideoError as exc:
-            return self._failed(exc.reason, exc.detail)
-        except SegmentError as exc:
+        except (SegmentError, MediaRejected) as exc:
             return self._failed(exc.reason, exc.detail)
         except AssemblyError as exc:
             return self._failed("assembly-failed", exc.reason)
-        except MediaRejected as exc:
-            return self._failed(exc.reason, exc.detail)
         except OSError as exc:
             return self._failed("disk-full" if exc.errno == errno.ENOSPC else "store-error",
                                 f"{type(exc).__name__}: {exc}")
@@ -558,7 +346,6 @@ class _VideoJob:
         self.video_dir = video_dir_for(owner.spool_dir, key=key)
         self._keys: dict[str, bytes] = {}
 
-    # --- requests -------------------------------------------------------------------------------------------
     def _request(self, url: str, *, byte_range: ByteRange | None = None, maxsize: int | None = None,
                  identity: bool = True, track: str = "", index: int | None = None) -> Request:
         headers = dict(self.headers)
@@ -572,59 +359,67 @@ class _VideoJob:
             meta["download_maxsize"] = maxsize
         return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
 
-    async def _download(self, request: Request) -> Response:
-        assert self.crawler.engine is not None
-        self.owner._inc("requests")
-        return await self.crawler.engine.download_async(request)
-
     async def _fetch_text(self, url: str, *, what: str) -> bytes:
         """A manifest body (one request with Scrapy's retries, size-capped)."""
         self.owner._inc("manifests")
-        request = self._request(url, maxsize=self.limits.max_manifest_chars, identity=False, track=what)
-        try:
-            response = await self._download(request)
-        except DownloadCancelledError:
-            raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS ({self.limits.max_manifest_chars})"
-                                ) from None
-        except IgnoreRequest as exc:
-            raise VideoError("manifest-filtered", f"{type(exc).__name__}: {exc}") from exc
-        except Exception as exc:
-            if "max size" in str(exc):
-                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS") from None
-            raise VideoError("manifest-download-error", f"{type(exc).__name__}: {exc}") from exc
+        response = await self._get(self._request(url, maxsize=self.limits.max_chars, identity=False,
+                                                 track=what), what=what, error="manifest")
         if response.status != 200:
             raise VideoError(f"manifest-http-{response.status}", url)
         return response.body
 
-    # --- flow -----------------------------------------------------------------------------------------------
+    async def _get(self, request: Request, *, what: str, error: str,
+                   byte_range: ByteRange | None = None) -> Response:
+        """One body through :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body
+        retried within RETRY_TIMES); failures by exception type."""
+        self.owner._inc("requests")
+        # A short, cut or mislabelled 2xx body is retried; a status outside RETRY_HTTP_CODES is not (Scrapy's).
+        check = (lambda r: _response_problem(r, byte_range) if error == "fragment" and r.status in (200, 206)
+                 else None)
+        before = request.meta.get("retry_times", 0)
+        try:
+            response = await download_piece(self.crawler, request, check)
+        except Exception as exc:
+            reason = download_error_reason(exc)
+            if error == "manifest" and reason == "too-large":
+                raise ManifestError(f"{what} larger than MEDIA_MANIFEST_MAX_CHARS "
+                                    f"({self.limits.max_chars})") from None
+            raise VideoError(f"{error}-{'missing' if error == 'fragment' else reason}",
+                             f"{what}: {type(exc).__name__}: {exc}") from exc
+        retried = response.request.meta.get("retry_times", 0) - before if response.request else 0
+        if retried > 0 and error == "fragment":
+            self.owner._inc("fragment_retries", retried)
+        return response
+
     async def run(self, *, manifest: str | None, alternates: Sequence[str], duration: float | None = None,
                   renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
         if renditions is not None:
-            listed = manifest_from_renditions(renditions, duration=duration, limits=self.limits)
-            return await self._from_manifest(listed, base_url=self.url)
+            return await self._from_manifest(manifest_from_renditions(renditions, duration=duration,
+                                                                      limits=self.limits))
         if manifest is not None and manifest not in _MANIFEST_KINDS:
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
             body = await self._fetch_text(self.url, what=f"{manifest} manifest")
-            parsed = await run_in_thread(parse_manifest, body, kind=manifest, base_url=self.url, limits=self.limits)
-            return await self._from_manifest(parsed, base_url=self.url)
+            return await self._from_manifest(await self._parse(body, kind=manifest, url=self.url))
         # An image's alternates are other sizes of it, never a better choice than the URL the record names.
         chosen, selection = (self.url, None) if self.kind == "image" else self._choose_progressive(alternates)
         spooled = await self.owner.segments.download(chosen, key=self.key, headers=self.headers)
         detected = detect_manifest(spooled.head)
         if detected is None:
-            # A progressive video is held to the duration its post declares (Weibo media_info.duration), like an
+            # A progressive video is held to the duration its post declares (``MediaAsset.duration``), like an
             # assembled one to its manifest's.
             declared = duration if self.kind == "video" and duration and duration > 0 else None
             return await self._progressive(spooled, selection=selection, expected_duration=declared)
         try:
-            if spooled.size > self.limits.max_manifest_chars:
+            if spooled.size > self.limits.max_chars:
                 raise ManifestError(f"{detected} manifest is {spooled.size} bytes, over the cap")
             body = await run_in_thread(Path(spooled.path).read_bytes)
         finally:
             await self.owner.segments.discard(spooled)
-        parsed = await run_in_thread(parse_manifest, body, kind=detected, base_url=chosen, limits=self.limits)
-        return await self._from_manifest(parsed, base_url=chosen)
+        return await self._from_manifest(await self._parse(body, kind=detected, url=chosen))
+
+    async def _parse(self, body: bytes, *, kind: str, url: str) -> Manifest:
+        return await run_in_thread(parse_manifest, body, kind=kind, base_url=url, limits=self.limits)
 
     def _choose_progressive(self, alternates: Sequence[str]) -> tuple[str, Selection | None]:
         """The URL to fetch for an asset without a declared manifest: among ``url`` + ``alternates`` (progressive
@@ -641,28 +436,23 @@ class _VideoJob:
         assert isinstance(fetch, SingleFile)
         return fetch.urls[0], selection
 
-    async def _from_manifest(self, parsed: Manifest, *, base_url: str) -> VideoOutcome:
+    async def _from_manifest(self, parsed: Manifest) -> VideoOutcome:
         selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
         duration = parsed.duration
-        video = selection.video
-        audio = selection.audio
-        # HLS: the selected variant's media playlist and its audio group's, fetched side by side.
-        refs = {name: r for name, r in (("video", video), ("audio", audio))
-                if r is not None and isinstance(r.fetch, PlaylistRef)}
-        if refs:
-            resolved: dict[str, tuple[Rendition, float | None]] = {}
+        video, audio = selection.video, selection.audio
+        media: dict[str, Manifest] = {}
 
-            async def playlist(name: str, rendition: Rendition) -> None:
-                resolved[name] = await self._media_playlist(rendition, what=f"{name} playlist")
+        async def playlist(name: str, rendition: Rendition | None) -> None:
+            # HLS: the selected variant's media playlist and its audio group's, fetched side by side.
+            if rendition is not None and isinstance(rendition.fetch, PlaylistRef):
+                body = await self._fetch_text(rendition.fetch.url, what=f"{name} playlist")
+                media[name] = await self._parse(body, kind="hls-media", url=rendition.fetch.url)
 
-            errors = await gather_all(playlist(n, r) for n, r in refs.items())
-            if errors:
-                raise errors[0]
-            if "video" in resolved:
-                video, media_duration = resolved["video"]
-                duration = duration or media_duration
-            if "audio" in resolved:
-                audio = resolved["audio"][0]
+        await gather_all([playlist("video", video), playlist("audio", audio)])
+        if "video" in media:
+            video, duration = with_fetch(video, media["video"]), duration or media["video"].duration
+        if audio is not None and "audio" in media:
+            audio = with_fetch(audio, media["audio"])
         selection = Selection(video=video, audio=audio)
         if video.height is not None:
             self.owner._inc(f"selected/{video.height}")
@@ -670,26 +460,20 @@ class _VideoJob:
             duration = duration or video.fetch.duration
         tracks: list[tuple[str, Rendition]] = [("video", video)] + ([("audio", audio)] if audio else [])
         if audio is None and isinstance(video.fetch, SingleFile):
-            # One muxed file (progressive, durl, a single SegmentBase without audio): the large-file path.
+            # One muxed file (progressive, a listed muxed stream, a SegmentBase without audio): large-file path.
             spooled = await self._single_file("video", video.fetch, suffix=False)
             return await self._progressive(spooled, selection=selection, expected_duration=duration)
         plans = [plan_track(name, r) for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
-        singles = [(name, r.fetch) for name, r in tracks if isinstance(r.fetch, SingleFile)]
         lock = await run_in_thread(_lock_dir, self.video_dir)
         try:
             parts = await self._fetch_fragments(plans) if plans else {}
             spools: dict[str, SpoolResult] = {}
-            if singles:
-                results: dict[str, SpoolResult] = {}
 
-                async def one(name: str, fetch: SingleFile) -> None:
-                    results[name] = await self._single_file(name, fetch, suffix=True)
+            async def single(name: str, fetch: SingleFile) -> None:
+                spools[name] = await self._single_file(name, fetch, suffix=True)
 
-                errors = await gather_all(one(n, f) for n, f in singles)
-                if errors:
-                    raise errors[0]
-                spools = results
-            inputs: dict[str, tuple[list[Path], Path | None]] = {}
+            await gather_all(single(n, r.fetch) for n, r in tracks if isinstance(r.fetch, SingleFile))
+            inputs = {name: ([spooled.path], None) for name, spooled in spools.items()}
             for plan in plans:
                 got = parts[plan.track]
                 init = got.pop(_INIT, None)
@@ -700,46 +484,55 @@ class _VideoJob:
                 except AssemblyError as exc:
                     raise VideoError("fragment-missing", f"{plan.track}: {exc.reason}") from None
                 inputs[plan.track] = (ordered, init)
-            for name, spooled in spools.items():
-                inputs[name] = ([spooled.path], None)
-            expect_audio = audio is not None or _declares_audio(video)
-            out = self.video_dir / _OUT_NAME
-            try:
-                info = await run_in_thread(self._assemble, inputs, out, expect_audio=expect_audio,
-                                           expected_duration=duration)
-            except AssemblyError:
-                # Corrupt bytes are not worth resuming: the next run starts this video over.
-                await run_in_thread(_reset_dir, self.video_dir)
-                for spooled in spools.values():
-                    await self.owner.segments.discard(spooled)
-                raise
-            self.owner._inc("assembled")
-            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
-            for spooled in spools.values():
-                await self.owner.segments.discard(spooled)
-            await run_in_thread(_remove_dir, self.video_dir)
+            return await self._assemble_store(inputs, list(spools.values()), selection=selection,
+                                              duration=duration, expect_audio=audio is not None
+                                              or _declares_audio(video))
         finally:
             os.close(lock)
-        return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
-                             selection, mime="video/mp4")
 
-    async def _media_playlist(self, rendition: Rendition, *, what: str) -> tuple[Rendition, float | None]:
-        assert isinstance(rendition.fetch, PlaylistRef)
-        url = rendition.fetch.url
-        body = await self._fetch_text(url, what=what)
-        media = await run_in_thread(_parse_media_playlist, body, base_url=url, limits=self.limits)
-        return with_fetch(rendition, media), media.duration
 
-    def _assemble(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
-                  expected_duration: float | None) -> VideoInfo:
+    def _verify(self, path: Path, *, expect_audio: bool, duration: float | None) -> VideoInfo:
+        """(Worker thread.) :func:`verify_mp4` with the configured tolerances."""
+        return verify_mp4(path, expect_audio=expect_audio, expected_duration=duration,
+                          tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+
+    def _remux(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
+               duration: float | None) -> VideoInfo:
         """(Worker thread.) Remux the tracks into ``out`` and verify it."""
         video_parts, init_video = inputs["video"]
         audio_parts, init_audio = inputs.get("audio", (None, None))
         remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio)
-        return verify_mp4(out, expect_audio=expect_audio, expected_duration=expected_duration,
-                          tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+        return self._verify(out, expect_audio=expect_audio, duration=duration)
 
-    # --- single files ---------------------------------------------------------------------------------------
+    async def _assemble_store(self, inputs: dict[str, tuple[list[Path], Path | None]], spools: list[SpoolResult],
+                              *, selection: Selection | None, duration: float | None,
+                              expect_audio: bool) -> VideoOutcome:
+        """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it. The spools go either way;
+        the video directory goes once stored, or when the bytes are corrupt (not worth resuming: the next run
+        starts this video over); a store error keeps its fragments for the next run."""
+        out = self.video_dir / _OUT_NAME
+        try:
+            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
+        except AssemblyError:
+            await run_in_thread(shutil.rmtree, self.video_dir, True)
+            raise
+        finally:
+            for spooled in spools:
+                await self.owner.segments.discard(spooled)
+        self.owner._inc("assembled")
+        persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
+        await run_in_thread(shutil.rmtree, self.video_dir, True)
+        return self._outcome(persisted, info, selection, mime="video/mp4")
+
+
+    async def _checked(self, spooled: SpoolResult, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``check(*args, **kwargs)`` in a worker thread; a spool it rejects is discarded."""
+        try:
+            return await run_in_thread(check, *args, **kwargs)
+        except BaseException:
+            await self.owner.segments.discard(spooled)
+            raise
+
     async def _single_file(self, track: str, fetch: SingleFile, *, suffix: bool) -> SpoolResult:
         """Spool one file through the large-file path, trying the backup URLs in order."""
         key = f"{self.key}#{track}" if suffix else self.key
@@ -753,11 +546,7 @@ class _VideoJob:
                 logger.debug("%s of %s failed from %s (%s); trying the next URL", track, self.key, url, exc)
                 last = exc
                 continue
-            try:
-                check_body(spooled.head, kind="audio" if track == "audio" else self.kind)
-            except MediaRejected:
-                await self.owner.segments.discard(spooled)
-                raise
+            await self._checked(spooled, check_body, spooled.head, kind="audio" if track == "audio" else self.kind)
             return spooled
         assert last is not None
         raise last
@@ -766,67 +555,41 @@ class _VideoJob:
                            expected_duration: float | None = None) -> VideoOutcome:
         """A complete media file in the spool: check, verify (remux when not a faststart MP4), publish."""
         if self.kind == "image":
-            return await self._image(spooled)
-        try:
-            checked = check_body(spooled.head, kind=self.kind)
-        except MediaRejected:
-            await self.owner.segments.discard(spooled)
-            raise
+            # A large image (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the checks of a
+            # small one, on the file (magic bytes, pixel cap before any decoding, full decode).
+            checked: BodyCheck = await self._checked(
+                spooled, check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
+                max_image_decode_bytes=self.owner.max_image_decode_bytes)
+            persisted = await self._store_as_is(spooled, checked.sniffed.ext)
+            obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
+                               mime=checked.sniffed.mime, width=checked.width, height=checked.height)
+            return VideoOutcome(obj=obj, created=persisted.created)
+        checked = await self._checked(spooled, check_body, spooled.head, kind=self.kind)
         if self.kind != "video":
-            persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=checked.sniffed.ext)
-            self.owner._inc("stored_as_is")
-            return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, None,
-                                 selection, mime=checked.sniffed.mime)
+            persisted = await self._store_as_is(spooled, checked.sniffed.ext)
+            return self._outcome(persisted, None, selection, mime=checked.sniffed.mime)
         expect_audio = selection is not None and _declares_audio(selection.video)
         try:
-            info = await run_in_thread(verify_mp4, spooled.path, expect_audio=expect_audio,
-                                       expected_duration=expected_duration,
-                                       tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
+            info = await run_in_thread(self._verify, spooled.path, expect_audio=expect_audio,
+                                       duration=expected_duration)
         except AssemblyError:
             info = None  # not an MP4 we can store as it is (FLV, TS, fragmented…): remux below
         if info is not None and info.faststart and checked.sniffed.ext == ".mp4":
-            persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=".mp4")
-            self.owner._inc("stored_as_is")
-            return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
-                                 selection, mime="video/mp4")
+            persisted = await self._store_as_is(spooled, ".mp4")
+            return self._outcome(persisted, info, selection, mime="video/mp4")
         lock = await run_in_thread(_lock_dir, self.video_dir)
         try:
-            out = self.video_dir / _OUT_NAME
-            try:
-                info = await run_in_thread(self._assemble, {"video": ([spooled.path], None)}, out,
-                                           expect_audio=expect_audio, expected_duration=expected_duration)
-            finally:
-                await self.owner.segments.discard(spooled)
-            self.owner._inc("assembled")
-            persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
-            await run_in_thread(_remove_dir, self.video_dir)
-        except AssemblyError:
-            await run_in_thread(_remove_dir, self.video_dir)
-            raise
+            return await self._assemble_store({"video": ([spooled.path], None)}, [spooled], selection=selection,
+                                              duration=expected_duration, expect_audio=expect_audio)
         finally:
             os.close(lock)
-        return self._outcome(persisted.sha256, persisted.relpath, persisted.size, persisted.created, info,
-                             selection, mime="video/mp4")
 
-    async def _image(self, spooled: SpoolResult) -> VideoOutcome:
-        """A large image in the spool (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the
-        checks of a small one, on the file (magic bytes, pixel cap before any decoding, full decode), then
-        published by rename."""
-        try:
-            checked: BodyCheck = await run_in_thread(
-                check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
-                max_image_decode_bytes=self.owner.max_image_decode_bytes)
-        except BaseException:
-            await self.owner.segments.discard(spooled)
-            raise
-        persisted = await self.owner.segments.publish(spooled, store=self.owner.store, ext=checked.sniffed.ext)
+    async def _store_as_is(self, spooled: SpoolResult, ext: str | None) -> Persisted:
         self.owner._inc("stored_as_is")
-        obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
-                           mime=checked.sniffed.mime, width=checked.width, height=checked.height)
-        return VideoOutcome(obj=obj, created=persisted.created, rendition=None, duration=None)
+        return await self.owner.segments.publish(spooled, store=self.owner.store, ext=ext)
 
-    def _outcome(self, sha256: str, relpath: str, size: int, created: bool, info: VideoInfo | None,
-                 selection: Selection | None, *, mime: str | None) -> VideoOutcome:
+    def _outcome(self, persisted: Persisted, info: VideoInfo | None, selection: Selection | None, *,
+                 mime: str | None) -> VideoOutcome:
         rendition = selection.describe() if selection is not None else {}
         if info is not None:
             # The selection says what the manifest declared; fill what it did not (HLS media playlists, labels).
@@ -834,18 +597,17 @@ class _VideoJob:
                                 ("audio_codec", info.audio_codec)):
                 if rendition.get(name) is None:
                     rendition[name] = value
-        obj = ObjectRecord(sha256=sha256, path=relpath, size=size, mime=mime,
+        obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size, mime=mime,
                            width=info.width if info else None, height=info.height if info else None)
-        return VideoOutcome(obj=obj, created=created, rendition=rendition or None,
+        return VideoOutcome(obj=obj, created=persisted.created, rendition=rendition or None,
                             duration=round(info.duration, 3) if info else None)
 
-    # --- fragments ------------------------------------------------------------------------------------------
     async def _fetch_fragments(self, plans: list[FragmentPlan]) -> dict[str, dict[int, Path]]:
         """Fetch every fragment of ``plans`` not already in the ledger; return ``{track: {index: path}}`` of all
         fragments on disk. Raises VideoError(``fragment-missing``) when one fails for good."""
         fingerprint = plan_fingerprint(plans)
         ledger_file = self.video_dir / LEDGER_NAME
-        ledger = await run_in_thread(load_fragment_ledger, ledger_file, key=self.key)
+        ledger = await run_in_thread(load_ledger, ledger_file, key=self.key, parse=FragmentLedger.from_json)
         if ledger is not None and ledger.fingerprint != fingerprint:
             logger.info("Video %s changed rendition or segments since the spool was started: starting over",
                         self.key)
@@ -862,52 +624,40 @@ class _VideoJob:
         saver = CoalescingSaver(
             snapshot=lambda: FragmentLedger(key=ledger.key, fingerprint=ledger.fingerprint,
                                             done={t: dict(d) for t, d in ledger.done.items()}),
-            save=lambda snap: save_fragment_ledger(ledger_file, snap, fsync=self.owner.fsync),
+            save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync),
         )
         pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
-        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):
-            await self._fetch_key(url)
-        queue = list(reversed(pending))
-        failures: list[BaseException] = []
+        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):  # once per video, in memory
+            response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
+            if (problem := _response_problem(response, None)) is not None:
+                raise VideoError("fragment-missing", f"key: {problem}")
+            if len(response.body) != 16:
+                raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
+            self._keys[url] = response.body
+            self.owner._inc("keys")
         counts = {p.track: p.count for p in plans}
         # A manifest need not declare sizes: the bytes actually stored are capped too (MEDIA_MANIFEST_MAX_BYTES),
         # so an endless or enormous rendition stops early instead of filling the disk.
         stored = [sum(sum(d.values()) for d in ledger.done.values())]
 
-        async def worker() -> None:
-            # Bounded by the queue: every pass pops one fragment; stops at the first fragment that failed for good.
-            while queue and not failures:
-                fragment = queue.pop()
-                try:
-                    size = await self._fragment(fragment, counts[fragment.track])
-                    stored[0] += size
-                    if stored[0] > self.limits.max_bytes:
-                        raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
-                                                      f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
-                except BaseException as exc:
-                    failures.append(exc)
-                    return
-                ledger.done.setdefault(fragment.track, {})[fragment.index] = size
-                saver.request()
+        async def one(fragment: Fragment) -> None:
+            size = await self._fragment(fragment, counts[fragment.track])
+            stored[0] += size
+            if stored[0] > self.limits.max_bytes:
+                raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
+                                              f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
+            ledger.done.setdefault(fragment.track, {})[fragment.index] = size
+            saver.request()
 
         if pending:
             saver.request()  # the ledger (with its fingerprint) exists before the first fragment is in
-        errors = await gather_all(worker() for _ in range(min(self.config.fragment_concurrency, len(pending))))
+        errors = await drain(pending, one, workers=self.config.fragment_concurrency)
         await saver.flush()
-        for exc in failures + [e for e in errors if e not in failures]:
-            raise exc
+        if errors:
+            raise errors[0]
         return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
                 for p in plans}
 
-    async def _fetch_key(self, url: str) -> bytes:
-        key = self._keys.get(url)
-        if key is None:
-            response = await self._get_with_retries(self._request(url, maxsize=1024, track="key"), what="key")
-            if len(response.body) != 16:
-                raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
-            key = self._keys[url] = response.body
-            self.owner._inc("keys")
-        return key
 
     async def _fragment(self, fragment: Fragment, count: int) -> int:
         """Fetch, decrypt and write one fragment; return its size on disk."""
@@ -915,54 +665,26 @@ class _VideoJob:
                                       else f"fragment {fragment.index} of {count}")
         request = self._request(fragment.url, byte_range=fragment.byte_range, track=fragment.track,
                                 index=fragment.index)
-        response = await self._get_with_retries(request, what=what, byte_range=fragment.byte_range)
-        data = _body_of(response, fragment.byte_range)
+        response = await self._get(request, what=what, error="fragment", byte_range=fragment.byte_range)
+        if (problem := _response_problem(response, fragment.byte_range)) is not None:
+            raise VideoError("fragment-missing", f"{what} failed: {problem}")
+        data, byte_range = response.body, fragment.byte_range
+        if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
+            data = data[byte_range.start : byte_range.start + byte_range.length]
         del response
-        key = self._keys[fragment.key.url] if fragment.key is not None else None
-        iv = fragment.key.iv if fragment.key is not None else b""
         path = part_path(self.video_dir, fragment.track, fragment.index)
         try:
-            size = await run_in_thread(_decrypt_and_write, data, path, key=key, iv=iv, fsync=self.owner.fsync)
+            size = await run_in_thread(_decrypt_and_write, data, path, fsync=self.owner.fsync, key=(
+                (self._keys[fragment.key.url], fragment.key.iv) if fragment.key is not None else None))
         except AssemblyError as exc:
             raise VideoError("fragment-corrupt", f"{what}: {exc.reason}") from None
         self.owner._inc("fragments")
         return size
 
-    async def _get_with_retries(self, request: Request, *, what: str,
-                                byte_range: ByteRange | None = None) -> Response:
-        """Download with MEDIA_FRAGMENT_RETRIES extra attempts (transport errors, non-2xx, short bodies)."""
-        why = ""
-        attempts = self.config.fragment_retries + 1
-        for attempt in range(attempts):  # bounded
-            if attempt:
-                self.owner._inc("fragment_retries")
-            try:
-                response = await self._download(request)
-            except IgnoreRequest as exc:
-                raise VideoError("fragment-missing", f"{what} filtered: {type(exc).__name__}: {exc}") from exc
-            except Exception as exc:  # transport errors, timeouts, data loss, after Scrapy's own retries
-                why = f"{type(exc).__name__}: {exc}"
-                continue
-            problem = _response_problem(response, byte_range)
-            if problem is None:
-                return response
-            why = problem
-        raise VideoError("fragment-missing", f"{what} failed: {why} ({attempts} attempts)")
-
-
-def _parse_media_playlist(body: bytes, *, base_url: str, limits: ManifestLimits) -> Manifest:
-    """(Worker thread.) An HLS media playlist body → :class:`Manifest` (size-capped before decoding)."""
-    if len(body) > limits.max_manifest_chars:
-        raise ManifestError(f"HLS media playlist is {len(body)} bytes, over the cap of {limits.max_manifest_chars}")
-    return parse_hls_media(body.decode("utf-8", "replace"), base_url=base_url, limits=limits)
-
 
 def _declares_audio(rendition: Rendition) -> bool:
     """Whether a muxed rendition's declared codecs name an audio codec (then the MP4 must have audio)."""
-    if rendition.kind != "video" or not rendition.has_audio or not rendition.codecs:
-        return False
-    return any(c.strip().lower().startswith(("mp4a", "ac-3", "ec-3", "opus", "flac", "mp3"))
-               for c in rendition.codecs.split(","))
+    return rendition.kind == "video" and rendition.has_audio and split_codecs(rendition.codecs)[1] is not None
 
 
 def _response_problem(response: Response, byte_range: ByteRange | None) -> str | None:
@@ -970,10 +692,9 @@ def _response_problem(response: Response, byte_range: ByteRange | None) -> str |
     if "dataloss" in response.flags or "download_stopped" in response.flags:
         return "incomplete body"
     if response.status == 206 and byte_range is not None:
-        value = response.headers.get(b"Content-Range", b"").decode("latin-1")
-        match = re.fullmatch(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", value)
-        if not match or int(match.group(1)) != byte_range.start or len(response.body) != byte_range.length:
-            return f"206 with Content-Range {value!r} for {byte_range.header()}"
+        parsed = parse_content_range(response.headers.get(b"Content-Range"))
+        if parsed is None or parsed[0] != byte_range.start or len(response.body) != byte_range.length:
+            return f"206 with Content-Range {response.headers.get(b'Content-Range')!r} for {byte_range.header()}"
         return None
     if response.status == 200:
         if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:
@@ -984,16 +705,10 @@ def _response_problem(response: Response, byte_range: ByteRange | None) -> str |
     return f"http-{response.status}"
 
 
-def _body_of(response: Response, byte_range: ByteRange | None) -> bytes:
-    if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
-        return response.body[byte_range.start : byte_range.start + byte_range.length]
-    return response.body
-
-
-def _decrypt_and_write(data: bytes, path: Path, *, key: bytes | None, iv: bytes, fsync: bool) -> int:
+def _decrypt_and_write(data: bytes, path: Path, *, key: tuple[bytes, bytes] | None, fsync: bool) -> int:
     if key is not None:
-        data = decrypt_aes128(data, key=key, iv=iv)
-    write_part(path, data, fsync=fsync)
+        data = decrypt_aes128(data, key=key[0], iv=key[1])
+    write_atomic(path, data, fsync=fsync)  # temp name + fsync + rename
     return len(data)
 
 

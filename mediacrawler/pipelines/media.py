@@ -16,10 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from itemadapter import ItemAdapter
 from scrapy import signals
-from scrapy.core.downloader.handlers.http11 import TunnelError
-from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
-                               DownloadTimeoutError, IgnoreRequest, NotConfigured, ResponseDataLossError,
-                               StopDownload)
+from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.pipelines.files import FilesPipeline
@@ -27,21 +24,16 @@ from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError
 from scrapy.utils.asyncio import is_asyncio_available, run_in_thread
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet import defer
-from twisted.internet import error as net
 from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
-from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
-from twisted.web.http import PotentialDataLoss, _DataLoss  # _DataLoss: what Twisted's ResponseFailed carries
 
 from mediacrawler import settings as defaults
-from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key, media_referer,
-                                    walk_assets)
+from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key,
+                                    download_error_reason, media_referer, walk_assets)
 from mediacrawler.media.committer import BatchCommitter, CommitJob
 from mediacrawler.media.index import IndexConfigError, MediaIndex, ObjectRecord, index_backend, open_index
 from mediacrawler.media.integrity import MediaRejected, check_body, check_http
-from mediacrawler.media.segments import DEFAULT_SEGMENT_THRESHOLD
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, object_relpath, store_scheme
 from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
@@ -92,31 +84,6 @@ def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
     get_media_requests and item_completed both walk this list; that is how results are matched to assets.
     """
     return [(platform, asset) for platform, asset, _ in walk_assets(item) if asset.get("status") is None]
-
-
-#: Failure reasons by exception type, first match wins (Scrapy 2.19 raises its own types; older paths Twisted's).
-_REASONS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
-    ((ResponseDataLossError, PotentialDataLoss, _DataLoss), "dataloss"),
-    ((DownloadTimeoutError, net.TimeoutError, defer.TimeoutError), "timeout"),
-    ((DownloadCancelledError,), "too-large"),  # DOWNLOAD_MAXSIZE / MEDIA_MAXSIZE reached mid-body
-    ((DownloadConnectionRefusedError, CannotResolveHostError, net.ConnectError, net.DNSLookupError,
-      net.ConnectionLost, net.ConnectionDone, ResponseNeverReceived, TunnelError), "connection-error"),
-)
-
-
-def download_error_reason(exc: BaseException) -> str:
-    """The reason code of an exception a download ended with, from its type: the reason of a RequestRefused,
-    ``filtered`` (IgnoreRequest: offsite...), ``dataloss``, ``timeout``, ``too-large``, ``connection-error``, or
-    ``download-error``. A ResponseFailed is judged by the failures it wraps."""
-    if isinstance(exc, RequestRefused):
-        return exc.reason  # refused on purpose, with its own reason (e.g. too-large: middlewares/body_limits.py)
-    if isinstance(exc, IgnoreRequest):
-        return "filtered"
-    causes = [f.value for f in exc.reasons] if isinstance(exc, (ResponseFailed, ResponseNeverReceived)) else []
-    for types, reason in _REASONS:
-        if isinstance(exc, types) or any(isinstance(c, types) for c in causes):
-            return reason
-    return "connection-error" if isinstance(exc, ResponseFailed) else "download-error"
 
 
 def build_media_request(*, url: str, platform: str, kind: str, key: str, referer: str | None) -> Request:
@@ -202,7 +169,7 @@ class MediaStorePipeline(FilesPipeline):
             raise NotConfigured(str(exc)) from None
         # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
         # their headers say so (see _stop_large_image): never a whole large body in memory.
-        self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", DEFAULT_SEGMENT_THRESHOLD)
+        self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", defaults.MEDIA_SEGMENT_THRESHOLD)
         self.spool_busy_wait = settings.getfloat("MEDIA_SPOOL_BUSY_WAIT", defaults.MEDIA_SPOOL_BUSY_WAIT)
         crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
 

@@ -197,7 +197,7 @@ def start_sandbox(
             line += chunk
     url = line.decode("utf-8", "replace").strip()
     sandbox = SandboxProcess(proc, url, log, command)
-    if not url.startswith("http://"):
+    if not url.startswith(("http://", "https://")):
         tail = sandbox.stderr_tail()
         sandbox.stop(timeout=5)
         raise SandboxError(f"sandbox did not print its URL within {startup_timeout}s "

@@ -118,6 +118,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--parent-pid", type=int, default=None,
                         help="exit when this process is gone (set by start_sandbox, so no orphans)")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--tls-pem", default=None, metavar="FILE",
+                        help="serve HTTPS with this PEM file (private key and certificate), e.g. self-signed")
     return parser.parse_args(argv)
 
 
@@ -143,9 +145,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = {"seed": args.seed, "weibo_users": list(args.weibo_users), "weibo_pages": args.weibo_pages,
             "weibo_per_page": args.weibo_per_page, "bad_media": args.bad_media, "faults": initial}
     site = build_site(state, reactor, info)
-    port = reactor.listenTCP(args.port, site, interface=args.host)  # type: ignore[attr-defined]
+    if args.tls_pem:
+        from twisted.internet import ssl
+
+        with open(args.tls_pem, encoding="ascii") as pem:
+            options = ssl.PrivateCertificate.loadPEM(pem.read()).options()
+        port = reactor.listenSSL(args.port, site, options, interface=args.host)  # type: ignore[attr-defined]
+    else:
+        port = reactor.listenTCP(args.port, site, interface=args.host)  # type: ignore[attr-defined]
     host = f"[{args.host}]" if ":" in args.host else args.host
-    url = f"http://{host}:{port.getHost().port}"
+    url = f"{'https' if args.tls_pem else 'http'}://{host}:{port.getHost().port}"
     sys.stdout.write(url + "\n")
     sys.stdout.flush()
     logger.info("sandbox serving on %s (seed %s, weibo users %s, %s pages of %s)", url, args.seed,
