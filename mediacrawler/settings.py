@@ -37,7 +37,14 @@ WARN_ON_GENERATOR_RETURN_VALUE = False
 LOG_LEVEL = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
 
 # Scrapy enables file:, data:, s3: and ftp: handlers by default; a URL taken from a payload must never reach them.
-DOWNLOAD_HANDLERS = {"file": None, "data": None, "s3": None, "ftp": None}
+DOWNLOAD_HANDLERS = {
+    "http": "mediacrawler.handlers.PooledHTTPDownloadHandler",
+    "https": "mediacrawler.handlers.PooledHTTPDownloadHandler",
+    "file": None, "data": None, "s3": None, "ftp": None,
+}
+#: Idle connections kept per host (Scrapy keeps CONCURRENT_REQUESTS_PER_DOMAIN): as many as the media requests run
+#: to one CDN host (MEDIA_SLOT_CONCURRENCY), so that they reuse connections (mediacrawler/handlers.py).
+HTTP_POOL_PER_HOST = 32
 
 # --- Retries ----------------------------------------------------------------------------------------------------
 RETRY_ENABLED = True

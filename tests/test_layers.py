@@ -16,7 +16,7 @@ LAYERS: list[set[str]] = [
      "exporters"},
     {"media"},
     {"cache", "distributed"},
-    {"middlewares"},
+    {"middlewares", "handlers"},
     {"pipelines"},
     {"extensions"},
     {"spiders"},
