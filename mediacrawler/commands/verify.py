@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
+from scrapy.exceptions import NotConfigured
+
 from mediacrawler import settings as defaults
-from mediacrawler.media.index import (IndexConfigError, MediaIndex, SourceRecord, SQLiteMediaIndex, is_corruption,
-                                      open_index)
+from mediacrawler.media.index import MediaIndex, SourceRecord, SQLiteMediaIndex, index_class, is_corruption
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.media.urls import allowed_schemes
 from mediacrawler.media.verify import VerifyReport, run_verify
@@ -152,8 +153,8 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
     store = ContentAddressedStore(root)
     try:
         # A corrupt SQLite index is moved aside and rebuilt from the objects here (one WARNING on stderr).
-        index = open_index(conf, store_root=store.root)
-    except IndexConfigError as exc:
+        index = index_class(conf).from_settings(conf, store_root=store.root)
+    except NotConfigured as exc:
         err.write(f"verify: {exc}\n")
         return 2
     except sqlite3.Error as exc:

@@ -1,11 +1,11 @@
 """The media index: what was fetched from where. Objects (sha256 -> path, size, mime, dimensions), assets (asset
-key -> sha256) and URLs (canonical URL -> sha256, key). Backends: SQLite (embedded, one file per store) and Redis
-(shared by many workers). All calls block; docs/media.md, "The media index".
+key -> sha256) and URLs (canonical URL -> sha256, key). Backends: SQLite here (embedded, one file per store) and
+Redis (mediacrawler/distributed/media_index.py, shared by many workers). All calls block; docs/media.md, "The
+media index".
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sqlite3
@@ -17,13 +17,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scrapy.exceptions import NotConfigured
 from w3lib.url import canonicalize_url
 
 from mediacrawler import settings as defaults
+from mediacrawler.contracts import backend_class
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
+from mediacrawler.media.store import ContentAddressedStore, StoreError, parse_object_relpath
 
 if TYPE_CHECKING:
-    import redis
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,11 @@ logger = logging.getLogger(__name__)
 SQLITE_FILENAME = "index.sqlite3"
 #: SQLite's primary result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
 _CORRUPT_CODES = frozenset({11, 26})
+#: MEDIA_INDEX's short names (any other value is an import path): the index classes, each with ``from_settings``.
+MEDIA_INDEX_BACKENDS: dict[str, str] = {
+    "sqlite": "mediacrawler.media.index.SQLiteMediaIndex",
+    "redis": "mediacrawler.distributed.media_index.RedisMediaIndex",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +70,23 @@ def canonical_media_url(url: str) -> str:
     return canonicalize_url(url, keep_fragments=False)
 
 
+def object_record_of(root: Path, relpath: str) -> ObjectRecord:
+    """The record of the object file at ``relpath`` under ``root``, from the disk (size from stat, mime sniffed;
+    not re-hashed); StoreError for a name outside the grammar or a symlink (never the store's own writing)."""
+    sha, _ = parse_object_relpath(relpath)
+    if (root / relpath).is_symlink():
+        raise StoreError(f"{relpath} is a symlink")
+    with open(root / relpath, "rb") as f:
+        return ObjectRecord(sha256=sha, path=relpath, size=os.fstat(f.fileno()).st_size,
+                            mime=sniff(f.read(SNIFF_BYTES)).mime)
+
+
 class MediaIndex(Protocol):
-    """The contract of every index backend. All methods are blocking and thread-safe."""
+    """The contract of every index backend (docs/media.md, "The media index"); blocking and thread-safe."""
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
+        """The index for these settings and the store at ``store_root``."""
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
         """The object stored for asset ``key`` or, failing that, for canonical ``url``."""
@@ -76,20 +98,17 @@ class MediaIndex(Protocol):
                     seen_at: float | None = None) -> None:
         """:meth:`record` for several ``(obj, key, url)``, **durable when it returns** (one transaction)."""
 
-    def get(self, sha256: str) -> ObjectRecord | None:
-        """The object with this hash, or ``None``."""
+    def get(self, sha256: str) -> ObjectRecord | None: ...
 
-    def iter_objects(self) -> Iterator[ObjectRecord]:
-        """Every indexed object (order unspecified)."""
+    def iter_objects(self) -> Iterator[ObjectRecord]: ...
 
     def sources(self, sha256: str) -> list[SourceRecord]:
         """Where this object was fetched from, most recently seen first."""
 
     def flush(self) -> None:
-        """Make every recorded row durable in the backend (a no-op where writes are immediate)."""
+        """Make every recorded row durable (a no-op where writes are immediate)."""
 
-    def close(self) -> None:
-        """Flush and release the backend."""
+    def close(self) -> None: ...
 
 
 class SQLiteMediaIndex:
@@ -119,7 +138,8 @@ class SQLiteMediaIndex:
     )
     _UPSERT_ASSET = (
         "INSERT INTO assets VALUES ", "(?, ?, ?, ?, ?)",
-        " ON CONFLICT (key) DO UPDATE SET sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen",
+        (" ON CONFLICT (key) DO UPDATE SET sha256 = excluded.sha256, url = excluded.url, "
+         "last_seen = excluded.last_seen"),
     )
     _UPSERT_URL = (
         "INSERT INTO urls VALUES ", "(?, ?, ?, ?, ?, ?)",
@@ -244,57 +264,46 @@ class SQLiteMediaIndex:
         return count
 
     def _index_store_objects(self, chunk: int = 1000) -> int:
-        """Index every well-named object file of the store (size from stat, mime sniffed; not re-hashed)."""
-        from mediacrawler.media.store import (  # noqa: PLC0415 - the store imports nothing of the index
-            ContentAddressedStore, StoreError, parse_object_relpath)
-
+        """Index every well-named object file of the store (:func:`object_record_of`), ``chunk`` rows a write."""
         assert self.store_root is not None
         count = 0
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
         for relpath in ContentAddressedStore(self.store_root, fsync=False).iter_objects():
-            full = self.store_root / relpath
             try:
-                sha, _ = parse_object_relpath(relpath)
-                if full.is_symlink():
-                    continue  # never the store's own writing: verify reports it as an orphan
-                with open(full, "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    mime = sniff(f.read(SNIFF_BYTES)).mime
+                rows.append((object_record_of(self.store_root, relpath), None, None))
             except (StoreError, OSError):
                 continue  # verify reports it
-            rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
             if len(rows) >= chunk:
                 self.record_many(rows)
-                count += len(rows)
-                rows = []
-        if rows:
-            self.record_many(rows)
-            count += len(rows)
-        return count
+                count, rows = count + len(rows), []
+        self.record_many(rows)
+        return count + len(rows)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
+                      store_root: str | Path) -> SQLiteMediaIndex:
+        """The index at MEDIA_INDEX_PATH or ``<store_root>/index.sqlite3`` (a corrupt one is moved aside and
+        rebuilt from the objects under ``store_root``, one WARNING)."""
+        busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
+        return cls(settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME, store_root=store_root,
+                   busy_timeout=float(busy if busy not in (None, "") else defaults.MEDIA_INDEX_BUSY_TIMEOUT))
 
     def __repr__(self) -> str:
         return f"SQLiteMediaIndex({str(self.path)!r})"
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
-        canonical = canonical_media_url(url) if url else None
         # Queued rows first, then the database: a row leaves the queue only after its commit, so it is always
         # visible in one or the other.
-        if key:
+        for name, queued, query in ((key, self._by_key, self._BY_KEY),
+                                    (url and canonical_media_url(url), self._by_url, self._BY_URL)):
+            if not name:
+                continue
             with self._state:
-                hit = self._by_key.get(key)
+                hit = queued.get(name)
             if hit is not None:
                 return hit
             with self._read:
-                row = self._rdb.execute(self._BY_KEY, (key,)).fetchone()
-            if row is not None:
-                return ObjectRecord(*row)
-        if canonical:
-            with self._state:
-                hit = self._by_url.get(canonical)
-            if hit is not None:
-                return hit
-            with self._read:
-                row = self._rdb.execute(self._BY_URL, (canonical,)).fetchone()
+                row = self._rdb.execute(query, (name,)).fetchone()
             if row is not None:
                 return ObjectRecord(*row)
         return None
@@ -423,113 +432,6 @@ def _upsert_rows(db: sqlite3.Connection, upsert: tuple[str, ...], rows: list[tup
         db.execute(head + ", ".join([one] * len(part)) + rest, [v for row in part for v in row])
 
 
-class RedisMediaIndex:
-    """The shared index in Redis, for many workers; keys under ``prefix`` (docs/media.md, "The media index"), one
-    MULTI/EXEC per record (never an asset without its object), nothing expires."""
-
-    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX) -> None:
-        self.client = client
-        self.prefix = prefix
-
-    def __repr__(self) -> str:
-        return f"RedisMediaIndex(prefix={self.prefix!r})"
-
-    def _k(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
-
-    def _url_key(self, canonical: str) -> str:
-        # URLs can be long and carry anything; their digest makes a bounded, inert key.
-        return self._k("url", hashlib.sha1(canonical.encode()).hexdigest())  # noqa: S324 - a key, not a MAC
-
-    def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
-        sha: bytes | None = None
-        if key:
-            sha = self.client.hget(self._k("asset", key), "sha256")
-        if sha is None and url:
-            sha = self.client.hget(self._url_key(canonical_media_url(url)), "sha256")
-        return self.get(sha.decode()) if sha else None
-
-    def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
-        now = time.time() if seen_at is None else seen_at
-        fields: dict[str, Any] = {"path": obj.path, "size": obj.size, "last_seen": now}
-        for name in ("mime", "width", "height"):
-            value = getattr(obj, name)
-            if value is not None:
-                fields[name] = value
-        pipe = self.client.pipeline(transaction=True)
-        okey = self._k("obj", obj.sha256)
-        pipe.hsetnx(okey, "first_seen", now)
-        pipe.hset(okey, mapping=fields)
-        pipe.sadd(self._k("objects"), obj.sha256)
-        if key:
-            akey = self._k("asset", key)
-            pipe.hsetnx(akey, "first_seen", now)
-            pipe.hset(akey, mapping={"sha256": obj.sha256, "url": url or "", "last_seen": now})
-        if url:
-            canonical = canonical_media_url(url)
-            ukey = self._url_key(canonical)
-            pipe.hsetnx(ukey, "first_seen", now)
-            mapping: dict[str, Any] = {"url": canonical, "raw": url, "sha256": obj.sha256, "last_seen": now}
-            if key:
-                mapping["key"] = key
-            pipe.hset(ukey, mapping=mapping)
-            pipe.zadd(self._k("src", obj.sha256), {canonical: now})
-        pipe.execute()
-
-    def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
-                    seen_at: float | None = None) -> None:
-        # One MULTI/EXEC per record, sent in one round trip each; durable as far as the server's persistence
-        # settings (appendfsync) make any write durable.
-        for obj, key, url in records:
-            self.record(obj=obj, key=key, url=url, seen_at=seen_at)
-
-    def get(self, sha256: str) -> ObjectRecord | None:
-        raw = self.client.hgetall(self._k("obj", sha256))
-        return _object_from_hash(sha256, raw) if raw else None
-
-    def iter_objects(self) -> Iterator[ObjectRecord]:
-        for sha in self.client.sscan_iter(self._k("objects"), count=500):
-            record = self.get(sha.decode())
-            if record is not None:
-                yield record
-
-    def sources(self, sha256: str) -> list[SourceRecord]:
-        found = []
-        for canonical in self.client.zrevrange(self._k("src", sha256), 0, -1):
-            raw, key = self.client.hmget(self._url_key(canonical.decode()), ["raw", "key"])
-            found.append(SourceRecord(url=(raw or canonical).decode(), key=key.decode() if key else None))
-        return found
-
-    def flush(self) -> None:
-        pass  # every record() is one MULTI/EXEC already
-
-    def close(self) -> None:
-        # The client belongs to the process-wide pool (mediacrawler.cache.redis.get_redis); not ours to close.
-        pass
-
-
-def _object_from_hash(sha256: str, raw: Mapping[bytes, bytes]) -> ObjectRecord:
-    def opt(name: bytes, kind: type[Any]) -> Any:
-        v = raw.get(name)
-        return kind(v) if v not in (None, b"") else None
-
-    mime = raw.get(b"mime")
-    return ObjectRecord(sha256=sha256, path=raw[b"path"].decode(), size=int(raw[b"size"]),
-                        mime=mime.decode() if mime else None, width=opt(b"width", int), height=opt(b"height", int),
-                        first_seen=opt(b"first_seen", float), last_seen=opt(b"last_seen", float))
-
-
-def get_redis_client(url: str) -> redis.Redis:
-    """The process-wide Redis client for ``url`` (shared pool from :mod:`mediacrawler.cache.redis`)."""
-    from mediacrawler.cache.redis import get_redis  # noqa: PLC0415 - Redis is optional at import time
-
-    return get_redis(url)
-
-
-class IndexConfigError(ValueError):
-    """MEDIA_INDEX names no backend, or the backend lacks what it needs (e.g. ``redis`` without REDIS_URL)."""
-
-
 class IndexCorrupt(sqlite3.DatabaseError):
     """The SQLite index file is damaged and there is no store to rebuild it from."""
 
@@ -549,28 +451,11 @@ def is_corruption(exc: BaseException) -> bool:
     return text.startswith("quick_check:") or "malformed" in text or "not a database" in text
 
 
-def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
-    """MEDIA_INDEX if set, else ``redis`` when REDIS_URL is set, else ``sqlite``."""
-    choice = (settings.get("MEDIA_INDEX") or "").strip().lower()
-    if not choice:
-        return "redis" if settings.get("REDIS_URL") else "sqlite"
-    if choice not in ("sqlite", "redis"):
-        raise IndexConfigError(f"MEDIA_INDEX must be 'sqlite' or 'redis', not {choice!r}")
-    return choice
-
-
-def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
-    """Open the index the settings select: Redis, or SQLite at MEDIA_INDEX_PATH or ``<store_root>/index.sqlite3``
-    (a corrupt one is moved aside and rebuilt from the objects under ``store_root``, one WARNING)."""
-    backend = index_backend(settings)
-    if backend == "redis":
-        url = settings.get("REDIS_URL")
-        if not url:
-            raise IndexConfigError("MEDIA_INDEX=redis needs REDIS_URL")
-        prefix = settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX
-        return RedisMediaIndex(get_redis_client(url), prefix=prefix)
-    path = settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME
-    busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
-    return SQLiteMediaIndex(path, store_root=store_root, busy_timeout=float(
-        busy if busy not in (None, "") else defaults.MEDIA_INDEX_BUSY_TIMEOUT))
-
+def index_class(settings: BaseSettings | Mapping[str, Any]) -> type[MediaIndex]:
+    """The backend MEDIA_INDEX names (a short name of :data:`MEDIA_INDEX_BACKENDS` or an import path); empty:
+    ``redis`` when REDIS_URL is set, else ``sqlite``. NotConfigured when it names nothing usable."""
+    name = str(settings.get("MEDIA_INDEX") or ("redis" if settings.get("REDIS_URL") else "sqlite"))
+    if name.lower() == "redis" and not settings.get("REDIS_URL"):
+        raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
+    cls: type[MediaIndex] = backend_class("MEDIA_INDEX", name, MEDIA_INDEX_BACKENDS)
+    return cls

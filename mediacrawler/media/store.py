@@ -114,18 +114,6 @@ _datasync = getattr(os, "fdatasync", os.fsync)
 SYNC_THREADS = 8
 
 
-def _sync_dir_quietly(path: str) -> OSError | None:
-    try:
-        _fsync_dir(path)
-    except OSError as exc:
-        return exc
-    return None
-
-
-def _map_list(fn: Any, items: list[Any]) -> list[Any]:
-    return [fn(item) for item in items]
-
-
 @dataclass(slots=True, kw_only=True)
 class Staged:
     """A body written to a ``tmp/*.part`` file by :meth:`ContentAddressedStore.stage`, open (``fd``), not synced;
@@ -218,7 +206,8 @@ class ContentAddressedStore:
 
     def _temp_path(self, digest: str) -> str:
         # Unique per process, thread and call: no random names, no retry loop (cheaper than mkstemp).
-        return os.path.join(self._tmp, f"{digest[:16]}.{os.getpid()}.{threading.get_ident()}.{next(self._seq)}.part")
+        name = f"{digest[:16]}.{os.getpid()}.{threading.get_ident()}.{next(self._seq)}.part"
+        return os.path.join(self._tmp, name)
 
     # --- reading --------------------------------------------------------------------------------------------
     def stat(self, relpath: str) -> int | None:
@@ -328,15 +317,19 @@ class ContentAddressedStore:
                 dirs[os.path.dirname(st.final)] = None
                 for d in st.new_dirs:  # a new directory is reachable once its parent is synced
                     dirs[os.path.dirname(d)] = None
-        if dirs:
-            paths = list(dirs)
-            failed = {path: err for path, err in zip(paths, self.map_parallel(_sync_dir_quietly, paths), strict=True)
-                      if err is not None}
-            if failed:
-                for i, st in enumerate(staged):
-                    err = failed.get(os.path.dirname(st.final))
-                    if err is not None and isinstance(outcomes[i], Persisted):
-                        outcomes[i] = err
+
+        def sync(path: str) -> OSError | None:
+            try:
+                _fsync_dir(path)
+            except OSError as exc:
+                return exc
+            return None
+
+        failed = dict(zip(dirs, self.map_parallel(sync, list(dirs)), strict=True))
+        for i, st in enumerate(staged):
+            err = failed.get(os.path.dirname(st.final))
+            if err is not None and isinstance(outcomes[i], Persisted):
+                outcomes[i] = err
         return outcomes
 
     def map_parallel(self, fn: Any, items: list[Any]) -> list[Any]:
@@ -349,7 +342,8 @@ class ContentAddressedStore:
             pool = self._sync_pool
         k = min(SYNC_THREADS, len(items))
         out: list[Any] = [None] * len(items)
-        for j, part in enumerate(pool.map(_map_list, [fn] * k, [items[j::k] for j in range(k)])):
+        parts = pool.map(lambda part: [fn(item) for item in part], [items[j::k] for j in range(k)])
+        for j, part in enumerate(parts):
             out[j::k] = part
         return out
 
@@ -489,14 +483,3 @@ STORE_SCHEMES: dict[str, type[ContentAddressedStore]] = {
 def store_scheme(uri: str) -> str:
     """The scheme of a FILES_STORE value as ``FilesPipeline`` sees it (absolute paths are ``file``)."""
     return "file" if Path(uri).is_absolute() else urlparse(uri).scheme
-
-
-def store_from_uri(uri: str, *, fsync: bool = True) -> ContentAddressedStore:
-    """Build the store for a FILES_STORE value; :class:`StoreError` for a scheme with no content store."""
-    scheme = store_scheme(uri)
-    try:
-        cls = STORE_SCHEMES[scheme]
-    except KeyError:
-        raise StoreError(f"no content-addressed store for scheme {scheme!r} (FILES_STORE={uri!r})") from None
-    return cls(uri, fsync=fsync)
-
