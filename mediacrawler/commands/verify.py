@@ -208,7 +208,7 @@ def _check_index(index: MediaIndex, *, repair: bool) -> tuple[str | None, str | 
         return None, None
     if index.moved_aside is not None:
         return index.corruption, index.moved_aside.name
-    problem = index.check(full=True)
+    problem = index.check()
     if problem is None or not repair:
         return problem, None
     return problem, _rebuild(index, problem)

@@ -23,7 +23,7 @@ from typing import Any
 
 from mediacrawler.media.index import MediaIndex, ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
-from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError, credit_first_twin
+from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -167,10 +167,6 @@ class BatchCommitter:
                 logger.exception("Delivering media commit results failed")
             self._room.release()
 
-    def commit(self, jobs: list[CommitJob]) -> None:
-        """Check, store and index ``jobs`` as one group, now (what a round does)."""
-        self._finish_round(jobs, self._start_files(jobs))
-
     def _start_files(self, jobs: list[CommitJob]) -> Future[list[Outcome]] | list[Outcome]:
         work = [(job.body, job.kind, job.checked) for job in jobs]
         pool = self._pool()
@@ -222,7 +218,7 @@ class BatchCommitter:
 def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, BodyCheck | None]],
                 limits: tuple[int, int]) -> list[Outcome]:
     """The file work of one round: per body, on the store's threads, the checks still due, SHA-256 and a temp file;
-    then :meth:`~ContentAddressedStore.publish` of them all. Per body, in order, its outcome and checks."""
+    then :meth:`~ContentAddressedStore.publish` of the group. Per body, in order, its outcome and checks."""
     max_pixels, max_decode = limits
 
     def prepare(item: tuple[bytes, str, BodyCheck | None]) -> tuple[Staged | Persisted | BaseException,
@@ -237,11 +233,8 @@ def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, B
             return exc, checked
 
     prepared = store.map_parallel(prepare, list(work))
-    outcomes: list[Any] = [outcome for outcome, _ in prepared]
-    staged = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Staged)]
-    for i, outcome in zip(staged, store.publish([outcomes[i] for i in staged]), strict=True):
-        outcomes[i] = outcome
-    return list(zip(credit_first_twin(outcomes), [checked for _, checked in prepared], strict=True))
+    return list(zip(store.publish([outcome for outcome, _ in prepared]), [checked for _, checked in prepared],
+                    strict=True))
 
 
 # --- the helper process -----------------------------------------------------------------------------------------

@@ -149,13 +149,13 @@ class SQLiteMediaIndex:
     _BY_KEY = "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?"
     _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
-    def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0,
-                 store_root: str | Path | None = None,
+    #: Queued :meth:`record` rows are committed at this many, or after this many seconds.
+    batch_size, max_delay = 100, 1.0
+
+    def __init__(self, path: str | Path, *, store_root: str | Path | None = None,
                  busy_timeout: float = defaults.MEDIA_INDEX_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.batch_size = max(1, batch_size)
-        self.max_delay = max_delay
         #: The store this index describes: a corrupt index is rebuilt from its ``objects/`` (None: raise instead).
         self.store_root = Path(store_root) if store_root is not None else None
         self.busy_timeout = busy_timeout
@@ -174,7 +174,6 @@ class SQLiteMediaIndex:
         # Queued rows as lookups need them; an entry stays until its row is committed.
         self._by_key: dict[str, ObjectRecord] = {}
         self._by_url: dict[str, ObjectRecord] = {}
-        self._by_sha: dict[str, ObjectRecord] = {}
         self._last_flush = time.monotonic()
         # check_same_thread=False: the pipeline calls in from several threads; the locks serialise.
         try:
@@ -213,13 +212,12 @@ class SQLiteMediaIndex:
             self._db.close()
             raise
 
-    def check(self, *, full: bool = True) -> str | None:
-        """What is wrong with the file (``integrity_check``, or ``quick_check`` unless ``full``), or None."""
-        pragma = "integrity_check(1)" if full else "quick_check(1)"
+    def check(self) -> str | None:
+        """What ``integrity_check`` finds wrong with the file, or None."""
         try:
             with self._write:
                 self._flush_write_locked(durable=True)
-                row = self._db.execute(f"PRAGMA {pragma}").fetchone()
+                row = self._db.execute("PRAGMA integrity_check(1)").fetchone()
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
                 raise
@@ -235,7 +233,6 @@ class SQLiteMediaIndex:
                 self._objects, self._assets, self._urls = [], [], []
                 self._by_key.clear()
                 self._by_url.clear()
-                self._by_sha.clear()
             with self._read:
                 self._rdb.close()
             self._db.close()
@@ -335,7 +332,6 @@ class SQLiteMediaIndex:
         queued = ObjectRecord(obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height,
                               obj.first_seen if obj.first_seen is not None else now, now)
         self._objects.append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
-        self._by_sha[obj.sha256] = queued
         if key:
             self._assets.append((key, obj.sha256, url, now, now))
             self._by_key[key] = queued
@@ -356,7 +352,7 @@ class SQLiteMediaIndex:
                 return
             objects, assets, urls = self._objects, self._assets, self._urls
             self._objects, self._assets, self._urls = [], [], []
-            pending = (dict(self._by_key), dict(self._by_url), dict(self._by_sha))
+            pending = (dict(self._by_key), dict(self._by_url))
         db = self._db
         try:
             if durable:
@@ -379,7 +375,7 @@ class SQLiteMediaIndex:
                 db.execute("PRAGMA synchronous=NORMAL")
         with self._state:
             # Committed: drop the lookup entries of these rows, unless a newer record replaced them meanwhile.
-            for found, before in zip((self._by_key, self._by_url, self._by_sha), pending, strict=True):
+            for found, before in zip((self._by_key, self._by_url), pending, strict=True):
                 for name, rec in before.items():
                     if found.get(name) is rec:
                         del found[name]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from typing import BinaryIO
@@ -86,9 +86,8 @@ def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA
     if sniffed.family != "image":
         # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
         return BodyCheck(sniffed=sniffed, size=len(body))
-    width, height = _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body,
-                                 tail=body[-1024:], sniffed=sniffed, max_image_pixels=max_image_pixels,
-                                 max_image_decode_bytes=max_image_decode_bytes, whole=body)
+    width, height = _check_image(body, head=body, tail=body[-1024:], sniffed=sniffed,
+                                 max_image_pixels=max_image_pixels, max_image_decode_bytes=max_image_decode_bytes)
     return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
 
 
@@ -113,8 +112,7 @@ def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = de
         f.seek(max(0, size - 1024))
         tail = f.read()
     sniffed = check_kind(head, kind="image")
-    width, height = _check_image(lambda: Image.open(path), lambda: open(path, "rb"), head=head, tail=tail,
-                                 sniffed=sniffed, max_image_pixels=max_image_pixels,
+    width, height = _check_image(path, head=head, tail=tail, sniffed=sniffed, max_image_pixels=max_image_pixels,
                                  max_image_decode_bytes=max_image_decode_bytes)
     return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
 
@@ -123,9 +121,10 @@ def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = de
 _MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
 
 
-def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[], BinaryIO], *, head: bytes,
-                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int,
-                 whole: bytes | None = None) -> tuple[int, int]:
+def _check_image(source: bytes | str | os.PathLike[str], *, head: bytes, tail: bytes, sniffed: Sniffed,
+                 max_image_pixels: int, max_image_decode_bytes: int) -> tuple[int, int]:
+    """The image checks of :func:`check_body` on a body in memory or (a large image) in a file."""
+    image = BytesIO(source) if isinstance(source, bytes) else source  # Image.open() seeks to 0 or opens the path
     dims = image_header_size(head)
     if dims is not None:
         _check_pixels(*dims, max_image_pixels=max_image_pixels)
@@ -133,7 +132,7 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
         # For formats our header parser does not know, Pillow's own bomb check runs inside open(); it raises
         # DecompressionBombError above twice its MAX_IMAGE_PIXELS (caught below) and the cap is applied again
         # right after. (No warnings.catch_warnings() here: it is process-global and this runs in threads.)
-        with open_image() as img:
+        with Image.open(image) as img:
             width, height = img.size
             _check_pixels(width, height, max_image_pixels=max_image_pixels)
             if img.format == "JPEG":
@@ -146,17 +145,17 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
                 raise MediaRejected(
                     "image-too-large", f"{img.format} {width}x{height} ({img.mode}) decodes to {need} bytes, over "
                     f"MEDIA_MAX_IMAGE_DECODE_BYTES = {max_image_decode_bytes} (raise it to accept this image)")
-            if img.format == "JPEG" and whole is not None and not streamed:
-                _check_jpeg_structure(whole)  # a photo's decode, even at 1/8, is its largest cost: docs/media.md
+            if img.format == "JPEG" and isinstance(source, bytes) and not streamed:
+                _check_jpeg_structure(source)  # a photo's decode, even at 1/8, is its largest cost: docs/media.md
             elif not streamed:
                 img.load()
         if streamed:
-            with open_stream() as f:
+            with BytesIO(source) if isinstance(source, bytes) else open(source, "rb") as f:
                 check_png_stream(f)
         elif sniffed.mime == "image/png":
             # load() stops at the last IDAT; verify() walks every chunk's CRC up to IEND, but forgives a cut
             # inside IEND itself, so the complete IEND chunk is required as well.
-            with open_image() as img:
+            with Image.open(image) as img:
                 img.verify()
             if _PNG_IEND not in tail[-1024:]:
                 raise MediaRejected("corrupt-image", "PNG without a complete IEND chunk (truncated)")
@@ -305,12 +304,10 @@ def image_header_size(data: bytes) -> tuple[int, int] | None:
     """Read ``(width, height)`` from the header of a PNG, GIF, JPEG or WebP without decoding; ``None`` when
     the format is not one of these or the header is cut short."""
     try:
-        if data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR":
-            w, h = struct.unpack(">II", data[16:24])
-            return w, h
+        if data.startswith(_PNG_SIGNATURE) and data[12:16] == b"IHDR":
+            return struct.unpack(">II", data[16:24])
         if data.startswith((b"GIF87a", b"GIF89a")):
-            w, h = struct.unpack("<HH", data[6:10])
-            return w, h
+            return struct.unpack("<HH", data[6:10])
         if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
             return _webp_size(data)
         if data.startswith(b"\xff\xd8"):
@@ -348,9 +345,7 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in _JPEG_SOF:
             h, w = struct.unpack(">HH", data[i + 5:i + 9])
             return w, h
-        if marker == 0xDA:  # start of scan before any frame header: not a valid JPEG
-            return None
-    return None
+    return None  # no frame header before the (first) start of scan
 
 
 def _check_jpeg_structure(data: bytes) -> None:
@@ -368,9 +363,7 @@ def _check_jpeg_structure(data: bytes) -> None:
 def _webp_size(data: bytes) -> tuple[int, int] | None:
     chunk = data[12:16]
     if chunk == b"VP8X":
-        w = int.from_bytes(data[24:27], "little") + 1
-        h = int.from_bytes(data[27:30], "little") + 1
-        return w, h
+        return int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
     if chunk == b"VP8L" and data[20] == 0x2F:
         bits = int.from_bytes(data[21:25], "little")
         return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1

@@ -237,25 +237,14 @@ class ContentAddressedStore:
     def persist_many(self, bodies: Sequence[tuple[bytes, str, str | None]]) -> list[Persisted | BaseException]:
         """Store ``(data, ext, sha256 or None)`` bodies as one group (:meth:`stage` each, :meth:`publish` them
         together); per body, in order, a :class:`Persisted` or the exception that stopped it."""
-        results: list[Persisted | BaseException | None] = [None] * len(bodies)
-        staged: list[tuple[int, Staged]] = []
-        try:
-            for i, (data, ext, sha256) in enumerate(bodies):
-                try:
-                    outcome = self.stage(data, ext=ext, sha256=sha256)
-                except (OSError, StoreError) as exc:
-                    results[i] = exc
-                    continue
-                if isinstance(outcome, Persisted):
-                    results[i] = outcome
-                else:
-                    staged.append((i, outcome))
-        except BaseException:
-            self.discard([st for _, st in staged])
-            raise
-        for (i, _), published in zip(staged, self.publish([st for _, st in staged]), strict=True):
-            results[i] = published
-        return results  # type: ignore[return-value]
+
+        def stage(body: tuple[bytes, str, str | None]) -> Staged | Persisted | BaseException:
+            try:
+                return self.stage(body[0], ext=body[1], sha256=body[2])
+            except (OSError, StoreError) as exc:
+                return exc
+
+        return self.publish(self.map_parallel(stage, list(bodies)))
 
     def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted:
         """First half of storing ``data``: name it and write it to a temp file under ``tmp/`` (no sync). A
@@ -280,16 +269,39 @@ class ContentAddressedStore:
             raise
         return Staged(digest=digest, relpath=relpath, size=size, final=final, tmp=tmp, fd=fd, new_dirs=new_dirs)
 
-    def publish(self, staged: Sequence[Staged]) -> list[Persisted | BaseException]:
-        """Second half, as one group: each temp file synced then linked (:meth:`publish_one`, in parallel), then
-        each directory that gained an entry synced once (:meth:`sync_new_entries`). Every object reported is
-        durable under its final name; a :class:`Persisted` or the exception for each."""
-        outcomes: list[Persisted | BaseException] = self.map_parallel(self.publish_one, list(staged))
-        return credit_first_twin(self.sync_new_entries(staged, outcomes))
+    def publish(self, group: Sequence[Staged | Persisted | BaseException]) -> list[Persisted | BaseException]:
+        """Second half, as one group: each :class:`Staged` body synced then linked (:meth:`publish_one`, in
+        parallel), then each directory that gained an entry synced once (an object whose directory failed to sync
+        becomes the error); the rest pass through. Every object reported is durable under its final name."""
+        outcomes: list[Any] = list(group)
+        staged = [(i, st) for i, st in enumerate(outcomes) if isinstance(st, Staged)]
+        published = self.map_parallel(self.publish_one, [st for _, st in staged])
+        for (i, _), outcome in zip(staged, published, strict=True):
+            outcomes[i] = outcome
+        dirs: dict[str, None] = {}
+        for i, st in staged:
+            if self.fsync and isinstance(outcomes[i], Persisted) and outcomes[i].created:
+                dirs[os.path.dirname(st.final)] = None
+                for d in st.new_dirs:  # a new directory is reachable once its parent is synced
+                    dirs[os.path.dirname(d)] = None
+
+        def sync(path: str) -> OSError | None:
+            try:
+                _fsync_dir(path)
+            except OSError as exc:
+                return exc
+            return None
+
+        failed = dict(zip(dirs, self.map_parallel(sync, list(dirs)), strict=True))
+        for i, st in staged:
+            err = failed.get(os.path.dirname(st.final))
+            if err is not None and isinstance(outcomes[i], Persisted):
+                outcomes[i] = err
+        return credit_first_twin(outcomes)
 
     def publish_one(self, st: Staged) -> Persisted | BaseException:
-        """Sync, close, link into place and unlink one staged body, in that order (the new name is durable after
-        :meth:`sync_new_entries`)."""
+        """Sync, close, link into place and unlink one staged body, in that order (the new name is durable once
+        :meth:`publish` synced its directory)."""
         try:
             try:
                 if self.fsync:
@@ -304,33 +316,6 @@ class ContentAddressedStore:
             return exc
         finally:
             _unlink_quietly(st.tmp)
-
-    def sync_new_entries(self, staged: Sequence[Staged],
-                         outcomes: list[Persisted | BaseException]) -> list[Persisted | BaseException]:
-        """Sync, once each, the directories that gained an entry when ``staged`` were published (``outcomes`` of
-        :meth:`publish_one`, same order); an outcome whose directory failed to sync becomes the error."""
-        if not self.fsync:
-            return outcomes
-        dirs: dict[str, None] = {}
-        for st, outcome in zip(staged, outcomes, strict=True):
-            if isinstance(outcome, Persisted) and outcome.created:
-                dirs[os.path.dirname(st.final)] = None
-                for d in st.new_dirs:  # a new directory is reachable once its parent is synced
-                    dirs[os.path.dirname(d)] = None
-
-        def sync(path: str) -> OSError | None:
-            try:
-                _fsync_dir(path)
-            except OSError as exc:
-                return exc
-            return None
-
-        failed = dict(zip(dirs, self.map_parallel(sync, list(dirs)), strict=True))
-        for i, st in enumerate(staged):
-            err = failed.get(os.path.dirname(st.final))
-            if err is not None and isinstance(outcomes[i], Persisted):
-                outcomes[i] = err
-        return outcomes
 
     def map_parallel(self, fn: Any, items: list[Any]) -> list[Any]:
         """``[fn(item) for item in items]`` on :data:`SYNC_THREADS` threads (one task per thread, not per item)."""
