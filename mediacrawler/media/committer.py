@@ -1,9 +1,6 @@
-"""The batch committer: checks, hashes and stores downloaded bodies, then writes their index rows, in rounds.
-
-Order of a round (docs/media.md, "Crash safety"): data synced, linked, directory synced, index row synced, result
-delivered. The file work runs in a standard executor: a one-process ``ProcessPoolExecutor`` by default (its own
-GIL: on two cores, worker threads lose most of their time winning the GIL back from the reactor; measured in
-docs/benchmarks.md), or the store's threads.
+"""The batch committer: checks, hashes and stores downloaded bodies, then writes their index rows, in rounds
+(order: docs/media.md, "Crash safety"). The file work runs in a one-process ``ProcessPoolExecutor`` by default (its
+own GIL; measured in docs/benchmarks.md), or on the store's threads.
 """
 
 from __future__ import annotations

@@ -127,25 +127,16 @@ class SQLiteMediaIndex:
         url TEXT PRIMARY KEY, sha256 TEXT NOT NULL, key TEXT, first_seen REAL, last_seen REAL, raw TEXT);
     CREATE INDEX IF NOT EXISTS urls_by_sha256 ON urls (sha256, last_seen);
     """
-    # Upserts as (head, one row's placeholders, tail): a flush sends one multi-row statement per table and chunk
+    # Conflict target and update of each table's upsert: a flush sends one multi-row INSERT per table and chunk
     # (one sqlite3_step, so one GIL hand-over, instead of one per row).
-    _UPSERT_OBJECT = (
-        "INSERT INTO objects VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)",
-        (" ON CONFLICT (sha256) DO UPDATE SET "
-         "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
-         "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
-         "last_seen = MAX(last_seen, excluded.last_seen)"),
-    )
-    _UPSERT_ASSET = (
-        "INSERT INTO assets VALUES ", "(?, ?, ?, ?, ?)",
-        (" ON CONFLICT (key) DO UPDATE SET sha256 = excluded.sha256, url = excluded.url, "
-         "last_seen = excluded.last_seen"),
-    )
-    _UPSERT_URL = (
-        "INSERT INTO urls VALUES ", "(?, ?, ?, ?, ?, ?)",
-        (" ON CONFLICT (url) DO UPDATE SET sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
-         "last_seen = excluded.last_seen, raw = excluded.raw"),
-    )
+    _UPSERTS = {
+        "objects": ("sha256", "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
+                    "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
+                    "last_seen = MAX(last_seen, excluded.last_seen)"),
+        "assets": ("key", "sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen"),
+        "urls": ("url", "sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
+                 "last_seen = excluded.last_seen, raw = excluded.raw"),
+    }
     _BY_KEY = "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?"
     _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
@@ -168,9 +159,7 @@ class SQLiteMediaIndex:
         self._state = threading.Lock()
         self._write = threading.Lock()
         self._read = threading.Lock()
-        self._objects: list[tuple[Any, ...]] = []
-        self._assets: list[tuple[Any, ...]] = []
-        self._urls: list[tuple[Any, ...]] = []
+        self._rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table in self._UPSERTS}  # queued, by table
         # Queued rows as lookups need them; an entry stays until its row is committed.
         self._by_key: dict[str, ObjectRecord] = {}
         self._by_url: dict[str, ObjectRecord] = {}
@@ -230,7 +219,7 @@ class SQLiteMediaIndex:
             raise IndexCorrupt(f"media index {self.path}: no store to rebuild it from")
         with self._write:
             with self._state:
-                self._objects, self._assets, self._urls = [], [], []
+                self._rows = {table: [] for table in self._UPSERTS}
                 self._by_key.clear()
                 self._by_url.clear()
             with self._read:
@@ -309,7 +298,8 @@ class SQLiteMediaIndex:
         now = time.time() if seen_at is None else seen_at
         with self._state:
             self._queue_locked(obj, key, url, now)
-            due = len(self._objects) >= self.batch_size or time.monotonic() - self._last_flush >= self.max_delay
+            due = (len(self._rows["objects"]) >= self.batch_size
+                   or time.monotonic() - self._last_flush >= self.max_delay)
         # A flush already running on another thread (the batch committer) will not take these rows, but the
         # next one will; never wait for it here (this may be the reactor thread).
         if due and self._write.acquire(blocking=False):
@@ -331,12 +321,12 @@ class SQLiteMediaIndex:
         canonical = canonical_media_url(url) if url else None
         queued = ObjectRecord(obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height,
                               obj.first_seen if obj.first_seen is not None else now, now)
-        self._objects.append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
+        self._rows["objects"].append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
         if key:
-            self._assets.append((key, obj.sha256, url, now, now))
+            self._rows["assets"].append((key, obj.sha256, url, now, now))
             self._by_key[key] = queued
         if canonical:
-            self._urls.append((canonical, obj.sha256, key, now, now, url))
+            self._rows["urls"].append((canonical, obj.sha256, key, now, now, url))
             self._by_url[canonical] = queued
 
     def flush(self) -> None:
@@ -348,10 +338,9 @@ class SQLiteMediaIndex:
         """Commit the queued rows (caller holds ``_write``); ``durable``: sync the WAL before returning."""
         with self._state:
             self._last_flush = time.monotonic()
-            if not self._objects:
+            if not self._rows["objects"]:
                 return
-            objects, assets, urls = self._objects, self._assets, self._urls
-            self._objects, self._assets, self._urls = [], [], []
+            rows, self._rows = self._rows, {table: [] for table in self._UPSERTS}
             pending = (dict(self._by_key), dict(self._by_url))
         db = self._db
         try:
@@ -360,15 +349,19 @@ class SQLiteMediaIndex:
             try:
                 # Inside the try: a BEGIN that fails (locked past the busy timeout) must requeue the rows too.
                 db.execute("BEGIN IMMEDIATE")
-                _upsert_rows(db, self._UPSERT_OBJECT, objects)
-                _upsert_rows(db, self._UPSERT_ASSET, assets)
-                _upsert_rows(db, self._UPSERT_URL, urls)
+                for table, (target, update) in self._UPSERTS.items():
+                    for start in range(0, len(rows[table]), 256):
+                        part = rows[table][start:start + 256]
+                        values = ", ".join(["(" + ", ".join("?" * len(part[0])) + ")"] * len(part))
+                        db.execute(f"INSERT INTO {table} VALUES {values} ON CONFLICT ({target}) DO UPDATE SET "
+                                   f"{update}", [v for row in part for v in row])
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 with self._state:  # back in the queue, ahead of anything queued meanwhile
-                    self._objects[:0], self._assets[:0], self._urls[:0] = objects, assets, urls
+                    for table, queued in rows.items():
+                        self._rows[table][:0] = queued
                 raise
         finally:
             if durable:
@@ -380,26 +373,22 @@ class SQLiteMediaIndex:
                     if found.get(name) is rec:
                         del found[name]
 
-    def get(self, sha256: str) -> ObjectRecord | None:
+    def _query(self, sql: str, *args: Any) -> list[Any]:
+        """The rows of ``sql`` after a flush (they include every queued row)."""
         with self._write:
             self._flush_write_locked(durable=False)
-            row = self._db.execute("SELECT * FROM objects WHERE sha256 = ?", (sha256,)).fetchone()
-        return ObjectRecord(*row) if row else None
+            return self._db.execute(sql, args).fetchall()
+
+    def get(self, sha256: str) -> ObjectRecord | None:
+        rows = self._query("SELECT * FROM objects WHERE sha256 = ?", sha256)
+        return ObjectRecord(*rows[0]) if rows else None
 
     def iter_objects(self) -> Iterator[ObjectRecord]:
-        with self._write:
-            self._flush_write_locked(durable=False)
-            rows = self._db.execute("SELECT * FROM objects ORDER BY sha256").fetchall()
-        for row in rows:
-            yield ObjectRecord(*row)
+        return (ObjectRecord(*row) for row in self._query("SELECT * FROM objects ORDER BY sha256"))
 
     def sources(self, sha256: str) -> list[SourceRecord]:
-        with self._write:
-            self._flush_write_locked(durable=False)
-            rows = self._db.execute(
-                "SELECT COALESCE(raw, url), key FROM urls WHERE sha256 = ? ORDER BY last_seen DESC", (sha256,)
-            ).fetchall()
-        return [SourceRecord(url=r[0], key=r[1]) for r in rows]
+        query = "SELECT COALESCE(raw, url), key FROM urls WHERE sha256 = ? ORDER BY last_seen DESC"
+        return [SourceRecord(url=url, key=key) for url, key in self._query(query, sha256)]
 
     def close(self) -> None:
         with self._write:
@@ -409,23 +398,12 @@ class SQLiteMediaIndex:
                 # Already reported where it mattered (the committer fails the assets of a failed write);
                 # the connections are released all the same.
                 with self._state:
-                    lost = len(self._objects)
+                    lost = len(self._rows["objects"])
                 logger.error("Media index %s: %d queued rows not written at close (%s)", self.path, lost, exc)
             finally:
                 with self._read:
                     self._rdb.close()
                 self._db.close()
-
-
-def _upsert_rows(db: sqlite3.Connection, upsert: tuple[str, ...], rows: list[tuple[Any, ...]],
-                 chunk: int = 256) -> None:
-    """Run an upsert ``(head, row placeholders, *tail)`` over ``rows`` as multi-row statements, in order (a later
-    row with the same key updates the earlier one, as with one statement per row)."""
-    head, one, *tail = upsert
-    rest = "".join(tail)
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        db.execute(head + ", ".join([one] * len(part)) + rest, [v for row in part for v in row])
 
 
 class IndexCorrupt(sqlite3.DatabaseError):

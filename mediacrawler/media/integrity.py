@@ -243,12 +243,9 @@ class _PngRows:
 
 
 def check_png_stream(f: BinaryIO) -> tuple[int, int]:
-    """Check a whole PNG read from ``f`` holding at most a step of it: every chunk's CRC up to a complete IEND,
-    and the IDAT data inflated piece by piece to exactly the bytes its IHDR dimensions need, each row with a
-    known filter type. What the pixels are is not checked (that needs the decode this avoids).
-
-    Returns ``(width, height)``; raises :class:`MediaRejected` (``corrupt-image``).
-    """
+    """``(width, height)`` of a whole PNG read from ``f`` a step at a time, or ``corrupt-image``: chunk CRCs to
+    a complete IEND, IDAT inflated to exactly its rows, each with a known filter type (docs/media.md, "Image
+    checks")."""
     if f.read(8) != _PNG_SIGNATURE:
         raise _corrupt_png("signature missing")
     rows: _PngRows | None = None
@@ -349,9 +346,7 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 
 def _check_jpeg_structure(data: bytes) -> None:
-    """A frame header, then a scan, then its end: the EOI marker after the first start of scan. Entropy-coded
-    data never holds ``FF D9`` (an FF in it is followed by 00 or a restart marker), so a body cut anywhere in its
-    scans has no EOI after them. Bytes after EOI are allowed (decoders ignore them)."""
+    """A frame header, a scan and an EOI marker after it (a cut body has none: docs/media.md, "Image checks")."""
     frame = scan = None
     for marker, i in _jpeg_headers(data):
         frame = i if marker in _JPEG_SOF else frame

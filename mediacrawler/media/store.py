@@ -32,7 +32,6 @@ OBJECTS_DIR = "objects"
 TMP_DIR = "tmp"
 QUARANTINE_DIR = "quarantine"
 
-_CHUNK = 1024 * 1024
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _RELPATH_RE = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f]{64})((?:\.[a-z0-9]{1,5})?)")
 
@@ -89,13 +88,8 @@ def parse_object_relpath(relpath: str) -> tuple[str, str]:
 
 def hash_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     """Stream a file through SHA-256; return ``(hex digest, size)``."""
-    h = hashlib.sha256()
-    size = 0
     with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-            size += len(chunk)
-    return h.hexdigest(), size
+        return hashlib.file_digest(f, "sha256").hexdigest(), f.tell()
 
 
 def _fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -151,9 +145,9 @@ class ContentAddressedStore:
         self.quarantine_dir = self.root / QUARANTINE_DIR
         for d in (self.objects_dir, self.tmp_dir, self.quarantine_dir):
             d.mkdir(parents=True, exist_ok=True)
-        self._real_root = self.root.resolve()
-        for d in (self.objects_dir, self.tmp_dir, self.quarantine_dir):
-            self._check_inside(d)
+            # A symlink planted in the store (objects -> /etc) must not carry writes outside the root.
+            if self.root.resolve() not in d.resolve().parents:
+                raise StoreError(f"{d} resolves outside the store root ({d.resolve()})")
         self._checked_dirs: set[str] = set()
         self._root = str(self.root)
         self._tmp = str(self.tmp_dir)
@@ -169,12 +163,6 @@ class ContentAddressedStore:
             pool.shutdown(wait=True)
 
     # --- paths ----------------------------------------------------------------------------------------------
-    def _check_inside(self, path: Path) -> None:
-        # A symlink planted in the store (objects/ab -> /etc) must not carry writes outside the root.
-        real = path.resolve()
-        if real != self._real_root and self._real_root not in real.parents:
-            raise StoreError(f"{path} resolves outside the store root ({real})")
-
     def abspath(self, relpath: str) -> Path:
         """The absolute path of an object; ``relpath`` must be an object path (:func:`parse_object_relpath`)."""
         parse_object_relpath(relpath)
