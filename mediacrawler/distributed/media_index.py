@@ -109,8 +109,5 @@ class RedisMediaIndex:
             found.append(SourceRecord(url=(raw or canonical).decode(), key=key.decode() if key else None))
         return found
 
-    def flush(self) -> None:
-        pass  # every record() is one MULTI/EXEC already
-
     def close(self) -> None:
         pass  # the client belongs to the process-wide pool (mediacrawler.cache.redis.get_redis)

@@ -50,14 +50,9 @@ class CommitJob:
 
 
 class BatchCommitter:
-    """Commits whatever queued up since the last round (up to ``max_batch`` bodies) as one group, in two threads:
-    one gathers a round and starts its file work, the other waits for it, writes the round's index rows and
-    delivers; so the file work of one round overlaps the index commit of the one before (two rounds at most).
-
-    ``deliver(jobs)`` is called after each round, jobs in submission order; it must be quick and thread-safe (e.g.
-    ``loop.call_soon_threadsafe``). With ``isolated``, the file work runs in a helper process (its own GIL); in the
-    store's threads when it cannot start or dies.
-    """
+    """Commits what queued up since the last round (up to ``max_batch`` bodies) as one group, two rounds in flight
+    (docs/media.md, "Concurrency"); ``deliver(jobs)``, quick and thread-safe, gets each round's jobs in order. With
+    ``isolated`` the file work runs in a helper process (in the store's threads when it cannot start or dies)."""
 
     def __init__(self, *, store: ContentAddressedStore, index: MediaIndex | None,
                  deliver: Callable[[list[CommitJob]], None], max_image_pixels: int, max_image_decode_bytes: int,
@@ -88,9 +83,7 @@ class BatchCommitter:
         if self.pool is None and self.isolated:
             self.isolated = False  # one start attempt
             try:
-                # fork, from start(), before our threads run: the child has the modules already and no thread.
-                # (A spawned child would import the crawl's main script again: a script without a __main__ guard
-                # would start a second crawl in it.)
+                # fork, from start(), before our threads run (why not spawn: docs/media.md, "Concurrency").
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_worker_init, initargs=(str(self.store.root),
                                                                                     self.store.fsync))

@@ -105,17 +105,12 @@ class MediaIndex(Protocol):
     def sources(self, sha256: str) -> list[SourceRecord]:
         """Where this object was fetched from, most recently seen first."""
 
-    def flush(self) -> None:
-        """Make every recorded row durable (a no-op where writes are immediate)."""
-
     def close(self) -> None: ...
 
 
 class SQLiteMediaIndex:
-    """The embedded index: one SQLite database (WAL) per store, thread-safe; a writing connection and one for
-    :meth:`lookup` (never waits for a commit in progress). :meth:`record_many` commits synced
-    (``synchronous=FULL``); :meth:`record` queues rows (lookups see them) committed unsynced every ``batch_size``
-    rows or ``max_delay`` seconds, or with the next durable write. Corruption, rebuild: docs/media.md."""
+    """The embedded index, one SQLite database (WAL) per store: :meth:`record_many` commits synced, :meth:`record`
+    queues rows committed unsynced (docs/media.md, "The media index"); corruption, rebuild: docs/operations.md."""
 
     _SCHEMA = """
     CREATE TABLE IF NOT EXISTS objects (

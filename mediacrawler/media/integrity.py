@@ -77,22 +77,20 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
         raise MediaRejected("empty-body")
 
 
-def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
+def check_body(body: bytes | str | os.PathLike[str], *, kind: str,
+               max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an image,
-    the checks of docs/media.md, "Image checks": ``not-media``, ``kind-mismatch``, ``image-too-large``,
-    ``corrupt-image``."""
-    sniffed = check_kind(body[:4096], kind=kind)
-    if sniffed.family != "image":
-        # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
-        return BodyCheck(sniffed=sniffed, size=len(body))
-    width, height = _check_image(body, head=body, tail=body[-1024:], sniffed=sniffed,
-                                 max_image_pixels=max_image_pixels, max_image_decode_bytes=max_image_decode_bytes)
-    return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
-
-
-def check_kind(head: bytes, *, kind: str) -> Sniffed:
-    """The magic-bytes half of :func:`check_body`: ``head`` (the first bytes) is media of the declared kind."""
+    """Check that ``body`` (the bytes, or a file holding them) is media of the declared ``kind`` (``image``,
+    ``video``, ``audio``) and, for an image, the checks of docs/media.md, "Image checks": ``not-media``,
+    ``kind-mismatch``, ``image-too-large``, ``corrupt-image``."""
+    if isinstance(body, bytes):
+        head, tail, size = body, body[-1024:], len(body)
+    else:
+        with open(body, "rb") as f:
+            head = f.read(_IMAGE_HEAD_BYTES)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - 1024))
+            tail = f.read()
     sniffed = sniff(head[:4096])
     if not sniffed.is_media:
         raise MediaRejected("not-media", f"body is {sniffed.mime}")
@@ -100,21 +98,19 @@ def check_kind(head: bytes, *, kind: str) -> Sniffed:
         raise MediaRejected("kind-mismatch", f"an image asset holds {sniffed.mime}")
     if kind in ("video", "audio") and sniffed.family == "image":
         raise MediaRejected("kind-mismatch", f"a {kind} asset holds {sniffed.mime}")
-    return sniffed
+    if sniffed.family != "image":
+        # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
+        return BodyCheck(sniffed=sniffed, size=size)
+    width, height = _check_image(body, head=head, tail=tail, sniffed=sniffed, max_image_pixels=max_image_pixels,
+                                 max_image_decode_bytes=max_image_decode_bytes)
+    return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
 
 
 def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                      max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """:func:`check_body` for an image held in a file (a large one, spooled in Range segments)."""
-    with open(path, "rb") as f:
-        head = f.read(_IMAGE_HEAD_BYTES)
-        size = os.fstat(f.fileno()).st_size
-        f.seek(max(0, size - 1024))
-        tail = f.read()
-    sniffed = check_kind(head, kind="image")
-    width, height = _check_image(path, head=head, tail=tail, sniffed=sniffed, max_image_pixels=max_image_pixels,
-                                 max_image_decode_bytes=max_image_decode_bytes)
-    return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
+    """:func:`check_body` of an image held in a file (a large one, spooled in Range segments)."""
+    return check_body(path, kind="image", max_image_pixels=max_image_pixels,
+                      max_image_decode_bytes=max_image_decode_bytes)
 
 
 # Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.

@@ -337,34 +337,32 @@ class ContentAddressedStore:
         if ext is None:
             with open(src, "rb") as f:
                 ext = sniff(f.read(SNIFF_BYTES)).ext
-        if sha256 is not None:
-            digest, size = sha256, os.stat(src).st_size
-        else:
-            digest, size = hash_file(src)
+        digest, size = (sha256, os.stat(src).st_size) if sha256 is not None else hash_file(src)
         relpath = object_relpath(sha256=digest, ext=ext)
         final = self._object_dir_created(relpath)[0]
         if self._existing_ok(final, size):
             _unlink_quietly(src)
             return Persisted(digest, relpath, size, created=False)
-        if self.fsync:
-            with open(src, "rb") as f:
-                os.fsync(f.fileno())
         try:
-            created = self._link_into_place(src, final)
+            created = self._link_into_place(self._synced(src), final)
         except OSError as exc:
             if exc.errno != errno.EXDEV:
                 raise
             tmp = self._temp_path(digest)
             try:
                 shutil.copyfile(src, tmp)
-                if self.fsync:
-                    with open(tmp, "rb") as f:
-                        os.fsync(f.fileno())
-                created = self._link_into_place(tmp, final)
+                created = self._link_into_place(self._synced(tmp), final)
             finally:
                 _unlink_quietly(tmp)
         _unlink_quietly(src)
         return Persisted(digest, relpath, size, created=created)
+
+    def _synced(self, path: str | os.PathLike[str]) -> str | os.PathLike[str]:
+        """``path``, its data synced first (unless ``fsync`` is off)."""
+        if self.fsync:
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        return path
 
     def _existing_ok(self, final: str, size: int) -> bool:
         try:

@@ -63,10 +63,7 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
     report = VerifyReport()
     indexed: dict[str, ObjectRecord] = {rec.path: rec for rec in index.iter_objects()}
     files = list(store.iter_objects())
-    total = len(files)
-    seen: set[str] = set()
     for n, relpath in enumerate(files, 1):
-        seen.add(relpath)
         path = store.root / relpath
         try:
             name_sha, _ = parse_object_relpath(relpath)
@@ -89,8 +86,8 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
         else:
             report.ok += 1
         if progress is not None:
-            progress(n, total, report.bytes_checked)
-    report.missing = sorted(p for p in indexed if p not in seen)
+            progress(n, len(files), report.bytes_checked)
+    report.missing = sorted(set(indexed) - set(files))
 
     if repair:
         if fetch is None:
