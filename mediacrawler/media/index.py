@@ -165,8 +165,6 @@ class SQLiteMediaIndex:
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
                 raise
-            if self.store_root is None:
-                raise IndexCorrupt(f"media index {self.path} is corrupt ({exc})") from None
             self._recover(str(exc))
 
     def _connect(self) -> sqlite3.Connection:
@@ -210,8 +208,6 @@ class SQLiteMediaIndex:
 
     def rebuild(self, reason: str) -> int:
         """Move the database aside, rebuild it from the store's objects; the number indexed (queued rows drop)."""
-        if self.store_root is None:
-            raise IndexCorrupt(f"media index {self.path}: no store to rebuild it from")
         with self._write:
             with self._state:
                 self._rows = {table: [] for table in self._UPSERTS}
@@ -224,6 +220,8 @@ class SQLiteMediaIndex:
 
     def _recover(self, reason: str) -> int:
         """Move the damaged file (and its -wal/-shm) aside, open a fresh one, index every object of the store."""
+        if self.store_root is None:
+            raise IndexCorrupt(f"media index {self.path} is corrupt ({reason}), no store to rebuild it from")
         base = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
         aside = self.path.with_name(base)
         for n in range(1, 1000):  # never over an earlier one: it may be the only copy of the asset rows
@@ -246,7 +244,7 @@ class SQLiteMediaIndex:
 
     def _index_store_objects(self, chunk: int = 1000) -> int:
         """Index every well-named object file of the store (:func:`object_record_of`), ``chunk`` rows a write."""
-        assert self.store_root is not None
+        assert self.store_root is not None  # checked by _recover
         count = 0
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
         for relpath in ContentAddressedStore(self.store_root, fsync=False).iter_objects():

@@ -19,9 +19,6 @@ from mediacrawler import settings as defaults
 from mediacrawler.media.sniff import Sniffed, sniff
 from mediacrawler.media.spool import parse_content_range
 
-#: HTTP statuses whose body is the whole file (a 206 only when its Content-Range covers the whole file).
-ACCEPTED_STATUSES = (200, 206)
-
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 # Bytes of a spooled image read for the sniff and our header parser (a JPEG's size can follow large APP segments;
 # when it is not in here, Pillow's open() reads it, still before any pixel is decoded).
@@ -55,7 +52,7 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
                flags: list[str] | tuple[str, ...] = ()) -> None:
     """Reject a response whose body is not known to be the whole file (raw header values or ``None``):
     ``http-<status>``, ``partial-content``, ``dataloss``, ``size-mismatch``, ``empty-body``."""
-    if status not in ACCEPTED_STATUSES:
+    if status not in (200, 206):  # a 206 only when its Content-Range covers the whole file (below)
         raise MediaRejected(f"http-{status}")
     if "dataloss" in flags:
         # Only reachable with DOWNLOAD_FAIL_ON_DATALOSS=False; the body is known to be short.
@@ -245,7 +242,7 @@ def check_png_stream(f: BinaryIO) -> tuple[int, int]:
     if f.read(8) != _PNG_SIGNATURE:
         raise _corrupt_png("signature missing")
     rows: _PngRows | None = None
-    idat = "before"  # IDAT chunks must be consecutive: before -> inside -> after
+    idat_seen, previous = False, b""  # IDAT chunks must be consecutive
     while True:
         head = f.read(8)
         if len(head) < 8:
@@ -255,12 +252,9 @@ def check_png_stream(f: BinaryIO) -> tuple[int, int]:
             raise _corrupt_png(f"chunk header {head!r} is not valid")
         if (rows is None) != (kind == b"IHDR") or (kind == b"IHDR" and length != 13):
             raise _corrupt_png("does not start with one 13-byte IHDR chunk")
-        if kind == b"IDAT":
-            if idat == "after":
-                raise _corrupt_png("IDAT chunks are not consecutive")
-            idat = "inside"
-        elif idat == "inside":
-            idat = "after"
+        if kind == b"IDAT" and idat_seen and previous != b"IDAT":
+            raise _corrupt_png("IDAT chunks are not consecutive")
+        idat_seen, previous = idat_seen or kind == b"IDAT", kind
         crc, left, ihdr = zlib.crc32(kind), length, b""
         while left:
             piece = f.read(min(left, _PNG_STEP))
