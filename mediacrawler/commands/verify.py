@@ -1,6 +1,6 @@
 """``mediacrawler verify [--store PATH] [--repair]``: the command line around
-:func:`mediacrawler.media.verify.run_verify` (docs/media.md, "mediacrawler verify"). Exit 0 when all is well, 1 when
-anything is (still) wrong, 2 on usage errors.
+:func:`mediacrawler.media.verify.run_verify` (docs/media.md, "mediacrawler verify"). Exit 0 when all is well, 1
+when anything is (still) wrong, 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
         lines += [f"adopted  {p}" for p in report.adopted]
         lines += [f"quarantined {p}" for p in report.quarantined]
         lines += [f"UNREPAIRED {p}: {why}" for p, why in report.unrepaired.items()]
-    summary = (f"verify: {report.checked} objects, {report.bytes_checked / 2**20:.1f} MiB in {report.seconds:.1f}s: "
-               f"{report.ok} ok, {len(report.corrupt)} corrupt, {len(report.missing)} missing, "
-               f"{len(report.orphans)} orphan")
+    summary = (f"verify: {report.checked} objects, {report.bytes_checked / 2**20:.1f} MiB in "
+               f"{report.seconds:.1f}s: {report.ok} ok, {len(report.corrupt)} corrupt, "
+               f"{len(report.missing)} missing, {len(report.orphans)} orphan")
     if repair:
         summary += (f"; repaired {len(report.repaired)}, adopted {len(report.adopted)}, "
                     f"quarantined {len(report.quarantined)}, unrepaired {len(report.unrepaired)}")
