@@ -208,24 +208,20 @@ class _PngRows:
                 out = self.inflater.decompress(data, _PNG_STEP)
             except zlib.error as exc:
                 raise _corrupt_png(f"image data does not inflate ({exc})") from None
-            self._rows(out)
+            start, end = self.done, self.done + len(out)
+            if end > self.expected:
+                raise _corrupt_png(f"image data longer than the {self.expected} bytes of its {self.width}x"
+                                   f"{self.height} rows")
+            for first, last, stride in self.segments:
+                lo, hi = max(start, first), min(end, last)
+                at = first + -(-(lo - first) // stride) * stride  # the first filter byte at or after lo
+                if lo < hi and out[at - start:hi - start:stride].translate(None, b"\0\1\2\3\4"):
+                    raise _corrupt_png("row with an unknown filter type")
+            self.done = end
             data = self.inflater.unconsumed_tail
             # A full output step may leave output pending inside zlib even when all input is consumed.
             if self.inflater.eof or (not data and len(out) < _PNG_STEP):
                 return
-
-    def _rows(self, out: bytes) -> None:
-        start, end = self.done, self.done + len(out)
-        if end > self.expected:
-            raise _corrupt_png(f"image data longer than the {self.expected} bytes of its {self.width}x"
-                               f"{self.height} rows")
-        for first, last, stride in self.segments:
-            lo, hi = max(start, first), min(end, last)
-            if lo < hi:
-                at = first + -(-(lo - first) // stride) * stride  # the first filter byte at or after lo
-                if out[at - start:hi - start:stride].translate(None, b"\0\1\2\3\4"):
-                    raise _corrupt_png("row with an unknown filter type")
-        self.done = end
 
     def finish(self) -> None:
         if not self.inflater.eof:
