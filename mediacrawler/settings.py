@@ -194,7 +194,8 @@ MEDIA_ALLOWED_SCHEMES = ["http", "https"]
 MEDIA_ALLOW_REDIRECTS = True
 #: Redirect hops per media request; one more fails the asset as too-many-redirects.
 MEDIA_MAX_REDIRECTS = 5
-#: "sqlite" | "redis"; empty: redis when REDIS_URL is set, else SQLite at FILES_STORE/index.sqlite3.
+#: "sqlite" | "redis" | an import path (docs/media.md); empty: redis when REDIS_URL is set, else SQLite at
+#: FILES_STORE/index.sqlite3.
 MEDIA_INDEX = ""
 MEDIA_INDEX_PATH = ""
 MEDIA_INDEX_REDIS_PREFIX = "mediacrawler:media:"

@@ -23,10 +23,8 @@ LAYERS: list[set[str]] = [
     {"commands", "cli", "status", "demo", "__main__"},
 ]
 
-#: (importer, imported) pairs still to be removed: the media index builds a Redis client.
-KNOWN = {
-    ("mediacrawler.media.index", "mediacrawler.cache.redis"),
-}
+#: (importer, imported) pairs still to be removed.
+KNOWN: set[tuple[str, str]] = set()
 
 
 def layer(module: str) -> int | None:

@@ -15,15 +15,11 @@ from pathlib import Path
 import pytest
 
 from mediacrawler.contracts import asset_index_key
-from mediacrawler.media.index import (
-    IndexConfigError,
-    ObjectRecord,
-    RedisMediaIndex,
-    SQLiteMediaIndex,
-    index_backend,
-    open_index,
-)
-from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, store_from_uri
+from scrapy.exceptions import NotConfigured
+
+from mediacrawler.distributed.media_index import RedisMediaIndex
+from mediacrawler.media.index import ObjectRecord, SQLiteMediaIndex, index_class
+from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, hash_file, store_scheme
 
 from .test_media_units import encode
 
@@ -104,10 +100,9 @@ def test_a_planted_symlink_cannot_carry_writes_outside_the_root(tmp_path: Path) 
 
 
 def test_store_scheme_selection(tmp_path: Path) -> None:
-    assert isinstance(store_from_uri(str(tmp_path / "a")), ContentAddressedStore)
-    assert store_from_uri(f"file://{tmp_path}/b").root == tmp_path / "b"
-    with pytest.raises(StoreError):
-        store_from_uri("s3://bucket/prefix")
+    assert STORE_SCHEMES[store_scheme(str(tmp_path / "a"))] is ContentAddressedStore
+    assert STORE_SCHEMES[store_scheme(f"file://{tmp_path}/b")](f"file://{tmp_path}/b").root == tmp_path / "b"
+    assert store_scheme("s3://bucket/prefix") not in STORE_SCHEMES
 
 
 CRASH_WRITER = textwrap.dedent(
@@ -192,17 +187,19 @@ def test_index_keeps_first_seen_and_sources(index) -> None:
 
 
 def test_index_backend_selection(tmp_path: Path, redis_url: str) -> None:
-    assert index_backend({}) == "sqlite"
-    assert index_backend({"REDIS_URL": redis_url}) == "redis"
-    assert index_backend({"REDIS_URL": redis_url, "MEDIA_INDEX": "sqlite"}) == "sqlite"
-    with pytest.raises(IndexConfigError):
-        index_backend({"MEDIA_INDEX": "mongo"})
-    with pytest.raises(IndexConfigError):
-        open_index({"MEDIA_INDEX": "redis"}, store_root=tmp_path)
-    idx = open_index({}, store_root=tmp_path)
+    assert index_class({}) is SQLiteMediaIndex
+    assert index_class({"REDIS_URL": redis_url}) is RedisMediaIndex
+    assert index_class({"REDIS_URL": redis_url, "MEDIA_INDEX": "sqlite"}) is SQLiteMediaIndex
+    assert index_class({"MEDIA_INDEX": "mediacrawler.media.index.SQLiteMediaIndex"}) is SQLiteMediaIndex
+    with pytest.raises(NotConfigured, match="MEDIA_INDEX"):
+        index_class({"MEDIA_INDEX": "mongo"})
+    with pytest.raises(NotConfigured, match="REDIS_URL"):
+        index_class({"MEDIA_INDEX": "redis"})
+    idx = index_class({}).from_settings({}, store_root=tmp_path)
     assert isinstance(idx, SQLiteMediaIndex) and idx.path == tmp_path / "index.sqlite3"
     idx.close()
-    assert isinstance(open_index({"REDIS_URL": redis_url}, store_root=tmp_path), RedisMediaIndex)
+    settings = {"REDIS_URL": redis_url}
+    assert isinstance(index_class(settings).from_settings(settings, store_root=tmp_path), RedisMediaIndex)
 
 
 def test_sqlite_index_is_wal_and_shared_by_threads(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from scrapy.utils.test import get_crawler
 
 from mediacrawler.contracts import RequestRefused, download_error_reason
 from mediacrawler.items import MediaAsset, Post
+from mediacrawler.media.index import SQLiteMediaIndex
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.middlewares.media_redirects import MediaRedirectMiddleware
 from mediacrawler.pipelines.media import (
@@ -54,7 +55,7 @@ def test_default_store_and_layout(tmp_path: Path) -> None:
     pipe = make_pipeline(tmp_path)
     assert pipe.cas.root == tmp_path / "files"
     assert {p.name for p in pipe.cas.root.iterdir()} == {"objects", "tmp", "quarantine"}
-    assert pipe.index_backend == "sqlite"
+    assert pipe.index_class is SQLiteMediaIndex
 
 
 def test_requests_carry_identity_referer_and_identity_encoding(tmp_path: Path) -> None:

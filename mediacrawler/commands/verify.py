@@ -1,6 +1,6 @@
 """``mediacrawler verify [--store PATH] [--repair]``: the command line around
-:func:`mediacrawler.media.verify.run_verify` (docs/media.md, "mediacrawler verify"). Exit 0 when all is well, 1 when
-anything is (still) wrong, 2 on usage errors.
+:func:`mediacrawler.media.verify.run_verify` (docs/media.md, "mediacrawler verify"). Exit 0 when all is well, 1
+when anything is (still) wrong, 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
+from scrapy.exceptions import NotConfigured
+
 from mediacrawler import settings as defaults
-from mediacrawler.media.index import (IndexConfigError, MediaIndex, SourceRecord, SQLiteMediaIndex, is_corruption,
-                                      open_index)
+from mediacrawler.media.index import MediaIndex, SourceRecord, SQLiteMediaIndex, index_class, is_corruption
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.media.urls import allowed_schemes
 from mediacrawler.media.verify import VerifyReport, run_verify
@@ -103,9 +104,9 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
         lines += [f"adopted  {p}" for p in report.adopted]
         lines += [f"quarantined {p}" for p in report.quarantined]
         lines += [f"UNREPAIRED {p}: {why}" for p, why in report.unrepaired.items()]
-    summary = (f"verify: {report.checked} objects, {report.bytes_checked / 2**20:.1f} MiB in {report.seconds:.1f}s: "
-               f"{report.ok} ok, {len(report.corrupt)} corrupt, {len(report.missing)} missing, "
-               f"{len(report.orphans)} orphan")
+    summary = (f"verify: {report.checked} objects, {report.bytes_checked / 2**20:.1f} MiB in "
+               f"{report.seconds:.1f}s: {report.ok} ok, {len(report.corrupt)} corrupt, "
+               f"{len(report.missing)} missing, {len(report.orphans)} orphan")
     if repair:
         summary += (f"; repaired {len(report.repaired)}, adopted {len(report.adopted)}, "
                     f"quarantined {len(report.quarantined)}, unrepaired {len(report.unrepaired)}")
@@ -152,8 +153,8 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
     store = ContentAddressedStore(root)
     try:
         # A corrupt SQLite index is moved aside and rebuilt from the objects here (one WARNING on stderr).
-        index = open_index(conf, store_root=store.root)
-    except IndexConfigError as exc:
+        index = index_class(conf).from_settings(conf, store_root=store.root)
+    except NotConfigured as exc:
         err.write(f"verify: {exc}\n")
         return 2
     except sqlite3.Error as exc:
@@ -207,7 +208,7 @@ def _check_index(index: MediaIndex, *, repair: bool) -> tuple[str | None, str | 
         return None, None
     if index.moved_aside is not None:
         return index.corruption, index.moved_aside.name
-    problem = index.check(full=True)
+    problem = index.check()
     if problem is None or not repair:
         return problem, None
     return problem, _rebuild(index, problem)

@@ -1,9 +1,6 @@
-"""The batch committer: checks, hashes and stores downloaded bodies, then writes their index rows, in rounds.
-
-Order of a round (docs/media.md, "Crash safety"): data synced, linked, directory synced, index row synced, result
-delivered. The file work runs in a standard executor: a one-process ``ProcessPoolExecutor`` by default (its own
-GIL: on two cores, worker threads lose most of their time winning the GIL back from the reactor; measured in
-docs/benchmarks.md), or the store's threads.
+"""The batch committer: checks, hashes and stores downloaded bodies, then writes their index rows, in rounds
+(order: docs/media.md, "Crash safety"). The file work runs in a one-process ``ProcessPoolExecutor`` by default (its
+own GIL; measured in docs/benchmarks.md), or on the store's threads.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from typing import Any
 
 from mediacrawler.media.index import MediaIndex, ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
-from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError, credit_first_twin
+from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -53,14 +50,9 @@ class CommitJob:
 
 
 class BatchCommitter:
-    """Commits whatever queued up since the last round (up to ``max_batch`` bodies) as one group, in two threads:
-    one gathers a round and starts its file work, the other waits for it, writes the round's index rows and
-    delivers; so the file work of one round overlaps the index commit of the one before (two rounds at most).
-
-    ``deliver(jobs)`` is called after each round, jobs in submission order; it must be quick and thread-safe (e.g.
-    ``loop.call_soon_threadsafe``). With ``isolated``, the file work runs in a helper process (its own GIL); in the
-    store's threads when it cannot start or dies.
-    """
+    """Commits what queued up since the last round (up to ``max_batch`` bodies) as one group, two rounds in flight
+    (docs/media.md, "Concurrency"); ``deliver(jobs)``, quick and thread-safe, gets each round's jobs in order. With
+    ``isolated`` the file work runs in a helper process (in the store's threads when it cannot start or dies)."""
 
     def __init__(self, *, store: ContentAddressedStore, index: MediaIndex | None,
                  deliver: Callable[[list[CommitJob]], None], max_image_pixels: int, max_image_decode_bytes: int,
@@ -91,9 +83,7 @@ class BatchCommitter:
         if self.pool is None and self.isolated:
             self.isolated = False  # one start attempt
             try:
-                # fork, from start(), before our threads run: the child has the modules already and no thread.
-                # (A spawned child would import the crawl's main script again: a script without a __main__ guard
-                # would start a second crawl in it.)
+                # fork, from start(), before our threads run (why not spawn: docs/media.md, "Concurrency").
                 self.pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("fork"),
                                                 initializer=_worker_init, initargs=(str(self.store.root),
                                                                                     self.store.fsync))
@@ -167,10 +157,6 @@ class BatchCommitter:
                 logger.exception("Delivering media commit results failed")
             self._room.release()
 
-    def commit(self, jobs: list[CommitJob]) -> None:
-        """Check, store and index ``jobs`` as one group, now (what a round does)."""
-        self._finish_round(jobs, self._start_files(jobs))
-
     def _start_files(self, jobs: list[CommitJob]) -> Future[list[Outcome]] | list[Outcome]:
         work = [(job.body, job.kind, job.checked) for job in jobs]
         pool = self._pool()
@@ -222,7 +208,7 @@ class BatchCommitter:
 def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, BodyCheck | None]],
                 limits: tuple[int, int]) -> list[Outcome]:
     """The file work of one round: per body, on the store's threads, the checks still due, SHA-256 and a temp file;
-    then :meth:`~ContentAddressedStore.publish` of them all. Per body, in order, its outcome and checks."""
+    then :meth:`~ContentAddressedStore.publish` of the group. Per body, in order, its outcome and checks."""
     max_pixels, max_decode = limits
 
     def prepare(item: tuple[bytes, str, BodyCheck | None]) -> tuple[Staged | Persisted | BaseException,
@@ -237,11 +223,8 @@ def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, B
             return exc, checked
 
     prepared = store.map_parallel(prepare, list(work))
-    outcomes: list[Any] = [outcome for outcome, _ in prepared]
-    staged = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Staged)]
-    for i, outcome in zip(staged, store.publish([outcomes[i] for i in staged]), strict=True):
-        outcomes[i] = outcome
-    return list(zip(credit_first_twin(outcomes), [checked for _, checked in prepared], strict=True))
+    return list(zip(store.publish([outcome for outcome, _ in prepared]), [checked for _, checked in prepared],
+                    strict=True))
 
 
 # --- the helper process -----------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
 """The media index: what was fetched from where. Objects (sha256 -> path, size, mime, dimensions), assets (asset
-key -> sha256) and URLs (canonical URL -> sha256, key). Backends: SQLite (embedded, one file per store) and Redis
-(shared by many workers). All calls block; docs/media.md, "The media index".
+key -> sha256) and URLs (canonical URL -> sha256, key). Backends: SQLite here (embedded, one file per store) and
+Redis (mediacrawler/distributed/media_index.py, shared by many workers). All calls block; docs/media.md, "The
+media index".
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import sqlite3
@@ -17,13 +17,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scrapy.exceptions import NotConfigured
 from w3lib.url import canonicalize_url
 
 from mediacrawler import settings as defaults
+from mediacrawler.contracts import backend_class
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
+from mediacrawler.media.store import ContentAddressedStore, StoreError, parse_object_relpath
 
 if TYPE_CHECKING:
-    import redis
     from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
@@ -32,6 +34,11 @@ logger = logging.getLogger(__name__)
 SQLITE_FILENAME = "index.sqlite3"
 #: SQLite's primary result codes for a damaged file: SQLITE_CORRUPT, SQLITE_NOTADB.
 _CORRUPT_CODES = frozenset({11, 26})
+#: MEDIA_INDEX's short names (any other value is an import path): the index classes, each with ``from_settings``.
+MEDIA_INDEX_BACKENDS: dict[str, str] = {
+    "sqlite": "mediacrawler.media.index.SQLiteMediaIndex",
+    "redis": "mediacrawler.distributed.media_index.RedisMediaIndex",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +70,23 @@ def canonical_media_url(url: str) -> str:
     return canonicalize_url(url, keep_fragments=False)
 
 
+def object_record_of(root: Path, relpath: str) -> ObjectRecord:
+    """The record of the object file at ``relpath`` under ``root``, from the disk (size from stat, mime sniffed;
+    not re-hashed); StoreError for a name outside the grammar or a symlink (never the store's own writing)."""
+    sha, _ = parse_object_relpath(relpath)
+    if (root / relpath).is_symlink():
+        raise StoreError(f"{relpath} is a symlink")
+    with open(root / relpath, "rb") as f:
+        return ObjectRecord(sha256=sha, path=relpath, size=os.fstat(f.fileno()).st_size,
+                            mime=sniff(f.read(SNIFF_BYTES)).mime)
+
+
 class MediaIndex(Protocol):
-    """The contract of every index backend. All methods are blocking and thread-safe."""
+    """The contract of every index backend (docs/media.md, "The media index"); blocking and thread-safe."""
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
+        """The index for these settings and the store at ``store_root``."""
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
         """The object stored for asset ``key`` or, failing that, for canonical ``url``."""
@@ -76,27 +98,19 @@ class MediaIndex(Protocol):
                     seen_at: float | None = None) -> None:
         """:meth:`record` for several ``(obj, key, url)``, **durable when it returns** (one transaction)."""
 
-    def get(self, sha256: str) -> ObjectRecord | None:
-        """The object with this hash, or ``None``."""
+    def get(self, sha256: str) -> ObjectRecord | None: ...
 
-    def iter_objects(self) -> Iterator[ObjectRecord]:
-        """Every indexed object (order unspecified)."""
+    def iter_objects(self) -> Iterator[ObjectRecord]: ...
 
     def sources(self, sha256: str) -> list[SourceRecord]:
         """Where this object was fetched from, most recently seen first."""
 
-    def flush(self) -> None:
-        """Make every recorded row durable in the backend (a no-op where writes are immediate)."""
-
-    def close(self) -> None:
-        """Flush and release the backend."""
+    def close(self) -> None: ...
 
 
 class SQLiteMediaIndex:
-    """The embedded index: one SQLite database (WAL) per store, thread-safe; a writing connection and one for
-    :meth:`lookup` (never waits for a commit in progress). :meth:`record_many` commits synced
-    (``synchronous=FULL``); :meth:`record` queues rows (lookups see them) committed unsynced every ``batch_size``
-    rows or ``max_delay`` seconds, or with the next durable write. Corruption, rebuild: docs/media.md."""
+    """The embedded index, one SQLite database (WAL) per store: :meth:`record_many` commits synced, :meth:`record`
+    queues rows committed unsynced (docs/media.md, "The media index"); corruption, rebuild: docs/operations.md."""
 
     _SCHEMA = """
     CREATE TABLE IF NOT EXISTS objects (
@@ -108,34 +122,26 @@ class SQLiteMediaIndex:
         url TEXT PRIMARY KEY, sha256 TEXT NOT NULL, key TEXT, first_seen REAL, last_seen REAL, raw TEXT);
     CREATE INDEX IF NOT EXISTS urls_by_sha256 ON urls (sha256, last_seen);
     """
-    # Upserts as (head, one row's placeholders, tail): a flush sends one multi-row statement per table and chunk
+    # Conflict target and update of each table's upsert: a flush sends one multi-row INSERT per table and chunk
     # (one sqlite3_step, so one GIL hand-over, instead of one per row).
-    _UPSERT_OBJECT = (
-        "INSERT INTO objects VALUES ", "(?, ?, ?, ?, ?, ?, ?, ?)",
-        (" ON CONFLICT (sha256) DO UPDATE SET "
-         "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
-         "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
-         "last_seen = MAX(last_seen, excluded.last_seen)"),
-    )
-    _UPSERT_ASSET = (
-        "INSERT INTO assets VALUES ", "(?, ?, ?, ?, ?)",
-        " ON CONFLICT (key) DO UPDATE SET sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen",
-    )
-    _UPSERT_URL = (
-        "INSERT INTO urls VALUES ", "(?, ?, ?, ?, ?, ?)",
-        (" ON CONFLICT (url) DO UPDATE SET sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
-         "last_seen = excluded.last_seen, raw = excluded.raw"),
-    )
+    _UPSERTS = {
+        "objects": ("sha256", "path = excluded.path, size = excluded.size, mime = COALESCE(excluded.mime, mime), "
+                    "width = COALESCE(excluded.width, width), height = COALESCE(excluded.height, height), "
+                    "last_seen = MAX(last_seen, excluded.last_seen)"),
+        "assets": ("key", "sha256 = excluded.sha256, url = excluded.url, last_seen = excluded.last_seen"),
+        "urls": ("url", "sha256 = excluded.sha256, key = COALESCE(excluded.key, key), "
+                 "last_seen = excluded.last_seen, raw = excluded.raw"),
+    }
     _BY_KEY = "SELECT o.* FROM assets a JOIN objects o ON o.sha256 = a.sha256 WHERE a.key = ?"
     _BY_URL = "SELECT o.* FROM urls u JOIN objects o ON o.sha256 = u.sha256 WHERE u.url = ?"
 
-    def __init__(self, path: str | Path, *, batch_size: int = 100, max_delay: float = 1.0,
-                 store_root: str | Path | None = None,
+    #: Queued :meth:`record` rows are committed at this many, or after this many seconds.
+    batch_size, max_delay = 100, 1.0
+
+    def __init__(self, path: str | Path, *, store_root: str | Path | None = None,
                  busy_timeout: float = defaults.MEDIA_INDEX_BUSY_TIMEOUT) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.batch_size = max(1, batch_size)
-        self.max_delay = max_delay
         #: The store this index describes: a corrupt index is rebuilt from its ``objects/`` (None: raise instead).
         self.store_root = Path(store_root) if store_root is not None else None
         self.busy_timeout = busy_timeout
@@ -148,13 +154,10 @@ class SQLiteMediaIndex:
         self._state = threading.Lock()
         self._write = threading.Lock()
         self._read = threading.Lock()
-        self._objects: list[tuple[Any, ...]] = []
-        self._assets: list[tuple[Any, ...]] = []
-        self._urls: list[tuple[Any, ...]] = []
+        self._rows: dict[str, list[tuple[Any, ...]]] = {table: [] for table in self._UPSERTS}  # queued, by table
         # Queued rows as lookups need them; an entry stays until its row is committed.
         self._by_key: dict[str, ObjectRecord] = {}
         self._by_url: dict[str, ObjectRecord] = {}
-        self._by_sha: dict[str, ObjectRecord] = {}
         self._last_flush = time.monotonic()
         # check_same_thread=False: the pipeline calls in from several threads; the locks serialise.
         try:
@@ -162,8 +165,6 @@ class SQLiteMediaIndex:
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
                 raise
-            if self.store_root is None:
-                raise IndexCorrupt(f"media index {self.path} is corrupt ({exc})") from None
             self._recover(str(exc))
 
     def _connect(self) -> sqlite3.Connection:
@@ -193,13 +194,12 @@ class SQLiteMediaIndex:
             self._db.close()
             raise
 
-    def check(self, *, full: bool = True) -> str | None:
-        """What is wrong with the file (``integrity_check``, or ``quick_check`` unless ``full``), or None."""
-        pragma = "integrity_check(1)" if full else "quick_check(1)"
+    def check(self) -> str | None:
+        """What ``integrity_check`` finds wrong with the file, or None."""
         try:
             with self._write:
                 self._flush_write_locked(durable=True)
-                row = self._db.execute(f"PRAGMA {pragma}").fetchone()
+                row = self._db.execute("PRAGMA integrity_check(1)").fetchone()
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
                 raise
@@ -208,14 +208,11 @@ class SQLiteMediaIndex:
 
     def rebuild(self, reason: str) -> int:
         """Move the database aside, rebuild it from the store's objects; the number indexed (queued rows drop)."""
-        if self.store_root is None:
-            raise IndexCorrupt(f"media index {self.path}: no store to rebuild it from")
         with self._write:
             with self._state:
-                self._objects, self._assets, self._urls = [], [], []
+                self._rows = {table: [] for table in self._UPSERTS}
                 self._by_key.clear()
                 self._by_url.clear()
-                self._by_sha.clear()
             with self._read:
                 self._rdb.close()
             self._db.close()
@@ -223,6 +220,8 @@ class SQLiteMediaIndex:
 
     def _recover(self, reason: str) -> int:
         """Move the damaged file (and its -wal/-shm) aside, open a fresh one, index every object of the store."""
+        if self.store_root is None:
+            raise IndexCorrupt(f"media index {self.path} is corrupt ({reason}), no store to rebuild it from")
         base = f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
         aside = self.path.with_name(base)
         for n in range(1, 1000):  # never over an earlier one: it may be the only copy of the asset rows
@@ -244,57 +243,46 @@ class SQLiteMediaIndex:
         return count
 
     def _index_store_objects(self, chunk: int = 1000) -> int:
-        """Index every well-named object file of the store (size from stat, mime sniffed; not re-hashed)."""
-        from mediacrawler.media.store import (  # noqa: PLC0415 - the store imports nothing of the index
-            ContentAddressedStore, StoreError, parse_object_relpath)
-
-        assert self.store_root is not None
+        """Index every well-named object file of the store (:func:`object_record_of`), ``chunk`` rows a write."""
+        assert self.store_root is not None  # checked by _recover
         count = 0
         rows: list[tuple[ObjectRecord, str | None, str | None]] = []
         for relpath in ContentAddressedStore(self.store_root, fsync=False).iter_objects():
-            full = self.store_root / relpath
             try:
-                sha, _ = parse_object_relpath(relpath)
-                if full.is_symlink():
-                    continue  # never the store's own writing: verify reports it as an orphan
-                with open(full, "rb") as f:
-                    size = os.fstat(f.fileno()).st_size
-                    mime = sniff(f.read(SNIFF_BYTES)).mime
+                rows.append((object_record_of(self.store_root, relpath), None, None))
             except (StoreError, OSError):
                 continue  # verify reports it
-            rows.append((ObjectRecord(sha256=sha, path=relpath, size=size, mime=mime), None, None))
             if len(rows) >= chunk:
                 self.record_many(rows)
-                count += len(rows)
-                rows = []
-        if rows:
-            self.record_many(rows)
-            count += len(rows)
-        return count
+                count, rows = count + len(rows), []
+        self.record_many(rows)
+        return count + len(rows)
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
+                      store_root: str | Path) -> SQLiteMediaIndex:
+        """The index at MEDIA_INDEX_PATH or ``<store_root>/index.sqlite3`` (a corrupt one is moved aside and
+        rebuilt from the objects under ``store_root``, one WARNING)."""
+        busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
+        return cls(settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME, store_root=store_root,
+                   busy_timeout=float(busy if busy not in (None, "") else defaults.MEDIA_INDEX_BUSY_TIMEOUT))
 
     def __repr__(self) -> str:
         return f"SQLiteMediaIndex({str(self.path)!r})"
 
     def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
-        canonical = canonical_media_url(url) if url else None
         # Queued rows first, then the database: a row leaves the queue only after its commit, so it is always
         # visible in one or the other.
-        if key:
+        for name, queued, query in ((key, self._by_key, self._BY_KEY),
+                                    (url and canonical_media_url(url), self._by_url, self._BY_URL)):
+            if not name:
+                continue
             with self._state:
-                hit = self._by_key.get(key)
+                hit = queued.get(name)
             if hit is not None:
                 return hit
             with self._read:
-                row = self._rdb.execute(self._BY_KEY, (key,)).fetchone()
-            if row is not None:
-                return ObjectRecord(*row)
-        if canonical:
-            with self._state:
-                hit = self._by_url.get(canonical)
-            if hit is not None:
-                return hit
-            with self._read:
-                row = self._rdb.execute(self._BY_URL, (canonical,)).fetchone()
+                row = self._rdb.execute(query, (name,)).fetchone()
             if row is not None:
                 return ObjectRecord(*row)
         return None
@@ -303,7 +291,8 @@ class SQLiteMediaIndex:
         now = time.time() if seen_at is None else seen_at
         with self._state:
             self._queue_locked(obj, key, url, now)
-            due = len(self._objects) >= self.batch_size or time.monotonic() - self._last_flush >= self.max_delay
+            due = (len(self._rows["objects"]) >= self.batch_size
+                   or time.monotonic() - self._last_flush >= self.max_delay)
         # A flush already running on another thread (the batch committer) will not take these rows, but the
         # next one will; never wait for it here (this may be the reactor thread).
         if due and self._write.acquire(blocking=False):
@@ -325,13 +314,12 @@ class SQLiteMediaIndex:
         canonical = canonical_media_url(url) if url else None
         queued = ObjectRecord(obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height,
                               obj.first_seen if obj.first_seen is not None else now, now)
-        self._objects.append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
-        self._by_sha[obj.sha256] = queued
+        self._rows["objects"].append((obj.sha256, obj.path, obj.size, obj.mime, obj.width, obj.height, now, now))
         if key:
-            self._assets.append((key, obj.sha256, url, now, now))
+            self._rows["assets"].append((key, obj.sha256, url, now, now))
             self._by_key[key] = queued
         if canonical:
-            self._urls.append((canonical, obj.sha256, key, now, now, url))
+            self._rows["urls"].append((canonical, obj.sha256, key, now, now, url))
             self._by_url[canonical] = queued
 
     def flush(self) -> None:
@@ -343,11 +331,10 @@ class SQLiteMediaIndex:
         """Commit the queued rows (caller holds ``_write``); ``durable``: sync the WAL before returning."""
         with self._state:
             self._last_flush = time.monotonic()
-            if not self._objects:
+            if not self._rows["objects"]:
                 return
-            objects, assets, urls = self._objects, self._assets, self._urls
-            self._objects, self._assets, self._urls = [], [], []
-            pending = (dict(self._by_key), dict(self._by_url), dict(self._by_sha))
+            rows, self._rows = self._rows, {table: [] for table in self._UPSERTS}
+            pending = (dict(self._by_key), dict(self._by_url))
         db = self._db
         try:
             if durable:
@@ -355,46 +342,46 @@ class SQLiteMediaIndex:
             try:
                 # Inside the try: a BEGIN that fails (locked past the busy timeout) must requeue the rows too.
                 db.execute("BEGIN IMMEDIATE")
-                _upsert_rows(db, self._UPSERT_OBJECT, objects)
-                _upsert_rows(db, self._UPSERT_ASSET, assets)
-                _upsert_rows(db, self._UPSERT_URL, urls)
+                for table, (target, update) in self._UPSERTS.items():
+                    for start in range(0, len(rows[table]), 256):
+                        part = rows[table][start:start + 256]
+                        values = ", ".join(["(" + ", ".join("?" * len(part[0])) + ")"] * len(part))
+                        db.execute(f"INSERT INTO {table} VALUES {values} ON CONFLICT ({target}) DO UPDATE SET "
+                                   f"{update}", [v for row in part for v in row])
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
                 with self._state:  # back in the queue, ahead of anything queued meanwhile
-                    self._objects[:0], self._assets[:0], self._urls[:0] = objects, assets, urls
+                    for table, queued in rows.items():
+                        self._rows[table][:0] = queued
                 raise
         finally:
             if durable:
                 db.execute("PRAGMA synchronous=NORMAL")
         with self._state:
             # Committed: drop the lookup entries of these rows, unless a newer record replaced them meanwhile.
-            for found, before in zip((self._by_key, self._by_url, self._by_sha), pending, strict=True):
+            for found, before in zip((self._by_key, self._by_url), pending, strict=True):
                 for name, rec in before.items():
                     if found.get(name) is rec:
                         del found[name]
 
-    def get(self, sha256: str) -> ObjectRecord | None:
+    def _query(self, sql: str, *args: Any) -> list[Any]:
+        """The rows of ``sql`` after a flush (they include every queued row)."""
         with self._write:
             self._flush_write_locked(durable=False)
-            row = self._db.execute("SELECT * FROM objects WHERE sha256 = ?", (sha256,)).fetchone()
-        return ObjectRecord(*row) if row else None
+            return self._db.execute(sql, args).fetchall()
+
+    def get(self, sha256: str) -> ObjectRecord | None:
+        rows = self._query("SELECT * FROM objects WHERE sha256 = ?", sha256)
+        return ObjectRecord(*rows[0]) if rows else None
 
     def iter_objects(self) -> Iterator[ObjectRecord]:
-        with self._write:
-            self._flush_write_locked(durable=False)
-            rows = self._db.execute("SELECT * FROM objects ORDER BY sha256").fetchall()
-        for row in rows:
-            yield ObjectRecord(*row)
+        return (ObjectRecord(*row) for row in self._query("SELECT * FROM objects ORDER BY sha256"))
 
     def sources(self, sha256: str) -> list[SourceRecord]:
-        with self._write:
-            self._flush_write_locked(durable=False)
-            rows = self._db.execute(
-                "SELECT COALESCE(raw, url), key FROM urls WHERE sha256 = ? ORDER BY last_seen DESC", (sha256,)
-            ).fetchall()
-        return [SourceRecord(url=r[0], key=r[1]) for r in rows]
+        query = "SELECT COALESCE(raw, url), key FROM urls WHERE sha256 = ? ORDER BY last_seen DESC"
+        return [SourceRecord(url=url, key=key) for url, key in self._query(query, sha256)]
 
     def close(self) -> None:
         with self._write:
@@ -404,130 +391,12 @@ class SQLiteMediaIndex:
                 # Already reported where it mattered (the committer fails the assets of a failed write);
                 # the connections are released all the same.
                 with self._state:
-                    lost = len(self._objects)
+                    lost = len(self._rows["objects"])
                 logger.error("Media index %s: %d queued rows not written at close (%s)", self.path, lost, exc)
             finally:
                 with self._read:
                     self._rdb.close()
                 self._db.close()
-
-
-def _upsert_rows(db: sqlite3.Connection, upsert: tuple[str, ...], rows: list[tuple[Any, ...]],
-                 chunk: int = 256) -> None:
-    """Run an upsert ``(head, row placeholders, *tail)`` over ``rows`` as multi-row statements, in order (a later
-    row with the same key updates the earlier one, as with one statement per row)."""
-    head, one, *tail = upsert
-    rest = "".join(tail)
-    for start in range(0, len(rows), chunk):
-        part = rows[start:start + chunk]
-        db.execute(head + ", ".join([one] * len(part)) + rest, [v for row in part for v in row])
-
-
-class RedisMediaIndex:
-    """The shared index in Redis, for many workers; keys under ``prefix`` (docs/media.md, "The media index"), one
-    MULTI/EXEC per record (never an asset without its object), nothing expires."""
-
-    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX) -> None:
-        self.client = client
-        self.prefix = prefix
-
-    def __repr__(self) -> str:
-        return f"RedisMediaIndex(prefix={self.prefix!r})"
-
-    def _k(self, *parts: str) -> str:
-        return self.prefix + ":".join(parts)
-
-    def _url_key(self, canonical: str) -> str:
-        # URLs can be long and carry anything; their digest makes a bounded, inert key.
-        return self._k("url", hashlib.sha1(canonical.encode()).hexdigest())  # noqa: S324 - a key, not a MAC
-
-    def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
-        sha: bytes | None = None
-        if key:
-            sha = self.client.hget(self._k("asset", key), "sha256")
-        if sha is None and url:
-            sha = self.client.hget(self._url_key(canonical_media_url(url)), "sha256")
-        return self.get(sha.decode()) if sha else None
-
-    def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
-        now = time.time() if seen_at is None else seen_at
-        fields: dict[str, Any] = {"path": obj.path, "size": obj.size, "last_seen": now}
-        for name in ("mime", "width", "height"):
-            value = getattr(obj, name)
-            if value is not None:
-                fields[name] = value
-        pipe = self.client.pipeline(transaction=True)
-        okey = self._k("obj", obj.sha256)
-        pipe.hsetnx(okey, "first_seen", now)
-        pipe.hset(okey, mapping=fields)
-        pipe.sadd(self._k("objects"), obj.sha256)
-        if key:
-            akey = self._k("asset", key)
-            pipe.hsetnx(akey, "first_seen", now)
-            pipe.hset(akey, mapping={"sha256": obj.sha256, "url": url or "", "last_seen": now})
-        if url:
-            canonical = canonical_media_url(url)
-            ukey = self._url_key(canonical)
-            pipe.hsetnx(ukey, "first_seen", now)
-            mapping: dict[str, Any] = {"url": canonical, "raw": url, "sha256": obj.sha256, "last_seen": now}
-            if key:
-                mapping["key"] = key
-            pipe.hset(ukey, mapping=mapping)
-            pipe.zadd(self._k("src", obj.sha256), {canonical: now})
-        pipe.execute()
-
-    def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
-                    seen_at: float | None = None) -> None:
-        # One MULTI/EXEC per record, sent in one round trip each; durable as far as the server's persistence
-        # settings (appendfsync) make any write durable.
-        for obj, key, url in records:
-            self.record(obj=obj, key=key, url=url, seen_at=seen_at)
-
-    def get(self, sha256: str) -> ObjectRecord | None:
-        raw = self.client.hgetall(self._k("obj", sha256))
-        return _object_from_hash(sha256, raw) if raw else None
-
-    def iter_objects(self) -> Iterator[ObjectRecord]:
-        for sha in self.client.sscan_iter(self._k("objects"), count=500):
-            record = self.get(sha.decode())
-            if record is not None:
-                yield record
-
-    def sources(self, sha256: str) -> list[SourceRecord]:
-        found = []
-        for canonical in self.client.zrevrange(self._k("src", sha256), 0, -1):
-            raw, key = self.client.hmget(self._url_key(canonical.decode()), ["raw", "key"])
-            found.append(SourceRecord(url=(raw or canonical).decode(), key=key.decode() if key else None))
-        return found
-
-    def flush(self) -> None:
-        pass  # every record() is one MULTI/EXEC already
-
-    def close(self) -> None:
-        # The client belongs to the process-wide pool (mediacrawler.cache.redis.get_redis); not ours to close.
-        pass
-
-
-def _object_from_hash(sha256: str, raw: Mapping[bytes, bytes]) -> ObjectRecord:
-    def opt(name: bytes, kind: type[Any]) -> Any:
-        v = raw.get(name)
-        return kind(v) if v not in (None, b"") else None
-
-    mime = raw.get(b"mime")
-    return ObjectRecord(sha256=sha256, path=raw[b"path"].decode(), size=int(raw[b"size"]),
-                        mime=mime.decode() if mime else None, width=opt(b"width", int), height=opt(b"height", int),
-                        first_seen=opt(b"first_seen", float), last_seen=opt(b"last_seen", float))
-
-
-def get_redis_client(url: str) -> redis.Redis:
-    """The process-wide Redis client for ``url`` (shared pool from :mod:`mediacrawler.cache.redis`)."""
-    from mediacrawler.cache.redis import get_redis  # noqa: PLC0415 - Redis is optional at import time
-
-    return get_redis(url)
-
-
-class IndexConfigError(ValueError):
-    """MEDIA_INDEX names no backend, or the backend lacks what it needs (e.g. ``redis`` without REDIS_URL)."""
 
 
 class IndexCorrupt(sqlite3.DatabaseError):
@@ -549,28 +418,11 @@ def is_corruption(exc: BaseException) -> bool:
     return text.startswith("quick_check:") or "malformed" in text or "not a database" in text
 
 
-def index_backend(settings: BaseSettings | Mapping[str, Any]) -> str:
-    """MEDIA_INDEX if set, else ``redis`` when REDIS_URL is set, else ``sqlite``."""
-    choice = (settings.get("MEDIA_INDEX") or "").strip().lower()
-    if not choice:
-        return "redis" if settings.get("REDIS_URL") else "sqlite"
-    if choice not in ("sqlite", "redis"):
-        raise IndexConfigError(f"MEDIA_INDEX must be 'sqlite' or 'redis', not {choice!r}")
-    return choice
-
-
-def open_index(settings: BaseSettings | Mapping[str, Any], *, store_root: str | Path) -> MediaIndex:
-    """Open the index the settings select: Redis, or SQLite at MEDIA_INDEX_PATH or ``<store_root>/index.sqlite3``
-    (a corrupt one is moved aside and rebuilt from the objects under ``store_root``, one WARNING)."""
-    backend = index_backend(settings)
-    if backend == "redis":
-        url = settings.get("REDIS_URL")
-        if not url:
-            raise IndexConfigError("MEDIA_INDEX=redis needs REDIS_URL")
-        prefix = settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX
-        return RedisMediaIndex(get_redis_client(url), prefix=prefix)
-    path = settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME
-    busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
-    return SQLiteMediaIndex(path, store_root=store_root, busy_timeout=float(
-        busy if busy not in (None, "") else defaults.MEDIA_INDEX_BUSY_TIMEOUT))
-
+def index_class(settings: BaseSettings | Mapping[str, Any]) -> type[MediaIndex]:
+    """The backend MEDIA_INDEX names (a short name of :data:`MEDIA_INDEX_BACKENDS` or an import path); empty:
+    ``redis`` when REDIS_URL is set, else ``sqlite``. NotConfigured when it names nothing usable."""
+    name = str(settings.get("MEDIA_INDEX") or ("redis" if settings.get("REDIS_URL") else "sqlite"))
+    if name.lower() == "redis" and not settings.get("REDIS_URL"):
+        raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
+    cls: type[MediaIndex] = backend_class("MEDIA_INDEX", name, MEDIA_INDEX_BACKENDS)
+    return cls

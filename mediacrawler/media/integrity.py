@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
 from typing import BinaryIO
@@ -18,9 +18,6 @@ from PIL import Image
 from mediacrawler import settings as defaults
 from mediacrawler.media.sniff import Sniffed, sniff
 from mediacrawler.media.spool import parse_content_range
-
-#: HTTP statuses whose body is the whole file (a 206 only when its Content-Range covers the whole file).
-ACCEPTED_STATUSES = (200, 206)
 
 _PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
 # Bytes of a spooled image read for the sniff and our header parser (a JPEG's size can follow large APP segments;
@@ -55,7 +52,7 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
                flags: list[str] | tuple[str, ...] = ()) -> None:
     """Reject a response whose body is not known to be the whole file (raw header values or ``None``):
     ``http-<status>``, ``partial-content``, ``dataloss``, ``size-mismatch``, ``empty-body``."""
-    if status not in ACCEPTED_STATUSES:
+    if status not in (200, 206):  # a 206 only when its Content-Range covers the whole file (below)
         raise MediaRejected(f"http-{status}")
     if "dataloss" in flags:
         # Only reachable with DOWNLOAD_FAIL_ON_DATALOSS=False; the body is known to be short.
@@ -77,23 +74,20 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
         raise MediaRejected("empty-body")
 
 
-def check_body(body: bytes, *, kind: str, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
+def check_body(body: bytes | str | os.PathLike[str], *, kind: str,
+               max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """Check that ``body`` is media of the declared ``kind`` (``image``, ``video``, ``audio``) and, for an image,
-    the checks of docs/media.md, "Image checks": ``not-media``, ``kind-mismatch``, ``image-too-large``,
-    ``corrupt-image``."""
-    sniffed = check_kind(body[:4096], kind=kind)
-    if sniffed.family != "image":
-        # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
-        return BodyCheck(sniffed=sniffed, size=len(body))
-    width, height = _check_image(lambda: Image.open(BytesIO(body)), lambda: BytesIO(body), head=body,
-                                 tail=body[-1024:], sniffed=sniffed, max_image_pixels=max_image_pixels,
-                                 max_image_decode_bytes=max_image_decode_bytes, whole=body)
-    return BodyCheck(sniffed=sniffed, size=len(body), width=width, height=height)
-
-
-def check_kind(head: bytes, *, kind: str) -> Sniffed:
-    """The magic-bytes half of :func:`check_body`: ``head`` (the first bytes) is media of the declared kind."""
+    """Check that ``body`` (the bytes, or a file holding them) is media of the declared ``kind`` (``image``,
+    ``video``, ``audio``) and, for an image, the checks of docs/media.md, "Image checks": ``not-media``,
+    ``kind-mismatch``, ``image-too-large``, ``corrupt-image``."""
+    if isinstance(body, bytes):
+        head, tail, size = body, body[-1024:], len(body)
+    else:
+        with open(body, "rb") as f:
+            head = f.read(_IMAGE_HEAD_BYTES)
+            size = os.fstat(f.fileno()).st_size
+            f.seek(max(0, size - 1024))
+            tail = f.read()
     sniffed = sniff(head[:4096])
     if not sniffed.is_media:
         raise MediaRejected("not-media", f"body is {sniffed.mime}")
@@ -101,31 +95,29 @@ def check_kind(head: bytes, *, kind: str) -> Sniffed:
         raise MediaRejected("kind-mismatch", f"an image asset holds {sniffed.mime}")
     if kind in ("video", "audio") and sniffed.family == "image":
         raise MediaRejected("kind-mismatch", f"a {kind} asset holds {sniffed.mime}")
-    return sniffed
+    if sniffed.family != "image":
+        # Containers are checked by the video path (remux/probe); here the magic bytes are the check.
+        return BodyCheck(sniffed=sniffed, size=size)
+    width, height = _check_image(body, head=head, tail=tail, sniffed=sniffed, max_image_pixels=max_image_pixels,
+                                 max_image_decode_bytes=max_image_decode_bytes)
+    return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
 
 
 def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
                      max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """:func:`check_body` for an image held in a file (a large one, spooled in Range segments)."""
-    with open(path, "rb") as f:
-        head = f.read(_IMAGE_HEAD_BYTES)
-        size = os.fstat(f.fileno()).st_size
-        f.seek(max(0, size - 1024))
-        tail = f.read()
-    sniffed = check_kind(head, kind="image")
-    width, height = _check_image(lambda: Image.open(path), lambda: open(path, "rb"), head=head, tail=tail,
-                                 sniffed=sniffed, max_image_pixels=max_image_pixels,
-                                 max_image_decode_bytes=max_image_decode_bytes)
-    return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
+    """:func:`check_body` of an image held in a file (a large one, spooled in Range segments)."""
+    return check_body(path, kind="image", max_image_pixels=max_image_pixels,
+                      max_image_decode_bytes=max_image_decode_bytes)
 
 
 # Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.
 _MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
 
 
-def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[], BinaryIO], *, head: bytes,
-                 tail: bytes, sniffed: Sniffed, max_image_pixels: int, max_image_decode_bytes: int,
-                 whole: bytes | None = None) -> tuple[int, int]:
+def _check_image(source: bytes | str | os.PathLike[str], *, head: bytes, tail: bytes, sniffed: Sniffed,
+                 max_image_pixels: int, max_image_decode_bytes: int) -> tuple[int, int]:
+    """The image checks of :func:`check_body` on a body in memory or (a large image) in a file."""
+    image = BytesIO(source) if isinstance(source, bytes) else source  # Image.open() seeks to 0 or opens the path
     dims = image_header_size(head)
     if dims is not None:
         _check_pixels(*dims, max_image_pixels=max_image_pixels)
@@ -133,7 +125,7 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
         # For formats our header parser does not know, Pillow's own bomb check runs inside open(); it raises
         # DecompressionBombError above twice its MAX_IMAGE_PIXELS (caught below) and the cap is applied again
         # right after. (No warnings.catch_warnings() here: it is process-global and this runs in threads.)
-        with open_image() as img:
+        with Image.open(image) as img:
             width, height = img.size
             _check_pixels(width, height, max_image_pixels=max_image_pixels)
             if img.format == "JPEG":
@@ -146,17 +138,17 @@ def _check_image(open_image: Callable[[], Image.Image], open_stream: Callable[[]
                 raise MediaRejected(
                     "image-too-large", f"{img.format} {width}x{height} ({img.mode}) decodes to {need} bytes, over "
                     f"MEDIA_MAX_IMAGE_DECODE_BYTES = {max_image_decode_bytes} (raise it to accept this image)")
-            if img.format == "JPEG" and whole is not None and not streamed:
-                _check_jpeg_structure(whole)  # a photo's decode, even at 1/8, is its largest cost: docs/media.md
+            if img.format == "JPEG" and isinstance(source, bytes) and not streamed:
+                _check_jpeg_structure(source)  # a photo's decode, even at 1/8, is its largest cost: docs/media.md
             elif not streamed:
                 img.load()
         if streamed:
-            with open_stream() as f:
+            with BytesIO(source) if isinstance(source, bytes) else open(source, "rb") as f:
                 check_png_stream(f)
         elif sniffed.mime == "image/png":
             # load() stops at the last IDAT; verify() walks every chunk's CRC up to IEND, but forgives a cut
             # inside IEND itself, so the complete IEND chunk is required as well.
-            with open_image() as img:
+            with Image.open(image) as img:
                 img.verify()
             if _PNG_IEND not in tail[-1024:]:
                 raise MediaRejected("corrupt-image", "PNG without a complete IEND chunk (truncated)")
@@ -216,24 +208,20 @@ class _PngRows:
                 out = self.inflater.decompress(data, _PNG_STEP)
             except zlib.error as exc:
                 raise _corrupt_png(f"image data does not inflate ({exc})") from None
-            self._rows(out)
+            start, end = self.done, self.done + len(out)
+            if end > self.expected:
+                raise _corrupt_png(f"image data longer than the {self.expected} bytes of its {self.width}x"
+                                   f"{self.height} rows")
+            for first, last, stride in self.segments:
+                lo, hi = max(start, first), min(end, last)
+                at = first + -(-(lo - first) // stride) * stride  # the first filter byte at or after lo
+                if lo < hi and out[at - start:hi - start:stride].translate(None, b"\0\1\2\3\4"):
+                    raise _corrupt_png("row with an unknown filter type")
+            self.done = end
             data = self.inflater.unconsumed_tail
             # A full output step may leave output pending inside zlib even when all input is consumed.
             if self.inflater.eof or (not data and len(out) < _PNG_STEP):
                 return
-
-    def _rows(self, out: bytes) -> None:
-        start, end = self.done, self.done + len(out)
-        if end > self.expected:
-            raise _corrupt_png(f"image data longer than the {self.expected} bytes of its {self.width}x"
-                               f"{self.height} rows")
-        for first, last, stride in self.segments:
-            lo, hi = max(start, first), min(end, last)
-            if lo < hi:
-                at = first + -(-(lo - first) // stride) * stride  # the first filter byte at or after lo
-                if out[at - start:hi - start:stride].translate(None, b"\0\1\2\3\4"):
-                    raise _corrupt_png("row with an unknown filter type")
-        self.done = end
 
     def finish(self) -> None:
         if not self.inflater.eof:
@@ -244,16 +232,13 @@ class _PngRows:
 
 
 def check_png_stream(f: BinaryIO) -> tuple[int, int]:
-    """Check a whole PNG read from ``f`` holding at most a step of it: every chunk's CRC up to a complete IEND,
-    and the IDAT data inflated piece by piece to exactly the bytes its IHDR dimensions need, each row with a
-    known filter type. What the pixels are is not checked (that needs the decode this avoids).
-
-    Returns ``(width, height)``; raises :class:`MediaRejected` (``corrupt-image``).
-    """
+    """``(width, height)`` of a whole PNG read from ``f`` a step at a time, or ``corrupt-image``: chunk CRCs to
+    a complete IEND, IDAT inflated to exactly its rows, each with a known filter type (docs/media.md, "Image
+    checks")."""
     if f.read(8) != _PNG_SIGNATURE:
         raise _corrupt_png("signature missing")
     rows: _PngRows | None = None
-    idat = "before"  # IDAT chunks must be consecutive: before -> inside -> after
+    idat_seen, previous = False, b""  # IDAT chunks must be consecutive
     while True:
         head = f.read(8)
         if len(head) < 8:
@@ -263,12 +248,9 @@ def check_png_stream(f: BinaryIO) -> tuple[int, int]:
             raise _corrupt_png(f"chunk header {head!r} is not valid")
         if (rows is None) != (kind == b"IHDR") or (kind == b"IHDR" and length != 13):
             raise _corrupt_png("does not start with one 13-byte IHDR chunk")
-        if kind == b"IDAT":
-            if idat == "after":
-                raise _corrupt_png("IDAT chunks are not consecutive")
-            idat = "inside"
-        elif idat == "inside":
-            idat = "after"
+        if kind == b"IDAT" and idat_seen and previous != b"IDAT":
+            raise _corrupt_png("IDAT chunks are not consecutive")
+        idat_seen, previous = idat_seen or kind == b"IDAT", kind
         crc, left, ihdr = zlib.crc32(kind), length, b""
         while left:
             piece = f.read(min(left, _PNG_STEP))
@@ -305,12 +287,10 @@ def image_header_size(data: bytes) -> tuple[int, int] | None:
     """Read ``(width, height)`` from the header of a PNG, GIF, JPEG or WebP without decoding; ``None`` when
     the format is not one of these or the header is cut short."""
     try:
-        if data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR":
-            w, h = struct.unpack(">II", data[16:24])
-            return w, h
+        if data.startswith(_PNG_SIGNATURE) and data[12:16] == b"IHDR":
+            return struct.unpack(">II", data[16:24])
         if data.startswith((b"GIF87a", b"GIF89a")):
-            w, h = struct.unpack("<HH", data[6:10])
-            return w, h
+            return struct.unpack("<HH", data[6:10])
         if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
             return _webp_size(data)
         if data.startswith(b"\xff\xd8"):
@@ -348,15 +328,11 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
         if marker in _JPEG_SOF:
             h, w = struct.unpack(">HH", data[i + 5:i + 9])
             return w, h
-        if marker == 0xDA:  # start of scan before any frame header: not a valid JPEG
-            return None
-    return None
+    return None  # no frame header before the (first) start of scan
 
 
 def _check_jpeg_structure(data: bytes) -> None:
-    """A frame header, then a scan, then its end: the EOI marker after the first start of scan. Entropy-coded
-    data never holds ``FF D9`` (an FF in it is followed by 00 or a restart marker), so a body cut anywhere in its
-    scans has no EOI after them. Bytes after EOI are allowed (decoders ignore them)."""
+    """A frame header, a scan and an EOI marker after it (a cut body has none: docs/media.md, "Image checks")."""
     frame = scan = None
     for marker, i in _jpeg_headers(data):
         frame = i if marker in _JPEG_SOF else frame
@@ -368,9 +344,7 @@ def _check_jpeg_structure(data: bytes) -> None:
 def _webp_size(data: bytes) -> tuple[int, int] | None:
     chunk = data[12:16]
     if chunk == b"VP8X":
-        w = int.from_bytes(data[24:27], "little") + 1
-        h = int.from_bytes(data[27:30], "little") + 1
-        return w, h
+        return int.from_bytes(data[24:27], "little") + 1, int.from_bytes(data[27:30], "little") + 1
     if chunk == b"VP8L" and data[20] == 0x2F:
         bits = int.from_bytes(data[21:25], "little")
         return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1

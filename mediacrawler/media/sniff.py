@@ -60,10 +60,9 @@ _TEXT_PREFIXES: tuple[tuple[bytes, Sniffed], ...] = (
 )
 
 
-def sniff(head: bytes) -> Sniffed:
+def sniff(h: bytes) -> Sniffed:
     """The type of a body from its first bytes (at least 32; :data:`SNIFF_BYTES` is plenty): the media formats of
     :data:`MEDIA_EXTENSIONS`, HTML/XML/JSON (family ``text``), else :data:`UNKNOWN`."""
-    h = head
     if h.startswith(b"\xff\xd8\xff"):
         return Sniffed("image/jpeg", ".jpg", "image")
     if h.startswith(b"\x89PNG\r\n\x1a\n"):
@@ -86,7 +85,9 @@ def sniff(head: bytes) -> Sniffed:
         if b"webm" in h[:64]:
             return Sniffed("video/webm", ".webm", "video")
         return Sniffed("video/x-matroska", ".mkv", "video")
-    if _is_mpeg_ts(h):
+    # MPEG-TS: 188-byte packets, each starting with the sync byte 0x47; two or three packets in a row are a
+    # reliable signature (a lone 0x47 is just the letter "G").
+    if len(h) >= 376 and all(h[i * 188] == 0x47 for i in range(min(len(h) // 188, 3))):
         return Sniffed("video/mp2t", ".ts", "video")
     if h.startswith(b"FLV\x01"):
         return Sniffed("video/x-flv", ".flv", "video")
@@ -103,19 +104,5 @@ def sniff(head: bytes) -> Sniffed:
         return Sniffed("audio/mpeg", ".mp3", "audio")
     if len(h) >= 2 and h[0] == 0xFF and h[1] & 0xF6 == 0xF0:
         return Sniffed("audio/aac", ".aac", "audio")
-    return _sniff_text(h)
-
-
-def _is_mpeg_ts(h: bytes) -> bool:
-    # 188-byte packets, each starting with the sync byte 0x47; the first two or three packets in a row are a
-    # reliable signature (a lone 0x47 is just the letter "G").
-    packets = min(len(h) // 188, 3)
-    return packets >= 2 and all(h[i * 188] == 0x47 for i in range(packets))
-
-
-def _sniff_text(h: bytes) -> Sniffed:
     stripped = h[:512].lstrip(b"\xef\xbb\xbf").lstrip().lower()
-    for prefix, sniffed in _TEXT_PREFIXES:
-        if stripped.startswith(prefix):
-            return sniffed
-    return UNKNOWN
+    return next((sniffed for prefix, sniffed in _TEXT_PREFIXES if stripped.startswith(prefix)), UNKNOWN)

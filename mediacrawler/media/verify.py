@@ -16,8 +16,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from mediacrawler.fsutil import free_bytes
-from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord
-from mediacrawler.media.sniff import SNIFF_BYTES, sniff
+from mediacrawler.media.index import MediaIndex, ObjectRecord, SourceRecord, object_record_of
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
 
 #: Fetches a URL's body for a repair: ``fetch(url, referer, dest)`` writes the body into the binary file ``dest``
@@ -47,19 +46,11 @@ class VerifyReport:
     index_repaired: bool = False  # the rebuild counts as a repair (--repair was given)
 
     @property
-    def found_problems(self) -> bool:
-        return bool(self.corrupt or self.missing or self.orphans or self.index_problem)
-
-    @property
     def clean(self) -> bool:
         """True when nothing is wrong now: no problems, or every problem repaired."""
-        if not self.found_problems:
-            return True
-        if self.index_problem and not self.index_repaired:
-            return False
         fixed = set(self.repaired) | set(self.adopted) | set(self.quarantined)
-        problems = set(self.corrupt) | set(self.missing) | set(self.orphans)
-        return not self.unrepaired and problems <= fixed
+        return (not self.unrepaired and {*self.corrupt, *self.missing, *self.orphans} <= fixed
+                and (not self.index_problem or self.index_repaired))
 
 
 def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool = False,
@@ -72,10 +63,7 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
     report = VerifyReport()
     indexed: dict[str, ObjectRecord] = {rec.path: rec for rec in index.iter_objects()}
     files = list(store.iter_objects())
-    total = len(files)
-    seen: set[str] = set()
     for n, relpath in enumerate(files, 1):
-        seen.add(relpath)
         path = store.root / relpath
         try:
             name_sha, _ = parse_object_relpath(relpath)
@@ -98,22 +86,21 @@ def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool 
         else:
             report.ok += 1
         if progress is not None:
-            progress(n, total, report.bytes_checked)
-    report.missing = sorted(p for p in indexed if p not in seen)
+            progress(n, len(files), report.bytes_checked)
+    report.missing = sorted(set(indexed) - set(files))
 
     if repair:
         if fetch is None:
             raise ValueError("a repair needs a fetch function")
-        for relpath in report.corrupt:
+        for relpath in report.corrupt + report.missing:
             if relpath in report.unrepaired:
-                continue
-            report.quarantined.append(relpath)
-            store.quarantine(relpath)
+                continue  # unreadable
+            if relpath in report.corrupt:
+                report.quarantined.append(relpath)
+                store.quarantine(relpath)
+            record = indexed.get(relpath)
             _refetch(relpath, store=store, index=index, fetch=fetch, referer_for=referer_for,
-                     allowed_schemes=allowed_schemes, report=report, size=_known_size(indexed.get(relpath)))
-        for relpath in report.missing:
-            _refetch(relpath, store=store, index=index, fetch=fetch, referer_for=referer_for,
-                     allowed_schemes=allowed_schemes, report=report, size=_known_size(indexed.get(relpath)))
+                     allowed_schemes=allowed_schemes, report=report, size=record.size if record else None)
         for relpath in report.orphans:
             _settle_orphan(relpath, store=store, index=index, report=report)
     report.seconds = time.monotonic() - started
@@ -165,11 +152,6 @@ def _refetch(relpath: str, *, store: ContentAddressedStore, index: MediaIndex, f
     report.unrepaired[relpath] = "; ".join(errors)
 
 
-def _known_size(record: ObjectRecord | None) -> int | None:
-    return record.size if record is not None and isinstance(record.size, int) and record.size > 0 else None
-
-
-
 class _HashingWriter:
     """The ``dest`` a fetcher writes into: SHA-256s what goes through to the file, and refuses to write past
     ``limit`` bytes (the size of the object being repaired)."""
@@ -187,27 +169,18 @@ class _HashingWriter:
         self.digest.update(data)
         return self.raw.write(data)
 
-    def flush(self) -> None:
-        self.raw.flush()
-
 
 def _settle_orphan(relpath: str, *, store: ContentAddressedStore, index: MediaIndex,
                    report: VerifyReport) -> None:
     if relpath in report.corrupt:
         return
     try:
-        sha, _ = parse_object_relpath(relpath)
+        obj = object_record_of(store.root, relpath)
     except StoreError:
-        sha = None
-    path = store.root / relpath
-    if sha is None or os.path.islink(path):
         # Not something the store ever writes: move it out of objects/ (never delete: it may be evidence).
         dest = store.quarantine_dir / f"orphan.{time.time_ns()}.{os.path.basename(relpath)}"
-        os.replace(path, dest)
+        os.replace(store.root / relpath, dest)
         report.quarantined.append(relpath)
         return
-    with open(path, "rb") as f:
-        sniffed = sniff(f.read(SNIFF_BYTES))
-    index.record(obj=ObjectRecord(sha256=sha, path=relpath, size=path.stat().st_size, mime=sniffed.mime),
-                 key=None, url=None)
+    index.record(obj=obj, key=None, url=None)
     report.adopted.append(relpath)

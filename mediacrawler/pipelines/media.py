@@ -32,7 +32,7 @@ from mediacrawler import settings as defaults
 from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key,
                                     download_error_reason, media_referer, walk_assets)
 from mediacrawler.media.committer import BatchCommitter, CommitJob
-from mediacrawler.media.index import IndexConfigError, MediaIndex, ObjectRecord, index_backend, open_index
+from mediacrawler.media.index import MediaIndex, ObjectRecord, SQLiteMediaIndex, index_class
 from mediacrawler.media.integrity import MediaRejected, check_body, check_http
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, object_relpath, store_scheme
@@ -131,12 +131,7 @@ class MediaStorePipeline(FilesPipeline):
         uri = str(store_uri or defaults.FILES_STORE)
         if store_scheme(uri) not in STORE_SCHEMES:
             raise NotConfigured(f"FILES_STORE={uri!r}: the media store supports local paths only")
-        try:
-            self.index_backend = index_backend(settings)
-        except IndexConfigError as exc:
-            raise NotConfigured(str(exc)) from None
-        if self.index_backend == "redis" and not settings.get("REDIS_URL"):
-            raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
+        self.index_class = index_class(settings)  # NotConfigured now, not at open, when MEDIA_INDEX is unusable
         self.max_image_pixels = settings.getint("MEDIA_MAX_IMAGE_PIXELS", defaults.MEDIA_MAX_IMAGE_PIXELS)
         self.max_image_decode_bytes = settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
                                                       defaults.MEDIA_MAX_IMAGE_DECODE_BYTES)
@@ -154,7 +149,7 @@ class MediaStorePipeline(FilesPipeline):
         self.cas.fsync = settings.getbool("MEDIA_FSYNC", defaults.MEDIA_FSYNC)
         self.stats = crawler.stats
         self.index: MediaIndex | None = None
-        self.index_is_local = self.index_backend == "sqlite"
+        self.index_is_local = self.index_class is SQLiteMediaIndex
         self.committer: BatchCommitter | None = None
         # The reactor's asyncio loop when coroutines run on asyncio (decided on the first response), else None.
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -176,7 +171,7 @@ class MediaStorePipeline(FilesPipeline):
     # --- lifecycle ------------------------------------------------------------------------------------------
     def open_spider(self, spider: Spider | None = None) -> None:
         super().open_spider()
-        self.index = open_index(self.crawler.settings, store_root=self.cas.root)
+        self.index = self.index_class.from_settings(self.crawler.settings, store_root=self.cas.root)
         self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
                                         max_image_pixels=self.max_image_pixels,
                                         max_image_decode_bytes=self.max_image_decode_bytes,

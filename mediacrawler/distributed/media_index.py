@@ -1,0 +1,113 @@
+"""The media index in Redis (``MEDIA_INDEX = "redis"``, or REDIS_URL set): one index shared by many workers, the
+same :class:`~mediacrawler.media.index.MediaIndex` as the embedded SQLite one. Keys: docs/media.md, "The media
+index".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mediacrawler import settings as defaults
+from mediacrawler.cache.redis import get_redis
+from mediacrawler.media.index import ObjectRecord, SourceRecord, canonical_media_url
+
+if TYPE_CHECKING:
+    import redis
+    from scrapy.settings import BaseSettings
+
+
+class RedisMediaIndex:
+    """Keys under ``prefix``, one MULTI/EXEC per record (never an asset without its object), nothing expires."""
+
+    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX) -> None:
+        self.client = client
+        self.prefix = prefix
+
+    @classmethod
+    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
+                      store_root: str | Path) -> RedisMediaIndex:
+        """The index on REDIS_URL (the process-wide client of :mod:`mediacrawler.cache.redis`)."""
+        return cls(get_redis(str(settings.get("REDIS_URL"))),
+                   prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX)
+
+    def __repr__(self) -> str:
+        return f"RedisMediaIndex(prefix={self.prefix!r})"
+
+    def _k(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    def _url_key(self, canonical: str) -> str:
+        # URLs can be long and carry anything; their digest makes a bounded, inert key.
+        return self._k("url", hashlib.sha1(canonical.encode()).hexdigest())  # noqa: S324 - a key, not a MAC
+
+    def lookup(self, *, key: str | None, url: str | None) -> ObjectRecord | None:
+        sha: bytes | None = None
+        if key:
+            sha = self.client.hget(self._k("asset", key), "sha256")
+        if sha is None and url:
+            sha = self.client.hget(self._url_key(canonical_media_url(url)), "sha256")
+        return self.get(sha.decode()) if sha else None
+
+    def record(self, *, obj: ObjectRecord, key: str | None, url: str | None, seen_at: float | None = None) -> None:
+        now = time.time() if seen_at is None else seen_at
+        fields: dict[str, Any] = {"path": obj.path, "size": obj.size, "last_seen": now}
+        fields.update({name: getattr(obj, name) for name in ("mime", "width", "height")
+                       if getattr(obj, name) is not None})
+        pipe = self.client.pipeline(transaction=True)
+        okey = self._k("obj", obj.sha256)
+        pipe.hsetnx(okey, "first_seen", now)
+        pipe.hset(okey, mapping=fields)
+        pipe.sadd(self._k("objects"), obj.sha256)
+        if key:
+            akey = self._k("asset", key)
+            pipe.hsetnx(akey, "first_seen", now)
+            pipe.hset(akey, mapping={"sha256": obj.sha256, "url": url or "", "last_seen": now})
+        if url:
+            canonical = canonical_media_url(url)
+            ukey = self._url_key(canonical)
+            pipe.hsetnx(ukey, "first_seen", now)
+            mapping: dict[str, Any] = {"url": canonical, "raw": url, "sha256": obj.sha256, "last_seen": now}
+            if key:
+                mapping["key"] = key
+            pipe.hset(ukey, mapping=mapping)
+            pipe.zadd(self._k("src", obj.sha256), {canonical: now})
+        pipe.execute()
+
+    def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
+                    seen_at: float | None = None) -> None:
+        # One MULTI/EXEC per record; durable as far as the server's persistence (appendfsync) makes any write.
+        for obj, key, url in records:
+            self.record(obj=obj, key=key, url=url, seen_at=seen_at)
+
+    def get(self, sha256: str) -> ObjectRecord | None:
+        raw = self.client.hgetall(self._k("obj", sha256))
+        if not raw:
+            return None
+
+        def opt(name: bytes, kind: type[Any]) -> Any:
+            v = raw.get(name)
+            return kind(v.decode()) if v not in (None, b"") else None
+
+        return ObjectRecord(sha256=sha256, path=raw[b"path"].decode(), size=int(raw[b"size"]),
+                            mime=opt(b"mime", str), width=opt(b"width", int), height=opt(b"height", int),
+                            first_seen=opt(b"first_seen", float), last_seen=opt(b"last_seen", float))
+
+    def iter_objects(self) -> Iterator[ObjectRecord]:
+        for sha in self.client.sscan_iter(self._k("objects"), count=500):
+            record = self.get(sha.decode())
+            if record is not None:
+                yield record
+
+    def sources(self, sha256: str) -> list[SourceRecord]:
+        found = []
+        for canonical in self.client.zrevrange(self._k("src", sha256), 0, -1):
+            raw, key = self.client.hmget(self._url_key(canonical.decode()), ["raw", "key"])
+            found.append(SourceRecord(url=(raw or canonical).decode(), key=key.decode() if key else None))
+        return found
+
+    def close(self) -> None:
+        pass  # the client belongs to the process-wide pool (mediacrawler.cache.redis.get_redis)
