@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from itemadapter import ItemAdapter
 from scrapy import signals
-from scrapy.exceptions import IgnoreRequest, NotConfigured, StopDownload
+from scrapy.exceptions import NotConfigured, StopDownload
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.pipelines.files import FilesPipeline
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.pipelines.media import MediaPipeline as _ScrapyMediaPipeline
-    from scrapy.settings import BaseSettings
 
 logger = logging.getLogger(__name__)
 
