@@ -58,6 +58,7 @@ from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
     LOCK_NAME,
     CoalescingSaver,
+    INIT,
     FragmentLedger,
     drain,
     gather_all,
@@ -79,9 +80,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LEDGER_NAME = "ledger.json"
-_OUT_NAME = "assembled.mp4"
-_INIT = -1  # the ledger index of a track's init section
-_MANIFEST_KINDS = ("hls", "dash")
 T = TypeVar("T")
 
 
@@ -192,10 +190,8 @@ def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
     selected rendition only)."""
     fetch = rendition.fetch
     assert isinstance(fetch, SegmentedFetch)
-    init = Fragment(track, _INIT, fetch.init.url, fetch.init.byte_range) if fetch.init else None
+    init = Fragment(track, INIT, fetch.init.url, fetch.init.byte_range) if fetch.init else None
     fragments = [Fragment(track, s.index, s.url, s.byte_range, s.key) for s in fetch.segments()]
-    if len(fragments) != fetch.count or [f.index for f in fragments] != list(range(fetch.count)):
-        raise ManifestError(f"{track}: segment list does not match its declared count {fetch.count}")
     return FragmentPlan(track=track, rendition_id=rendition.id, count=fetch.count, init=init, fragments=fragments)
 
 
@@ -213,7 +209,7 @@ def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
 
 def part_path(video_dir: Path, track: str, index: int) -> Path:
     """Where fragment ``index`` of ``track`` is kept (``init.part`` for the init section)."""
-    return video_dir / track / ("init.part" if index == _INIT else f"{index}.part")
+    return video_dir / track / ("init.part" if index == INIT else f"{index}.part")
 
 
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
@@ -396,7 +392,7 @@ class _VideoJob:
         if renditions is not None:
             return await self._from_manifest(manifest_from_renditions(renditions, duration=duration,
                                                                       limits=self.limits))
-        if manifest is not None and manifest not in _MANIFEST_KINDS:
+        if manifest is not None and manifest not in ("hls", "dash"):
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
             body = await self._fetch_text(self.url, what=f"{manifest} manifest")
@@ -476,7 +472,7 @@ class _VideoJob:
             inputs = {name: ([spooled.path], None) for name, spooled in spools.items()}
             for plan in plans:
                 got = parts[plan.track]
-                init = got.pop(_INIT, None)
+                init = got.pop(INIT, None)
                 if plan.init is not None and init is None:
                     raise VideoError("fragment-missing", f"{plan.track} init section missing")
                 try:
@@ -489,7 +485,6 @@ class _VideoJob:
                                               or _declares_audio(video))
         finally:
             os.close(lock)
-
 
     def _verify(self, path: Path, *, expect_audio: bool, duration: float | None) -> VideoInfo:
         """(Worker thread.) :func:`verify_mp4` with the configured tolerances."""
@@ -510,7 +505,7 @@ class _VideoJob:
         """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it. The spools go either way;
         the video directory goes once stored, or when the bytes are corrupt (not worth resuming: the next run
         starts this video over); a store error keeps its fragments for the next run."""
-        out = self.video_dir / _OUT_NAME
+        out = self.video_dir / "assembled.mp4"
         try:
             info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
         except AssemblyError:
@@ -523,7 +518,6 @@ class _VideoJob:
         persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
         await run_in_thread(shutil.rmtree, self.video_dir, True)
         return self._outcome(persisted, info, selection, mime="video/mp4")
-
 
     async def _checked(self, spooled: SpoolResult, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``check(*args, **kwargs)`` in a worker thread; a spool it rejects is discarded."""
@@ -658,10 +652,9 @@ class _VideoJob:
         return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
                 for p in plans}
 
-
     async def _fragment(self, fragment: Fragment, count: int) -> int:
         """Fetch, decrypt and write one fragment; return its size on disk."""
-        what = f"{fragment.track} " + ("init section" if fragment.index == _INIT
+        what = f"{fragment.track} " + ("init section" if fragment.index == INIT
                                       else f"fragment {fragment.index} of {count}")
         request = self._request(fragment.url, byte_range=fragment.byte_range, track=fragment.track,
                                 index=fragment.index)
