@@ -53,7 +53,6 @@ class ManifestLimits:
         return cls(**{f.name: type(f.default)(settings.get(f"MEDIA_MANIFEST_{f.name.upper()}", f.default))
                       for f in fields(cls) if f.name != "allowed_schemes"})
 
-
     def check_url(self, url: str, *, what: str) -> str:
         """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
         if _CONTROL.search(url):
@@ -65,18 +64,12 @@ class ManifestLimits:
             raise ManifestError(f"{what} URL has no host: {url[:100]!r}")
         return url
 
-    def check_text(self, text: str, *, what: str) -> None:
-        _cap(len(text), self.max_chars, f"{what} is {len(text)} characters")
-
     def check_count(self, count: int, *, what: str) -> None:
         _cap(count, self.max_segments, f"{what}: {count} segments")
 
     def check_duration(self, seconds: float | None, *, what: str) -> None:
         if seconds is not None and not (0 <= seconds <= self.max_duration):
             raise ManifestError(f"{what}: duration {seconds:.0f} s outside 0..{self.max_duration:.0f} s")
-
-    def check_bytes(self, size: int, *, what: str) -> None:
-        _cap(size, self.max_bytes, f"{what}: {size} declared bytes")
 
 
 def _cap(value: int, cap: int, said: str) -> None:
@@ -159,13 +152,11 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class TemplateSpec:
-    """A DASH ``SegmentTemplate`` reduced to what expansion needs; ``runs`` are ``(t, d, n)``: ``n`` segments of
-    ``d`` ticks from tick ``t``."""
+    """A DASH ``SegmentTemplate`` reduced to what expansion needs: ``media`` with the per-Representation identifiers
+    filled in; ``runs`` are ``(t, d, n)``: ``n`` segments of ``d`` ticks from tick ``t``."""
 
     base_url: str
     media: str
-    representation_id: str
-    bandwidth: int | None
     start_number: int
     timescale: int
     runs: tuple[tuple[int, int, int], ...]
@@ -359,7 +350,7 @@ def _dash_range(value: str | None, *, what: str) -> ByteRange | None:
 
 def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """An HLS master or media playlist → :class:`Manifest` (docs/media.md, "Manifest reference")."""
-    limits.check_text(text, what="HLS playlist")
+    _cap(len(text), limits.max_chars, f"HLS playlist is {len(text)} characters")
     if not text.lstrip("\ufeff").startswith("#EXTM3U"):
         raise ManifestError("not an HLS playlist (no #EXTM3U)")
     if "#EXT-X-STREAM-INF" not in text:
@@ -417,7 +408,7 @@ def _hls_range(value: str, *, after: int, what: str) -> ByteRange:
 def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """An HLS media playlist → one rendition whose fetch is a :class:`SegmentedFetch` (BYTERANGE, MAP, AES-128;
     the ``#EXTINF`` count is checked before the m3u8 library parses anything)."""
-    limits.check_text(text, what="HLS playlist")
+    _cap(len(text), limits.max_chars, f"HLS playlist is {len(text)} characters")
     limits.check_count(text.count("#EXTINF"), what="HLS media playlist")
     playlist = _m3u8(text, what="media")
     if playlist.is_variant:
@@ -469,7 +460,7 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     if len(inits) > 1:
         # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
         raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
-    limits.check_bytes(declared_bytes, what="HLS media playlist")
+    _cap(declared_bytes, limits.max_bytes, f"HLS media playlist: {declared_bytes} declared bytes")
     fetch = SegmentedFetch(count=len(segments), duration=total, init=init, explicit=tuple(segments), limits=limits)
     rendition = Rendition(kind="video", id="hls-media", fetch=fetch, has_audio=True,
                           container="mp4" if init else "ts")
@@ -484,7 +475,6 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
     if kind not in parsers:
         raise ManifestError(f"unknown manifest kind {kind!r}")
     return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
-
 
 
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -502,8 +492,7 @@ def _children(elem: ET.Element | None, name: str) -> list[ET.Element]:
 
 
 def _child(elem: ET.Element | None, name: str) -> ET.Element | None:
-    found = _children(elem, name)
-    return found[0] if found else None
+    return next(iter(_children(elem, name)), None)
 
 
 def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
@@ -516,7 +505,6 @@ def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: in
             return "$$" if partial else "$"
         if partial and name in ("Number", "Time"):
             return match.group(0)
-        value: Any
         if name == "RepresentationID":
             return rep_id
         value = {"Number": number, "Time": time_, "Bandwidth": bandwidth}[name]
@@ -528,16 +516,14 @@ def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: in
 
 
 def _expand_template(spec: TemplateSpec, *, limits: ManifestLimits) -> Iterator[Segment]:
-    # The per-Representation identifiers are filled once; per segment only digits go in, then the URL is resolved
-    # (and scheme-checked, unless it is a plain relative name on an already-checked base).
-    media = _substitute(spec.media, rep_id=spec.representation_id, bandwidth=spec.bandwidth, number=None,
-                        time_=None, partial=True)
+    # Per segment only digits go in, then the URL is resolved (and scheme-checked, unless it is a plain relative
+    # name on an already-checked base).
     resolve = _Resolver(spec.base_url, limits=limits, what="DASH segment")
     index = 0
     total = sum(n for _, _, n in spec.runs)
     for t, d, n in spec.runs:
         for k in range(n):
-            url = resolve(_substitute(media, rep_id="", bandwidth=None, number=spec.start_number + index,
+            url = resolve(_substitute(spec.media, rep_id="", bandwidth=None, number=spec.start_number + index,
                                       time_=t + k * d))
             duration = d / spec.timescale
             if index == total - 1 and spec.last_duration is not None:
@@ -599,7 +585,7 @@ def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | No
 def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """A static, single-Period DASH MPD → :class:`Manifest` (what it reads and refuses: docs/media.md,
     "Manifest reference")."""
-    limits.check_text(xml_text, what="MPD")
+    _cap(len(xml_text), limits.max_chars, f"MPD is {len(xml_text)} characters")
     if _XML_DECL.search(xml_text):
         raise ManifestError("MPD declares a DTD or entities; refused")
     tags = xml_text.count("<")  # every element costs at least one; a few ms for 16 MiB
@@ -657,10 +643,8 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     if not video:
         raise ManifestError("MPD has no video Representation")
     if duration is None:
-        duration = period_duration
-    if duration is None:
         durations = [r.fetch.duration for r in video if isinstance(r.fetch, SegmentedFetch) and r.fetch.duration]
-        duration = max(durations) if durations else None
+        duration = period_duration if period_duration is not None else max(durations, default=None)
     return Manifest(source="dash", video=tuple(video), audio=tuple(audio), duration=duration)
 
 
@@ -671,12 +655,8 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     for candidate in (content, mime.split("/")[0]):
         if candidate in ("video", "audio"):
             return candidate  # type: ignore[return-value]
-    family = codec_family(codecs)
-    if family in _VIDEO_FAMILIES.values():
-        return "video"
-    if family in _AUDIO_FAMILIES.values():
-        return "audio"
-    return None
+    family = codec_family(codecs)  # a family is either a video or an audio one
+    return None if family is None else "video" if family in _VIDEO_FAMILIES.values() else "audio"
 
 
 def _init_section(source: str | None, byte_range: ByteRange | None, *, base: str, limits: ManifestLimits,
@@ -729,8 +709,9 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         count = sum(n for _, _, n in runs)
         if count == 0:
             raise ManifestError(f"{what}: no segments")
-        spec = TemplateSpec(base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
-                            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration)
+        media = _substitute(attrs["media"], rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None, partial=True)
+        spec = TemplateSpec(base_url=base, media=media, start_number=start_number, timescale=timescale, runs=runs,
+                            last_duration=last_duration)
         # Check the scheme on a sample now, so a hostile template fails at parse time, not at fetch time.
         next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
         return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
@@ -753,7 +734,7 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
             declared += byte_range.length if byte_range else 0
             url = limits.check_url(urljoin(base, entry.get("media") or ""), what=f"{what} SegmentURL")
             segments.append(Segment(index=i, url=url, duration=seg_duration, byte_range=byte_range))
-        limits.check_bytes(declared, what=what)
+        _cap(declared, limits.max_bytes, f"{what}: {declared} declared bytes")
         if not segments:
             raise ManifestError(f"{what}: empty SegmentList")
         list_seconds = seg_duration * len(segments) if seg_duration else period_duration
@@ -828,7 +809,7 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     if size is not None:
         if size < 0:
             raise ManifestError(f"{what}: negative size {size}")
-        limits.check_bytes(size, what=what)
+        _cap(size, limits.max_bytes, f"{what}: {size} declared bytes")
     init_range = index_range = None
     seg_base = entry.get("segment_base")
     if seg_base is not None:
@@ -934,7 +915,6 @@ def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEI
            codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
     """Pick one video rendition and, if it has no audio of its own, one audio rendition; deterministic (the
     rules: docs/media.md, "Manifest reference")."""
-
     if not manifest.video:
         raise ManifestError("manifest has no video rendition")
     preference = [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in codec_preference]
@@ -942,16 +922,15 @@ def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEI
     def codec_rank(r: Rendition) -> int:
         return preference.index(r.codec) if r.codec in preference else len(preference)
 
-    order = {id(r): i for i, r in enumerate(manifest.video)}
+    # min() returns the first of equals: ties go to the manifest's order.
     fitting = [r for r in manifest.video if r.height is None or r.height <= max_height]
     if fitting:
-        video = min(fitting, key=lambda r: (-(r.height or 0), codec_rank(r), -(r.bandwidth or 0), order[id(r)]))
+        video = min(fitting, key=lambda r: (-(r.height or 0), codec_rank(r), -(r.bandwidth or 0)))
     else:
-        video = min(manifest.video, key=lambda r: (r.height or 0, codec_rank(r), r.bandwidth or 0, order[id(r)]))
+        video = min(manifest.video, key=lambda r: (r.height or 0, codec_rank(r), r.bandwidth or 0))
     audio = None
     if not video.has_audio and manifest.audio:
         pool = [a for a in manifest.audio if video.group and a.group == video.group] or list(manifest.audio)
-        audio_order = {id(a): i for i, a in enumerate(manifest.audio)}
-        audio = min(pool, key=lambda a: (-(a.bandwidth or 0), not a.default, audio_order[id(a)]))
+        audio = min(pool, key=lambda a: (-(a.bandwidth or 0), not a.default))
     return Selection(video=video, audio=audio)
 
