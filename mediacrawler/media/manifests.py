@@ -272,9 +272,7 @@ def iv_for_sequence(sequence: int) -> bytes:
 
 
 def _parse_iv(value: str) -> bytes:
-    text = value.strip()
-    if text[:2].lower() == "0x":
-        text = text[2:]
+    text = value.strip().removeprefix("0x").removeprefix("0X")
     try:
         raw = bytes.fromhex(text.rjust(32, "0"))
     except ValueError:
@@ -304,18 +302,13 @@ def _opt_int(value: Any, *, what: str) -> int | None:
 
 
 def _frame_rate(value: Any) -> float | None:
-    """``29.970``, ``30000/1001`` or a number → frames per second."""
-    if value is None or value == "":
-        return None
+    """``29.970``, ``30000/1001`` or a number → frames per second (None when absent, unreadable or not positive;
+    a Fraction is always finite)."""
     try:
-        if isinstance(value, str) and "/" in value:
-            num, den = value.split("/", 1)
-            rate = float(Fraction(int(num), int(den)))
-        else:
-            rate = float(value)
-    except (ValueError, ZeroDivisionError):
+        rate = float(Fraction(str(value).strip()))
+    except (ValueError, ZeroDivisionError):  # None, "", "inf", "nan", "x/0"
         return None
-    return rate if math.isfinite(rate) and rate > 0 else None
+    return rate if rate > 0 else None
 
 
 _ISO_DURATION = re.compile(
@@ -677,12 +670,9 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
         pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
         init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
-        init_template = attrs.get("initialization")
-        if not init_template and init_elem is not None:
-            init_template = init_elem.get("sourceURL")
-        if init_template:
-            init_template = _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
-        init = _init_section(init_template or None, None, base=base, limits=limits, what=what)
+        init_template = attrs.get("initialization") or (init_elem.get("sourceURL") if init_elem is not None else "")
+        init = _init_section(_substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
+                             if init_template else None, None, base=base, limits=limits, what=what)
         last_duration = None
         timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
         if timeline is not None:
@@ -752,9 +742,6 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
 
 
-_RENDITION_KINDS = ("video", "audio", "progressive")
-
-
 def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duration: float | None = None,
                              limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Streams a platform API listed (``MediaAsset.renditions``, plain JSON) → :class:`Manifest` of
@@ -772,7 +759,7 @@ def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duratio
         if not isinstance(entry, Mapping):
             raise ManifestError(f"renditions[{i}]: not an object")
         kind = entry.get("kind")
-        if kind not in _RENDITION_KINDS:
+        if kind not in ("video", "audio", "progressive"):
             raise ManifestError(f"renditions[{i}]: unknown kind {kind!r}")
         rendition = _rendition_entry(entry, kind=kind, index=i, limits=limits)
         if rendition.id in seen:
@@ -805,11 +792,8 @@ def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: s
 def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
     what = f"renditions[{index}] ({kind})"
     urls = _rendition_urls(entry, limits=limits, what=what)
-    size = _opt_int(entry.get("size"), what=f"{what} size")
-    if size is not None:
-        if size < 0:
-            raise ManifestError(f"{what}: negative size {size}")
-        _cap(size, limits.max_bytes, f"{what}: {size} declared bytes")
+    size = _natural(entry.get("size"), what=f"{what} size")
+    _cap(size or 0, limits.max_bytes, f"{what}: {size} declared bytes")
     init_range = index_range = None
     seg_base = entry.get("segment_base")
     if seg_base is not None:
@@ -824,7 +808,6 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     family = codec_family(codecs) or (codec_family(plain_codec) if isinstance(plain_codec, str) else None)
     mime = entry.get("mime")
     subtype = mime.partition("/")[2].split(";", 1)[0].strip().lower() if isinstance(mime, str) else ""
-
     container = subtype.removeprefix("x-") or "mp4"  # video/x-flv → flv
     names = [str(_opt_int(entry.get(k), what=f"{what} {k}")) for k in ("quality", "codecid")
              if entry.get(k) is not None and (k == "quality" or kind != "audio")]
@@ -834,18 +817,18 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     return Rendition(
         kind="audio" if kind == "audio" else "video", id=name, codecs=codecs or None, codec=family,
         fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
-        width=_dimension(entry.get("width"), what=f"{what} width"),
-        height=_dimension(entry.get("height"), what=f"{what} height"),
+        width=_natural(entry.get("width"), what=f"{what} width") or None,  # 0: the platforms' "unknown"
+        height=_natural(entry.get("height"), what=f"{what} height") or None,
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
         frame_rate=_frame_rate(entry.get("frame_rate")), has_audio=kind == "progressive", container=container)
 
 
-def _dimension(value: Any, *, what: str) -> int | None:
-    """A width or height: a positive integer, or None (0 is the platforms' "unknown")."""
+def _natural(value: Any, *, what: str) -> int | None:
+    """A non-negative integer (a size, a width or height), or None when absent."""
     number = _opt_int(value, what=what)
     if number is not None and number < 0:
         raise ManifestError(f"{what}: negative {number}")
-    return number or None
+    return number
 
 
 #: Nominal heights of named qualities (``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``: ``hd`` is below 720p where
