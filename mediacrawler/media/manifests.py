@@ -413,7 +413,6 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     limits.check_duration(total, what="HLS media playlist")
     if not playlist.segments:
         raise ManifestError("HLS media playlist has no segments")
-
     sequence0 = int(playlist.media_sequence or 0)
     segments: list[Segment] = []
     init: InitSection | None = None

@@ -31,6 +31,7 @@ from twisted.internet.defer import Deferred, succeed
 from mediacrawler import settings as defaults
 from mediacrawler.contracts import META_SEGMENT, download_error_reason
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
+from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
     CoalescingSaver,
     Ledger,
@@ -60,7 +61,6 @@ _EXPIRED_STATUSES = frozenset({403, 410})  # an expired signed URL
 _HASH_CHUNK = 4 * MiB
 # Bytes per pwrite() (see _write_at).
 _WRITE_PIECE = 128 * 1024
-_HEAD_BYTES = 4096
 
 #: ``resolve(url)`` → a fresh URL for the same asset, or ``None`` when it cannot be re-resolved.
 Resolver = Callable[[str], Awaitable[str | None]]
@@ -502,7 +502,7 @@ class _Download:
         await run_in_thread(hasher.write, body, 0)
         if self.config.fsync:
             await run_in_thread(os.fdatasync, self.fd)
-        return self._result(len(body), await hasher.finish(len(body)), body[:_HEAD_BYTES], segments=1)
+        return self._result(len(body), await hasher.finish(len(body)), body[:SNIFF_BYTES], segments=1)
 
     def _result(self, size: int, sha256: str, head: bytes, *, segments: int) -> SpoolResult:
         return SpoolResult(path=self.spool, size=size, sha256=sha256, head=head, segments=segments,
@@ -546,7 +546,7 @@ class _Download:
             with contextlib.suppress(Exception):
                 await saver.flush()
         self._inc("completed")
-        return self._result(ledger.total, digest, os.pread(fd, _HEAD_BYTES, 0), segments=len(segments))
+        return self._result(ledger.total, digest, os.pread(fd, SNIFF_BYTES, 0), segments=len(segments))
 
     async def _round(self, ledger: Ledger, segments: list[tuple[int, int]], pending: list[int],
                      hasher: _OrderedHasher, saver: CoalescingSaver) -> int | None:
