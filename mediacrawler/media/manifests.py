@@ -231,10 +231,9 @@ class Manifest:
 
 
 def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
-    """``rendition`` (a :class:`PlaylistRef`) with the segments of its fetched media playlist ``media``."""
-    if not media.video and not media.audio:
-        raise ManifestError("media playlist has no segments")
-    inner = (media.video or media.audio)[0]
+    """``rendition`` (a :class:`PlaylistRef`) with the segments of its fetched media playlist ``media`` (what
+    :func:`parse_hls_media` returns: one rendition, never none)."""
+    inner = media.video[0]
     return replace(rendition, fetch=inner.fetch, container=inner.container or rendition.container)
 
 
@@ -896,9 +895,7 @@ class Selection:
 def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT,
            codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
     """Pick one video rendition and, if it has no audio of its own, one audio rendition; deterministic (the
-    rules: docs/media.md, "Manifest reference")."""
-    if not manifest.video:
-        raise ManifestError("manifest has no video rendition")
+    rules: docs/media.md, "Manifest reference"); every parser refuses a manifest without video."""
     preference = [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in codec_preference]
 
     def codec_rank(r: Rendition) -> int:
