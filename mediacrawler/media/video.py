@@ -31,12 +31,12 @@ from mediacrawler.media.index import ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body, check_image_file
 from mediacrawler.media.manifests import (
     ByteRange,
-    KeyInfo,
     Manifest,
     ManifestError,
     ManifestLimits,
     PlaylistRef,
     Rendition,
+    Segment,
     SegmentedFetch,
     Selection,
     SingleFile,
@@ -161,28 +161,16 @@ def _strip_query(url: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Fragment:
-    """One fragment request of a track: ``index`` (``-1`` for the init section) and where its bytes are."""
-
-    track: str
-    index: int
-    url: str
-    byte_range: ByteRange | None = None
-    key: KeyInfo | None = None
-
-
-@dataclass(slots=True)
 class FragmentPlan:
-    """The fragments of one segmented track (``count`` media fragments plus an optional init section)."""
+    """The fragments of one segmented track: its media ``segments`` and an init section (index ``INIT``) if any."""
 
     track: str
     rendition_id: str
-    count: int
-    init: Fragment | None
-    fragments: list[Fragment]
+    init: Segment | None
+    segments: list[Segment]
 
-    def all(self) -> list[Fragment]:
-        return ([self.init] if self.init else []) + self.fragments
+    def all(self) -> list[Segment]:
+        return ([self.init] if self.init else []) + self.segments
 
 
 def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
@@ -190,16 +178,15 @@ def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
     selected rendition only)."""
     fetch = rendition.fetch
     assert isinstance(fetch, SegmentedFetch)
-    init = Fragment(track, INIT, fetch.init.url, fetch.init.byte_range) if fetch.init else None
-    fragments = [Fragment(track, s.index, s.url, s.byte_range, s.key) for s in fetch.segments()]
-    return FragmentPlan(track=track, rendition_id=rendition.id, count=fetch.count, init=init, fragments=fragments)
+    init = Segment(INIT, fetch.init.url, None, fetch.init.byte_range) if fetch.init else None
+    return FragmentPlan(track, rendition.id, init, fetch.segments())
 
 
 def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     """What must not change for a spool to be resumed: rendition ids, counts, URLs without query strings, ranges,
     encryption key URLs (without query)."""
     data = [
-        [p.track, p.rendition_id, p.count,
+        [p.track, p.rendition_id, len(p.segments),
          [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
           _strip_query(f.key.url) if f.key else None, f.key.iv.hex() if f.key else None] for f in p.all()]]
         for p in plans
@@ -476,7 +463,7 @@ class _VideoJob:
                 if plan.init is not None and init is None:
                     raise VideoError("fragment-missing", f"{plan.track} init section missing")
                 try:
-                    ordered = ordered_parts(count=plan.count, parts=got)
+                    ordered = ordered_parts(count=len(plan.segments), parts=got)
                 except AssemblyError as exc:
                     raise VideoError("fragment-missing", f"{plan.track}: {exc.reason}") from None
                 inputs[plan.track] = (ordered, init)
@@ -620,8 +607,8 @@ class _VideoJob:
                                             done={t: dict(d) for t, d in ledger.done.items()}),
             save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync),
         )
-        pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
-        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):  # once per video, in memory
+        pending = [(p, f) for p in plans for f in p.all() if f.index not in ledger.done.get(p.track, {})]
+        for url in dict.fromkeys(f.key.url for _, f in pending if f.key is not None):  # once per video, in memory
             response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
             if (problem := _response_problem(response, None)) is not None:
                 raise VideoError("fragment-missing", f"key: {problem}")
@@ -629,18 +616,18 @@ class _VideoJob:
                 raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
             self._keys[url] = response.body
             self.owner._inc("keys")
-        counts = {p.track: p.count for p in plans}
         # A manifest need not declare sizes: the bytes actually stored are capped too (MEDIA_MANIFEST_MAX_BYTES),
         # so an endless or enormous rendition stops early instead of filling the disk.
         stored = [sum(sum(d.values()) for d in ledger.done.values())]
 
-        async def one(fragment: Fragment) -> None:
-            size = await self._fragment(fragment, counts[fragment.track])
+        async def one(item: tuple[FragmentPlan, Segment]) -> None:
+            plan, fragment = item
+            size = await self._fragment(plan, fragment)
             stored[0] += size
             if stored[0] > self.limits.max_bytes:
                 raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
                                               f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
-            ledger.done.setdefault(fragment.track, {})[fragment.index] = size
+            ledger.done.setdefault(plan.track, {})[fragment.index] = size
             saver.request()
 
         if pending:
@@ -652,11 +639,11 @@ class _VideoJob:
         return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
                 for p in plans}
 
-    async def _fragment(self, fragment: Fragment, count: int) -> int:
-        """Fetch, decrypt and write one fragment; return its size on disk."""
-        what = f"{fragment.track} " + ("init section" if fragment.index == INIT
-                                      else f"fragment {fragment.index} of {count}")
-        request = self._request(fragment.url, byte_range=fragment.byte_range, track=fragment.track,
+    async def _fragment(self, plan: FragmentPlan, fragment: Segment) -> int:
+        """Fetch, decrypt and write one fragment of ``plan``; return its size on disk."""
+        what = f"{plan.track} " + ("init section" if fragment.index == INIT
+                                  else f"fragment {fragment.index} of {len(plan.segments)}")
+        request = self._request(fragment.url, byte_range=fragment.byte_range, track=plan.track,
                                 index=fragment.index)
         response = await self._get(request, what=what, error="fragment", byte_range=fragment.byte_range)
         if (problem := _response_problem(response, fragment.byte_range)) is not None:
@@ -665,7 +652,7 @@ class _VideoJob:
         if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
             data = data[byte_range.start : byte_range.start + byte_range.length]
         del response
-        path = part_path(self.video_dir, fragment.track, fragment.index)
+        path = part_path(self.video_dir, plan.track, fragment.index)
         try:
             size = await run_in_thread(_decrypt_and_write, data, path, fsync=self.owner.fsync, key=(
                 (self._keys[fragment.key.url], fragment.key.iv) if fragment.key is not None else None))
