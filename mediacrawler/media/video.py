@@ -329,37 +329,31 @@ class _VideoJob:
         self.video_dir = video_dir_for(owner.spool_dir, key=key)
         self._keys: dict[str, bytes] = {}
 
-    def _request(self, url: str, *, byte_range: ByteRange | None = None, maxsize: int | None = None,
-                 identity: bool = True, track: str = "", index: int | None = None) -> Request:
-        headers = dict(self.headers)
-        if identity:
-            headers["Accept-Encoding"] = "identity"
+    async def _fetch_text(self, url: str, *, what: str) -> bytes:
+        """A manifest body (one request with Scrapy's retries, size-capped)."""
+        self.owner._inc("manifests")
+        response = await self._get(url, what=what, error="manifest", track=what, maxsize=self.limits.max_chars)
+        if response.status != 200:
+            raise VideoError(f"manifest-http-{response.status}", url)
+        return response.body
+
+    async def _get(self, url: str, *, what: str, error: str, track: str, byte_range: ByteRange | None = None,
+                   maxsize: int | None = None, index: int | None = None) -> Response:
+        """One body (a ``manifest``, or a ``fragment``: media, init section or key, as it is on the wire) through
+        :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body retried within
+        RETRY_TIMES); failures by exception type."""
+        self.owner._inc("requests")
+        headers = {**self.headers, **({"Accept-Encoding": "identity"} if error == "fragment" else {})}
         if byte_range is not None:
             headers["Range"] = byte_range.header()
         meta: dict[str, Any] = {META_VIDEO: {"key": self.key, "track": track, "index": index},
                                 "download_warnsize": 0}
         if maxsize is not None:
             meta["download_maxsize"] = maxsize
-        return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
-
-    async def _fetch_text(self, url: str, *, what: str) -> bytes:
-        """A manifest body (one request with Scrapy's retries, size-capped)."""
-        self.owner._inc("manifests")
-        response = await self._get(self._request(url, maxsize=self.limits.max_chars, identity=False,
-                                                 track=what), what=what, error="manifest")
-        if response.status != 200:
-            raise VideoError(f"manifest-http-{response.status}", url)
-        return response.body
-
-    async def _get(self, request: Request, *, what: str, error: str,
-                   byte_range: ByteRange | None = None) -> Response:
-        """One body through :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body
-        retried within RETRY_TIMES); failures by exception type."""
-        self.owner._inc("requests")
+        request = Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
         # A short, cut or mislabelled 2xx body is retried; a status outside RETRY_HTTP_CODES is not (Scrapy's).
         check = (lambda r: _response_problem(r, byte_range) if error == "fragment" and r.status in (200, 206)
                  else None)
-        before = request.meta.get("retry_times", 0)
         try:
             response = await download_piece(self.crawler, request, check)
         except Exception as exc:
@@ -369,7 +363,7 @@ class _VideoJob:
                                     f"({self.limits.max_chars})") from None
             raise VideoError(f"{error}-{'missing' if error == 'fragment' else reason}",
                              f"{what}: {type(exc).__name__}: {exc}") from exc
-        retried = response.request.meta.get("retry_times", 0) - before if response.request else 0
+        retried = response.request.meta.get("retry_times", 0) if response.request else 0
         if retried > 0 and error == "fragment":
             self.owner._inc("fragment_retries", retried)
         return response
@@ -609,7 +603,7 @@ class _VideoJob:
         )
         pending = [(p, f) for p in plans for f in p.all() if f.index not in ledger.done.get(p.track, {})]
         for url in dict.fromkeys(f.key.url for _, f in pending if f.key is not None):  # once per video, in memory
-            response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
+            response = await self._get(url, what="key", error="fragment", track="key", maxsize=1024)
             if (problem := _response_problem(response, None)) is not None:
                 raise VideoError("fragment-missing", f"key: {problem}")
             if len(response.body) != 16:
@@ -643,9 +637,8 @@ class _VideoJob:
         """Fetch, decrypt and write one fragment of ``plan``; return its size on disk."""
         what = f"{plan.track} " + ("init section" if fragment.index == INIT
                                   else f"fragment {fragment.index} of {len(plan.segments)}")
-        request = self._request(fragment.url, byte_range=fragment.byte_range, track=plan.track,
-                                index=fragment.index)
-        response = await self._get(request, what=what, error="fragment", byte_range=fragment.byte_range)
+        response = await self._get(fragment.url, what=what, error="fragment", track=plan.track,
+                                   byte_range=fragment.byte_range, index=fragment.index)
         if (problem := _response_problem(response, fragment.byte_range)) is not None:
             raise VideoError("fragment-missing", f"{what} failed: {problem}")
         data, byte_range = response.body, fragment.byte_range
