@@ -464,7 +464,9 @@ class _Download:
             return await self._single(response)
         content_range = _header(response, "Content-Range")
         parsed = parse_content_range(content_range)
-        total = (parsed[2] or 0) if parsed else 0  # check_segment refuses a 206 without a (known) total
+        total = parsed[2] if parsed and parsed[2] is not None else 0
+        if response.status == 206 and not total:
+            raise SegmentError("bad-content-range", f"206 with Content-Range {content_range!r}")
         check_segment(status=response.status, content_range=content_range, etag=None, body_size=len(response.body),
                       flags=response.flags, start=0, end=min(first, total), total=total, expected_etag=None)
         if total > self.config.max_file_size:
