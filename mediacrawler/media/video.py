@@ -56,9 +56,9 @@ from mediacrawler.media.segments import (
 )
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
+    INIT,
     LOCK_NAME,
     CoalescingSaver,
-    INIT,
     FragmentLedger,
     drain,
     gather_all,
