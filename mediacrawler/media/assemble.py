@@ -42,8 +42,6 @@ def decrypt_aes128(data: bytes, *, key: bytes, iv: bytes) -> bytes:
     §5.2). A wrong key or a truncated segment shows up as bad padding → :class:`AssemblyError`."""
     if len(key) != 16:
         raise AssemblyError(f"AES-128 key is {len(key)} bytes, not 16")
-    if len(iv) != 16:
-        raise AssemblyError(f"AES-128 IV is {len(iv)} bytes, not 16")
     if not data or len(data) % 16:
         raise AssemblyError(f"encrypted segment is {len(data)} bytes, not a positive multiple of 16")
     decryptor = Cipher(algorithms.AES(key), modes.CBC(iv)).decryptor()

@@ -648,8 +648,7 @@ class SegmentedDownloader:
         try:
             result = await download.run()
         except SegmentError as exc:
-            if self.crawler.stats is not None:
-                self.crawler.stats.inc_value(f"media/segments/failed/{exc.reason}")
+            download._inc(f"failed/{exc.reason}")
             raise
         logger.debug("Spooled %s: %d bytes (%d fetched, %d resumed) in %.2fs, sha256 %s", key, result.size,
                      result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)

@@ -168,7 +168,6 @@ class Ledger:
             ledger = cls(**{f.name: _field(data, f.name, json_types[f.type]) for f in fields(cls)})
             ledger.done = set(ledger.done)
             count = len(ledger.segments())
-
         except (TypeError, ValueError) as exc:
             raise LedgerError(str(exc)) from None
         if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in ledger.done):
