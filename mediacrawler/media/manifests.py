@@ -9,7 +9,7 @@ import contextlib
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -84,26 +84,20 @@ _PLAIN_RELATIVE = re.compile(r"(?![./])[A-Za-z0-9_\-~%!$&'()*+,;=@]+(?:/[A-Za-z0
                              r"(?:\.[A-Za-z0-9_\-~%!$&'()*+,;=@]+)*(?:\?[^#\s]*)?")
 
 
-class _Resolver:
+def _resolver(base_url: str, *, limits: ManifestLimits, what: str) -> Callable[[str], str]:
     """``urljoin(base, ref)`` + the scheme check, with a fast path for the common case of thousands of plain
     relative segment names (``seg-00042.ts``): concatenation onto the base's directory, checked once."""
+    split = urlsplit(base_url)
+    folder = base_url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] + "/"
+    fast = split.scheme.lower() in limits.allowed_schemes and bool(split.hostname) and "//" in folder
 
-    def __init__(self, base_url: str, *, limits: ManifestLimits, what: str) -> None:
-        self.base_url = base_url
-        self.limits = limits
-        self.what = what
-        split = urlsplit(base_url)
-        self._dir: str | None = None
-        if split.scheme.lower() in limits.allowed_schemes and split.hostname:
-            self._dir = base_url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] + "/"
-            if "//" not in self._dir:
-                self._dir = None
-
-    def __call__(self, ref: str) -> str:
+    def resolve(ref: str) -> str:
         ref = ref.strip()
-        if self._dir is not None and _PLAIN_RELATIVE.fullmatch(ref) and "/." not in ref:
-            return self._dir + ref
-        return self.limits.check_url(urljoin(self.base_url, ref), what=self.what)
+        if fast and _PLAIN_RELATIVE.fullmatch(ref) and "/." not in ref:
+            return folder + ref
+        return limits.check_url(urljoin(base_url, ref), what=what)
+
+    return resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +413,7 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     declared_bytes = 0
     last_end: dict[str, int] = {}
     key_urls: dict[str, str] = {}
-    resolve = _Resolver(base_url, limits=limits, what="HLS segment")
+    resolve = _resolver(base_url, limits=limits, what="HLS segment")
     for i, seg in enumerate(playlist.segments):
         url = resolve(seg.uri)
         byte_range = None
@@ -509,7 +503,7 @@ def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: in
 def _expand_template(spec: TemplateSpec, *, limits: ManifestLimits) -> Iterator[Segment]:
     # Per segment only digits go in, then the URL is resolved (and scheme-checked, unless it is a plain relative
     # name on an already-checked base).
-    resolve = _Resolver(spec.base_url, limits=limits, what="DASH segment")
+    resolve = _resolver(spec.base_url, limits=limits, what="DASH segment")
     index = 0
     total = sum(n for _, _, n in spec.runs)
     for t, d, n in spec.runs:
