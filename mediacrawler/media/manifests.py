@@ -530,7 +530,9 @@ def _nearest(levels: Sequence[ET.Element], *path: str) -> ET.Element | None:
 
 
 def _base_urls(elem: ET.Element, parent: str) -> list[str]:
-    return [urljoin(parent, (b.text or "").strip()) for b in _children(elem, "BaseURL") if (b.text or "").strip()]
+    """The ``BaseURL`` children of ``elem`` resolved against ``parent``; ``[parent]`` when it has none."""
+    texts = [(b.text or "").strip() for b in _children(elem, "BaseURL")]
+    return [urljoin(parent, text) for text in texts if text] or [parent]
 
 
 def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits,
@@ -598,21 +600,19 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     representations = sum(len(_children(a, "Representation")) for a in _children(period, "AdaptationSet"))
     _cap(representations, limits.max_renditions, f"MPD: {representations} Representations")
 
-    mpd_base = (_base_urls(root, base_url) or [base_url])[0]
-    period_base = (_base_urls(period, mpd_base) or [mpd_base])[0]
+    mpd_base = _base_urls(root, base_url)[0]
+    period_base = _base_urls(period, mpd_base)[0]
     video: list[Rendition] = []
     audio: list[Rendition] = []
     for aset in _children(period, "AdaptationSet"):
-        aset_base = (_base_urls(aset, period_base) or [period_base])[0]
+        aset_base = _base_urls(aset, period_base)[0]
         for rep in _children(aset, "Representation"):
             kind = _dash_kind(aset, rep)
             if kind is None:
                 continue  # text, images, unknown
             rep_id = rep.get("id") or f"rep-{len(video) + len(audio)}"
-            rep_urls = _base_urls(rep, aset_base) or [aset_base]
             what = f"MPD Representation {rep_id!r}"
-            for url in rep_urls:
-                limits.check_url(url, what=f"{what} BaseURL")
+            rep_urls = [limits.check_url(url, what=f"{what} BaseURL") for url in _base_urls(rep, aset_base)]
             bandwidth = _opt_int(rep.get("bandwidth"), what=f"{what} bandwidth")
             fetch = _dash_fetch([period, aset, rep], urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
                                 period_duration=period_duration, limits=limits, what=what)
