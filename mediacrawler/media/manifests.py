@@ -6,6 +6,7 @@ scope and policy (one Period, VOD, AES-128 only): docs/media.md, "Video".
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import xml.etree.ElementTree as ET
@@ -146,8 +147,8 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class TemplateSpec:
-    """A DASH ``SegmentTemplate`` reduced to what expansion needs: ``media`` with the per-Representation identifiers
-    filled in; ``runs`` are ``(t, d, n)``: ``n`` segments of ``d`` ticks from tick ``t``."""
+    """A DASH ``SegmentTemplate`` reduced to what expansion needs: ``media`` with the per-Representation
+    identifiers filled in; ``runs`` are ``(t, d, n)``: ``n`` segments of ``d`` ticks from tick ``t``."""
 
     base_url: str
     media: str
@@ -662,9 +663,10 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
         pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
         init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
-        init_template = attrs.get("initialization") or (init_elem.get("sourceURL") if init_elem is not None else "")
-        init = _init_section(_substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
-                             if init_template else None, None, base=base, limits=limits, what=what)
+        init_template = attrs.get("initialization") or getattr(init_elem, "attrib", {}).get("sourceURL")
+        fill = functools.partial(_substitute, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
+        init = _init_section(fill(init_template) if init_template else None, None, base=base, limits=limits,
+                             what=what)
         last_duration = None
         timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
         if timeline is not None:
@@ -691,9 +693,8 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         count = sum(n for _, _, n in runs)
         if count == 0:
             raise ManifestError(f"{what}: no segments")
-        media = _substitute(attrs["media"], rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None, partial=True)
-        spec = TemplateSpec(base_url=base, media=media, start_number=start_number, timescale=timescale, runs=runs,
-                            last_duration=last_duration)
+        spec = TemplateSpec(base_url=base, media=fill(attrs["media"], partial=True), start_number=start_number,
+                            timescale=timescale, runs=runs, last_duration=last_duration)
         # Check the scheme on a sample now, so a hostile template fails at parse time, not at fetch time.
         next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
         return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
