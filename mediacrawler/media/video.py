@@ -669,13 +669,11 @@ def _response_problem(response: Response, byte_range: ByteRange | None) -> str |
         if parsed is None or parsed[0] != byte_range.start or len(response.body) != byte_range.length:
             return f"206 with Content-Range {response.headers.get(b'Content-Range')!r} for {byte_range.header()}"
         return None
-    if response.status == 200:
-        if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:
-            return "200 without the requested range"
-        if not response.body:
-            return "empty body"
-        return None
-    return f"http-{response.status}"
+    if response.status != 200:
+        return f"http-{response.status}"
+    if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:
+        return "200 without the requested range"
+    return None if response.body else "empty body"
 
 
 def _decrypt_and_write(data: bytes, path: Path, *, key: tuple[bytes, bytes] | None, fsync: bool) -> int:
