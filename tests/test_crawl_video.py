@@ -27,11 +27,10 @@ import pytest
 
 from mediacrawler.items import MediaAsset, Post
 from mediacrawler.contracts import asset_index_key
-from mediacrawler.media.manifests import progressive_variants
+from mediacrawler.media.manifests import Segment, progressive_variants
 from mediacrawler.media.spool import FragmentLedger, load_ledger, save_ledger, video_dir_for
 from mediacrawler.media.video import (
     LEDGER_NAME,
-    Fragment,
     FragmentPlan,
     detect_manifest,
     find_asset,
@@ -463,9 +462,8 @@ def test_fragment_ledger_round_trip_and_refusals(tmp_path: Path) -> None:
 
 def test_fingerprint_ignores_signed_queries_but_not_renditions() -> None:
     def plan(rendition: str, query: str) -> FragmentPlan:
-        fragments = [Fragment("video", i, f"http://cdn/{rendition}/seg{i}.m4s?{query}") for i in range(3)]
-        return FragmentPlan("video", rendition, 3, Fragment("video", -1, f"http://cdn/{rendition}/init.mp4"),
-                            fragments)
+        segments = [Segment(i, f"http://cdn/{rendition}/seg{i}.m4s?{query}", 2.0) for i in range(3)]
+        return FragmentPlan("video", rendition, Segment(-1, f"http://cdn/{rendition}/init.mp4", None), segments)
 
     assert plan_fingerprint([plan("720p", "sig=1")]) == plan_fingerprint([plan("720p", "sig=2")])
     assert plan_fingerprint([plan("720p", "sig=1")]) != plan_fingerprint([plan("480p", "sig=1")])

@@ -333,7 +333,7 @@ class SegmentSpider(Spider):
         out: dict[str, Any] = {"ok": False}
         try:
             result = await downloader.download(self.url, key=self.key, headers={"Referer": "http://sandbox/"})
-            out["result"] = {k: getattr(result, k) for k in ("size", "sha256", "segmented", "segments",
+            out["result"] = {k: getattr(result, k) for k in ("size", "sha256", "segments",
                                                              "fetched_bytes", "resumed_bytes", "restarts",
                                                              "resolves")}
             if self.publish:
@@ -459,7 +459,7 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     expected = blob_sha256("clean", size)
     assert outcome["result"]["sha256"] == expected and outcome["persisted"]["sha256"] == expected
     assert sha256_file(stored_file(tmp_path, outcome)) == expected
-    assert outcome["result"]["segments"] == 13 and outcome["result"]["segmented"]
+    assert outcome["result"]["segments"] == 13
     assert spool_files(tmp_path) == []  # no .part, no ledger after success, and the stale spool swept
     assert "Swept 1 stale download spools" in outcome["log"]
     log = media_log(fresh_sandbox, "clean")
@@ -626,7 +626,7 @@ def test_server_ignoring_range_is_one_download(fresh_sandbox: SandboxProcess, tm
     fresh_sandbox.set_faults(media_ignore_range=True)
     outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, name, size))
     assert outcome["ok"], outcome["log"][-3000:]
-    assert outcome["result"]["segmented"] is False
+    assert outcome["result"]["segments"] == 1  # one response: not segmented
     assert sha256_file(stored_file(tmp_path, outcome)) == blob_sha256(name, size)
     assert "Server ignores Range" in outcome["log"]
     assert outcome["stats"]["media/segments/ranges_ignored"] == 1

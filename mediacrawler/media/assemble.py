@@ -42,8 +42,6 @@ def decrypt_aes128(data: bytes, *, key: bytes, iv: bytes) -> bytes:
     §5.2). A wrong key or a truncated segment shows up as bad padding → :class:`AssemblyError`."""
     if len(key) != 16:
         raise AssemblyError(f"AES-128 key is {len(key)} bytes, not 16")
-    if len(iv) != 16:
-        raise AssemblyError(f"AES-128 IV is {len(iv)} bytes, not 16")
     if not data or len(data) % 16:
         raise AssemblyError(f"encrypted segment is {len(data)} bytes, not a positive multiple of 16")
     decryptor = Cipher(algorithms.AES(key), modes.CBC(iv)).decryptor()
@@ -95,9 +93,6 @@ class ConcatReader(io.RawIOBase):
     def seekable(self) -> bool:
         return True
 
-    def tell(self) -> int:
-        return self._pos
-
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
         pos = offset + {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self.size}[whence]
         if pos < 0:
@@ -119,7 +114,6 @@ class ConcatReader(io.RawIOBase):
             self._file.seek(self._pos - self._starts[index])
             want = min(len(view) - done, self._starts[index + 1] - self._pos)
             got = self._file.readinto(view[done : done + want])
-
             if not got:
                 raise OSError(f"{self._paths[index]} shrank while being read")
             done += got
@@ -169,11 +163,10 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
                 raise AssemblyError("video track has no packets")
             if astream is not None and counts[id(astream)] == 0:
                 raise AssemblyError("audio track has no packets")
-        except AssemblyError:
-            _unlink(tmp)
-            raise
-        except _AV_ERRORS as exc:
-            _unlink(tmp)
+        except (AssemblyError, *_AV_ERRORS) as exc:
+            tmp.unlink(missing_ok=True)
+            if isinstance(exc, AssemblyError):
+                raise
             raise AssemblyError(f"remux failed: {exc}") from None
     os.replace(tmp, out)
     logger.debug("remuxed %d video + %d audio parts into %s", len(video_parts), len(audio_parts or ()), out)
@@ -186,17 +179,8 @@ def _open_track(parts: Sequence[Path | None]) -> Iterator[Any]:
     for path in paths:
         if not _nonempty(Path(path)):
             raise AssemblyError(f"empty or missing fragment {path}")
-    reader = ConcatReader(paths)
-    try:
-        container = av.open(reader, "r")
-    except BaseException:
-        reader.close()
-        raise
-    try:
+    with contextlib.closing(ConcatReader(paths)) as reader, av.open(reader, "r") as container:
         yield container
-    finally:
-        container.close()
-        reader.close()
 
 
 def _first(streams: Sequence[Any], missing: str) -> Any:
@@ -208,7 +192,6 @@ def _first(streams: Sequence[Any], missing: str) -> Any:
 def _packets(container: Any, streams: list[Any]) -> Iterator[tuple[float, Any, Any]]:
     """``(dts in seconds, packet, input stream)``, timestamps moved back so that the input starts at 0."""
     shift = container.start_time / av.time_base if container.start_time is not None else 0.0
-
     offsets = {id(s): round(shift / s.time_base) if s.time_base else 0 for s in streams}
     by_index = {s.index: s for s in streams}
     for packet in container.demux(*streams):
@@ -223,11 +206,6 @@ def _packets(container: Any, streams: list[Any]) -> Iterator[tuple[float, Any, A
         packet.pts -= offset
         packet.dts -= offset
         yield float(packet.dts * stream.time_base), packet, stream
-
-
-def _unlink(path: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +227,6 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
     """Check an assembled MP4 before it is stored (boxes tile the file, MP4 with video, audio when
     ``expect_audio``, duration within ``tolerance`` of ``expected_duration``, no timestamp hole over ``max_gap``,
     first frame decodes: docs/media.md, "Assembly"); :class:`AssemblyError` with the first problem found."""
-
     path = Path(path)
     try:
         size = path.stat().st_size
@@ -283,9 +260,7 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
                              audio_codec=audio.codec_context.name if audio is not None else None, size=size,
                              faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
                              max_gap=gap)
-    except AssemblyError:
-        raise
-    except _AV_ERRORS as exc:
+    except _AV_ERRORS as exc:  # AssemblyError is none of these: it passes through
         raise AssemblyError(f"unreadable MP4: {exc}") from None
     return info
 

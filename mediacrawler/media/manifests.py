@@ -6,10 +6,11 @@ scope and policy (one Period, VOD, AES-128 only): docs/media.md, "Video".
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -53,7 +54,6 @@ class ManifestLimits:
         return cls(**{f.name: type(f.default)(settings.get(f"MEDIA_MANIFEST_{f.name.upper()}", f.default))
                       for f in fields(cls) if f.name != "allowed_schemes"})
 
-
     def check_url(self, url: str, *, what: str) -> str:
         """``url`` if its scheme is allowed and it names a host; else :class:`ManifestError`."""
         if _CONTROL.search(url):
@@ -65,18 +65,12 @@ class ManifestLimits:
             raise ManifestError(f"{what} URL has no host: {url[:100]!r}")
         return url
 
-    def check_text(self, text: str, *, what: str) -> None:
-        _cap(len(text), self.max_chars, f"{what} is {len(text)} characters")
-
     def check_count(self, count: int, *, what: str) -> None:
         _cap(count, self.max_segments, f"{what}: {count} segments")
 
     def check_duration(self, seconds: float | None, *, what: str) -> None:
         if seconds is not None and not (0 <= seconds <= self.max_duration):
             raise ManifestError(f"{what}: duration {seconds:.0f} s outside 0..{self.max_duration:.0f} s")
-
-    def check_bytes(self, size: int, *, what: str) -> None:
-        _cap(size, self.max_bytes, f"{what}: {size} declared bytes")
 
 
 def _cap(value: int, cap: int, said: str) -> None:
@@ -91,26 +85,20 @@ _PLAIN_RELATIVE = re.compile(r"(?![./])[A-Za-z0-9_\-~%!$&'()*+,;=@]+(?:/[A-Za-z0
                              r"(?:\.[A-Za-z0-9_\-~%!$&'()*+,;=@]+)*(?:\?[^#\s]*)?")
 
 
-class _Resolver:
+def _resolver(base_url: str, *, limits: ManifestLimits, what: str) -> Callable[[str], str]:
     """``urljoin(base, ref)`` + the scheme check, with a fast path for the common case of thousands of plain
     relative segment names (``seg-00042.ts``): concatenation onto the base's directory, checked once."""
+    split = urlsplit(base_url)
+    folder = base_url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] + "/"
+    fast = split.scheme.lower() in limits.allowed_schemes and bool(split.hostname) and "//" in folder
 
-    def __init__(self, base_url: str, *, limits: ManifestLimits, what: str) -> None:
-        self.base_url = base_url
-        self.limits = limits
-        self.what = what
-        split = urlsplit(base_url)
-        self._dir: str | None = None
-        if split.scheme.lower() in limits.allowed_schemes and split.hostname:
-            self._dir = base_url.split("?", 1)[0].split("#", 1)[0].rsplit("/", 1)[0] + "/"
-            if "//" not in self._dir:
-                self._dir = None
-
-    def __call__(self, ref: str) -> str:
+    def resolve(ref: str) -> str:
         ref = ref.strip()
-        if self._dir is not None and _PLAIN_RELATIVE.fullmatch(ref) and "/." not in ref:
-            return self._dir + ref
-        return self.limits.check_url(urljoin(self.base_url, ref), what=self.what)
+        if fast and _PLAIN_RELATIVE.fullmatch(ref) and "/." not in ref:
+            return folder + ref
+        return limits.check_url(urljoin(base_url, ref), what=what)
+
+    return resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +147,11 @@ class Segment:
 
 @dataclass(frozen=True, slots=True)
 class TemplateSpec:
-    """A DASH ``SegmentTemplate`` reduced to what expansion needs; ``runs`` are ``(t, d, n)``: ``n`` segments of
-    ``d`` ticks from tick ``t``."""
+    """A DASH ``SegmentTemplate`` reduced to what expansion needs: ``media`` with the per-Representation
+    identifiers filled in; ``runs`` are ``(t, d, n)``: ``n`` segments of ``d`` ticks from tick ``t``."""
 
     base_url: str
     media: str
-    representation_id: str
-    bandwidth: int | None
     start_number: int
     timescale: int
     runs: tuple[tuple[int, int, int], ...]
@@ -240,10 +226,9 @@ class Manifest:
 
 
 def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
-    """``rendition`` (a :class:`PlaylistRef`) with the segments of its fetched media playlist ``media``."""
-    if not media.video and not media.audio:
-        raise ManifestError("media playlist has no segments")
-    inner = (media.video or media.audio)[0]
+    """``rendition`` (a :class:`PlaylistRef`) with the segments of its fetched media playlist ``media`` (what
+    :func:`parse_hls_media` returns: one rendition, never none)."""
+    inner = media.video[0]
     return replace(rendition, fetch=inner.fetch, container=inner.container or rendition.container)
 
 
@@ -281,9 +266,7 @@ def iv_for_sequence(sequence: int) -> bytes:
 
 
 def _parse_iv(value: str) -> bytes:
-    text = value.strip()
-    if text[:2].lower() == "0x":
-        text = text[2:]
+    text = value.strip().removeprefix("0x").removeprefix("0X")
     try:
         raw = bytes.fromhex(text.rjust(32, "0"))
     except ValueError:
@@ -313,18 +296,13 @@ def _opt_int(value: Any, *, what: str) -> int | None:
 
 
 def _frame_rate(value: Any) -> float | None:
-    """``29.970``, ``30000/1001`` or a number → frames per second."""
-    if value is None or value == "":
-        return None
+    """``29.970``, ``30000/1001`` or a number → frames per second (None when absent, unreadable or not positive;
+    a Fraction is always finite)."""
     try:
-        if isinstance(value, str) and "/" in value:
-            num, den = value.split("/", 1)
-            rate = float(Fraction(int(num), int(den)))
-        else:
-            rate = float(value)
-    except (ValueError, ZeroDivisionError):
+        rate = float(Fraction(str(value).strip()))
+    except (ValueError, ZeroDivisionError):  # None, "", "inf", "nan", "x/0"
         return None
-    return rate if math.isfinite(rate) and rate > 0 else None
+    return rate if rate > 0 else None
 
 
 _ISO_DURATION = re.compile(
@@ -359,7 +337,7 @@ def _dash_range(value: str | None, *, what: str) -> ByteRange | None:
 
 def parse_hls(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """An HLS master or media playlist → :class:`Manifest` (docs/media.md, "Manifest reference")."""
-    limits.check_text(text, what="HLS playlist")
+    _cap(len(text), limits.max_chars, f"HLS playlist is {len(text)} characters")
     if not text.lstrip("\ufeff").startswith("#EXTM3U"):
         raise ManifestError("not an HLS playlist (no #EXTM3U)")
     if "#EXT-X-STREAM-INF" not in text:
@@ -417,7 +395,7 @@ def _hls_range(value: str, *, after: int, what: str) -> ByteRange:
 def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """An HLS media playlist → one rendition whose fetch is a :class:`SegmentedFetch` (BYTERANGE, MAP, AES-128;
     the ``#EXTINF`` count is checked before the m3u8 library parses anything)."""
-    limits.check_text(text, what="HLS playlist")
+    _cap(len(text), limits.max_chars, f"HLS playlist is {len(text)} characters")
     limits.check_count(text.count("#EXTINF"), what="HLS media playlist")
     playlist = _m3u8(text, what="media")
     if playlist.is_variant:
@@ -429,7 +407,6 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     limits.check_duration(total, what="HLS media playlist")
     if not playlist.segments:
         raise ManifestError("HLS media playlist has no segments")
-
     sequence0 = int(playlist.media_sequence or 0)
     segments: list[Segment] = []
     init: InitSection | None = None
@@ -437,7 +414,7 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     declared_bytes = 0
     last_end: dict[str, int] = {}
     key_urls: dict[str, str] = {}
-    resolve = _Resolver(base_url, limits=limits, what="HLS segment")
+    resolve = _resolver(base_url, limits=limits, what="HLS segment")
     for i, seg in enumerate(playlist.segments):
         url = resolve(seg.uri)
         byte_range = None
@@ -469,7 +446,7 @@ def parse_hls_media(text: str, *, base_url: str, limits: ManifestLimits = _DEFAU
     if len(inits) > 1:
         # A mid-stream EXT-X-MAP change (a discontinuity) cannot be remuxed as one init + fragments.
         raise ManifestError("HLS playlist changes EXT-X-MAP mid-stream")
-    limits.check_bytes(declared_bytes, what="HLS media playlist")
+    _cap(declared_bytes, limits.max_bytes, f"HLS media playlist: {declared_bytes} declared bytes")
     fetch = SegmentedFetch(count=len(segments), duration=total, init=init, explicit=tuple(segments), limits=limits)
     rendition = Rendition(kind="video", id="hls-media", fetch=fetch, has_audio=True,
                           container="mp4" if init else "ts")
@@ -484,7 +461,6 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
     if kind not in parsers:
         raise ManifestError(f"unknown manifest kind {kind!r}")
     return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
-
 
 
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -502,8 +478,7 @@ def _children(elem: ET.Element | None, name: str) -> list[ET.Element]:
 
 
 def _child(elem: ET.Element | None, name: str) -> ET.Element | None:
-    found = _children(elem, name)
-    return found[0] if found else None
+    return next(iter(_children(elem, name)), None)
 
 
 def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: int | None, time_: int | None,
@@ -516,7 +491,6 @@ def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: in
             return "$$" if partial else "$"
         if partial and name in ("Number", "Time"):
             return match.group(0)
-        value: Any
         if name == "RepresentationID":
             return rep_id
         value = {"Number": number, "Time": time_, "Bandwidth": bandwidth}[name]
@@ -528,16 +502,14 @@ def _substitute(template: str, *, rep_id: str, bandwidth: int | None, number: in
 
 
 def _expand_template(spec: TemplateSpec, *, limits: ManifestLimits) -> Iterator[Segment]:
-    # The per-Representation identifiers are filled once; per segment only digits go in, then the URL is resolved
-    # (and scheme-checked, unless it is a plain relative name on an already-checked base).
-    media = _substitute(spec.media, rep_id=spec.representation_id, bandwidth=spec.bandwidth, number=None,
-                        time_=None, partial=True)
-    resolve = _Resolver(spec.base_url, limits=limits, what="DASH segment")
+    # Per segment only digits go in, then the URL is resolved (and scheme-checked, unless it is a plain relative
+    # name on an already-checked base).
+    resolve = _resolver(spec.base_url, limits=limits, what="DASH segment")
     index = 0
     total = sum(n for _, _, n in spec.runs)
     for t, d, n in spec.runs:
         for k in range(n):
-            url = resolve(_substitute(media, rep_id="", bandwidth=None, number=spec.start_number + index,
+            url = resolve(_substitute(spec.media, rep_id="", bandwidth=None, number=spec.start_number + index,
                                       time_=t + k * d))
             duration = d / spec.timescale
             if index == total - 1 and spec.last_duration is not None:
@@ -559,7 +531,9 @@ def _nearest(levels: Sequence[ET.Element], *path: str) -> ET.Element | None:
 
 
 def _base_urls(elem: ET.Element, parent: str) -> list[str]:
-    return [urljoin(parent, (b.text or "").strip()) for b in _children(elem, "BaseURL") if (b.text or "").strip()]
+    """The ``BaseURL`` children of ``elem`` resolved against ``parent``; ``[parent]`` when it has none."""
+    texts = [(b.text or "").strip() for b in _children(elem, "BaseURL")]
+    return [urljoin(parent, text) for text in texts if text] or [parent]
 
 
 def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | None, limits: ManifestLimits,
@@ -599,7 +573,7 @@ def _timeline_runs(timeline: ET.Element, *, timescale: int, period_end: int | No
 def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """A static, single-Period DASH MPD → :class:`Manifest` (what it reads and refuses: docs/media.md,
     "Manifest reference")."""
-    limits.check_text(xml_text, what="MPD")
+    _cap(len(xml_text), limits.max_chars, f"MPD is {len(xml_text)} characters")
     if _XML_DECL.search(xml_text):
         raise ManifestError("MPD declares a DTD or entities; refused")
     tags = xml_text.count("<")  # every element costs at least one; a few ms for 16 MiB
@@ -627,21 +601,19 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     representations = sum(len(_children(a, "Representation")) for a in _children(period, "AdaptationSet"))
     _cap(representations, limits.max_renditions, f"MPD: {representations} Representations")
 
-    mpd_base = (_base_urls(root, base_url) or [base_url])[0]
-    period_base = (_base_urls(period, mpd_base) or [mpd_base])[0]
+    mpd_base = _base_urls(root, base_url)[0]
+    period_base = _base_urls(period, mpd_base)[0]
     video: list[Rendition] = []
     audio: list[Rendition] = []
     for aset in _children(period, "AdaptationSet"):
-        aset_base = (_base_urls(aset, period_base) or [period_base])[0]
+        aset_base = _base_urls(aset, period_base)[0]
         for rep in _children(aset, "Representation"):
             kind = _dash_kind(aset, rep)
             if kind is None:
                 continue  # text, images, unknown
             rep_id = rep.get("id") or f"rep-{len(video) + len(audio)}"
-            rep_urls = _base_urls(rep, aset_base) or [aset_base]
             what = f"MPD Representation {rep_id!r}"
-            for url in rep_urls:
-                limits.check_url(url, what=f"{what} BaseURL")
+            rep_urls = [limits.check_url(url, what=f"{what} BaseURL") for url in _base_urls(rep, aset_base)]
             bandwidth = _opt_int(rep.get("bandwidth"), what=f"{what} bandwidth")
             fetch = _dash_fetch([period, aset, rep], urls=rep_urls, rep_id=rep_id, bandwidth=bandwidth,
                                 period_duration=period_duration, limits=limits, what=what)
@@ -657,10 +629,8 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
     if not video:
         raise ManifestError("MPD has no video Representation")
     if duration is None:
-        duration = period_duration
-    if duration is None:
         durations = [r.fetch.duration for r in video if isinstance(r.fetch, SegmentedFetch) and r.fetch.duration]
-        duration = max(durations) if durations else None
+        duration = period_duration if period_duration is not None else max(durations, default=None)
     return Manifest(source="dash", video=tuple(video), audio=tuple(audio), duration=duration)
 
 
@@ -671,12 +641,8 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     for candidate in (content, mime.split("/")[0]):
         if candidate in ("video", "audio"):
             return candidate  # type: ignore[return-value]
-    family = codec_family(codecs)
-    if family in _VIDEO_FAMILIES.values():
-        return "video"
-    if family in _AUDIO_FAMILIES.values():
-        return "audio"
-    return None
+    family = codec_family(codecs)  # a family is either a video or an audio one
+    return None if family is None else "video" if family in _VIDEO_FAMILIES.values() else "audio"
 
 
 def _init_section(source: str | None, byte_range: ByteRange | None, *, base: str, limits: ManifestLimits,
@@ -697,12 +663,10 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         start_number = _int(attrs.get("startNumber", "1"), what=f"{what} startNumber")
         pto = _int(attrs.get("presentationTimeOffset", "0"), what=f"{what} presentationTimeOffset")
         init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
-        init_template = attrs.get("initialization")
-        if not init_template and init_elem is not None:
-            init_template = init_elem.get("sourceURL")
-        if init_template:
-            init_template = _substitute(init_template, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
-        init = _init_section(init_template or None, None, base=base, limits=limits, what=what)
+        init_template = attrs.get("initialization") or getattr(init_elem, "attrib", {}).get("sourceURL")
+        fill = functools.partial(_substitute, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
+        init = _init_section(fill(init_template) if init_template else None, None, base=base, limits=limits,
+                             what=what)
         last_duration = None
         timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
         if timeline is not None:
@@ -729,8 +693,8 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         count = sum(n for _, _, n in runs)
         if count == 0:
             raise ManifestError(f"{what}: no segments")
-        spec = TemplateSpec(base_url=base, media=attrs["media"], representation_id=rep_id, bandwidth=bandwidth,
-                            start_number=start_number, timescale=timescale, runs=runs, last_duration=last_duration)
+        spec = TemplateSpec(base_url=base, media=fill(attrs["media"], partial=True), start_number=start_number,
+                            timescale=timescale, runs=runs, last_duration=last_duration)
         # Check the scheme on a sample now, so a hostile template fails at parse time, not at fetch time.
         next(_expand_template(replace(spec, runs=(runs[0][:2] + (1,),)), limits=limits))
         return SegmentedFetch(count=count, duration=seconds, init=init, template=spec, limits=limits)
@@ -753,7 +717,7 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
             declared += byte_range.length if byte_range else 0
             url = limits.check_url(urljoin(base, entry.get("media") or ""), what=f"{what} SegmentURL")
             segments.append(Segment(index=i, url=url, duration=seg_duration, byte_range=byte_range))
-        limits.check_bytes(declared, what=what)
+        _cap(declared, limits.max_bytes, f"{what}: {declared} declared bytes")
         if not segments:
             raise ManifestError(f"{what}: empty SegmentList")
         list_seconds = seg_duration * len(segments) if seg_duration else period_duration
@@ -769,9 +733,6 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         if init_elem is not None:
             init_range = _dash_range(init_elem.get("range"), what=f"{what} Initialization@range")
     return SingleFile(urls=tuple(urls), init_range=init_range, index_range=index_range)
-
-
-_RENDITION_KINDS = ("video", "audio", "progressive")
 
 
 def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duration: float | None = None,
@@ -791,7 +752,7 @@ def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duratio
         if not isinstance(entry, Mapping):
             raise ManifestError(f"renditions[{i}]: not an object")
         kind = entry.get("kind")
-        if kind not in _RENDITION_KINDS:
+        if kind not in ("video", "audio", "progressive"):
             raise ManifestError(f"renditions[{i}]: unknown kind {kind!r}")
         rendition = _rendition_entry(entry, kind=kind, index=i, limits=limits)
         if rendition.id in seen:
@@ -824,11 +785,8 @@ def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: s
 def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
     what = f"renditions[{index}] ({kind})"
     urls = _rendition_urls(entry, limits=limits, what=what)
-    size = _opt_int(entry.get("size"), what=f"{what} size")
-    if size is not None:
-        if size < 0:
-            raise ManifestError(f"{what}: negative size {size}")
-        limits.check_bytes(size, what=what)
+    size = _natural(entry.get("size"), what=f"{what} size")
+    _cap(size or 0, limits.max_bytes, f"{what}: {size} declared bytes")
     init_range = index_range = None
     seg_base = entry.get("segment_base")
     if seg_base is not None:
@@ -843,7 +801,6 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     family = codec_family(codecs) or (codec_family(plain_codec) if isinstance(plain_codec, str) else None)
     mime = entry.get("mime")
     subtype = mime.partition("/")[2].split(";", 1)[0].strip().lower() if isinstance(mime, str) else ""
-
     container = subtype.removeprefix("x-") or "mp4"  # video/x-flv → flv
     names = [str(_opt_int(entry.get(k), what=f"{what} {k}")) for k in ("quality", "codecid")
              if entry.get(k) is not None and (k == "quality" or kind != "audio")]
@@ -853,18 +810,18 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
     return Rendition(
         kind="audio" if kind == "audio" else "video", id=name, codecs=codecs or None, codec=family,
         fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
-        width=_dimension(entry.get("width"), what=f"{what} width"),
-        height=_dimension(entry.get("height"), what=f"{what} height"),
+        width=_natural(entry.get("width"), what=f"{what} width") or None,  # 0: the platforms' "unknown"
+        height=_natural(entry.get("height"), what=f"{what} height") or None,
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
         frame_rate=_frame_rate(entry.get("frame_rate")), has_audio=kind == "progressive", container=container)
 
 
-def _dimension(value: Any, *, what: str) -> int | None:
-    """A width or height: a positive integer, or None (0 is the platforms' "unknown")."""
+def _natural(value: Any, *, what: str) -> int | None:
+    """A non-negative integer (a size, a width or height), or None when absent."""
     number = _opt_int(value, what=what)
     if number is not None and number < 0:
         raise ManifestError(f"{what}: negative {number}")
-    return number or None
+    return number
 
 
 #: Nominal heights of named qualities (``mp4_hd_url``/``mp4_sd_url``/``mp4_ld_mp4``: ``hd`` is below 720p where
@@ -933,25 +890,21 @@ class Selection:
 def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT,
            codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
     """Pick one video rendition and, if it has no audio of its own, one audio rendition; deterministic (the
-    rules: docs/media.md, "Manifest reference")."""
-
-    if not manifest.video:
-        raise ManifestError("manifest has no video rendition")
+    rules: docs/media.md, "Manifest reference"); every parser refuses a manifest without video."""
     preference = [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in codec_preference]
 
     def codec_rank(r: Rendition) -> int:
         return preference.index(r.codec) if r.codec in preference else len(preference)
 
-    order = {id(r): i for i, r in enumerate(manifest.video)}
+    # min() returns the first of equals: ties go to the manifest's order.
     fitting = [r for r in manifest.video if r.height is None or r.height <= max_height]
     if fitting:
-        video = min(fitting, key=lambda r: (-(r.height or 0), codec_rank(r), -(r.bandwidth or 0), order[id(r)]))
+        video = min(fitting, key=lambda r: (-(r.height or 0), codec_rank(r), -(r.bandwidth or 0)))
     else:
-        video = min(manifest.video, key=lambda r: (r.height or 0, codec_rank(r), r.bandwidth or 0, order[id(r)]))
+        video = min(manifest.video, key=lambda r: (r.height or 0, codec_rank(r), r.bandwidth or 0))
     audio = None
     if not video.has_audio and manifest.audio:
         pool = [a for a in manifest.audio if video.group and a.group == video.group] or list(manifest.audio)
-        audio_order = {id(a): i for i, a in enumerate(manifest.audio)}
-        audio = min(pool, key=lambda a: (-(a.bandwidth or 0), not a.default, audio_order[id(a)]))
+        audio = min(pool, key=lambda a: (-(a.bandwidth or 0), not a.default))
     return Selection(video=video, audio=audio)
 

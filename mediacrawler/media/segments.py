@@ -31,6 +31,7 @@ from twisted.internet.defer import Deferred, succeed
 from mediacrawler import settings as defaults
 from mediacrawler.contracts import META_SEGMENT, download_error_reason
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
+from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
     CoalescingSaver,
     Ledger,
@@ -60,7 +61,6 @@ _EXPIRED_STATUSES = frozenset({403, 410})  # an expired signed URL
 _HASH_CHUNK = 4 * MiB
 # Bytes per pwrite() (see _write_at).
 _WRITE_PIECE = 128 * 1024
-_HEAD_BYTES = 4096
 
 #: ``resolve(url)`` → a fresh URL for the same asset, or ``None`` when it cannot be re-resolved.
 Resolver = Callable[[str], Awaitable[str | None]]
@@ -159,10 +159,6 @@ class SpoolResult:
     resumed_bytes: int
     restarts: int
     resolves: int
-
-    @property
-    def segmented(self) -> bool:
-        return self.segments > 1
 
 
 def check_segment(*, status: int, content_range: str | None, etag: str | None, body_size: int,
@@ -423,12 +419,11 @@ class _Download:
                     self._inc("restarts")
                     logger.warning("Remote file of %s changed (%s): starting over", self.key, exc.detail)
             raise SegmentError("remote-changed", f"{self.key}: too many restarts")
-        except OSError as exc:
+        except BaseException as exc:
             self._drop_if_empty()
-            reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
-            raise SegmentError(reason, f"{type(exc).__name__}: {exc}") from exc
-        except BaseException:
-            self._drop_if_empty()
+            if isinstance(exc, OSError):
+                reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
+                raise SegmentError(reason, f"{type(exc).__name__}: {exc}") from exc
             raise
         finally:
             self._close()
@@ -469,9 +464,9 @@ class _Download:
             return await self._single(response)
         content_range = _header(response, "Content-Range")
         parsed = parse_content_range(content_range)
-        if response.status == 206 and (parsed is None or parsed[2] is None):
+        total = parsed[2] if parsed and parsed[2] is not None else 0
+        if response.status == 206 and not total:
             raise SegmentError("bad-content-range", f"206 with Content-Range {content_range!r}")
-        total = parsed[2] if response.status == 206 and parsed else 0
         check_segment(status=response.status, content_range=content_range, etag=None, body_size=len(response.body),
                       flags=response.flags, start=0, end=min(first, total), total=total, expected_etag=None)
         if total > self.config.max_file_size:
@@ -509,7 +504,7 @@ class _Download:
         await run_in_thread(hasher.write, body, 0)
         if self.config.fsync:
             await run_in_thread(os.fdatasync, self.fd)
-        return self._result(len(body), await hasher.finish(len(body)), body[:_HEAD_BYTES], segments=1)
+        return self._result(len(body), await hasher.finish(len(body)), body[:SNIFF_BYTES], segments=1)
 
     def _result(self, size: int, sha256: str, head: bytes, *, segments: int) -> SpoolResult:
         return SpoolResult(path=self.spool, size=size, sha256=sha256, head=head, segments=segments,
@@ -552,11 +547,8 @@ class _Download:
                 await hasher.wait()
             with contextlib.suppress(Exception):
                 await saver.flush()
-        size = os.fstat(fd).st_size
-        if size != ledger.total:
-            raise SegmentError("size-mismatch", f"spool has {size} bytes, expected {ledger.total}")
         self._inc("completed")
-        return self._result(ledger.total, digest, os.pread(fd, _HEAD_BYTES, 0), segments=len(segments))
+        return self._result(ledger.total, digest, os.pread(fd, SNIFF_BYTES, 0), segments=len(segments))
 
     async def _round(self, ledger: Ledger, segments: list[tuple[int, int]], pending: list[int],
                      hasher: _OrderedHasher, saver: CoalescingSaver) -> int | None:
@@ -582,13 +574,14 @@ class _Download:
                 self.budget.give_back(end - start)
 
         errors = await drain(pending, one, workers=self.config.concurrency)
-        # A hard error wins over a changed file, which wins over an expired URL.
-        for kind in (lambda e: not isinstance(e, SegmentError), lambda e: type(e) is SegmentError,
-                     lambda e: isinstance(e, RemoteChanged)):
-            for exc in errors:
-                if kind(exc):
-                    raise exc
-        return errors[0].status if errors else None  # type: ignore[attr-defined]
+        if not errors:
+            return None
+        # A hard error wins over a segment error, then a changed file, then an expired URL (returned).
+        first = min(errors, key=lambda e: (isinstance(e, SegmentError), isinstance(e, (RemoteChanged, _Expired)),
+                                           isinstance(e, _Expired)))
+        if isinstance(first, _Expired):
+            return first.status
+        raise first
 
     def _log_progress(self, ledger: Ledger) -> None:
         # A multi-GiB download takes minutes: say how far it is, every MEDIA_SEGMENT_LOG_INTERVAL seconds.
@@ -626,16 +619,6 @@ class _Download:
         self._inc("written_bytes", end - start)
 
 
-def _publish(result: SpoolResult, store: ContentStore, ext: str | None) -> Persisted:
-    # (Worker thread.) The store takes the SHA-256 already computed.
-    persisted = store.publish_file(result.path, ext=ext, sha256=result.sha256)
-    remove_spool(result.path)
-    if persisted.sha256 != result.sha256 or persisted.size != result.size:
-        raise SegmentError("size-mismatch", f"store saw {persisted.size} bytes / {persisted.sha256}, "
-                                            f"the download {result.size} / {result.sha256}")
-    return persisted
-
-
 class SegmentedDownloader:
     """The large-file path (docs/media.md, "Large files and video"): spools under ``<FILES_STORE>/spool``, which
     it sweeps of spools older than MEDIA_SPOOL_MAX_AGE when it opens."""
@@ -665,16 +648,16 @@ class SegmentedDownloader:
         try:
             result = await download.run()
         except SegmentError as exc:
-            if self.crawler.stats is not None:
-                self.crawler.stats.inc_value(f"media/segments/failed/{exc.reason}")
+            download._inc(f"failed/{exc.reason}")
             raise
         logger.debug("Spooled %s: %d bytes (%d fetched, %d resumed) in %.2fs, sha256 %s", key, result.size,
                      result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
         return result
 
     async def publish(self, result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
-        """Move a complete spool into the content-addressed store by rename."""
-        return await run_in_thread(_publish, result, store, ext)
+        """Move a complete spool (its own name, no ledger since :meth:`_Download._hand_over`) into the store by
+        rename; the store takes the SHA-256 already computed."""
+        return await run_in_thread(store.publish_file, result.path, ext=ext, sha256=result.sha256)
 
     async def discard(self, result: SpoolResult) -> None:
         """Drop a spool that will not be published (e.g. rejected content)."""

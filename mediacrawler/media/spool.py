@@ -33,7 +33,7 @@ LOCK_NAME = ".lock"
 # A ledger is a few KB (segment numbers, fragment sizes); anything much bigger is not ours.
 _MAX_LEDGER_BYTES = 16 * 1024 * 1024
 _CONTENT_RANGE_RE = re.compile(r"\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*", re.IGNORECASE)
-_INIT = -1  # the fragment index of a track's init section
+INIT = -1  #: the fragment index of a track's init section
 T = TypeVar("T")
 
 
@@ -168,7 +168,6 @@ class Ledger:
             ledger = cls(**{f.name: _field(data, f.name, json_types[f.type]) for f in fields(cls)})
             ledger.done = set(ledger.done)
             count = len(ledger.segments())
-
         except (TypeError, ValueError) as exc:
             raise LedgerError(str(exc)) from None
         if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in ledger.done):
@@ -196,7 +195,7 @@ class FragmentLedger:
             parsed = {str(t): {int(i): int(s) for i, s in entries.items()} for t, entries in done.items()}
         except (AttributeError, TypeError, ValueError) as exc:
             raise LedgerError(f"bad fragment entries: {exc}") from None
-        if any(s <= 0 or i < _INIT for d in parsed.values() for i, s in d.items()):
+        if any(s <= 0 or i < INIT for d in parsed.values() for i, s in d.items()):
             raise LedgerError("bad fragment index or size")
         return cls(key=_field(data, "key", str), fingerprint=_field(data, "fingerprint", str), done=parsed)
 

@@ -31,12 +31,12 @@ from mediacrawler.media.index import ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body, check_image_file
 from mediacrawler.media.manifests import (
     ByteRange,
-    KeyInfo,
     Manifest,
     ManifestError,
     ManifestLimits,
     PlaylistRef,
     Rendition,
+    Segment,
     SegmentedFetch,
     Selection,
     SingleFile,
@@ -56,6 +56,7 @@ from mediacrawler.media.segments import (
 )
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
+    INIT,
     LOCK_NAME,
     CoalescingSaver,
     FragmentLedger,
@@ -79,9 +80,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 LEDGER_NAME = "ledger.json"
-_OUT_NAME = "assembled.mp4"
-_INIT = -1  # the ledger index of a track's init section
-_MANIFEST_KINDS = ("hls", "dash")
 T = TypeVar("T")
 
 
@@ -163,28 +161,16 @@ def _strip_query(url: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Fragment:
-    """One fragment request of a track: ``index`` (``-1`` for the init section) and where its bytes are."""
-
-    track: str
-    index: int
-    url: str
-    byte_range: ByteRange | None = None
-    key: KeyInfo | None = None
-
-
-@dataclass(slots=True)
 class FragmentPlan:
-    """The fragments of one segmented track (``count`` media fragments plus an optional init section)."""
+    """The fragments of one segmented track: its media ``segments`` and an init section (index ``INIT``) if any."""
 
     track: str
     rendition_id: str
-    count: int
-    init: Fragment | None
-    fragments: list[Fragment]
+    init: Segment | None
+    segments: list[Segment]
 
-    def all(self) -> list[Fragment]:
-        return ([self.init] if self.init else []) + self.fragments
+    def all(self) -> list[Segment]:
+        return ([self.init] if self.init else []) + self.segments
 
 
 def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
@@ -192,18 +178,15 @@ def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
     selected rendition only)."""
     fetch = rendition.fetch
     assert isinstance(fetch, SegmentedFetch)
-    init = Fragment(track, _INIT, fetch.init.url, fetch.init.byte_range) if fetch.init else None
-    fragments = [Fragment(track, s.index, s.url, s.byte_range, s.key) for s in fetch.segments()]
-    if len(fragments) != fetch.count or [f.index for f in fragments] != list(range(fetch.count)):
-        raise ManifestError(f"{track}: segment list does not match its declared count {fetch.count}")
-    return FragmentPlan(track=track, rendition_id=rendition.id, count=fetch.count, init=init, fragments=fragments)
+    init = Segment(INIT, fetch.init.url, None, fetch.init.byte_range) if fetch.init else None
+    return FragmentPlan(track, rendition.id, init, fetch.segments())
 
 
 def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     """What must not change for a spool to be resumed: rendition ids, counts, URLs without query strings, ranges,
     encryption key URLs (without query)."""
     data = [
-        [p.track, p.rendition_id, p.count,
+        [p.track, p.rendition_id, len(p.segments),
          [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
           _strip_query(f.key.url) if f.key else None, f.key.iv.hex() if f.key else None] for f in p.all()]]
         for p in plans
@@ -213,7 +196,7 @@ def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
 
 def part_path(video_dir: Path, track: str, index: int) -> Path:
     """Where fragment ``index`` of ``track`` is kept (``init.part`` for the init section)."""
-    return video_dir / track / ("init.part" if index == _INIT else f"{index}.part")
+    return video_dir / track / ("init.part" if index == INIT else f"{index}.part")
 
 
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
@@ -346,37 +329,31 @@ class _VideoJob:
         self.video_dir = video_dir_for(owner.spool_dir, key=key)
         self._keys: dict[str, bytes] = {}
 
-    def _request(self, url: str, *, byte_range: ByteRange | None = None, maxsize: int | None = None,
-                 identity: bool = True, track: str = "", index: int | None = None) -> Request:
-        headers = dict(self.headers)
-        if identity:
-            headers["Accept-Encoding"] = "identity"
+    async def _fetch_text(self, url: str, *, what: str) -> bytes:
+        """A manifest body (one request with Scrapy's retries, size-capped)."""
+        self.owner._inc("manifests")
+        response = await self._get(url, what=what, error="manifest", track=what, maxsize=self.limits.max_chars)
+        if response.status != 200:
+            raise VideoError(f"manifest-http-{response.status}", url)
+        return response.body
+
+    async def _get(self, url: str, *, what: str, error: str, track: str, byte_range: ByteRange | None = None,
+                   maxsize: int | None = None, index: int | None = None) -> Response:
+        """One body (a ``manifest``, or a ``fragment``: media, init section or key, as it is on the wire) through
+        :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body retried within
+        RETRY_TIMES); failures by exception type."""
+        self.owner._inc("requests")
+        headers = {**self.headers, **({"Accept-Encoding": "identity"} if error == "fragment" else {})}
         if byte_range is not None:
             headers["Range"] = byte_range.header()
         meta: dict[str, Any] = {META_VIDEO: {"key": self.key, "track": track, "index": index},
                                 "download_warnsize": 0}
         if maxsize is not None:
             meta["download_maxsize"] = maxsize
-        return Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
-
-    async def _fetch_text(self, url: str, *, what: str) -> bytes:
-        """A manifest body (one request with Scrapy's retries, size-capped)."""
-        self.owner._inc("manifests")
-        response = await self._get(self._request(url, maxsize=self.limits.max_chars, identity=False,
-                                                 track=what), what=what, error="manifest")
-        if response.status != 200:
-            raise VideoError(f"manifest-http-{response.status}", url)
-        return response.body
-
-    async def _get(self, request: Request, *, what: str, error: str,
-                   byte_range: ByteRange | None = None) -> Response:
-        """One body through :func:`~mediacrawler.media.segments.download_piece` (a fragment's short or wrong body
-        retried within RETRY_TIMES); failures by exception type."""
-        self.owner._inc("requests")
+        request = Request(url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
         # A short, cut or mislabelled 2xx body is retried; a status outside RETRY_HTTP_CODES is not (Scrapy's).
         check = (lambda r: _response_problem(r, byte_range) if error == "fragment" and r.status in (200, 206)
                  else None)
-        before = request.meta.get("retry_times", 0)
         try:
             response = await download_piece(self.crawler, request, check)
         except Exception as exc:
@@ -386,7 +363,7 @@ class _VideoJob:
                                     f"({self.limits.max_chars})") from None
             raise VideoError(f"{error}-{'missing' if error == 'fragment' else reason}",
                              f"{what}: {type(exc).__name__}: {exc}") from exc
-        retried = response.request.meta.get("retry_times", 0) - before if response.request else 0
+        retried = response.request.meta.get("retry_times", 0) if response.request else 0
         if retried > 0 and error == "fragment":
             self.owner._inc("fragment_retries", retried)
         return response
@@ -396,7 +373,7 @@ class _VideoJob:
         if renditions is not None:
             return await self._from_manifest(manifest_from_renditions(renditions, duration=duration,
                                                                       limits=self.limits))
-        if manifest is not None and manifest not in _MANIFEST_KINDS:
+        if manifest is not None and manifest not in ("hls", "dash"):
             raise VideoError("manifest-unknown", f"MediaAsset.manifest={manifest!r}")
         if manifest is not None:
             body = await self._fetch_text(self.url, what=f"{manifest} manifest")
@@ -476,11 +453,11 @@ class _VideoJob:
             inputs = {name: ([spooled.path], None) for name, spooled in spools.items()}
             for plan in plans:
                 got = parts[plan.track]
-                init = got.pop(_INIT, None)
+                init = got.pop(INIT, None)
                 if plan.init is not None and init is None:
                     raise VideoError("fragment-missing", f"{plan.track} init section missing")
                 try:
-                    ordered = ordered_parts(count=plan.count, parts=got)
+                    ordered = ordered_parts(count=len(plan.segments), parts=got)
                 except AssemblyError as exc:
                     raise VideoError("fragment-missing", f"{plan.track}: {exc.reason}") from None
                 inputs[plan.track] = (ordered, init)
@@ -489,7 +466,6 @@ class _VideoJob:
                                               or _declares_audio(video))
         finally:
             os.close(lock)
-
 
     def _verify(self, path: Path, *, expect_audio: bool, duration: float | None) -> VideoInfo:
         """(Worker thread.) :func:`verify_mp4` with the configured tolerances."""
@@ -510,7 +486,7 @@ class _VideoJob:
         """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it. The spools go either way;
         the video directory goes once stored, or when the bytes are corrupt (not worth resuming: the next run
         starts this video over); a store error keeps its fragments for the next run."""
-        out = self.video_dir / _OUT_NAME
+        out = self.video_dir / "assembled.mp4"
         try:
             info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
         except AssemblyError:
@@ -523,7 +499,6 @@ class _VideoJob:
         persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
         await run_in_thread(shutil.rmtree, self.video_dir, True)
         return self._outcome(persisted, info, selection, mime="video/mp4")
-
 
     async def _checked(self, spooled: SpoolResult, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``check(*args, **kwargs)`` in a worker thread; a spool it rejects is discarded."""
@@ -626,27 +601,27 @@ class _VideoJob:
                                             done={t: dict(d) for t, d in ledger.done.items()}),
             save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync),
         )
-        pending = [f for p in plans for f in p.all() if f.index not in ledger.done.get(f.track, {})]
-        for url in dict.fromkeys(f.key.url for f in pending if f.key is not None):  # once per video, in memory
-            response = await self._get(self._request(url, maxsize=1024, track="key"), what="key", error="fragment")
+        pending = [(p, f) for p in plans for f in p.all() if f.index not in ledger.done.get(p.track, {})]
+        for url in dict.fromkeys(f.key.url for _, f in pending if f.key is not None):  # once per video, in memory
+            response = await self._get(url, what="key", error="fragment", track="key", maxsize=1024)
             if (problem := _response_problem(response, None)) is not None:
                 raise VideoError("fragment-missing", f"key: {problem}")
             if len(response.body) != 16:
                 raise VideoError("key-invalid", f"AES-128 key at {url} is {len(response.body)} bytes, not 16")
             self._keys[url] = response.body
             self.owner._inc("keys")
-        counts = {p.track: p.count for p in plans}
         # A manifest need not declare sizes: the bytes actually stored are capped too (MEDIA_MANIFEST_MAX_BYTES),
         # so an endless or enormous rendition stops early instead of filling the disk.
         stored = [sum(sum(d.values()) for d in ledger.done.values())]
 
-        async def one(fragment: Fragment) -> None:
-            size = await self._fragment(fragment, counts[fragment.track])
+        async def one(item: tuple[FragmentPlan, Segment]) -> None:
+            plan, fragment = item
+            size = await self._fragment(plan, fragment)
             stored[0] += size
             if stored[0] > self.limits.max_bytes:
                 raise VideoError("too-large", f"{stored[0]} bytes of fragments stored, over the cap of "
                                               f"{self.limits.max_bytes} (MEDIA_MANIFEST_MAX_BYTES)")
-            ledger.done.setdefault(fragment.track, {})[fragment.index] = size
+            ledger.done.setdefault(plan.track, {})[fragment.index] = size
             saver.request()
 
         if pending:
@@ -658,21 +633,19 @@ class _VideoJob:
         return {p.track: {i: part_path(self.video_dir, p.track, i) for i in ledger.done.get(p.track, {})}
                 for p in plans}
 
-
-    async def _fragment(self, fragment: Fragment, count: int) -> int:
-        """Fetch, decrypt and write one fragment; return its size on disk."""
-        what = f"{fragment.track} " + ("init section" if fragment.index == _INIT
-                                      else f"fragment {fragment.index} of {count}")
-        request = self._request(fragment.url, byte_range=fragment.byte_range, track=fragment.track,
-                                index=fragment.index)
-        response = await self._get(request, what=what, error="fragment", byte_range=fragment.byte_range)
+    async def _fragment(self, plan: FragmentPlan, fragment: Segment) -> int:
+        """Fetch, decrypt and write one fragment of ``plan``; return its size on disk."""
+        what = f"{plan.track} " + ("init section" if fragment.index == INIT
+                                  else f"fragment {fragment.index} of {len(plan.segments)}")
+        response = await self._get(fragment.url, what=what, error="fragment", track=plan.track,
+                                   byte_range=fragment.byte_range, index=fragment.index)
         if (problem := _response_problem(response, fragment.byte_range)) is not None:
             raise VideoError("fragment-missing", f"{what} failed: {problem}")
         data, byte_range = response.body, fragment.byte_range
         if byte_range is not None and response.status == 200:  # the server ignored Range: cut the range out
             data = data[byte_range.start : byte_range.start + byte_range.length]
         del response
-        path = part_path(self.video_dir, fragment.track, fragment.index)
+        path = part_path(self.video_dir, plan.track, fragment.index)
         try:
             size = await run_in_thread(_decrypt_and_write, data, path, fsync=self.owner.fsync, key=(
                 (self._keys[fragment.key.url], fragment.key.iv) if fragment.key is not None else None))
@@ -696,13 +669,11 @@ def _response_problem(response: Response, byte_range: ByteRange | None) -> str |
         if parsed is None or parsed[0] != byte_range.start or len(response.body) != byte_range.length:
             return f"206 with Content-Range {response.headers.get(b'Content-Range')!r} for {byte_range.header()}"
         return None
-    if response.status == 200:
-        if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:
-            return "200 without the requested range"
-        if not response.body:
-            return "empty body"
-        return None
-    return f"http-{response.status}"
+    if response.status != 200:
+        return f"http-{response.status}"
+    if byte_range is not None and len(response.body) < byte_range.start + byte_range.length:
+        return "200 without the requested range"
+    return None if response.body else "empty body"
 
 
 def _decrypt_and_write(data: bytes, path: Path, *, key: tuple[bytes, bytes] | None, fsync: bool) -> int:
