@@ -25,19 +25,19 @@ from typing import Any
 import av
 import pytest
 
-from mediacrawler.items import MediaAsset, Post
 from mediacrawler.contracts import asset_index_key
+from mediacrawler.items import MediaAsset, Post
 from mediacrawler.media.manifests import Segment, progressive_variants
 from mediacrawler.media.spool import FragmentLedger, load_ledger, save_ledger, video_dir_for
 from mediacrawler.media.video import (
     LEDGER_NAME,
     FragmentPlan,
     detect_manifest,
-    find_asset,
     plan_fingerprint,
     progressive_label,
 )
 from mediacrawler.parsers import bilibili as bilibili_parser
+from mediacrawler.pipelines.media import find_asset
 from mediacrawler.sandbox import bilibili, video
 from mediacrawler.sandbox.media_site import HOSTILE
 from mediacrawler.sandbox.process import SandboxProcess

@@ -21,7 +21,7 @@ from scrapy.settings import Settings
 from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.commands.verify import add_arguments, format_report, main, run_from_args
-from mediacrawler.media.verify import run_verify
+from mediacrawler.commands.verify import run_verify
 from mediacrawler.sandbox.media import blob_read, generic_image
 from tests.utils import project_settings_dict
 

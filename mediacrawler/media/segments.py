@@ -29,6 +29,7 @@ from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, succeed
 
 from mediacrawler import settings as defaults
+from mediacrawler.config import setting
 from mediacrawler.contracts import META_SEGMENT, download_error_reason
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.sniff import SNIFF_BYTES
@@ -88,14 +89,6 @@ class _Expired(SegmentError):
     def __init__(self, status: int) -> None:
         super().__init__("expired", f"HTTP {status}")
         self.status = status
-
-
-def setting(settings: BaseSettings, name: str) -> Any:
-    """``settings[name]`` as the type of its default in mediacrawler/settings.py (also the value when unset, e.g.
-    in a crawl without the project's settings)."""
-    default = getattr(defaults, name)
-    getter = {bool: settings.getbool, int: settings.getint, float: settings.getfloat, list: settings.getlist}
-    return getter.get(type(default), settings.get)(name, default)
 
 
 async def download_piece(crawler: Crawler, request: Request,

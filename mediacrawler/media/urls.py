@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from mediacrawler import settings as defaults
+from mediacrawler.config import setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def allowed_schemes(settings: BaseSettings) -> frozenset[str]:
     """MEDIA_ALLOWED_SCHEMES, lower-cased."""
-    return frozenset(s.lower() for s in settings.getlist("MEDIA_ALLOWED_SCHEMES", defaults.MEDIA_ALLOWED_SCHEMES))
+    return frozenset(s.lower() for s in setting(settings, "MEDIA_ALLOWED_SCHEMES"))
 
 
 def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None:

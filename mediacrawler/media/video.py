@@ -24,7 +24,8 @@ from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
 
-from mediacrawler.contracts import META_VIDEO, asset_key_of, download_error_reason, walk_assets
+from mediacrawler.config import setting
+from mediacrawler.contracts import META_VIDEO, download_error_reason
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord
@@ -52,7 +53,6 @@ from mediacrawler.media.segments import (
     SegmentError,
     SpoolResult,
     download_piece,
-    setting,
 )
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
@@ -256,14 +256,6 @@ class VideoDownloader:
             spider = getattr(self.crawler, "spider", None)
             self._config = VideoSettings.from_settings(self.settings, spider_args=getattr(spider, "args", None))
         return self._config
-
-    def referer(self, *, platform: str, request_referer: str | None) -> str | None:
-        """The Referer of the request (``<PLATFORM>_MEDIA_REFERER``), else ``<PLATFORM>_WEB_URL`` + ``/`` (some
-        CDNs answer 403 without one)."""
-        if request_referer:
-            return request_referer
-        web = self.settings.get(f"{platform.upper()}_WEB_URL")
-        return web.rstrip("/") + "/" if web else None
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.crawler.stats is not None:
@@ -681,17 +673,3 @@ def _decrypt_and_write(data: bytes, path: Path, *, key: tuple[bytes, bytes] | No
         data = decrypt_aes128(data, key=key[0], iv=key[1])
     write_atomic(path, data, fsync=fsync)  # temp name + fsync + rename
     return len(data)
-
-
-def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict[str, Any]]:
-    """``(platform, fields)`` of the MediaAsset of ``item`` (a Post, reposts included) that a media request is for:
-    its ``manifest``, ``alternates``, declared ``duration`` and listed ``renditions``. ``("unknown", {})`` when not
-    found."""
-    for platform, asset, _ in walk_assets(item):
-        if asset.get("url") != url or (index_key is not None and asset_key_of(platform, asset) != index_key):
-            continue
-        renditions = asset.get("renditions")
-        return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
-                          "duration": asset.get("duration"),
-                          "renditions": list(renditions) if renditions is not None else None}
-    return "unknown", {}

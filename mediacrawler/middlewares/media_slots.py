@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
-from mediacrawler import settings as defaults
+from mediacrawler.config import setting
 from mediacrawler.contracts import META_ASSET, META_SEGMENT, META_VIDEO
 
 if TYPE_CHECKING:
@@ -31,11 +31,11 @@ class MediaSlotMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("MEDIA_SLOTS_ENABLED", defaults.MEDIA_SLOTS_ENABLED):
+        if not setting(settings, "MEDIA_SLOTS_ENABLED"):
             raise NotConfigured("MEDIA_SLOTS_ENABLED is off: media requests share the API slots and their delay")
         self.crawler = crawler
-        self.delay = settings.getfloat("MEDIA_DOWNLOAD_DELAY", defaults.MEDIA_DOWNLOAD_DELAY)
-        self.concurrency = settings.getint("MEDIA_SLOT_CONCURRENCY", defaults.MEDIA_SLOT_CONCURRENCY)
+        self.delay = setting(settings, "MEDIA_DOWNLOAD_DELAY")
+        self.concurrency = setting(settings, "MEDIA_SLOT_CONCURRENCY")
         if self.delay < 0 or self.concurrency < 1:
             raise NotConfigured("MEDIA_DOWNLOAD_DELAY must be >= 0 and MEDIA_SLOT_CONCURRENCY >= 1")
 

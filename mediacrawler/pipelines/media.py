@@ -29,15 +29,16 @@ from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
 from mediacrawler import settings as defaults
+from mediacrawler.config import setting
 from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key,
-                                    download_error_reason, media_referer, walk_assets)
+                                    asset_key_of, download_error_reason, media_referer, walk_assets)
 from mediacrawler.media.committer import BatchCommitter, CommitJob
 from mediacrawler.media.index import MediaIndex, ObjectRecord, SQLiteMediaIndex, index_class
 from mediacrawler.media.integrity import MediaRejected, check_body, check_http
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, object_relpath, store_scheme
 from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
-from mediacrawler.media.video import VideoDownloader, find_asset
+from mediacrawler.media.video import VideoDownloader
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -85,6 +86,20 @@ def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
     return [(platform, asset) for platform, asset, _ in walk_assets(item) if asset.get("status") is None]
 
 
+def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict[str, Any]]:
+    """``(platform, fields)`` of the MediaAsset of ``item`` (a Post, reposts included) that a media request is for:
+    its ``manifest``, ``alternates``, declared ``duration`` and listed ``renditions``. ``("unknown", {})`` when not
+    found."""
+    for platform, asset, _ in walk_assets(item):
+        if asset.get("url") != url or (index_key is not None and asset_key_of(platform, asset) != index_key):
+            continue
+        renditions = asset.get("renditions")
+        return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
+                          "duration": asset.get("duration"),
+                          "renditions": list(renditions) if renditions is not None else None}
+    return "unknown", {}
+
+
 def build_media_request(*, url: str, platform: str, kind: str, key: str, referer: str | None) -> Request:
     """The download request of one asset, identity in ``meta`` (plain data only, so it can be serialised).
 
@@ -125,27 +140,25 @@ class MediaStorePipeline(FilesPipeline):
     def __init__(self, store_uri: str | PathLike[str] | None, download_func: None = None, *,
                  crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("MEDIA_ENABLED", defaults.MEDIA_ENABLED):
+        if not setting(settings, "MEDIA_ENABLED"):
             raise NotConfigured("MEDIA_ENABLED is off: records are crawled without downloading media")
         uri = str(store_uri or defaults.FILES_STORE)
         if store_scheme(uri) not in STORE_SCHEMES:
             raise NotConfigured(f"FILES_STORE={uri!r}: the media store supports local paths only")
         self.index_class = index_class(settings)  # NotConfigured now, not at open, when MEDIA_INDEX is unusable
-        self.max_image_pixels = settings.getint("MEDIA_MAX_IMAGE_PIXELS", defaults.MEDIA_MAX_IMAGE_PIXELS)
-        self.max_image_decode_bytes = settings.getint("MEDIA_MAX_IMAGE_DECODE_BYTES",
-                                                      defaults.MEDIA_MAX_IMAGE_DECODE_BYTES)
-        self.concurrency_per_host = settings.getint("MEDIA_CONCURRENCY_PER_HOST",
-                                                    defaults.MEDIA_CONCURRENCY_PER_HOST)
+        self.max_image_pixels = setting(settings, "MEDIA_MAX_IMAGE_PIXELS")
+        self.max_image_decode_bytes = setting(settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
+        self.concurrency_per_host = setting(settings, "MEDIA_CONCURRENCY_PER_HOST")
         if self.concurrency_per_host < 1:
             raise NotConfigured("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
-        self.inline_check_bytes = settings.getint("MEDIA_INLINE_CHECK_BYTES", defaults.MEDIA_INLINE_CHECK_BYTES)
-        self.commit_batch = settings.getint("MEDIA_COMMIT_BATCH", defaults.MEDIA_COMMIT_BATCH)
-        self.commit_process = settings.getbool("MEDIA_COMMIT_PROCESS", defaults.MEDIA_COMMIT_PROCESS)
+        self.inline_check_bytes = setting(settings, "MEDIA_INLINE_CHECK_BYTES")
+        self.commit_batch = setting(settings, "MEDIA_COMMIT_BATCH")
+        self.commit_process = setting(settings, "MEDIA_COMMIT_PROCESS")
         self.allowed_schemes = allowed_schemes(settings)
         super().__init__(uri, crawler=crawler)
         # FilesPipeline built it from STORE_SCHEMES; the scheme check above makes it ours.
         self.cas: ContentAddressedStore = cast(ContentAddressedStore, self.store)
-        self.cas.fsync = settings.getbool("MEDIA_FSYNC", defaults.MEDIA_FSYNC)
+        self.cas.fsync = setting(settings, "MEDIA_FSYNC")
         self.stats = crawler.stats
         self.index: MediaIndex | None = None
         self.index_is_local = self.index_class is SQLiteMediaIndex
@@ -163,8 +176,8 @@ class MediaStorePipeline(FilesPipeline):
             raise NotConfigured(str(exc)) from None
         # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
         # their headers say so (see _stop_large_image): never a whole large body in memory.
-        self.segment_threshold: int = settings.getint("MEDIA_SEGMENT_THRESHOLD", defaults.MEDIA_SEGMENT_THRESHOLD)
-        self.spool_busy_wait = settings.getfloat("MEDIA_SPOOL_BUSY_WAIT", defaults.MEDIA_SPOOL_BUSY_WAIT)
+        self.segment_threshold: int = setting(settings, "MEDIA_SEGMENT_THRESHOLD")
+        self.spool_busy_wait = setting(settings, "MEDIA_SPOOL_BUSY_WAIT")
         crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
@@ -262,17 +275,23 @@ class MediaStorePipeline(FilesPipeline):
         except MediaDownloadFailed as exc:
             return self._failed(exc, request, info)
 
+    def _web_referer(self, platform: str) -> str | None:
+        """``<PLATFORM>_WEB_URL`` + ``/``: the Referer of a video request that has none (some CDNs answer 403
+        without one)."""
+        web = self.crawler.settings.get(f"{platform.upper()}_WEB_URL")
+        return web.rstrip("/") + "/" if web else None
+
     async def _download_video(self, request: Request, *, item: Any, ident: dict[str, Any]) -> MediaResult:
         """The video/large-file path of one asset (:class:`~mediacrawler.media.video.VideoDownloader`)."""
         platform, fields = find_asset(item, url=request.url, index_key=ident.get("index_key"))
-        referer = request.headers.get("Referer")
+        sent = request.headers.get("Referer")
+        referer = sent.decode("latin-1") if sent else self._web_referer(ident.get("platform") or platform)
         deadline = time.monotonic() + self.spool_busy_wait
         while True:
             outcome = await self.video.fetch(
                 request.url, key=ident.get("index_key") or request.url, kind=ident.get("kind", "video"),
                 index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
-                referer=self.video.referer(platform=ident.get("platform") or platform,
-                                           request_referer=referer.decode("latin-1") if referer else None),
+                referer=referer,
                 duration=_number_or_none(fields.get("duration")), renditions=fields.get("renditions"))
             if outcome.obj is not None or not (outcome.error or "").startswith("spool-busy"):
                 break
