@@ -22,10 +22,10 @@ from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import safe_url_string
 
-from mediacrawler.contracts import RequestRefused
+from mediacrawler.config import setting
+from mediacrawler.contracts import META_ASSET, RequestRefused, media_referer
 from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
-from mediacrawler.contracts import META_ASSET, media_referer
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Redirect hops a media request may take by default (MEDIA_MAX_REDIRECTS).
-DEFAULT_MAX_REDIRECTS = 5
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
@@ -47,7 +45,7 @@ class MediaRedirectMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.crawler = crawler
-        self.max_redirects: int = settings.getint("MEDIA_MAX_REDIRECTS", DEFAULT_MAX_REDIRECTS)
+        self.max_redirects: int = setting(settings, "MEDIA_MAX_REDIRECTS")
         if self.max_redirects < 0:
             raise NotConfigured("MEDIA_MAX_REDIRECTS must be >= 0")
         self.allowed_schemes = allowed_schemes(settings)
