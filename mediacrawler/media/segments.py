@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-    from mediacrawler.media.store import ContentStore, Persisted
+    from mediacrawler.media.store import ContentAddressedStore, Persisted
 
 logger = logging.getLogger(__name__)
 
@@ -647,7 +647,7 @@ class SegmentedDownloader:
                      result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
         return result
 
-    async def publish(self, result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
+    async def publish(self, result: SpoolResult, *, store: ContentAddressedStore, ext: str | None = None) -> Persisted:
         """Move a complete spool (its own name, no ledger since :meth:`_Download._hand_over`) into the store by
         rename; the store takes the SHA-256 already computed."""
         return await run_in_thread(store.publish_file, result.path, ext=ext, sha256=result.sha256)

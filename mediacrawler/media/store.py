@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlparse
 
 from mediacrawler.media.sniff import MEDIA_EXTENSIONS, SNIFF_BYTES, sniff
@@ -120,13 +120,6 @@ class Staged:
     tmp: str
     fd: int
     new_dirs: tuple[str, ...]
-
-
-class ContentStore(Protocol):
-    """What the large-file and video paths need from a store."""
-
-    def publish_file(self, path: str | os.PathLike[str], *, ext: str | None = None,
-                     sha256: str | None = None) -> Persisted: ...
 
 
 class ContentAddressedStore:

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 
     from mediacrawler.media.assemble import VideoInfo
     from mediacrawler.media.index import MediaIndex
-    from mediacrawler.media.store import ContentStore, Persisted
+    from mediacrawler.media.store import ContentAddressedStore, Persisted
 
 logger = logging.getLogger(__name__)
 
@@ -237,7 +237,7 @@ def _lock_dir(video_dir: Path) -> int:
 class VideoDownloader:
     """The video and large-file path of the media pipeline into ``store``, spooling under ``spool_dir``."""
 
-    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, crawler: Crawler, *, store: ContentAddressedStore, spool_dir: str | os.PathLike[str]) -> None:
         self.crawler = crawler
         self.settings = crawler.settings
         self.store = store
