@@ -209,7 +209,6 @@ def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[i
     return {t: {i: s for i, s in d.items() if there(t, i, s)} for t, d in ledger.done.items()}
 
 
-
 def _reset_dir(video_dir: Path) -> None:
     """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
     for child in video_dir.iterdir():
@@ -237,7 +236,8 @@ def _lock_dir(video_dir: Path) -> int:
 class VideoDownloader:
     """The video and large-file path of the media pipeline into ``store``, spooling under ``spool_dir``."""
 
-    def __init__(self, crawler: Crawler, *, store: ContentAddressedStore, spool_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, crawler: Crawler, *, store: ContentAddressedStore,
+                 spool_dir: str | os.PathLike[str]) -> None:
         self.crawler = crawler
         self.settings = crawler.settings
         self.store = store
