@@ -29,7 +29,7 @@ from mediacrawler.contracts import META_VIDEO, download_error_reason
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord
-from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body, check_image_file
+from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
 from mediacrawler.media.manifests import (
     ByteRange,
     Manifest,
@@ -525,7 +525,7 @@ class _VideoJob:
             # A large image (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the checks of a
             # small one, on the file (magic bytes, pixel cap before any decoding, full decode).
             checked: BodyCheck = await self._checked(
-                spooled, check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
+                spooled, check_body, spooled.path, kind="image", max_image_pixels=self.owner.max_image_pixels,
                 max_image_decode_bytes=self.owner.max_image_decode_bytes)
             persisted = await self._store_as_is(spooled, checked.sniffed.ext)
             obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
