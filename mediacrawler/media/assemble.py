@@ -217,9 +217,7 @@ class VideoInfo:
     height: int
     video_codec: str
     audio_codec: str | None
-    size: int
     faststart: bool
-    max_gap: float | None = None
 
 
 def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | None, tolerance: float = 0.02,
@@ -257,9 +255,8 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
                 raise AssemblyError(f"video has a {gap:.3f} s hole in its timestamps (allowed {max_gap:.3f} s)")
             info = VideoInfo(duration=duration, width=video.codec_context.width, height=video.codec_context.height,
                              video_codec=video.codec_context.name,
-                             audio_codec=audio.codec_context.name if audio is not None else None, size=size,
-                             faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
-                             max_gap=gap)
+                             audio_codec=audio.codec_context.name if audio is not None else None,
+                             faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"))
     except _AV_ERRORS as exc:  # AssemblyError is none of these: it passes through
         raise AssemblyError(f"unreadable MP4: {exc}") from None
     return info

@@ -458,8 +458,6 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
     :class:`Manifest`."""
     _cap(len(data), limits.max_chars, f"{kind} manifest is {len(data)} bytes")
     parsers = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}
-    if kind not in parsers:
-        raise ManifestError(f"unknown manifest kind {kind!r}")
     return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
 
 
@@ -645,13 +643,6 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     return None if family is None else "video" if family in _VIDEO_FAMILIES.values() else "audio"
 
 
-def _init_section(source: str | None, byte_range: ByteRange | None, *, base: str, limits: ManifestLimits,
-                  what: str) -> InitSection | None:
-    if source is None:
-        return None
-    return InitSection(limits.check_url(urljoin(base, source), what=f"{what} initialization"), byte_range)
-
-
 def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandwidth: int | None,
                 period_duration: float | None, limits: ManifestLimits, what: str) -> Fetch:
     base = urls[0]
@@ -665,8 +656,8 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
         init_template = attrs.get("initialization") or getattr(init_elem, "attrib", {}).get("sourceURL")
         fill = functools.partial(_substitute, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
-        init = _init_section(fill(init_template) if init_template else None, None, base=base, limits=limits,
-                             what=what)
+        init = InitSection(limits.check_url(urljoin(base, fill(init_template)), what=f"{what} initialization")
+                           ) if init_template else None
         last_duration = None
         timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
         if timeline is not None:
@@ -707,9 +698,9 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         list_ticks = _opt_int(seglist.get("duration"), what=f"{what} SegmentList@duration")
         seg_duration = list_ticks / timescale if list_ticks and timescale > 0 else None
         init_elem = _child(seglist, "Initialization")
-        init = None if init_elem is None else _init_section(
-            init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization"),
-            base=base, limits=limits, what=what)
+        init = None if init_elem is None else InitSection(
+            limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""), what=f"{what} initialization"),
+            _dash_range(init_elem.get("range"), what=f"{what} Initialization"))
         segments = []
         declared = 0
         for i, entry in enumerate(entries):

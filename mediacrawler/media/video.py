@@ -274,7 +274,11 @@ class VideoDownloader:
             outcome = await job.run(manifest=manifest, alternates=alternates, duration=duration,
                                     renditions=renditions)
             if outcome.obj is not None and index is not None:
-                await run_in_thread(_record, index, outcome.obj, key=key, url=url)
+                try:
+                    await run_in_thread(index.record, obj=outcome.obj, key=key, url=url)
+                except Exception as exc:
+                    # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
+                    logger.error("Media index write failed for %s (%s)", url, exc)
         except ManifestError as exc:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             self._inc("manifest_refused")
@@ -296,14 +300,6 @@ class VideoDownloader:
     def _failed(self, reason: str, detail: str) -> VideoOutcome:
         self._inc(f"failed/{reason}")
         return VideoOutcome(error=f"{reason}: {detail}" if detail else reason)
-
-
-def _record(index: MediaIndex, obj: ObjectRecord, *, key: str, url: str) -> None:
-    try:
-        index.record(obj=obj, key=key, url=url)
-    except Exception as exc:
-        # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
-        logger.error("Media index write failed for %s (%s)", url, exc)
 
 
 class _VideoJob:
