@@ -755,7 +755,8 @@ def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duratio
     return Manifest(source="renditions", video=tuple(video), audio=tuple(audio), duration=duration)
 
 
-def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: str) -> tuple[str, ...]:
+def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
+    what = f"renditions[{index}] ({kind})"
     primary = entry.get("url")
     alternates = entry.get("alternates") or []
     if not isinstance(primary, str) or not primary.strip():
@@ -770,12 +771,6 @@ def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: s
         url = limits.check_url(url.strip(), what=what)
         if url not in urls:
             urls.append(url)
-    return tuple(urls)
-
-
-def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
-    what = f"renditions[{index}] ({kind})"
-    urls = _rendition_urls(entry, limits=limits, what=what)
     size = _natural(entry.get("size"), what=f"{what} size")
     _cap(size or 0, limits.max_bytes, f"{what}: {size} declared bytes")
     init_range = index_range = None
@@ -800,7 +795,7 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
         name = f"{kind}-{name or index}"
     return Rendition(
         kind="audio" if kind == "audio" else "video", id=name, codecs=codecs or None, codec=family,
-        fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
+        fetch=SingleFile(urls=tuple(urls), size=size, init_range=init_range, index_range=index_range),
         width=_natural(entry.get("width"), what=f"{what} width") or None,  # 0: the platforms' "unknown"
         height=_natural(entry.get("height"), what=f"{what} height") or None,
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
@@ -822,16 +817,6 @@ _NAMED_HEIGHTS = {"8k": 4320, "4k": 2160, "uhd": 2160, "2k": 1440, "qhd": 1440, 
 _HEIGHT_IN_LABEL = re.compile(r"(?<![0-9])(\d{3,4})p(?![a-z])", re.IGNORECASE)
 
 
-def _label_height(label: str) -> int | None:
-    match = _HEIGHT_IN_LABEL.search(label)
-    if match:
-        return int(match.group(1))
-    for token in re.split(r"[^a-z0-9]+", label.lower()):
-        if token in _NAMED_HEIGHTS:
-            return _NAMED_HEIGHTS[token]
-    return None
-
-
 def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]], *, duration: float | None = None,
                          limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Progressive MP4 URLs keyed by a quality label (a map or ``(label, url)`` pairs) → :class:`Manifest` of
@@ -848,10 +833,13 @@ def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]]
         limits.check_url(url, what=f"progressive {label}")
         if ".m3u8" in urlsplit(url).path.lower():
             continue
-        height = _label_height(str(label))
-        tokens = set(re.split(r"[^a-z0-9]+", str(label).lower()))
+        tokens = re.split(r"[^a-z0-9]+", str(label).lower())
+        named = [_NAMED_HEIGHTS[t] for t in tokens if t in _NAMED_HEIGHTS]  # the first named quality counts
+        match = _HEIGHT_IN_LABEL.search(str(label))  # an explicit "720p" wins over a name
+        height = int(match.group(1)) if match else (named[0] if named else None)
         rendition = Rendition(kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height,
-                              has_audio=True, container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None)
+                              has_audio=True, container="mp4",
+                              codec="hevc" if {"hevc", "h265"}.intersection(tokens) else None)
         known = best.get(url)
         if known is None or (height or 0) > (known.height or 0):
             best[url] = rendition

@@ -407,20 +407,16 @@ class _Download:
                     logger.warning("Remote file of %s changed (%s): starting over", self.key, exc.detail)
             raise SegmentError("remote-changed", f"{self.key}: too many restarts")
         except BaseException as exc:
-            self._drop_if_empty()
+            if self.fd is not None and not self.ledger_file.exists():  # nothing to resume: no litter
+                with contextlib.suppress(OSError):
+                    if os.fstat(self.fd).st_size == 0:
+                        os.unlink(self.spool)
             if isinstance(exc, OSError):
                 reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
                 raise SegmentError(reason, f"{type(exc).__name__}: {exc}") from exc
             raise
         finally:
             self._close()
-
-    def _drop_if_empty(self) -> None:
-        """(Locked.) Remove a spool that holds nothing to resume: no litter."""
-        if self.fd is not None and not self.ledger_file.exists():
-            with contextlib.suppress(OSError):
-                if os.fstat(self.fd).st_size == 0:
-                    os.unlink(self.spool)
 
     def _resume(self) -> Ledger | None:
         """(Locked.) The ledger of a spool this run can continue; else ``None`` (the spool emptied)."""
