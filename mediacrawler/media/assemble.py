@@ -243,9 +243,10 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
             audio = container.streams.audio[0] if container.streams.audio else None
             if expect_audio and audio is None:
                 raise AssemblyError("no audio stream")
-            declared = [float(s.duration * s.time_base) for s in container.streams
-                        if s.duration and s.time_base]
-            duration = container.duration / av.time_base if (container.duration or 0) > 0 else max(declared, default=None)
+            declared = [float(s.duration * s.time_base) for s in container.streams if s.duration and s.time_base]
+            if (container.duration or 0) > 0:
+                declared = [container.duration / av.time_base]  # the container's own duration wins
+            duration = max(declared, default=None)
             if duration is None:
                 raise AssemblyError("MP4 declares no duration")
             if expected_duration and abs(duration - expected_duration) > tolerance * expected_duration:
