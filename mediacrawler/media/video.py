@@ -156,10 +156,6 @@ def progressive_label(url: str) -> str:
     return stem
 
 
-def _strip_query(url: str) -> str:
-    return url.split("?", 1)[0].split("#", 1)[0]
-
-
 @dataclass(frozen=True, slots=True)
 class FragmentPlan:
     """The fragments of one segmented track: its media ``segments`` and an init section (index ``INIT``) if any."""
@@ -173,18 +169,12 @@ class FragmentPlan:
         return ([self.init] if self.init else []) + self.segments
 
 
-def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
-    """The fragment plan of a rendition whose fetch is a :class:`SegmentedFetch` (templates expanded here, for the
-    selected rendition only)."""
-    fetch = rendition.fetch
-    assert isinstance(fetch, SegmentedFetch)
-    init = Segment(INIT, fetch.init.url, None, fetch.init.byte_range) if fetch.init else None
-    return FragmentPlan(track, rendition.id, init, fetch.segments())
-
-
 def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     """What must not change for a spool to be resumed: rendition ids, counts, URLs without query strings, ranges,
     encryption key URLs (without query)."""
+    def _strip_query(url: str) -> str:
+        return url.split("?", 1)[0].split("#", 1)[0]
+
     data = [
         [p.track, p.rendition_id, len(p.segments),
          [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
@@ -428,7 +418,10 @@ class _VideoJob:
             # One muxed file (progressive, a listed muxed stream, a SegmentBase without audio): large-file path.
             spooled = await self._single_file("video", video.fetch, suffix=False)
             return await self._progressive(spooled, selection=selection, expected_duration=duration)
-        plans = [plan_track(name, r) for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
+        # Templates are expanded here, for the selected renditions only.
+        plans = [FragmentPlan(name, r.id, Segment(INIT, r.fetch.init.url, None, r.fetch.init.byte_range)
+                              if r.fetch.init else None, r.fetch.segments())
+                 for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
         lock = await run_in_thread(_lock_dir, self.video_dir)
         try:
             parts = await self._fetch_fragments(plans) if plans else {}
