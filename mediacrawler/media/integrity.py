@@ -224,10 +224,9 @@ class _PngRows:
                                f"{self.expected}")
 
 
-def check_png_stream(f: BinaryIO) -> tuple[int, int]:
-    """``(width, height)`` of a whole PNG read from ``f`` a step at a time, or ``corrupt-image``: chunk CRCs to
-    a complete IEND, IDAT inflated to exactly its rows, each with a known filter type (docs/media.md, "Image
-    checks")."""
+def check_png_stream(f: BinaryIO) -> None:
+    """Check a whole PNG read from ``f`` a step at a time, else ``corrupt-image``: chunk CRCs to a complete IEND,
+    IDAT inflated to exactly its rows, each with a known filter type (docs/media.md, "Image checks")."""
     if f.read(8) != _PNG_SIGNATURE:
         raise _corrupt_png("signature missing")
     rows: _PngRows | None = None
@@ -265,7 +264,6 @@ def check_png_stream(f: BinaryIO) -> tuple[int, int]:
             break
     assert rows is not None
     rows.finish()
-    return rows.width, rows.height
 
 
 def _check_pixels(width: int, height: int, *, max_image_pixels: int) -> None:

@@ -171,9 +171,7 @@ class SegmentedFetch:
 
     def segments(self) -> list[Segment]:
         """The segments in playback order (``index`` 0..count-1)."""
-        if self.template is None:
-            return list(self.explicit)
-        return list(_expand_template(self.template, limits=self.limits))
+        return list(_expand_template(self.template, limits=self.limits) if self.template else self.explicit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,8 +455,8 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
     """A fetched manifest body of ``kind`` (``hls``, ``dash``, or ``hls-media``: a variant's media playlist) →
     :class:`Manifest`."""
     _cap(len(data), limits.max_chars, f"{kind} manifest is {len(data)} bytes")
-    parsers = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}
-    return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
+    parse = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}[kind]
+    return parse(data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
 
 
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -470,9 +468,7 @@ def _local(tag: Any) -> str:
 
 
 def _children(elem: ET.Element | None, name: str) -> list[ET.Element]:
-    if elem is None:
-        return []
-    return [c for c in elem if _local(c.tag) == name]
+    return [] if elem is None else [c for c in elem if _local(c.tag) == name]
 
 
 def _child(elem: ET.Element | None, name: str) -> ET.Element | None:

@@ -16,7 +16,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
@@ -219,13 +219,8 @@ class ContentAddressedStore:
         """Store ``(data, ext, sha256 or None)`` bodies as one group (:meth:`stage` each, :meth:`publish` them
         together); per body, in order, a :class:`Persisted` or the exception that stopped it."""
 
-        def stage(body: tuple[bytes, str, str | None]) -> Staged | Persisted | BaseException:
-            try:
-                return self.stage(body[0], ext=body[1], sha256=body[2])
-            except (OSError, StoreError) as exc:
-                return exc
-
-        return self.publish(self.map_parallel(stage, list(bodies)))
+        return self.publish(self.map_parallel(lambda b: _caught(self.stage, b[0], ext=b[1], sha256=b[2]),
+                                              list(bodies)))
 
     def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted:
         """First half of storing ``data``: name it and write it to a temp file under ``tmp/`` (no sync). A
@@ -265,15 +260,7 @@ class ContentAddressedStore:
                 dirs[os.path.dirname(st.final)] = None
                 for d in st.new_dirs:  # a new directory is reachable once its parent is synced
                     dirs[os.path.dirname(d)] = None
-
-        def sync(path: str) -> OSError | None:
-            try:
-                _fsync_dir(path)
-            except OSError as exc:
-                return exc
-            return None
-
-        failed = dict(zip(dirs, self.map_parallel(sync, list(dirs)), strict=True))
+        failed = dict(zip(dirs, self.map_parallel(lambda d: _caught(_fsync_dir, d), list(dirs)), strict=True))
         for i, st in staged:
             err = failed.get(os.path.dirname(st.final))
             if err is not None and isinstance(outcomes[i], Persisted):
@@ -428,6 +415,14 @@ class ContentAddressedStore:
         except (StoreError, FileNotFoundError):
             return {}
         return {"last_modified": st.st_mtime, "checksum": sha}
+
+
+def _caught(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, or the OSError or StoreError it raised (a group's outcomes are per body)."""
+    try:
+        return fn(*args, **kwargs)
+    except (OSError, StoreError) as exc:
+        return exc
 
 
 def _unlink_quietly(path: str | os.PathLike[str]) -> None:
