@@ -129,10 +129,8 @@ class ConcatReader(io.RawIOBase):
 
 def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None, out: Path, *,
                  init_video: Path | None = None, init_audio: Path | None = None) -> Path:
-    """Stream-copy the video track (``init_video`` + ``video_parts``) and a separate audio track, if given, into
-    ``out`` as one faststart MP4 (else the video track's own first audio stream is kept); each input shifted to
-    start at 0. Written as ``<out>.part``, renamed when complete; :class:`AssemblyError` on any failure, nothing
-    left at ``out`` (docs/media.md, "Assembly")."""
+    """Stream-copy the video track (``init_video`` + ``video_parts``) and the audio track, if given (else the video
+    track's own audio), into ``out`` as one faststart MP4; :class:`AssemblyError` (docs/media.md, "Assembly")."""
     if not video_parts:
         raise AssemblyError("no video fragments")
     out = Path(out)

@@ -68,9 +68,8 @@ Resolver = Callable[[str], Awaitable[str | None]]
 
 
 class SegmentError(Exception):
-    """A segmented download that cannot complete; ``reason`` is a slug (``range-not-satisfiable``,
-    ``bad-content-range``, ``short-segment``, ``http-<status>``, ``download-error``, ``expired``,
-    ``remote-changed``, ``spool-busy``, ``size-mismatch``, ``too-large``, ``disk-full``, ``store-error``)."""
+    """A segmented download that cannot complete; ``reason`` is a slug (``short-segment``, ``expired``,
+    ``spool-busy``…: docs/media.md, "Results on the record")."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -93,10 +92,8 @@ class _Expired(SegmentError):
 
 async def download_piece(crawler: Crawler, request: Request,
                          problem: Callable[[Response], str | None]) -> Response:
-    """Download one piece through Scrapy; a response that ``problem`` finds wrong (short, cut, mislabelled) is
-    retried with RetryMiddleware's ``get_retry_request``, whose ``retry_times`` count also covers the transport
-    errors and RETRY_HTTP_CODES RetryMiddleware itself retried. Returns the last response (the caller judges it);
-    exceptions are those Scrapy gave up on (see :func:`mediacrawler.contracts.download_error_reason`)."""
+    """Download one piece through Scrapy, retrying a response that ``problem`` finds wrong in the same
+    ``retry_times`` count (docs/media.md, "One retry count per body"); the last response, for the caller."""
     assert crawler.engine is not None
     response = await crawler.engine.download_async(request)
     for _ in range(crawler.settings.getint("RETRY_TIMES") + 1):  # bounded; get_retry_request stops earlier
@@ -151,11 +148,8 @@ class SpoolResult:
 def check_segment(*, status: int, content_range: str | None, etag: str | None, body_size: int,
                   flags: list[str] | tuple[str, ...], start: int, end: int, total: int,
                   expected_etag: str | None) -> None:
-    """Check the answer to ``Range: bytes=<start>-<end - 1>`` of a file of ``total`` bytes.
-
-    :class:`RemoteChanged` for another version (200 where 206 was asked for, another total or ETag), else
-    :class:`SegmentError`: ``range-not-satisfiable`` (416), ``bad-content-range``, ``short-segment``,
-    ``http-<status>``."""
+    """Check the answer to ``Range: bytes=<start>-<end - 1>`` of a file of ``total`` bytes: :class:`RemoteChanged`
+    for another version (a 200, another total or ETag), else :class:`SegmentError` for a bad or short answer."""
     if status == 416:
         raise SegmentError("range-not-satisfiable", f"416 for bytes {start}-{end - 1} ({content_range!r})")
     if status == 200:
@@ -263,10 +257,8 @@ def _save_durably(fd: int, path: Path, snapshot: Ledger, fsync: bool) -> None:
 
 
 class MemoryBudget:
-    """Segment bodies of every large download of one crawler in flight together, within MEDIA_SEGMENT_MEMORY
-    bytes: a worker reserves its segment's size before the request and gives it back once the segment is written
-    (first come, first served). A reservation is always granted when nothing is lent, so one segment larger than
-    the budget still progresses."""
+    """MEDIA_SEGMENT_MEMORY over the segment bodies in flight of all large downloads, first come, first served;
+    granted whenever nothing is lent, so a segment larger than the budget still progresses."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -614,10 +606,8 @@ class SegmentedDownloader:
         crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
 
     async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None) -> SpoolResult:
-        """Download ``url`` into the spool of asset ``key``, resuming an earlier spool when its ledger allows;
-        ``headers`` go on every request, and on 403/410 the spider's ``refresh_media_url(key=, url=)`` is asked
-        for a fresh URL. Raises :class:`SegmentError` (the spool is kept for a later run, except after
-        ``remote-changed``); on success :meth:`publish` or :meth:`discard`."""
+        """Download ``url`` into the spool of asset ``key`` (the steps: docs/media.md, "Large files"); raises
+        :class:`SegmentError`, the spool kept for a later run; on success :meth:`publish` or :meth:`discard`."""
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
                              spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget,

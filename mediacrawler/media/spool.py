@@ -82,10 +82,8 @@ def ledger_path(spool: str | os.PathLike[str]) -> Path:
 
 
 def lock_path(path: Path) -> int | None:
-    """Open (create) ``path`` and take its exclusive ``flock``; the fd, or ``None`` when another holder has it.
-
-    Opened without truncating (that would wipe what the holder is writing) and, once locked, still the file at the
-    path: a holder that moved or deleted it meanwhile leaves an orphan inode, so the open is tried again."""
+    """Open (create, never truncate) ``path`` and take its exclusive ``flock``; the fd, or ``None`` when another
+    holder has it; tried again when a holder moved or deleted the file meanwhile (an orphan inode)."""
     for _ in range(3):  # bounded: the path replaced under us twice in a row is given up on
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -235,10 +233,8 @@ def load_ledger(path: str | os.PathLike[str], *, key: str,
 
 
 class CoalescingSaver:
-    """Saves a ledger in the background as work completes, one save in flight and the next one taking the newest
-    state, so a slow fsync never queues up behind the transfer. :meth:`request` returns a generation;
-    :meth:`saved` waits until a save that includes it is done. ``snapshot()`` runs on the reactor thread,
-    ``save(snapshot)`` in a worker thread."""
+    """Saves a ledger in the background, one save in flight, the next taking the newest state (``snapshot()`` on
+    the reactor, ``save`` in a thread); :meth:`saved` waits for the generation :meth:`request` returned."""
 
     def __init__(self, *, snapshot: Callable[[], Any], save: Callable[[Any], None]) -> None:
         self._snapshot = snapshot
