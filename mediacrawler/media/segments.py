@@ -136,13 +136,19 @@ class SegmentConfig:
 
 @dataclass(frozen=True, slots=True)
 class SpoolResult:
-    """A complete, hashed spool file of one asset (``head``: its first bytes), for
-    :meth:`SegmentedDownloader.publish`."""
+    """A complete, hashed spool file of one asset, for :meth:`SegmentedDownloader.publish`. ``fetched_bytes``:
+    body bytes received by this call (``resumed_bytes`` came from an earlier run); one segment when Range was
+    ignored."""
 
     path: Path
     size: int
     sha256: str
     head: bytes
+    segments: int
+    fetched_bytes: int
+    resumed_bytes: int
+    restarts: int
+    resolves: int
 
 
 def check_segment(*, status: int, content_range: str | None, etag: str | None, body_size: int,
@@ -479,7 +485,12 @@ class _Download:
         await run_in_thread(hasher.write, body, 0)
         if self.config.fsync:
             await run_in_thread(os.fdatasync, self.fd)
-        return SpoolResult(self.spool, len(body), await hasher.finish(len(body)), body[:SNIFF_BYTES])
+        return self._result(len(body), await hasher.finish(len(body)), body[:SNIFF_BYTES], segments=1)
+
+    def _result(self, size: int, sha256: str, head: bytes, *, segments: int) -> SpoolResult:
+        return SpoolResult(path=self.spool, size=size, sha256=sha256, head=head, segments=segments,
+                           fetched_bytes=self.fetched, resumed_bytes=self.resumed, restarts=self.restarts,
+                           resolves=self.resolves)
 
     async def _fetch_rest(self, ledger: Ledger) -> SpoolResult:
         fd = self.fd
@@ -518,7 +529,7 @@ class _Download:
             with contextlib.suppress(Exception):
                 await saver.flush()
         self._inc("completed")
-        return SpoolResult(self.spool, ledger.total, digest, os.pread(fd, SNIFF_BYTES, 0))
+        return self._result(ledger.total, digest, os.pread(fd, SNIFF_BYTES, 0), segments=len(segments))
 
     async def _round(self, ledger: Ledger, segments: list[tuple[int, int]], pending: list[int],
                      hasher: _OrderedHasher, saver: CoalescingSaver) -> int | None:
@@ -619,7 +630,7 @@ class SegmentedDownloader:
             download._inc(f"failed/{exc.reason}")
             raise
         logger.debug("Spooled %s: %d bytes (%d fetched, %d resumed) in %.2fs, sha256 %s", key, result.size,
-                     download.fetched, download.resumed, time.monotonic() - started, result.sha256)
+                     result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
         return result
 
     async def publish(self, result: SpoolResult, *, store: ContentAddressedStore,
