@@ -136,9 +136,8 @@ class SegmentConfig:
 
 @dataclass(frozen=True, slots=True)
 class SpoolResult:
-    """A complete, hashed spool file of one asset, for :meth:`SegmentedDownloader.publish`. ``fetched_bytes``:
-    body bytes received by this call (``resumed_bytes`` came from an earlier run); one segment when Range was
-    ignored."""
+    """A complete, hashed spool of one asset, for :meth:`SegmentedDownloader.publish`; ``fetched_bytes`` came in
+    this call, ``resumed_bytes`` from an earlier run (``segments`` is 1 when Range was ignored)."""
 
     path: Path
     size: int
@@ -253,13 +252,6 @@ class _OrderedHasher:
         if self.offset != total:
             raise SegmentError("size-mismatch", f"hashed {self.offset} bytes, expected {total}")
         return self.digest.hexdigest()
-
-
-def _save_durably(fd: int, path: Path, snapshot: Ledger, fsync: bool) -> None:
-    # (Worker thread.) The ledger may only claim segments whose bytes are on disk: data first, then the ledger.
-    if fsync:
-        os.fdatasync(fd)
-    save_ledger(path, snapshot, fsync=fsync)
 
 
 class MemoryBudget:
@@ -498,8 +490,13 @@ class _Download:
         segments = ledger.segments()
         hasher = _OrderedHasher(fd)
         hasher.advance(ledger.contiguous_end())
-        saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)),
-                                save=lambda snap: _save_durably(fd, self.ledger_file, snap, self.config.fsync))
+
+        def save(snapshot: Ledger) -> None:  # (worker thread) data first: the ledger claims only bytes on disk
+            if self.config.fsync:
+                os.fdatasync(fd)
+            save_ledger(self.ledger_file, snapshot, fsync=self.config.fsync)
+
+        saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)), save=save)
         if ledger.missing():
             # A new spool gets its ledger before the first segment request goes out: a crash then keeps the probe.
             await saver.saved(saver.request())

@@ -326,13 +326,6 @@ def remove_spool(spool: str | os.PathLike[str]) -> None:
             os.unlink(path)
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
-
-
 def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float) -> int:
     """Delete what no download will come back for, untouched for ``older_than`` seconds: Range spools with their
     ledgers, video directories, completed spools (``*.done``) a crash kept from being published, and stray temp
@@ -349,7 +342,10 @@ def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float) -> int:
                 removed += 1
     for path in [*root.glob("*.part"), *root.glob("*.video")]:
         video = path.suffix == ".video"
-        touched = _mtime(path) if video else _mtime(ledger_path(path))  # before the lock file may be created
+        try:  # before the lock file may be created
+            touched = (path if video else ledger_path(path)).stat().st_mtime
+        except FileNotFoundError:
+            touched = 0.0
         fd = lock_path(path / LOCK_NAME) if video else lock_path(path)
         if fd is None:
             continue

@@ -85,9 +85,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class VideoSettings:
-    """MEDIA_VIDEO_MAX_HEIGHT, MEDIA_VIDEO_CODECS (a spider's ``max_height`` / ``video_codecs`` arguments override
-    them for one crawl), MEDIA_FRAGMENT_CONCURRENCY, MEDIA_VIDEO_DURATION_TOLERANCE, MEDIA_VIDEO_MAX_GAP and the
-    MEDIA_MANIFEST_* caps."""
+    """The MEDIA_VIDEO_*, MEDIA_FRAGMENT_CONCURRENCY and MEDIA_MANIFEST_* settings (a spider's ``max_height`` /
+    ``video_codecs`` arguments override the first two for one crawl)."""
 
     max_height: int
     codecs: tuple[str, ...]
@@ -202,13 +201,10 @@ def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[i
 def _reset_dir(video_dir: Path) -> None:
     """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
     for child in video_dir.iterdir():
-        if child.name == LOCK_NAME:
-            continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                child.unlink()
+        elif child.name != LOCK_NAME:
+            child.unlink(missing_ok=True)
 
 
 def _lock_dir(video_dir: Path) -> int:
