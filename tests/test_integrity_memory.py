@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mediacrawler.media.integrity import MediaRejected, check_body, check_image_file
+from mediacrawler.media.integrity import MediaRejected, check_body
 
 from .test_media_units import encode
 
@@ -99,10 +99,10 @@ def peak_rss_of_check(path: Path, extra: str = "") -> tuple[dict, int]:
     """Check ``path`` in a fresh interpreter: ``(outcome, peak RSS in bytes)``, the peak read from VmHWM."""
     code = textwrap.dedent(f"""
         import json, sys
-        from mediacrawler.media.integrity import MediaRejected, check_body, check_image_file
+        from mediacrawler.media.integrity import MediaRejected, check_body
         out = {{}}
         try:
-            c = check_image_file(sys.argv[1]{extra})
+            c = check_body(sys.argv[1], kind="image"{extra})
             out["file"] = [c.width, c.height]
             with open(sys.argv[1], "rb") as f:
                 c = check_body(f.read(), kind="image"{extra})
@@ -144,7 +144,7 @@ def test_big_png_truncated_is_corrupt(big_png: Path, tmp_path: Path) -> None:
         assert reject_reason(body[:cut]) == "corrupt-image", cut
         (tmp_path / "cut.png").write_bytes(body[:cut])
         with pytest.raises(MediaRejected) as exc:
-            check_image_file(tmp_path / "cut.png")
+            check_body(tmp_path / "cut.png", kind="image")
         assert exc.value.reason == "corrupt-image"
 
 
@@ -170,7 +170,7 @@ def test_big_png_with_a_bad_crc_is_corrupt(big_png: Path, tmp_path: Path) -> Non
     assert exc.value.reason == "corrupt-image" and "CRC" in exc.value.detail
     (tmp_path / "stale.png").write_bytes(stale)
     with pytest.raises(MediaRejected) as exc:
-        check_image_file(tmp_path / "stale.png")
+        check_body(tmp_path / "stale.png", kind="image")
     assert exc.value.reason == "corrupt-image" and "CRC" in exc.value.detail
 
 

@@ -17,7 +17,6 @@ from mediacrawler.media.integrity import (
     MediaRejected,
     check_body,
     check_http,
-    check_image_file,
     image_header_size,
 )
 from mediacrawler.media.sniff import sniff
@@ -220,11 +219,11 @@ def test_hostile_names_never_become_object_paths(name: str) -> None:
 
 # --- the same checks on a file (large images spooled in Range segments) ------------------------------------------
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG", "WEBP"])
-def test_check_image_file_agrees_with_check_body(tmp_path: Path, fmt: str) -> None:
+def test_check_body_of_a_file_agrees_with_bytes(tmp_path: Path, fmt: str) -> None:
     body = encode(fmt, (120, 90))
     path = tmp_path / "spool.part"
     path.write_bytes(body)
-    from_file, from_body = check_image_file(path), check_body(body, kind="image")
+    from_file, from_body = check_body(path, kind="image"), check_body(body, kind="image")
     assert from_file == from_body and (from_file.width, from_file.height, from_file.size) == (120, 90, len(body))
 
 
@@ -234,9 +233,9 @@ def test_check_image_file_agrees_with_check_body(tmp_path: Path, fmt: str) -> No
     (b"<!doctype html><html>not a picture</html>", "not-media"),
     (b"\x1aE\xdf\xa3" + bytes(64), "kind-mismatch"),  # a Matroska/WebM head declared as an image
 ], ids=["truncated", "bomb", "html", "video"])
-def test_check_image_file_rejects_like_check_body(tmp_path: Path, body: bytes, reason: str) -> None:
+def test_check_body_of_a_file_rejects_like_bytes(tmp_path: Path, body: bytes, reason: str) -> None:
     path = tmp_path / "spool.part"
     path.write_bytes(body)
     with pytest.raises(MediaRejected) as exc:
-        check_image_file(path)
+        check_body(path, kind="image")
     assert exc.value.reason == reason

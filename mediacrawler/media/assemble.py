@@ -129,10 +129,8 @@ class ConcatReader(io.RawIOBase):
 
 def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None, out: Path, *,
                  init_video: Path | None = None, init_audio: Path | None = None) -> Path:
-    """Stream-copy the video track (``init_video`` + ``video_parts``) and a separate audio track, if given, into
-    ``out`` as one faststart MP4 (else the video track's own first audio stream is kept); each input shifted to
-    start at 0. Written as ``<out>.part``, renamed when complete; :class:`AssemblyError` on any failure, nothing
-    left at ``out`` (docs/media.md, "Assembly")."""
+    """Stream-copy the video track (``init_video`` + ``video_parts``) and the audio track, if given (else the video
+    track's own audio), into ``out`` as one faststart MP4; :class:`AssemblyError` (docs/media.md, "Assembly")."""
     if not video_parts:
         raise AssemblyError("no video fragments")
     out = Path(out)
@@ -217,9 +215,7 @@ class VideoInfo:
     height: int
     video_codec: str
     audio_codec: str | None
-    size: int
     faststart: bool
-    max_gap: float | None = None
 
 
 def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | None, tolerance: float = 0.02,
@@ -245,41 +241,32 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
             audio = container.streams.audio[0] if container.streams.audio else None
             if expect_audio and audio is None:
                 raise AssemblyError("no audio stream")
-            duration = _duration(container)
+            declared = [float(s.duration * s.time_base) for s in container.streams if s.duration and s.time_base]
+            if (container.duration or 0) > 0:
+                declared = [container.duration / av.time_base]  # the container's own duration wins
+            duration = max(declared, default=None)
+            if duration is None:
+                raise AssemblyError("MP4 declares no duration")
             if expected_duration and abs(duration - expected_duration) > tolerance * expected_duration:
                 raise AssemblyError(f"duration {duration:.3f} s differs from the manifest's "
                                     f"{expected_duration:.3f} s by more than {tolerance:.0%}")
             frame = next(container.decode(video), None)
             if frame is None:
                 raise AssemblyError("first video frame does not decode")
-            gap = _max_gap(container, video) if max_gap is not None else None
-            if gap is not None and max_gap is not None and gap > max_gap:
-                raise AssemblyError(f"video has a {gap:.3f} s hole in its timestamps (allowed {max_gap:.3f} s)")
+            if max_gap is not None:  # the largest step between consecutive presentation times of the video
+                container.seek(0)
+                times = sorted(p.pts for p in container.demux(video) if p.pts is not None)
+                gap = max((float((b - a) * video.time_base) for a, b in itertools.pairwise(times)), default=0.0)
+                if gap > max_gap:
+                    raise AssemblyError(f"video has a {gap:.3f} s hole in its timestamps "
+                                        f"(allowed {max_gap:.3f} s)")
             info = VideoInfo(duration=duration, width=video.codec_context.width, height=video.codec_context.height,
                              video_codec=video.codec_context.name,
-                             audio_codec=audio.codec_context.name if audio is not None else None, size=size,
-                             faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"),
-                             max_gap=gap)
+                             audio_codec=audio.codec_context.name if audio is not None else None,
+                             faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"))
     except _AV_ERRORS as exc:  # AssemblyError is none of these: it passes through
         raise AssemblyError(f"unreadable MP4: {exc}") from None
     return info
-
-
-def _duration(container: Any) -> float:
-    if container.duration is not None and container.duration > 0:
-        return container.duration / av.time_base
-    durations = [float(s.duration * s.time_base) for s in container.streams if s.duration and s.time_base]
-    if not durations:
-        raise AssemblyError("MP4 declares no duration")
-    return max(durations)
-
-
-def _max_gap(container: Any, video: Any) -> float:
-    """The largest step between consecutive presentation times of the video track, in seconds."""
-    container.seek(0)
-    times = sorted(p.pts for p in container.demux(video) if p.pts is not None)
-    steps = [b - a for a, b in itertools.pairwise(times)]
-    return float(max(steps) * video.time_base) if steps else 0.0
 
 
 _FIRST_BOXES = {b"ftyp", b"styp", b"moov", b"free", b"skip", b"wide", b"mdat", b"pdin", b"uuid"}

@@ -32,12 +32,8 @@ Outcome = tuple[Persisted | BaseException, BodyCheck | None]
 
 
 class CommitJob:
-    """One downloaded body on its way into the store, then its outcome.
-
-    In: ``body``, the asset ``kind``, the index ``key`` and ``url``, ``checked`` when the checks already ran,
-    ``waiter`` (the submitter's; never touched here). Out: ``obj`` and ``created`` (False: the bytes were stored
-    already), or ``error`` (:class:`MediaRejected`, ``OSError``, :class:`StoreError`).
-    """
+    """One downloaded body on its way into the store (``checked`` when the checks already ran; ``waiter`` is the
+    submitter's), then its outcome: ``obj`` and ``created`` (False: stored already), or ``error``."""
 
     __slots__ = ("body", "checked", "created", "error", "key", "kind", "obj", "url", "waiter")
 

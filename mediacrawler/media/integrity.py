@@ -103,13 +103,6 @@ def check_body(body: bytes | str | os.PathLike[str], *, kind: str,
     return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
 
 
-def check_image_file(path: str | os.PathLike[str], *, max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
-                     max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
-    """:func:`check_body` of an image held in a file (a large one, spooled in Range segments)."""
-    return check_body(path, kind="image", max_image_pixels=max_image_pixels,
-                      max_image_decode_bytes=max_image_decode_bytes)
-
-
 # Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.
 _MODE_BYTES = {"1": 1, "L": 1, "P": 1, "I;16": 2, "I;16L": 2, "I;16B": 2, "I;16N": 2}
 
@@ -231,10 +224,9 @@ class _PngRows:
                                f"{self.expected}")
 
 
-def check_png_stream(f: BinaryIO) -> tuple[int, int]:
-    """``(width, height)`` of a whole PNG read from ``f`` a step at a time, or ``corrupt-image``: chunk CRCs to
-    a complete IEND, IDAT inflated to exactly its rows, each with a known filter type (docs/media.md, "Image
-    checks")."""
+def check_png_stream(f: BinaryIO) -> None:
+    """Check a whole PNG read from ``f`` a step at a time, else ``corrupt-image``: chunk CRCs to a complete IEND,
+    IDAT inflated to exactly its rows, each with a known filter type (docs/media.md, "Image checks")."""
     if f.read(8) != _PNG_SIGNATURE:
         raise _corrupt_png("signature missing")
     rows: _PngRows | None = None
@@ -272,7 +264,6 @@ def check_png_stream(f: BinaryIO) -> tuple[int, int]:
             break
     assert rows is not None
     rows.finish()
-    return rows.width, rows.height
 
 
 def _check_pixels(width: int, height: int, *, max_image_pixels: int) -> None:

@@ -171,9 +171,7 @@ class SegmentedFetch:
 
     def segments(self) -> list[Segment]:
         """The segments in playback order (``index`` 0..count-1)."""
-        if self.template is None:
-            return list(self.explicit)
-        return list(_expand_template(self.template, limits=self.limits))
+        return list(_expand_template(self.template, limits=self.limits) if self.template else self.explicit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,10 +455,8 @@ def parse_manifest(data: bytes, *, kind: str, base_url: str, limits: ManifestLim
     """A fetched manifest body of ``kind`` (``hls``, ``dash``, or ``hls-media``: a variant's media playlist) →
     :class:`Manifest`."""
     _cap(len(data), limits.max_chars, f"{kind} manifest is {len(data)} bytes")
-    parsers = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}
-    if kind not in parsers:
-        raise ManifestError(f"unknown manifest kind {kind!r}")
-    return parsers[kind](data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
+    parse = {"hls": parse_hls, "dash": parse_dash, "hls-media": parse_hls_media}[kind]
+    return parse(data.decode("utf-8", "replace"), base_url=base_url, limits=limits)
 
 
 _XML_DECL = re.compile(r"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
@@ -472,9 +468,7 @@ def _local(tag: Any) -> str:
 
 
 def _children(elem: ET.Element | None, name: str) -> list[ET.Element]:
-    if elem is None:
-        return []
-    return [c for c in elem if _local(c.tag) == name]
+    return [] if elem is None else [c for c in elem if _local(c.tag) == name]
 
 
 def _child(elem: ET.Element | None, name: str) -> ET.Element | None:
@@ -645,13 +639,6 @@ def _dash_kind(aset: ET.Element, rep: ET.Element) -> Kind | None:
     return None if family is None else "video" if family in _VIDEO_FAMILIES.values() else "audio"
 
 
-def _init_section(source: str | None, byte_range: ByteRange | None, *, base: str, limits: ManifestLimits,
-                  what: str) -> InitSection | None:
-    if source is None:
-        return None
-    return InitSection(limits.check_url(urljoin(base, source), what=f"{what} initialization"), byte_range)
-
-
 def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandwidth: int | None,
                 period_duration: float | None, limits: ManifestLimits, what: str) -> Fetch:
     base = urls[0]
@@ -665,8 +652,8 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         init_elem = _nearest(levels, "SegmentTemplate", "Initialization")
         init_template = attrs.get("initialization") or getattr(init_elem, "attrib", {}).get("sourceURL")
         fill = functools.partial(_substitute, rep_id=rep_id, bandwidth=bandwidth, number=None, time_=None)
-        init = _init_section(fill(init_template) if init_template else None, None, base=base, limits=limits,
-                             what=what)
+        init = InitSection(limits.check_url(urljoin(base, fill(init_template)), what=f"{what} initialization")
+                           ) if init_template else None
         last_duration = None
         timeline = _nearest(levels, "SegmentTemplate", "SegmentTimeline")
         if timeline is not None:
@@ -707,9 +694,9 @@ def _dash_fetch(levels: list[ET.Element], *, urls: list[str], rep_id: str, bandw
         list_ticks = _opt_int(seglist.get("duration"), what=f"{what} SegmentList@duration")
         seg_duration = list_ticks / timescale if list_ticks and timescale > 0 else None
         init_elem = _child(seglist, "Initialization")
-        init = None if init_elem is None else _init_section(
-            init_elem.get("sourceURL") or "", _dash_range(init_elem.get("range"), what=f"{what} Initialization"),
-            base=base, limits=limits, what=what)
+        init = None if init_elem is None else InitSection(
+            limits.check_url(urljoin(base, init_elem.get("sourceURL") or ""), what=f"{what} initialization"),
+            _dash_range(init_elem.get("range"), what=f"{what} Initialization"))
         segments = []
         declared = 0
         for i, entry in enumerate(entries):
@@ -764,7 +751,8 @@ def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duratio
     return Manifest(source="renditions", video=tuple(video), audio=tuple(audio), duration=duration)
 
 
-def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: str) -> tuple[str, ...]:
+def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
+    what = f"renditions[{index}] ({kind})"
     primary = entry.get("url")
     alternates = entry.get("alternates") or []
     if not isinstance(primary, str) or not primary.strip():
@@ -779,12 +767,6 @@ def _rendition_urls(entry: Mapping[str, Any], *, limits: ManifestLimits, what: s
         url = limits.check_url(url.strip(), what=what)
         if url not in urls:
             urls.append(url)
-    return tuple(urls)
-
-
-def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
-    what = f"renditions[{index}] ({kind})"
-    urls = _rendition_urls(entry, limits=limits, what=what)
     size = _natural(entry.get("size"), what=f"{what} size")
     _cap(size or 0, limits.max_bytes, f"{what}: {size} declared bytes")
     init_range = index_range = None
@@ -809,7 +791,7 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
         name = f"{kind}-{name or index}"
     return Rendition(
         kind="audio" if kind == "audio" else "video", id=name, codecs=codecs or None, codec=family,
-        fetch=SingleFile(urls=urls, size=size, init_range=init_range, index_range=index_range),
+        fetch=SingleFile(urls=tuple(urls), size=size, init_range=init_range, index_range=index_range),
         width=_natural(entry.get("width"), what=f"{what} width") or None,  # 0: the platforms' "unknown"
         height=_natural(entry.get("height"), what=f"{what} height") or None,
         bandwidth=_opt_int(entry.get("bandwidth"), what=f"{what} bandwidth"),
@@ -831,16 +813,6 @@ _NAMED_HEIGHTS = {"8k": 4320, "4k": 2160, "uhd": 2160, "2k": 1440, "qhd": 1440, 
 _HEIGHT_IN_LABEL = re.compile(r"(?<![0-9])(\d{3,4})p(?![a-z])", re.IGNORECASE)
 
 
-def _label_height(label: str) -> int | None:
-    match = _HEIGHT_IN_LABEL.search(label)
-    if match:
-        return int(match.group(1))
-    for token in re.split(r"[^a-z0-9]+", label.lower()):
-        if token in _NAMED_HEIGHTS:
-            return _NAMED_HEIGHTS[token]
-    return None
-
-
 def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]], *, duration: float | None = None,
                          limits: ManifestLimits = _DEFAULT_LIMITS) -> Manifest:
     """Progressive MP4 URLs keyed by a quality label (a map or ``(label, url)`` pairs) → :class:`Manifest` of
@@ -857,10 +829,13 @@ def progressive_variants(variants: Mapping[str, Any] | Iterable[tuple[str, Any]]
         limits.check_url(url, what=f"progressive {label}")
         if ".m3u8" in urlsplit(url).path.lower():
             continue
-        height = _label_height(str(label))
-        tokens = set(re.split(r"[^a-z0-9]+", str(label).lower()))
+        tokens = re.split(r"[^a-z0-9]+", str(label).lower())
+        named = [_NAMED_HEIGHTS[t] for t in tokens if t in _NAMED_HEIGHTS]  # the first named quality counts
+        match = _HEIGHT_IN_LABEL.search(str(label))  # an explicit "720p" wins over a name
+        height = int(match.group(1)) if match else (named[0] if named else None)
         rendition = Rendition(kind="video", id=str(label), fetch=SingleFile(urls=(url,)), height=height,
-                              has_audio=True, container="mp4", codec="hevc" if tokens & {"hevc", "h265"} else None)
+                              has_audio=True, container="mp4",
+                              codec="hevc" if {"hevc", "h265"}.intersection(tokens) else None)
         known = best.get(url)
         if known is None or (height or 0) > (known.height or 0):
             best[url] = rendition

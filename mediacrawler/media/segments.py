@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.settings import BaseSettings
 
-    from mediacrawler.media.store import ContentStore, Persisted
+    from mediacrawler.media.store import ContentAddressedStore, Persisted
 
 logger = logging.getLogger(__name__)
 
@@ -68,9 +68,8 @@ Resolver = Callable[[str], Awaitable[str | None]]
 
 
 class SegmentError(Exception):
-    """A segmented download that cannot complete; ``reason`` is a slug (``range-not-satisfiable``,
-    ``bad-content-range``, ``short-segment``, ``http-<status>``, ``download-error``, ``expired``,
-    ``remote-changed``, ``spool-busy``, ``size-mismatch``, ``too-large``, ``disk-full``, ``store-error``)."""
+    """A segmented download that cannot complete; ``reason`` is a slug (``short-segment``, ``expired``,
+    ``spool-busy``…: docs/media.md, "Results on the record")."""
 
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
@@ -93,10 +92,8 @@ class _Expired(SegmentError):
 
 async def download_piece(crawler: Crawler, request: Request,
                          problem: Callable[[Response], str | None]) -> Response:
-    """Download one piece through Scrapy; a response that ``problem`` finds wrong (short, cut, mislabelled) is
-    retried with RetryMiddleware's ``get_retry_request``, whose ``retry_times`` count also covers the transport
-    errors and RETRY_HTTP_CODES RetryMiddleware itself retried. Returns the last response (the caller judges it);
-    exceptions are those Scrapy gave up on (see :func:`mediacrawler.contracts.download_error_reason`)."""
+    """Download one piece through Scrapy, retrying a response that ``problem`` finds wrong in the same
+    ``retry_times`` count (docs/media.md, "One retry count per body"); the last response, for the caller."""
     assert crawler.engine is not None
     response = await crawler.engine.download_async(request)
     for _ in range(crawler.settings.getint("RETRY_TIMES") + 1):  # bounded; get_retry_request stops earlier
@@ -139,9 +136,8 @@ class SegmentConfig:
 
 @dataclass(frozen=True, slots=True)
 class SpoolResult:
-    """A complete, hashed spool file of one asset, for :meth:`SegmentedDownloader.publish`. ``fetched_bytes``:
-    body bytes received by this call (``resumed_bytes`` came from an earlier run); one segment when Range was
-    ignored."""
+    """A complete, hashed spool of one asset, for :meth:`SegmentedDownloader.publish`; ``fetched_bytes`` came in
+    this call, ``resumed_bytes`` from an earlier run (``segments`` is 1 when Range was ignored)."""
 
     path: Path
     size: int
@@ -157,11 +153,8 @@ class SpoolResult:
 def check_segment(*, status: int, content_range: str | None, etag: str | None, body_size: int,
                   flags: list[str] | tuple[str, ...], start: int, end: int, total: int,
                   expected_etag: str | None) -> None:
-    """Check the answer to ``Range: bytes=<start>-<end - 1>`` of a file of ``total`` bytes.
-
-    :class:`RemoteChanged` for another version (200 where 206 was asked for, another total or ETag), else
-    :class:`SegmentError`: ``range-not-satisfiable`` (416), ``bad-content-range``, ``short-segment``,
-    ``http-<status>``."""
+    """Check the answer to ``Range: bytes=<start>-<end - 1>`` of a file of ``total`` bytes: :class:`RemoteChanged`
+    for another version (a 200, another total or ETag), else :class:`SegmentError` for a bad or short answer."""
     if status == 416:
         raise SegmentError("range-not-satisfiable", f"416 for bytes {start}-{end - 1} ({content_range!r})")
     if status == 200:
@@ -261,18 +254,9 @@ class _OrderedHasher:
         return self.digest.hexdigest()
 
 
-def _save_durably(fd: int, path: Path, snapshot: Ledger, fsync: bool) -> None:
-    # (Worker thread.) The ledger may only claim segments whose bytes are on disk: data first, then the ledger.
-    if fsync:
-        os.fdatasync(fd)
-    save_ledger(path, snapshot, fsync=fsync)
-
-
 class MemoryBudget:
-    """Segment bodies of every large download of one crawler in flight together, within MEDIA_SEGMENT_MEMORY
-    bytes: a worker reserves its segment's size before the request and gives it back once the segment is written
-    (first come, first served). A reservation is always granted when nothing is lent, so one segment larger than
-    the budget still progresses."""
+    """MEDIA_SEGMENT_MEMORY over the segment bodies in flight of all large downloads, first come, first served;
+    granted whenever nothing is lent, so a segment larger than the budget still progresses."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
@@ -413,20 +397,16 @@ class _Download:
                     logger.warning("Remote file of %s changed (%s): starting over", self.key, exc.detail)
             raise SegmentError("remote-changed", f"{self.key}: too many restarts")
         except BaseException as exc:
-            self._drop_if_empty()
+            if self.fd is not None and not self.ledger_file.exists():  # nothing to resume: no litter
+                with contextlib.suppress(OSError):
+                    if os.fstat(self.fd).st_size == 0:
+                        os.unlink(self.spool)
             if isinstance(exc, OSError):
                 reason = "disk-full" if exc.errno == errno.ENOSPC else "store-error"
                 raise SegmentError(reason, f"{type(exc).__name__}: {exc}") from exc
             raise
         finally:
             self._close()
-
-    def _drop_if_empty(self) -> None:
-        """(Locked.) Remove a spool that holds nothing to resume: no litter."""
-        if self.fd is not None and not self.ledger_file.exists():
-            with contextlib.suppress(OSError):
-                if os.fstat(self.fd).st_size == 0:
-                    os.unlink(self.spool)
 
     def _resume(self) -> Ledger | None:
         """(Locked.) The ledger of a spool this run can continue; else ``None`` (the spool emptied)."""
@@ -510,8 +490,13 @@ class _Download:
         segments = ledger.segments()
         hasher = _OrderedHasher(fd)
         hasher.advance(ledger.contiguous_end())
-        saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)),
-                                save=lambda snap: _save_durably(fd, self.ledger_file, snap, self.config.fsync))
+
+        def save(snapshot: Ledger) -> None:  # (worker thread) data first: the ledger claims only bytes on disk
+            if self.config.fsync:
+                os.fdatasync(fd)
+            save_ledger(self.ledger_file, snapshot, fsync=self.config.fsync)
+
+        saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)), save=save)
         if ledger.missing():
             # A new spool gets its ledger before the first segment request goes out: a crash then keeps the probe.
             await saver.saved(saver.request())
@@ -629,10 +614,8 @@ class SegmentedDownloader:
         crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
 
     async def download(self, url: str, *, key: str, headers: dict[str, str] | None = None) -> SpoolResult:
-        """Download ``url`` into the spool of asset ``key``, resuming an earlier spool when its ledger allows;
-        ``headers`` go on every request, and on 403/410 the spider's ``refresh_media_url(key=, url=)`` is asked
-        for a fresh URL. Raises :class:`SegmentError` (the spool is kept for a later run, except after
-        ``remote-changed``); on success :meth:`publish` or :meth:`discard`."""
+        """Download ``url`` into the spool of asset ``key`` (the steps: docs/media.md, "Large files"); raises
+        :class:`SegmentError`, the spool kept for a later run; on success :meth:`publish` or :meth:`discard`."""
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
                              spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget,
@@ -647,7 +630,8 @@ class SegmentedDownloader:
                      result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
         return result
 
-    async def publish(self, result: SpoolResult, *, store: ContentStore, ext: str | None = None) -> Persisted:
+    async def publish(self, result: SpoolResult, *, store: ContentAddressedStore,
+                      ext: str | None = None) -> Persisted:
         """Move a complete spool (its own name, no ledger since :meth:`_Download._hand_over`) into the store by
         rename; the store takes the SHA-256 already computed."""
         return await run_in_thread(store.publish_file, result.path, ext=ext, sha256=result.sha256)

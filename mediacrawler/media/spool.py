@@ -82,10 +82,8 @@ def ledger_path(spool: str | os.PathLike[str]) -> Path:
 
 
 def lock_path(path: Path) -> int | None:
-    """Open (create) ``path`` and take its exclusive ``flock``; the fd, or ``None`` when another holder has it.
-
-    Opened without truncating (that would wipe what the holder is writing) and, once locked, still the file at the
-    path: a holder that moved or deleted it meanwhile leaves an orphan inode, so the open is tried again."""
+    """Open (create, never truncate) ``path`` and take its exclusive ``flock``; the fd, or ``None`` when another
+    holder has it; tried again when a holder moved or deleted the file meanwhile (an orphan inode)."""
     for _ in range(3):  # bounded: the path replaced under us twice in a row is given up on
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
@@ -235,10 +233,8 @@ def load_ledger(path: str | os.PathLike[str], *, key: str,
 
 
 class CoalescingSaver:
-    """Saves a ledger in the background as work completes, one save in flight and the next one taking the newest
-    state, so a slow fsync never queues up behind the transfer. :meth:`request` returns a generation;
-    :meth:`saved` waits until a save that includes it is done. ``snapshot()`` runs on the reactor thread,
-    ``save(snapshot)`` in a worker thread."""
+    """Saves a ledger in the background, one save in flight, the next taking the newest state (``snapshot()`` on
+    the reactor, ``save`` in a thread); :meth:`saved` waits for the generation :meth:`request` returned."""
 
     def __init__(self, *, snapshot: Callable[[], Any], save: Callable[[Any], None]) -> None:
         self._snapshot = snapshot
@@ -330,13 +326,6 @@ def remove_spool(spool: str | os.PathLike[str]) -> None:
             os.unlink(path)
 
 
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except FileNotFoundError:
-        return 0.0
-
-
 def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float) -> int:
     """Delete what no download will come back for, untouched for ``older_than`` seconds: Range spools with their
     ledgers, video directories, completed spools (``*.done``) a crash kept from being published, and stray temp
@@ -353,7 +342,10 @@ def sweep_spool(spool_dir: str | os.PathLike[str], *, older_than: float) -> int:
                 removed += 1
     for path in [*root.glob("*.part"), *root.glob("*.video")]:
         video = path.suffix == ".video"
-        touched = _mtime(path) if video else _mtime(ledger_path(path))  # before the lock file may be created
+        try:  # before the lock file may be created
+            touched = (path if video else ledger_path(path)).stat().st_mtime
+        except FileNotFoundError:
+            touched = 0.0
         fd = lock_path(path / LOCK_NAME) if video else lock_path(path)
         if fd is None:
             continue

@@ -16,12 +16,12 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urlparse
 
 from mediacrawler.media.sniff import MEDIA_EXTENSIONS, SNIFF_BYTES, sniff
@@ -122,13 +122,6 @@ class Staged:
     new_dirs: tuple[str, ...]
 
 
-class ContentStore(Protocol):
-    """What the large-file and video paths need from a store."""
-
-    def publish_file(self, path: str | os.PathLike[str], *, ext: str | None = None,
-                     sha256: str | None = None) -> Persisted: ...
-
-
 class ContentAddressedStore:
     """Content-addressed objects on the local filesystem under ``basedir``. Also Scrapy's ``FilesStoreProtocol``
     (``persist_file``/``stat_file``), so FilesPipeline builds it from FILES_STORE. ``fsync=False``: no syncs
@@ -226,13 +219,8 @@ class ContentAddressedStore:
         """Store ``(data, ext, sha256 or None)`` bodies as one group (:meth:`stage` each, :meth:`publish` them
         together); per body, in order, a :class:`Persisted` or the exception that stopped it."""
 
-        def stage(body: tuple[bytes, str, str | None]) -> Staged | Persisted | BaseException:
-            try:
-                return self.stage(body[0], ext=body[1], sha256=body[2])
-            except (OSError, StoreError) as exc:
-                return exc
-
-        return self.publish(self.map_parallel(stage, list(bodies)))
+        return self.publish(self.map_parallel(lambda b: _caught(self.stage, b[0], ext=b[1], sha256=b[2]),
+                                              list(bodies)))
 
     def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted:
         """First half of storing ``data``: name it and write it to a temp file under ``tmp/`` (no sync). A
@@ -272,15 +260,7 @@ class ContentAddressedStore:
                 dirs[os.path.dirname(st.final)] = None
                 for d in st.new_dirs:  # a new directory is reachable once its parent is synced
                     dirs[os.path.dirname(d)] = None
-
-        def sync(path: str) -> OSError | None:
-            try:
-                _fsync_dir(path)
-            except OSError as exc:
-                return exc
-            return None
-
-        failed = dict(zip(dirs, self.map_parallel(sync, list(dirs)), strict=True))
+        failed = dict(zip(dirs, self.map_parallel(lambda d: _caught(_fsync_dir, d), list(dirs)), strict=True))
         for i, st in staged:
             err = failed.get(os.path.dirname(st.final))
             if err is not None and isinstance(outcomes[i], Persisted):
@@ -435,6 +415,14 @@ class ContentAddressedStore:
         except (StoreError, FileNotFoundError):
             return {}
         return {"last_modified": st.st_mtime, "checksum": sha}
+
+
+def _caught(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, or the OSError or StoreError it raised (a group's outcomes are per body)."""
+    try:
+        return fn(*args, **kwargs)
+    except (OSError, StoreError) as exc:
+        return exc
 
 
 def _unlink_quietly(path: str | os.PathLike[str]) -> None:

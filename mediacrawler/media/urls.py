@@ -41,10 +41,8 @@ def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None
 
 
 def strip_userinfo(url: str) -> str:
-    """``url`` without ``user:password@`` (safe to log and to keep in a record); unchanged when it has none.
-
-    A URL too broken to split loses everything up to its last ``@`` rather than risk keeping a password.
-    """
+    """``url`` without ``user:password@`` (safe to log and to keep); a URL too broken to split loses everything
+    up to its last ``@`` rather than risk keeping a password."""
     try:
         parts = urlsplit(url)
     except ValueError:

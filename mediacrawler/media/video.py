@@ -29,7 +29,7 @@ from mediacrawler.contracts import META_VIDEO, download_error_reason
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
 from mediacrawler.media.index import ObjectRecord
-from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body, check_image_file
+from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
 from mediacrawler.media.manifests import (
     ByteRange,
     Manifest,
@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 
     from mediacrawler.media.assemble import VideoInfo
     from mediacrawler.media.index import MediaIndex
-    from mediacrawler.media.store import ContentStore, Persisted
+    from mediacrawler.media.store import ContentAddressedStore, Persisted
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class VideoSettings:
-    """MEDIA_VIDEO_MAX_HEIGHT, MEDIA_VIDEO_CODECS (a spider's ``max_height`` / ``video_codecs`` arguments override
-    them for one crawl), MEDIA_FRAGMENT_CONCURRENCY, MEDIA_VIDEO_DURATION_TOLERANCE, MEDIA_VIDEO_MAX_GAP and the
-    MEDIA_MANIFEST_* caps."""
+    """The MEDIA_VIDEO_*, MEDIA_FRAGMENT_CONCURRENCY and MEDIA_MANIFEST_* settings (a spider's ``max_height`` /
+    ``video_codecs`` arguments override the first two for one crawl)."""
 
     max_height: int
     codecs: tuple[str, ...]
@@ -156,10 +155,6 @@ def progressive_label(url: str) -> str:
     return stem
 
 
-def _strip_query(url: str) -> str:
-    return url.split("?", 1)[0].split("#", 1)[0]
-
-
 @dataclass(frozen=True, slots=True)
 class FragmentPlan:
     """The fragments of one segmented track: its media ``segments`` and an init section (index ``INIT``) if any."""
@@ -173,18 +168,12 @@ class FragmentPlan:
         return ([self.init] if self.init else []) + self.segments
 
 
-def plan_track(track: str, rendition: Rendition) -> FragmentPlan:
-    """The fragment plan of a rendition whose fetch is a :class:`SegmentedFetch` (templates expanded here, for the
-    selected rendition only)."""
-    fetch = rendition.fetch
-    assert isinstance(fetch, SegmentedFetch)
-    init = Segment(INIT, fetch.init.url, None, fetch.init.byte_range) if fetch.init else None
-    return FragmentPlan(track, rendition.id, init, fetch.segments())
-
-
 def plan_fingerprint(plans: Sequence[FragmentPlan]) -> str:
     """What must not change for a spool to be resumed: rendition ids, counts, URLs without query strings, ranges,
     encryption key URLs (without query)."""
+    def _strip_query(url: str) -> str:
+        return url.split("?", 1)[0].split("#", 1)[0]
+
     data = [
         [p.track, p.rendition_id, len(p.segments),
          [[f.index, _strip_query(f.url), [f.byte_range.start, f.byte_range.length] if f.byte_range else None,
@@ -209,17 +198,13 @@ def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[i
     return {t: {i: s for i, s in d.items() if there(t, i, s)} for t, d in ledger.done.items()}
 
 
-
 def _reset_dir(video_dir: Path) -> None:
     """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
     for child in video_dir.iterdir():
-        if child.name == LOCK_NAME:
-            continue
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                child.unlink()
+        elif child.name != LOCK_NAME:
+            child.unlink(missing_ok=True)
 
 
 def _lock_dir(video_dir: Path) -> int:
@@ -237,7 +222,8 @@ def _lock_dir(video_dir: Path) -> int:
 class VideoDownloader:
     """The video and large-file path of the media pipeline into ``store``, spooling under ``spool_dir``."""
 
-    def __init__(self, crawler: Crawler, *, store: ContentStore, spool_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, crawler: Crawler, *, store: ContentAddressedStore,
+                 spool_dir: str | os.PathLike[str]) -> None:
         self.crawler = crawler
         self.settings = crawler.settings
         self.store = store
@@ -274,7 +260,11 @@ class VideoDownloader:
             outcome = await job.run(manifest=manifest, alternates=alternates, duration=duration,
                                     renditions=renditions)
             if outcome.obj is not None and index is not None:
-                await run_in_thread(_record, index, outcome.obj, key=key, url=url)
+                try:
+                    await run_in_thread(index.record, obj=outcome.obj, key=key, url=url)
+                except Exception as exc:
+                    # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
+                    logger.error("Media index write failed for %s (%s)", url, exc)
         except ManifestError as exc:
             elapsed_ms = int((time.monotonic() - started) * 1000)
             self._inc("manifest_refused")
@@ -296,14 +286,6 @@ class VideoDownloader:
     def _failed(self, reason: str, detail: str) -> VideoOutcome:
         self._inc(f"failed/{reason}")
         return VideoOutcome(error=f"{reason}: {detail}" if detail else reason)
-
-
-def _record(index: MediaIndex, obj: ObjectRecord, *, key: str, url: str) -> None:
-    try:
-        index.record(obj=obj, key=key, url=url)
-    except Exception as exc:
-        # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
-        logger.error("Media index write failed for %s (%s)", url, exc)
 
 
 class _VideoJob:
@@ -432,7 +414,10 @@ class _VideoJob:
             # One muxed file (progressive, a listed muxed stream, a SegmentBase without audio): large-file path.
             spooled = await self._single_file("video", video.fetch, suffix=False)
             return await self._progressive(spooled, selection=selection, expected_duration=duration)
-        plans = [plan_track(name, r) for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
+        # Templates are expanded here, for the selected renditions only.
+        plans = [FragmentPlan(name, r.id, Segment(INIT, r.fetch.init.url, None, r.fetch.init.byte_range)
+                              if r.fetch.init else None, r.fetch.segments())
+                 for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
         lock = await run_in_thread(_lock_dir, self.video_dir)
         try:
             parts = await self._fetch_fragments(plans) if plans else {}
@@ -525,7 +510,7 @@ class _VideoJob:
             # A large image (the media pipeline sends images above MEDIA_SEGMENT_THRESHOLD here): the checks of a
             # small one, on the file (magic bytes, pixel cap before any decoding, full decode).
             checked: BodyCheck = await self._checked(
-                spooled, check_image_file, spooled.path, max_image_pixels=self.owner.max_image_pixels,
+                spooled, check_body, spooled.path, kind="image", max_image_pixels=self.owner.max_image_pixels,
                 max_image_decode_bytes=self.owner.max_image_decode_bytes)
             persisted = await self._store_as_is(spooled, checked.sniffed.ext)
             obj = ObjectRecord(sha256=persisted.sha256, path=persisted.relpath, size=persisted.size,
