@@ -31,6 +31,7 @@ from mediacrawler.media.store import parse_object_relpath
 from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from tests.plugins.redis_server import free_port, redis_server_binary
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -49,10 +50,7 @@ FULL_CHAIN = ("-s", "MEDIA_ENABLED=1", "-s", "DEDUPE_ENABLED=1", "-s", "MEDIA_FS
 MEDIA_PAGES = int(os.environ.get("DISTRIBUTED_E2E_PAGES", "30"))
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 @pytest.fixture(scope="module")

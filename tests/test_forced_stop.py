@@ -9,15 +9,16 @@ import signal
 import subprocess
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
 from tests.sync_crawls import ROOT, crawl_command
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +27,7 @@ KEY = f"weibo-uid-{UID}"
 PAGES, PER_PAGE = 3, 5
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 def stalled_picture() -> str:

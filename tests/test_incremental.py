@@ -10,7 +10,6 @@ REDIS_URL; the marks follow it), where the crawls share no state on disk but the
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,11 +20,12 @@ from mediacrawler.extensions.marks import FileMarkStore, MarkExtension, MarkStor
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page
 from mediacrawler.parsers.weibo import parse_mblog
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
 from mediacrawler.contracts import HighWaterMark
 from mediacrawler.spiders.weibo import WeiboSpider
 from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -35,10 +35,7 @@ CONTAINER = f"107603{UID}"
 PAGES, PER_PAGE = 2, 10
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 def crawl(sb: SandboxProcess, workdir: Path, name: str, *args: str, redis_url: str | None = None) -> list[dict]:

@@ -22,10 +22,11 @@ from scrapy.utils.test import get_crawler
 from mediacrawler.distributed.limiter import LocalLimiter, Rate, RedisLimiter, gcra, parse_rate
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
 from mediacrawler.middlewares.rate_budget import RateBudgetMiddleware, cool_down_requested
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
 from tests.test_crawl_weibo import crawl
 from tests.test_distributed_e2e import UID, Worker, enqueue, outputs
+from tests.utils import weibo_sandbox
 
 TOLERANCE = 0.015  # s: a script call and thread scheduling between two asks; far below an interval (0.1 s)
 
@@ -216,10 +217,7 @@ PAGES, PER_PAGE = 60, 4
 BUDGET, WINDOW, CEILING = 10.0, 5.0, 11.0  # the issue: no 5-second window above 11 requests/s
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 def busiest_window(starts: list[float], window: float) -> int:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
@@ -24,8 +24,9 @@ from scrapy.utils.project import get_project_settings
 
 from mediacrawler.checkpoints.model import Checkpoint
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -41,10 +42,7 @@ SKIP_PIPELINE = "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline"
 STORAGE = "mediacrawler.feeds.SyncedFileFeedStorage"
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 @pytest.fixture

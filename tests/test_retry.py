@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
 from mediacrawler.extensions.retries import FileRetryStore, RedisRetryStore, RetryStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
 from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +25,7 @@ KEY = f"weibo-uid-{UID}"
 PAGES, PER_PAGE = 1, 10
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 @pytest.fixture(params=["file", "redis"])

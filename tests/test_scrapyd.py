@@ -35,8 +35,9 @@ import pytest
 
 from mediacrawler.checkpoints.model import Checkpoint
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -204,10 +205,7 @@ def scrapyd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scrapyd]:
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 @pytest.fixture

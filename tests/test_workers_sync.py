@@ -18,6 +18,7 @@ from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
 from mediacrawler.sandbox.world import build_world
 from tests.sync_crawls import control, listing_requests, run_workers
 from tests.test_retry import assert_stored_on_retry, video_post
+from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
@@ -26,10 +27,7 @@ KEY = f"weibo-uid-{UID}"
 PAGES, PER_PAGE = 2, 10
 
 
-@pytest.fixture(scope="module")
-def sb() -> Iterator[SandboxProcess]:
-    with start_sandbox(weibo_users=(UID,), weibo_pages=PAGES, weibo_per_page=PER_PAGE, startup_timeout=30) as proc:
-        yield proc
+sb = weibo_sandbox(UID, PAGES, PER_PAGE)
 
 
 @pytest.fixture(scope="module")

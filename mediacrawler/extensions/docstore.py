@@ -14,10 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
-from scrapy.exceptions import NotConfigured
-from scrapy.utils.misc import load_object
-
 from mediacrawler.checkpoints.model import check_key
+from mediacrawler.contracts import backend_class
 from mediacrawler.distributed.docstore import DocumentCodec
 from mediacrawler.fsutil import fsync_dir, write_atomic
 
@@ -37,6 +35,22 @@ class Document(Protocol):
 
 
 D = TypeVar("D", bound=Document)
+
+
+class DocumentStore(Protocol[D]):
+    """Where documents live (the shape of the checkpoint stores): the file store below, or the Redis one."""
+
+    def location(self, key: str) -> str: ...
+
+    def load(self, key: str) -> D | None: ...
+
+    def save(self, document: D) -> None: ...
+
+    def update(self, key: str, change: Callable[[D | None], D | None]) -> D | None: ...
+
+    def delete(self, key: str) -> bool: ...
+
+    def keys(self) -> list[str]: ...
 
 
 class FileDocumentStore(DocumentCodec[D]):
@@ -107,8 +121,4 @@ def document_store_from_settings(settings: BaseSettings, setting: str, backends:
     name = str(settings.get(setting) or "")
     if not name:
         name = "redis" if str(settings.get("CHECKPOINT_BACKEND") or "").lower() == "redis" else "file"
-    try:
-        cls = load_object(backends.get(name.lower(), name))
-    except (ImportError, NameError, ValueError) as e:
-        raise NotConfigured(f"{setting}={name!r} is neither one of {sorted(backends)} nor importable: {e}") from e
-    return cls.from_settings(settings)
+    return backend_class(setting, name, backends).from_settings(settings)

@@ -39,9 +39,8 @@ keys ``MARKS_REDIS_PREFIX<job>``, for processes that share no disk; or the impor
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
 from scrapy import signals
@@ -51,7 +50,7 @@ from mediacrawler.checkpoints.model import check_key
 from mediacrawler.checkpoints.store import store_from_settings
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
-from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
+from mediacrawler.extensions.docstore import DocumentStore, FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import HighWaterMark
 
@@ -124,20 +123,8 @@ class Mark:
             raise MarkCorrupt(f"{type(e).__name__}: {e}") from None
 
 
-class MarkStore(Protocol):
-    """Where marks live (the shape of :class:`mediacrawler.extensions.checkpoint.CheckpointStore`)."""
-
-    def location(self, key: str) -> str: ...
-
-    def load(self, key: str) -> Mark | None: ...
-
-    def save(self, mark: Mark) -> None: ...
-
-    def update(self, key: str, change: Callable[[Mark | None], Mark | None]) -> Mark | None: ...
-
-    def delete(self, key: str) -> bool: ...
-
-    def keys(self) -> list[str]: ...
+#: Where marks live: a file or Redis store (:class:`~mediacrawler.extensions.docstore.DocumentStore`).
+MarkStore = DocumentStore[Mark]
 
 
 class FileMarkStore(FileDocumentStore[Mark]):

@@ -33,9 +33,9 @@ empty, the default: the kind of ``CHECKPOINT_BACKEND``). See docs/operations.md,
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
 from scrapy import signals
@@ -44,7 +44,7 @@ from scrapy.exceptions import NotConfigured
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
-from mediacrawler.extensions.docstore import FileDocumentStore, document_store_from_settings
+from mediacrawler.extensions.docstore import DocumentStore, FileDocumentStore, document_store_from_settings
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets
 
@@ -102,20 +102,8 @@ class RetrySet:
             raise RetryCorrupt(f"{type(e).__name__}: {e}") from None
 
 
-class RetryStore(Protocol):
-    """Where retry sets live (the shape of the checkpoint and mark stores)."""
-
-    def location(self, key: str) -> str: ...
-
-    def load(self, key: str) -> RetrySet | None: ...
-
-    def save(self, retry_set: RetrySet) -> None: ...
-
-    def update(self, key: str, change: Callable[[RetrySet | None], RetrySet | None]) -> RetrySet | None: ...
-
-    def delete(self, key: str) -> bool: ...
-
-    def keys(self) -> list[str]: ...
+#: Where retry sets live: a file or Redis store (:class:`~mediacrawler.extensions.docstore.DocumentStore`).
+RetryStore = DocumentStore[RetrySet]
 
 
 class FileRetryStore(FileDocumentStore[RetrySet]):
