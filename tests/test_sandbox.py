@@ -25,7 +25,8 @@ from PIL import Image
 
 from mediacrawler.sandbox import media
 from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.weibo import END_OF_LIST, build_weibo_world, count_value, mid_to_bid
+from mediacrawler.sandbox.weibo import build_weibo_world, count_value, mid_to_bid
+from mediacrawler.sandbox.weibo_api import END_OF_LIST
 
 UID = 7365120894
 OTHER = 1669879400

@@ -1,4 +1,4 @@
-"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered from :mod:`mediacrawler.sandbox.weibo`.
+"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered by :mod:`mediacrawler.sandbox.weibo_api` from the world of :mod:`mediacrawler.sandbox.weibo`.
 
 Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
 
@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from twisted.web import server
 
-from . import weibo
+from . import weibo_api as weibo
 from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["WeiboResource"]
