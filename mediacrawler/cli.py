@@ -10,52 +10,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from scrapy.utils.misc import load_object
 
 
-def _demo(argv: Sequence[str]) -> int:
-    from mediacrawler.demo import main as demo_main
-
-    return demo_main(argv)
-
-
-def _verify(argv: Sequence[str]) -> int:
-    from mediacrawler.commands.verify import main as verify_main
-
-    return verify_main(argv)
-
-
-def _checkpoints(argv: Sequence[str]) -> int:
-    from mediacrawler.commands.checkpoints import main as checkpoints_main
-
-    return checkpoints_main(argv)
-
-
-def _status(argv: Sequence[str]) -> int:
-    from mediacrawler.status import main as status_main
-
-    return status_main(argv)
-
-
-def _retry(argv: Sequence[str]) -> int:
-    from mediacrawler.commands.retry import main as retry_main
-
-    return retry_main(argv)
-
-
-def _enqueue(argv: Sequence[str]) -> int:
-    from mediacrawler.commands.enqueue import main as enqueue_main
-
-    return enqueue_main(argv)
-
-
+#: name -> (the import path of its ``main(argv) -> int``, imported only when run; its help line).
 COMMANDS = {
-    "demo": (_demo, "start the bundled sandbox and crawl it with every spider (no account needed)"),
-    "verify": (_verify, "re-hash every stored media file; report corrupt, missing and orphan files"),
-    "checkpoints": (_checkpoints, "list, show or reset the resume checkpoints of crawl jobs"),
-    "enqueue": (_enqueue, "queue a crawl job in Redis for the workers (scrapy crawl <platform> -s REDIS_URL=…)"),
-    "retry": (_retry, "retry the media assets that failed in earlier crawls [--platform P] [-s NAME=VALUE]"),
-    "status": (_status, "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
+    "demo": ("mediacrawler.demo.main",
+             "start the bundled sandbox and crawl it with every spider (no account needed)"),
+    "verify": ("mediacrawler.commands.verify.main",
+               "re-hash every stored media file; report corrupt, missing and orphan files"),
+    "checkpoints": ("mediacrawler.commands.checkpoints.main",
+                    "list, show or reset the resume checkpoints of crawl jobs"),
+    "enqueue": ("mediacrawler.commands.enqueue.main",
+                "queue a crawl job in Redis for the workers (scrapy crawl <platform> -s REDIS_URL=…)"),
+    "retry": ("mediacrawler.commands.retry.main",
+              "retry the media assets that failed in earlier crawls [--platform P] [-s NAME=VALUE]"),
+    "status": ("mediacrawler.status.main",
+               "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }
 
 
@@ -78,4 +51,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"mediacrawler: error: unknown command {name!r} (choose from {', '.join(COMMANDS)})", file=sys.stderr)
         return 2
-    return COMMANDS[name][0](rest)
+    command: Callable[[list[str]], int] = load_object(COMMANDS[name][0])
+    return command(rest)
