@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import timezone
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,8 +114,19 @@ def test_an_invalid_token_stops_with_one_clear_line_and_never_shows_the_token(
                           cwd=ROOT, env=env(wrong), capture_output=True, text=True, timeout=120)
     log = (tmp_path / "crawl.log").read_text("utf-8")
     assert proc.returncode == 1
-    assert "access token invalid or expired" in log and "Traceback" not in proc.stderr
+    assert "FACEBOOK_ACCESS_TOKEN was refused (invalid, expired" in log and "Traceback" not in proc.stderr
+    assert "FACEBOOK_ACCESS_TOKEN was refused" in proc.stderr.strip().splitlines()[-1]
     assert wrong not in log and wrong not in proc.stderr and not records(tmp_path)
+
+
+def test_a_missing_token_names_the_variable_in_the_final_line(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    no_token = {k: v for k, v in env().items() if k != "FACEBOOK_ACCESS_TOKEN"}
+    proc = subprocess.run(command(tmp_path, sandbox, "-a", f"page={PAGE_ID}"), cwd=ROOT, env=no_token,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: facebook: stopped (login_required):") and "FACEBOOK_ACCESS_TOKEN is not set" in last
+    assert not records(tmp_path)
 
 
 def test_sigkill_after_the_second_page_resumes_from_the_stored_cursor(
@@ -162,4 +174,12 @@ def test_one_video_by_id_is_stored(sandbox: SandboxProcess, world: Any, tmp_path
     [asset] = record["media"]
     assert record["post_id"] == video_id and asset["kind"] == "video" and asset["status"] == "downloaded"
     assert asset["duration"] and asset["mime"] == "video/mp4"
+    # The record says where the video is, whose it is and when it was posted (the Graph fields of its node).
+    [post] = [p for p in world.posts(PAGE_ID) if p.video is not None and p.video.id == video_id]
+    assert record["url"] == f"https://www.facebook.com/{PAGE_ID}/videos/{video_id}/"
+    assert record["author"] == {"id": PAGE_ID, "name": "Sandbox Page"}
+    assert record["created_at"] == post.created.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert record["text"] == post.message
+    [node] = [r for r in sandbox.requests() if r["path"].endswith(f"/{video_id}")]
+    assert "permalink_url" in node["query"] and "created_time" in node["query"]
     assert_canary_nowhere(tmp_path, proc.stdout, proc.stderr)

@@ -173,7 +173,9 @@ def test_login_required_stops_cleanly_with_the_reason(sandbox: Any, world: Any, 
     assert proc.returncode == 1
     assert "login_required" in proc.stderr and "Traceback" not in proc.stderr
     log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
-    assert "login required: set WEIBO_COOKIE" in log
+    assert "login required: WEIBO_COOKIE is not set" in log
+    # The last line a user reads names the variable to set (not only the reason).
+    assert "WEIBO_COOKIE is not set" in proc.stderr.strip().splitlines()[-1]
     assert "'finish_reason': 'login_required'" in log
     assert {r["post_id"] for r in records} == {p.id for p in world.timeline(UID)[:20]}
     assert max(page_of(r) for r in index_requests(sandbox)) == 3
@@ -262,3 +264,26 @@ def test_a_video_whose_post_cannot_be_read_again_fails_alone(sandbox: Any, tmp_p
     log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
     assert "could not read post" in log and "'weibo/media_refresh/failed'" in log
     assert "'finish_reason': 'finished'" in log
+
+
+def test_a_wrong_api_root_names_the_status_the_url_and_the_setting(sandbox: Any, tmp_path: Path) -> None:
+    sandbox.reset()
+    wrong = f"{sandbox.url}/not-weibo"
+    proc, records = crawl(tmp_path, wrong, "-a", f"uid={UID}")
+    assert proc.returncode == 1 and not records and "Traceback" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert f"HTTP 404 from {wrong}/api/container/getIndex?containerid=107603{UID}&page=1" in last
+    assert f"check WEIBO_BASE_URL (the platform's root, now {wrong})" in last
+    # Running the same command again cannot help: the line says to fix the setting first.
+    assert "fix that, then run the same command again" in last and "to fetch them" not in last
+    log = (tmp_path / "crawl.log").read_text(encoding="utf-8")
+    assert "Ignoring non-200 response" not in log and "page 1 failed for good: HTTP 404 from" in log
+
+
+def test_a_server_error_page_says_its_status_and_that_a_rerun_fetches_it(sandbox: Any, tmp_path: Path) -> None:
+    sandbox.reset()
+    sandbox.set_faults(weibo_api=[{"kind": "5xx", "status": 500, "page": 2}])
+    proc, _ = crawl(tmp_path, sandbox.weibo_url, "-a", f"uid={UID}", "-s", "RETRY_TIMES=1")
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "page 2: HTTP 500 from" in last and "&page=2" in last and "run the same command again to fetch them" in last

@@ -113,6 +113,20 @@ def test_fixture_url_and_info(sandbox: SandboxProcess) -> None:
     assert info["seed"] == 1 and info["weibo_users"] == [UID, OTHER] and info["weibo_pages"] == 5
 
 
+def test_the_root_lists_every_mount_the_settings_and_ids_that_exist(sandbox: SandboxProcess) -> None:
+    status, headers, body = fetch(sandbox.url + "/")
+    text = body.decode("utf-8")
+    assert status == 200 and headers["content-type"].startswith("text/plain")
+    for mount in ("/weibo", "/bilibili", "/facebook/v19.0", "/xhs", "/douyin", "/media", "/hostile", "/_sandbox"):
+        assert f"  {mount} " in text
+    assert f"-s WEIBO_BASE_URL={sandbox.url}/weibo" in text and f"-s DOUYIN_SHORT_URL={sandbox.url}/douyin/v" in text
+    assert f"uid=<one of {UID},{OTHER}>" in text and "FACEBOOK_ACCESS_TOKEN=sandbox-token" in text
+    assert "docs/sandbox.md" in text
+    # Every id the page offers answers: the Weibo users it names serve a first page.
+    status, _, page = fetch(f"{sandbox.url}/weibo/api/container/getIndex?containerid=107603{UID}&page=1")
+    assert status == 200 and json.loads(page)["ok"] == 1
+
+
 # ---------------------------------------------------------------------------------------------- world model
 
 

@@ -170,19 +170,25 @@ class Command(ScrapyCrawlCommand):
                   f"checkpoint keeps the last completed page, run the same command again to go on",
                   file=sys.stderr)
             return 1
-        reason = getattr(crawler.spider, "close_reason", None)
+        spider = crawler.spider
+        reason = getattr(spider, "close_reason", None)
         if reason in FATAL_CLOSE_REASONS:
-            print(f"error: {name}: stopped: {reason}", file=sys.stderr)
+            # The last line a user reads names what to do (the credential variable), not only the reason.
+            refusal = getattr(spider, "refusal_message", None)
+            print(f"error: {name}: stopped ({reason}): {refusal(reason) if refusal else reason}", file=sys.stderr)
             return 1
         status = 0
         if crawler.stats.get_value("checkpoint/write_errors"):
             print(f"error: {name}: the checkpoint could not be written (see the log): the next run may "
                   f"fetch pages again", file=sys.stderr)
             status = 1
-        failed = getattr(crawler.spider, "pages_failed", 0)
+        failed = getattr(spider, "pages_failed", 0)
         if failed:
-            # The crawl went on past them, but the job is not complete: say so, and not with exit status 0.
-            print(f"error: {name}: {failed} listing page(s) failed for good (see the log); run the same "
-                  f"command again to fetch them, the checkpoint keeps their place", file=sys.stderr)
+            # The crawl went on past them, but the job is not complete: say so, and not with exit status 0. The
+            # first failure says what happened; re-running is advised only where it can help.
+            advice = ("run the same command again to fetch them, the checkpoint keeps their place"
+                      if getattr(spider, "rerun_helps", True) else "fix that, then run the same command again")
+            print(f"error: {name}: {failed} listing page(s) failed for good, the first {spider.first_failure}; "
+                  f"{advice}", file=sys.stderr)
             status = 1
         return status

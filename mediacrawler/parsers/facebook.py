@@ -394,3 +394,31 @@ def parse_video_node(payload: Any, *, secrets: Iterable[str] = ()) -> tuple[str,
     if not source:
         raise PlatformError("not_found", "video node without a source")
     return source, _float(payload.get("length"))
+
+
+#: The fields a ``-a video=`` job asks of the video node: its media and what its record says of it.
+VIDEO_FIELDS = "source,length,format,permalink_url,from,created_time,title,description"
+
+
+def post_from_video_node(
+    payload: Any, video_id: str, *, source: Source | None = None, fetched_at: str | None = None,
+    secrets: Iterable[str] = (),
+) -> Post:
+    """A ``/{video-id}?fields=…VIDEO_FIELDS`` answer as the record of that video: its permalink (Graph gives
+    the path, ``/{page}/videos/{id}/``), owner (``from``), UTC time, and the description (else the title) as
+    text. Raises like :func:`parse_video_node`."""
+    url, length = parse_video_node(payload, secrets=secrets)
+    owner = as_obj(payload.get("from"))
+    owner_id = clean_id(owner.get("id"))
+    link = payload.get("permalink_url")
+    if isinstance(link, str) and link.startswith("/"):
+        link = f"https://www.facebook.com{link}"
+    text = as_text(payload.get("description")) or as_text(payload.get("title"))
+    return Post(
+        platform=PLATFORM, post_id=video_id,
+        url=_permalink(link, video_id),  # without a permalink: facebook.com/{video id}, which opens the video
+        author=Author(id=owner_id, name=as_text(owner.get("name")) or None) if owner_id else None,
+        created_at=parse_created_time(payload.get("created_time")), text=text, source=source,
+        fetched_at=fetched_at, media=[MediaAsset(kind="video", key=f"video:{video_id}", url=url, duration=length)],
+    )
+

@@ -353,7 +353,13 @@ def video_response(world: FacebookWorld, video_id: str, *, base: str, fields: st
     formats = [{"embed_html": embed.format(w=w, h=h), "filter": flt, "height": h, "width": w, "picture": thumb}
                for flt, w, h in (("130x130", 130, 73), ("480x480", 480, 270), ("native", 1280, 720))]
     full: dict[str, Any] = {"source": video_source(base, video_id), "length": VIDEO_DURATION, "format": formats,
-                            "id": video_id}
+                            "id": video_id, "title": "Sandbox clip"}
+    post = next((p for posts in world.pages.values() for p in posts if p.video is not None and p.video.id == video_id),
+                None)
+    if post is not None:
+        # As Graph answers a video node: the permalink is a path, the owner the page, the time its post's.
+        full.update({"permalink_url": f"/{post.page_id}/videos/{video_id}/", "created_time": graph_time(post.created),
+                     "from": {"name": PAGE_NAME, "id": post.page_id}, "description": post.message})
     wanted = split_fields(fields) or ["id"]  # a node without fields: Graph answers its id (and a name/title)
     return 200, {k: full[k] for k in [*[f for f in wanted if f != "id"], "id"] if k in full}
 

@@ -48,13 +48,55 @@ logger = logging.getLogger("mediacrawler.sandbox")
 __all__ = ["SandboxSite", "build_site", "main", "parse_args"]
 
 
+#: ``(mount, what it stands for, the settings that point a spider at it)``, as the index page lists them.
+MOUNTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("/weibo", "m.weibo.cn API", ("WEIBO_BASE_URL={url}/weibo",)),
+    ("/bilibili", "api.bilibili.com", ("BILIBILI_API_URL={url}/bilibili",)),
+    ("/facebook/v19.0", "graph.facebook.com/v19.0", ("FACEBOOK_GRAPH_URL={url}/facebook/v19.0",)),
+    ("/xhs", "www.xiaohongshu.com pages", ("XHS_WEB_URL={url}/xhs",)),
+    ("/douyin", "Douyin share pages, detail API, short links (/douyin/v)",
+     ("DOUYIN_SHARE_URL={url}/douyin", "DOUYIN_WEB_URL={url}/douyin", "DOUYIN_SHORT_URL={url}/douyin/v")),
+    ("/media", "images, progressive/HLS/DASH video, blobs (the payloads link to them)", ()),
+    ("/hostile", "gzip bombs, redirect loops and chains (hardening tests)", ()),
+    ("/_sandbox", "control: GET requests, GET/POST faults, POST reset, GET info", ()),
+)
+
+
 class _Index(Resource):
-    """``GET /``: what is mounted where (handy when poking at a running sandbox by hand)."""
+    """``GET /``: what is mounted where, the settings that point each spider here, and ids that exist, so a person
+    who started the sandbox by hand can crawl it (docs/sandbox.md says the same at length)."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        super().__init__()
+        self.info = info
+
+    def getChild(self, path: bytes, request: server.Request) -> Resource:  # noqa: N802 (Twisted's name)
+        return self if path == b"" else super().getChild(path, request)
 
     def render_GET(self, request: server.Request) -> bytes:
-        request.setHeader(b"content-type", b"application/json; charset=utf-8")
-        mounts = ["/weibo", "/bilibili", "/facebook", "/xhs", "/douyin", "/media", "/hostile", "/_sandbox"]
-        return json.dumps({"mounts": mounts}).encode()
+        from .bilibili import BVIDS, CREATORS
+        from .douyin import ALBUM_AWEME, SHORT_LINKS, VIDEO_AWEMES
+        from .facebook import DEFAULT_TOKEN, PAGE_ID
+        from .xhs import USER_ID
+
+        host = (request.getHeader("host") or "127.0.0.1").split("/")[0]
+        url = f"{'https' if request.isSecure() else 'http'}://{host}"
+        users = ",".join(str(u) for u in self.info.get("weibo_users", ()))
+        lines = ["mediacrawler sandbox: a local double of the platforms (docs/sandbox.md)", "", "mounts:"]
+        for mount, what, settings in MOUNTS:
+            lines.append(f"  {mount:<17} {what}")
+            if settings:
+                lines.append(f"  {'':<17} " + " ".join(f"-s {one.format(url=url)}" for one in settings))
+        lines += ["", "ids that exist:",
+                  f"  weibo     -a uid=<one of {users}>   -a keyword=猫",
+                  f"  bilibili  -a mid=<one of {','.join(map(str, CREATORS))}>   -a bvid={','.join(BVIDS)}",
+                  f"  facebook  -a page={PAGE_ID}   (token: FACEBOOK_ACCESS_TOKEN={DEFAULT_TOKEN})",
+                  f"  xhs       -a user={USER_ID}",
+                  f"  douyin    -a aweme={VIDEO_AWEMES[0]},{ALBUM_AWEME}   short links: "
+                  f"{', '.join(f'{url}/douyin/v/{code}/' for code in SHORT_LINKS)}",
+                  "", "or simply: mediacrawler demo (starts its own sandbox and crawls every platform)"]
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        return ("\n".join(lines) + "\n").encode("utf-8")
 
 
 class SandboxSite(server.Site):
@@ -70,7 +112,7 @@ class SandboxSite(server.Site):
 
 def build_site(state: SandboxState, reactor: IReactorTime, info: dict[str, Any] | None = None) -> SandboxSite:
     """Mount every platform and the control endpoints on one site."""
-    root = _Index()
+    root = _Index(info or {})
     root.putChild(b"weibo", WeiboResource(state, reactor))
     root.putChild(b"bilibili", BilibiliResource(state, reactor))
     root.putChild(b"facebook", FacebookResource(state, reactor))  # FACEBOOK_GRAPH_URL = …/facebook/v19.0

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 import re
 from collections import OrderedDict
@@ -19,11 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
+from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
 from mediacrawler.contracts import HighWaterMark, PlatformRefused, Resume, asset_key_of, walk_assets
 from mediacrawler.items import Post, Source
+from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 
 logger = logging.getLogger(__name__)
@@ -204,6 +207,9 @@ class PlatformSpider(Spider):
     #: The environment variable (or setting) holding the user's credential for the API, e.g. ``WEIBO_COOKIE``;
     #: ``None``: ``<PLATFORM>_COOKIE``. Sent as :meth:`credential_headers` says, at download time only.
     credential_env: ClassVar[str | None] = None
+    #: The settings naming this platform's roots (``WEIBO_BASE_URL``…): a listing answering HTTP 404 names the one
+    #: its URL starts with, since a wrong root is the usual cause and running again would not help.
+    root_settings: ClassVar[tuple[str, ...]] = ()
     args: Any  # set by scrapy_spider_metadata.Args before our __init__ runs
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
@@ -228,6 +234,10 @@ class PlatformSpider(Spider):
         self.source_exhausted = False
         self.pages_fetched = 0
         self.pages_failed = 0
+        #: The first listing failure of this run, said as the final line of the crawl (commands/crawl.py), and
+        #: whether running the same command again can help (not after a 404 at a wrong root).
+        self.first_failure: str | None = None
+        self.rerun_helps = False
         self._failed_streak = 0
         self.close_reason: str | None = None
         #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
@@ -321,7 +331,16 @@ class PlatformSpider(Spider):
     def refusal_message(self, reason: str) -> str:
         """The one line that says why the platform refused the job and what to do (never the credential)."""
         env = self.credential_env or f"{self.platform.upper()}_COOKIE"
-        return f"login required: set {env}" if reason == "login_required" else f"{reason}: check {env}"
+        if reason != "login_required":
+            return f"{reason}: check {env}"
+        return f"login required: {env} {self.credential_state()}"
+
+    def credential_state(self) -> str:
+        """How the user's credential stands, in the words of a refusal: not given, or given and refused."""
+        env = self.credential_env or f"{self.platform.upper()}_COOKIE"
+        if os.environ.get(env) or self.settings.get(env):
+            return f"was refused (invalid, expired or lacking a permission): set a fresh one in {env}"
+        return f"is not set: set the environment variable {env}"
 
     def credential_headers(self, secret: str) -> dict[str, str]:
         """The headers that carry the user's credential (``Cookie`` by default; a Graph API token is
@@ -555,10 +574,28 @@ class PlatformSpider(Spider):
         self._listing_pending.pop(page_no, None)
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
-        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
+        reason, rerun_helps = self.listing_failure_reason(failure)
+        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), reason, rerun_helps=rerun_helps)
         if failure.check(PlatformRefused):
             return  # the platform refused the job itself (login required): the spider is closing
         yield from self.after_failed_page(page_no, request.meta.get("mc_cursor"))
+
+    def listing_failure_reason(self, failure: Failure) -> tuple[str, bool]:
+        """What a failed listing request says in the log and the final line: the HTTP status and URL (no
+        credential: those travel in headers, and a URL's userinfo is cut), and for a 404 the root setting to
+        check, since a wrong root is the usual cause; the flag says whether running the same command again can
+        help (not for that 404)."""
+        response = getattr(failure.value, "response", None)
+        if not failure.check(HttpError) or response is None:
+            return failure.getErrorMessage(), True
+        url = strip_userinfo(response.url)
+        reason = f"HTTP {response.status} from {url}"
+        if response.status != 404:
+            return reason, True
+        roots = {name: str(self.settings.get(name) or "").rstrip("/") for name in self.root_settings}
+        root = next((name for name, value in roots.items() if value and url.startswith(value + "/")), None)
+        where = f"{root} (the platform's root, now {self.settings.get(root)})" if root else "the platform's root"
+        return f"{reason}; check {where} and the target's id", False
 
     def after_failed_page(self, page_no: int, cursor: str | None) -> Iterator[Request]:
         """What follows a listing page that failed for good: by default the next page number (the checkpoint
@@ -608,12 +645,16 @@ class PlatformSpider(Spider):
         if follow:
             raise DontCloseSpider
 
-    def _page_failed(self, page_no: int, cursor: str | None, reason: str) -> Iterator[Any]:
+    def _page_failed(self, page_no: int, cursor: str | None, reason: str, *, rerun_helps: bool = True
+                     ) -> Iterator[Any]:
         self.pages_failed += 1
         self._failed_streak += 1
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value(f"{self.platform}/pages_failed")
         logger.error("%s: page %d failed for good: %s", self.job, page_no, reason)
+        if self.first_failure is None:
+            self.first_failure = f"at page {page_no}: {reason}"
+        self.rerun_helps |= rerun_helps
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
         )

@@ -7,7 +7,7 @@ The API root is ``FACEBOOK_GRAPH_URL``; the token comes from ``FACEBOOK_ACCESS_T
 ``Authorization: Bearer`` at download time by the session middleware, never in a URL: ``paging.next`` carries the
 token, so the next page's URL is built here from the ``after`` cursor alone, and that cursor is what the checkpoint
 keeps. Videos whose attachment has no ``source`` are resolved through their video node (a chain step). Code 190
-stops the crawl ("access token invalid or expired"); codes 4, 17, 32 and 613 back off. See docs/platforms.md.
+stops the crawl with a line naming FACEBOOK_ACCESS_TOKEN; codes 4, 17, 32 and 613 back off. See docs/platforms.md.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
 from scrapy_spider_metadata import Args
 
-from mediacrawler.items import MediaAsset, Post, Source
+from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers._common import Page, PlatformError
 from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, matched_arg, one_target
@@ -60,6 +60,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
 
     name = "facebook"
     platform = "facebook"
+    root_settings = ("FACEBOOK_GRAPH_URL",)
     params_model = FacebookParams
     args: FacebookParams
     pagination = "cursor"
@@ -69,7 +70,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
         return {"Authorization": f"Bearer {secret}"}
 
     def refusal_message(self, reason: str) -> str:
-        return "access token invalid or expired (or lacking a permission): set FACEBOOK_ACCESS_TOKEN"
+        return f"the Graph API refused the access token: FACEBOOK_ACCESS_TOKEN {self.credential_state()}"
 
     def job_key(self) -> str:
         if self.args.page is not None:
@@ -87,7 +88,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
 
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.video is not None:
-            return self._video_url(self.args.video)
+            return f"{self.base_url}/{quote(self.args.video)}?{urlencode({'fields': parser.VIDEO_FIELDS})}"
         query = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
         if cursor:
             query["after"] = cursor
@@ -108,11 +109,8 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
         payload = json.loads(response.text)
         if self.args.video is not None:
-            video_id = self.args.video
-            url, length = parser.parse_video_node(payload, secrets=self._secrets())
-            post = Post(platform=self.platform, post_id=video_id, url=f"https://www.facebook.com/watch/?v={video_id}",
-                        author=None, created_at=None, source=source, fetched_at=self.now_iso(),
-                        media=[MediaAsset(kind="video", key=f"video:{video_id}", url=url, duration=length)])
+            post = parser.post_from_video_node(payload, self.args.video, source=source, fetched_at=self.now_iso(),
+                                               secrets=self._secrets())
             return Page(posts=[post], is_last=True)
         return parser.parse_posts(payload, source=source, fetched_at=self.now_iso(), secrets=self._secrets())
 
