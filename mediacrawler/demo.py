@@ -20,6 +20,7 @@ from typing import Any
 DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "7365120894"}),
     ("weibo", {"uid": "1669879400"}),
+    ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
     ("weibo", {"keyword": "猫"}),
     ("bilibili", {"mid": "2"}),
     ("facebook", {"page": "100000000000001"}),

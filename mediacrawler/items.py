@@ -68,6 +68,11 @@ class MediaAsset:
     #: "bandwidth", "frame_rate", "mime", "size", "segment_base"}``. When set, the media pipeline selects among
     #: them by height and codec (no manifest is fetched).
     renditions: list[dict[str, Any]] | None = None
+    #: A Live Photo's motion clip names the ``key`` of its still picture (both are stored, each once); ``None``
+    #: for every other asset.
+    live_of: str | None = None
+    #: A video's cover picture names the ``key`` of its video (stored once, like any picture).
+    cover_of: str | None = None
     # Results (media pipeline).
     sha256: str | None = None
     path: str | None = None

@@ -91,7 +91,10 @@ def test_timeline_gives_exactly_the_expected_posts(sandbox: Any, world: Any, tmp
                 assert rec["reposted"]["author"] is None
         else:
             assert rec["reposted"] is None
-        assert len(rec["media"]) == len(post.pics) + (1 if post.video else 0)
+        # Each picture, and a video with its cover (the page_pic the sandbox serves), marked as the cover.
+        assert len(rec["media"]) == len(post.pics) + (2 if post.video else 0)
+        if post.video:
+            assert [a["cover_of"] for a in rec["media"][-2:]] == [None, f"weibo:video:{post.video.object_id}"]
     assert any(p.is_long_text for p in expected) and any(p.retweeted_id for p in expected)
     # The end came from the platform's own signal: one request past the last page, answered end-of-list.
     pages = sorted(page_of(r) for r in index_requests(sandbox))

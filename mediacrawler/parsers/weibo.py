@@ -101,49 +101,109 @@ def parse_created_at(value: Any, *, now: datetime | None = None) -> str | None:
     return iso_utc(dt) if dt else None
 
 
+def _url(value: Any) -> str:
+    """A picture URL given as a string or as ``{"url": …}`` (Weibo writes both)."""
+    return as_text(value) or as_text(as_obj(value).get("url"))
+
+
+def _picture(pid: str, pic: dict[str, Any]) -> MediaAsset | None:
+    """One picture of ``pics[]`` (m.weibo.cn: ``url`` the thumbnail, ``large``) or ``pic_infos`` (weibo.com:
+    ``largest``, ``original``, ``mw2000``, ``large``, ``bmiddle``), at its best size first."""
+    sizes = [_url(pic.get(f)) for f in ("largest", "original", "mw2000", "large", "bmiddle", "url", "thumbnail")]
+    urls = [u for u in dict.fromkeys(sizes) if u]
+    if not urls:
+        return None
+    geo = as_obj(as_obj(pic.get("large")).get("geo")) or as_obj(pic.get("largest")) or as_obj(pic.get("geo"))
+    return MediaAsset(kind="image", key=f"weibo:{pid}", url=urls[0], alternates=urls[1:2],
+                      width=_int_or_none(geo.get("width")), height=_int_or_none(geo.get("height")))
+
+
+def _motion(pid: str, pic: dict[str, Any], still: MediaAsset, live_urls: list[str]) -> MediaAsset | None:
+    """The motion clip of a Live Photo (``type: "livephoto"`` with ``videoSrc`` or ``video``, else the next URL of
+    the post's ``live_photo`` list), linked to its still; a picture that plays as a video (``type: "video"``
+    with ``videoSrc``, in mixed posts) is a video whose cover is the still."""
+    kind = as_text(pic.get("type"))
+    src = as_text(pic.get("videoSrc")) or as_text(pic.get("video_src")) or as_text(pic.get("video"))
+    if kind == "livephoto":
+        src = src or (live_urls.pop(0) if live_urls else "")
+        return MediaAsset(kind="video", key=f"weibo:live:{pid}", url=src, live_of=still.key) if src else None
+    if kind == "video" and src:
+        still.cover_of = f"weibo:video:{pid}"
+        return MediaAsset(kind="video", key=f"weibo:video:{pid}", url=src)
+    return None
+
+
 def _images(mblog: dict[str, Any]) -> list[MediaAsset]:
-    assets: list[MediaAsset] = []
+    """The pictures of a post in order, each Live Photo or picture video followed by its clip."""
     pics = mblog.get("pics")
-    for pic in pics if isinstance(pics, list) else []:
-        pid = clean_id(pic.get("pid")) if isinstance(pic, dict) else None
-        if pid is None:
+    if isinstance(pics, list):
+        entries = [(clean_id(p.get("pid")), p) for p in pics if isinstance(p, dict)]
+    else:  # weibo.com: pic_ids in order, pic_infos by pid
+        infos = as_obj(mblog.get("pic_infos") or mblog.get("pics"))
+        ids = mblog.get("pic_ids") if isinstance(mblog.get("pic_ids"), list) else list(infos)
+        entries = [(clean_id(pid), as_obj(infos.get(pid))) for pid in ids if isinstance(pid, str)]
+    live_urls = [u for u in (mblog.get("live_photo") or []) if isinstance(u, str) and u] \
+        if isinstance(mblog.get("live_photo"), list) else []
+    assets: list[MediaAsset] = []
+    for pid, pic in entries:
+        still = _picture(pid, pic) if pid is not None else None
+        if still is None:
             continue
-        large = as_obj(pic.get("large"))
-        small_url = as_text(pic.get("url"))
-        url = as_text(large.get("url")) or small_url
-        if not url:
-            continue
-        geo = as_obj(large.get("geo")) or as_obj(pic.get("geo"))
-        assets.append(
-            MediaAsset(
-                kind="image",
-                key=f"weibo:{pid}",
-                url=url,
-                alternates=[small_url] if small_url and small_url != url else [],
-                width=_int_or_none(geo.get("width")),
-                height=_int_or_none(geo.get("height")),
-            )
-        )
+        assets.append(still)
+        clip = _motion(pid, pic, still, live_urls)  # type: ignore[arg-type] (pid is set when still is)
+        if clip is not None:
+            assets.append(clip)
     return assets
 
 
-def _video(mblog: dict[str, Any]) -> MediaAsset | None:
+def _video_of(media_info: dict[str, Any], ident: str | None, page_pic: Any) -> list[MediaAsset]:
+    """A video of ``media_info`` (its files best first) and its cover (``page_pic``), or nothing without a file."""
+    urls = [u for u in dict.fromkeys(as_text(media_info.get(f)) for f in VIDEO_FIELDS) if u]
+    if not urls or ident is None:
+        return []
+    video = MediaAsset(kind="video", key=f"weibo:video:{ident}", url=urls[0], alternates=urls[1:],
+                       duration=_float_or_none(media_info.get("duration")))
+    cover = _url(page_pic)
+    if not cover:
+        return [video]
+    return [video, MediaAsset(kind="image", key=f"weibo:cover:{ident}", url=cover, cover_of=video.key)]
+
+
+def _video(mblog: dict[str, Any]) -> list[MediaAsset]:
+    """The video of ``page_info`` (with its cover), or none."""
     page_info = mblog.get("page_info")
     if not isinstance(page_info, dict) or page_info.get("type") != "video":
-        return None
+        return []
     media_info = as_obj(page_info.get("media_info"))
-    urls = [u for u in dict.fromkeys(as_text(media_info.get(f)) for f in VIDEO_FIELDS) if u]
-    if not urls:
-        return None
+    # The key as it always was (``object_id`` is written like ``1034:5104…``): stored videos keep their identity.
     ident = (as_text(page_info.get("object_id")) or clean_id(media_info.get("media_id"))
              or clean_id(mblog.get("id")))
-    return MediaAsset(
-        kind="video",
-        key=f"weibo:video:{ident}",
-        url=urls[0],
-        alternates=urls[1:],
-        duration=_float_or_none(media_info.get("duration")),
-    )
+    return _video_of(media_info, ident, page_info.get("page_pic"))
+
+
+def _mixed(mblog: dict[str, Any]) -> list[MediaAsset] | None:
+    """Every picture and video of a mixed post (``mix_media_info.items``) in order; ``None`` for other posts."""
+    items = as_obj(mblog.get("mix_media_info")).get("items")
+    if not isinstance(items, list):
+        return None
+    assets: list[MediaAsset] = []
+    for item in items:
+        item = as_obj(item)
+        data = as_obj(item.get("data"))
+        if item.get("type") == "video":
+            media_info = as_obj(data.get("media_info"))
+            ident = (as_text(data.get("object_id")) or clean_id(media_info.get("media_id"))
+                     or clean_id(item.get("id")))
+            assets.extend(_video_of(media_info, ident, data.get("page_pic")))
+        elif item.get("type") == "pic":
+            pid = clean_id(item.get("id")) or clean_id(data.get("pic_id"))
+            still = _picture(pid, data) if pid is not None else None
+            if still is not None:
+                assets.append(still)
+                clip = _motion(pid, data, still, [])  # type: ignore[arg-type]
+                if clip is not None:
+                    assets.append(clip)
+    return assets
 
 
 def _views(mblog: dict[str, Any]) -> int | None:
@@ -203,10 +263,11 @@ def parse_mblog(
         url = f"https://m.weibo.cn/detail/{post_id}"
     text_html = long_text if long_text is not None else as_text(mblog.get("text"))
     deleted = _is_deleted(mblog)
-    media: list[MediaAsset] = [] if deleted else _images(mblog)
-    video = None if deleted else _video(mblog)
-    if video:
-        media.append(video)
+    media: list[MediaAsset] = []
+    if not deleted:
+        # A mixed post lists its pictures and videos together, in order; other posts have pics and one video.
+        mixed = _mixed(mblog)
+        media = mixed if mixed is not None else [*_images(mblog), *_video(mblog)]
     reposted = None
     extra: dict[str, Any] = {}
     rt = mblog.get("retweeted_status")

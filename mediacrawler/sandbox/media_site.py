@@ -5,6 +5,7 @@ URL patterns (relative to the sandbox origin)::
     /media/weibo/{size}/{pid}.{jpg|png|webp}   Weibo picture; size "large" (and mw*, original, woriginal) serves
                                                the large variant, any other size (orj360, thumbnail, orj180, …)
                                                the thumbnail. Needs a Referer header (403 without, like sinaimg).
+    /media/weibo/live/{pid}.mp4                the Live Photo motion clip of a picture (a 360p MP4 of its own)
     /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video: the progressive faststart MP4 (H.264/AAC, 4 s) of
                                                that id at its declared height: 720 → 720p, hd → 480p, sd → 360p
                                                (:func:`mediacrawler.sandbox.video.video_file`). Needs a Referer too,
@@ -207,6 +208,11 @@ class MediaResource(SandboxResource):
             match = re.fullmatch(r"(\d+)\.jpg", parts[1])
             return None if match is None else self._in_memory(media.generic_image(int(match.group(1))), "jpg",
                                                               generation)
+        if len(parts) == 3 and parts[0] == "weibo" and parts[1] == "live":
+            # A Live Photo's motion clip: a short MP4 of its own per pid (real Weibo serves a .mov).
+            match = re.fullmatch(r"(\w{1,60})\.mp4", parts[2])
+            found = None if match is None else video.video_file(["progressive", f"live{match.group(1)}", "360p.mp4"])
+            return None if found is None else self._in_memory(found[0], "mp4", generation)
         if len(parts) == 3 and parts[0] == "weibo" and parts[1] == "video":
             match = re.fullmatch(r"(\d+)_(720|hd|sd)\.mp4", parts[2])
             if match is None:

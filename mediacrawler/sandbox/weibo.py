@@ -75,6 +75,7 @@ from .video import DURATION as VIDEO_DURATION
 __all__ = [
     "CST",
     "DEFAULT_USERS",
+    "SHOWCASE_UID",
     "WEIBO_NOW",
     "WeiboPic",
     "WeiboPost",
@@ -91,6 +92,11 @@ CST = timezone(timedelta(hours=8))
 #: The world's "now": the newest post of every timeline is a little older than this.
 WEIBO_NOW = datetime(2026, 11, 28, 10, 0, 0, tzinfo=CST)
 DEFAULT_USERS: tuple[int, ...] = (7365120894, 1669879400)
+#: A timeline in every world beside the owners asked for (drawn from its own random stream, so nothing else
+#: changes): one page of the media kinds beyond pictures and one video. Post 0 has three pictures, the first
+#: and last Live Photos (``WeiboPost.live_pids``: the still and a motion clip); post 1 is a mixed post
+#: (``mix_media_info``: one picture and two videos, each with its cover); post 2 is a video with its cover.
+SHOWCASE_UID = 6000000001
 
 
 # Weibo's mid → bid alphabet (digits, lower, upper), applied to 7-digit groups of the mid.
@@ -170,6 +176,10 @@ class WeiboPic:
         """Server-relative URL path of this picture at ``size`` (``large`` or ``orj360``)."""
         return f"/media/weibo/{size}/{self.pid}.{self.ext}"
 
+    def live_path(self) -> str:
+        """Server-relative URL path of this picture's Live Photo motion clip (a real 360p MP4 of its own)."""
+        return f"/media/weibo/live/{self.pid}.mp4"
+
 
 #: media_info fields → quality of the file they point at (``""`` when the field is empty for a video).
 VIDEO_FIELDS = ("stream_url", "stream_url_hd", "mp4_720p_mp4", "mp4_hd_url", "mp4_sd_url")
@@ -239,6 +249,10 @@ class WeiboPost:
     retweeted_id: str | None = None
     deleted: bool = False
     truncated: str = field(default="", repr=False)
+    #: Pids of :attr:`pics` that are Live Photos (served with ``type: "livephoto"`` and a ``videoSrc`` clip).
+    live_pids: tuple[str, ...] = ()
+    #: Videos of a mixed post (served in ``mix_media_info.items`` after its pictures), each with a cover.
+    mixed_videos: tuple[WeiboVideo, ...] = ()
 
     @property
     def mid(self) -> str:
@@ -687,6 +701,25 @@ class _Builder:
             ids.append(post_id)
         return ids
 
+    def showcase(self, uid: int) -> list[str]:
+        """The :data:`SHOWCASE_UID` timeline (see there), newest first, from its own random stream."""
+        rng = rng_for(self.seed, "weibo", "showcase", uid)
+        ids = []
+        for i in range(3):
+            when = WEIBO_NOW - timedelta(hours=2 + 5 * i)
+            post_id = self.new_id(rng, when)
+            text = self.text(rng, 1)
+            if i == 0:
+                pics = self.make_pics(rng, 3)
+                self.make_post(rng, post_id, when, text, uid, pics=pics, live_pids=(pics[0].pid, pics[2].pid))
+            elif i == 1:
+                videos = tuple(self.make_video(rng, when, text[:20]) for _ in range(2))
+                self.make_post(rng, post_id, when, text, uid, pics=self.make_pics(rng, 1), mixed_videos=videos)
+            else:
+                self.make_post(rng, post_id, when, text, uid, video=self.make_video(rng, when, text[:20]))
+            ids.append(post_id)
+        return ids
+
     def bad_pic(self, kind: str, uid: int, index: int) -> WeiboPic:
         # Its own stream: the flag must not shift anything else the world draws.
         rng = rng_for(self.seed, "weibo", "bad", uid, index)
@@ -739,6 +772,9 @@ def build_weibo_world(
     # A few posts only reachable through search, from the other authors.
     pool_rng = rng_for(seed, "weibo", "search-pool")
     search_pool = [builder.original(pool_rng, authors, WEIBO_NOW).id for _ in range(2 * per_page)]
+    if SHOWCASE_UID not in timelines:
+        builder.user(SHOWCASE_UID)
+        timelines[SHOWCASE_UID] = builder.showcase(SHOWCASE_UID)
     return WeiboWorld(
         seed=seed,
         pages=pages,

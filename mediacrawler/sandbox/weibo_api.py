@@ -181,6 +181,22 @@ def render_mblog(world: WeiboWorld, post: WeiboPost, base: str, *, nested: bool 
         mblog["bmiddle_pic"] = base + first.path("bmiddle")
         mblog["original_pic"] = base + first.path("large")
         mblog["pics"] = [_render_pic(p, base) for p in post.pics]
+        for rendered in mblog["pics"]:
+            if rendered["pid"] in post.live_pids:
+                # As m.weibo.cn marks a Live Photo: the still as usual, its motion clip behind videoSrc.
+                rendered.update(type="livephoto", videoSrc=base + world.pics[rendered["pid"]].live_path())
+    if post.mixed_videos:
+        # A mixed post (pictures and videos together) lists everything in mix_media_info, in order.
+        mblog["mix_media_info"] = {"items": [
+            *({"type": "pic", "id": p.pid, "data": {"pic_id": p.pid, "largest": {"url": base + p.path("large"),
+                                                                                  "width": p.width,
+                                                                                  "height": p.height},
+                                                     "thumbnail": {"url": base + p.path("thumbnail")}}}
+              for p in post.pics),
+            *({"type": "video", "id": v.object_id,
+               "data": {k: d for k, d in _render_video(v, post, user, base).items()
+                        if k in ("object_id", "page_pic", "media_info", "title")}}
+              for v in post.mixed_videos)]}
     if post.video is not None:
         mblog["page_info"] = _render_video(post.video, post, user, base)
     elif post.webpage is not None:
