@@ -171,8 +171,11 @@ def test_one_video_by_id_is_stored(sandbox: SandboxProcess, world: Any, tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = tmp_path / "output" / "facebook" / f"facebook-video-{video_id}.jsonl"
     [record] = [json.loads(line) for line in out.read_text("utf-8").splitlines()]
-    [asset] = record["media"]
+    asset, cover = record["media"]
     assert record["post_id"] == video_id and asset["kind"] == "video" and asset["status"] == "downloaded"
+    # Its cover: the native format's picture, stored like any image and naming the video.
+    assert cover["cover_of"] == f"video:{video_id}" and cover["status"] == "downloaded"
+    assert cover["mime"] == "image/jpeg" and cover["width"] == 1280
     assert asset["duration"] and asset["mime"] == "video/mp4"
     # The record says where the video is, whose it is and when it was posted (the Graph fields of its node).
     [post] = [p for p in world.posts(PAGE_ID) if p.video is not None and p.video.id == video_id]

@@ -77,13 +77,17 @@ def test_incomplete_post_completed_from_its_video_node() -> None:
     source, length = facebook.parse_video_node(load(FIXTURES / "video_node")[0])
     post = facebook.post_from_raw(raw, source=SOURCE, fetched_at=FETCHED,
                                   video_sources={"500000000000004": (source, length)})
-    assert [(m.kind, m.key, m.url, m.duration) for m in post.media] == [
-        ("video", "video:500000000000004", source, 4.037)]
+    assert [(m.kind, m.key, m.url, m.duration) for m in post.media][0] == (
+        "video", "video:500000000000004", source, 4.037)
+    assert [(m.kind, m.key, m.cover_of) for m in post.media][1:] == [
+        ("image", "cover:500000000000004", "video:500000000000004")]
     assert post.url == "https://www.facebook.com/100000000000001/posts/pfbid01004abcDEF/"
     assert "videos_unavailable" not in post.extra
     # A video whose node gave nothing: the record stays valid, the video is named as unavailable.
     post = facebook.post_from_raw(raw, source=SOURCE, fetched_at=FETCHED, video_sources={})
-    assert post.media == [] and post.extra["videos_unavailable"] == ["500000000000004"]
+    # Its cover is still the post's picture of it.
+    assert [m.key for m in post.media] == ["cover:500000000000004"]
+    assert post.extra["videos_unavailable"] == ["500000000000004"]
 
 
 def test_secrets_given_are_redacted_from_any_message() -> None:

@@ -84,8 +84,10 @@ def test_three_pages_of_four_with_every_attachment_kind(fresh_sandbox: SandboxPr
             continue
         record = records[post.id]
         assert record.text == post.message and record.created_at == post.created.strftime("%Y-%m-%dT%H:%M:%SZ")
-        assert [m.key for m in record.media] == (
-            [f"photo:{ph.id}" for ph in post.photos] + ([f"video:{post.video.id}"] if post.video else []))
+        # Each photo; a video followed by its cover (the attachment's thumbnail), which names it.
+        assert [m.key for m in record.media] == ([f"photo:{ph.id}" for ph in post.photos] + (
+            [f"video:{post.video.id}", f"cover:{post.video.id}"] if post.video else []))
+        assert [m.cover_of for m in record.media if m.cover_of] == ([f"video:{post.video.id}"] if post.video else [])
         for asset, photo in zip(record.media, post.photos, strict=False):
             assert (asset.width, asset.height) == (photo.width, photo.height)
         if post.kind == "share":

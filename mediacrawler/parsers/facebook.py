@@ -245,9 +245,18 @@ class _Media:
             if not source:
                 self.unresolved.append(video_id)
             self.add(MediaAsset(kind="video", key=f"video:{video_id}", url=source))
+            self._cover(video_id, as_obj(media.get("image")))
         elif kind in SHARE_TYPES or atype in SHARE_TYPES:
             if self.link is None:
                 self.link = unwrap_link(att.get("url")) or unwrap_link(target.get("url"))
+
+    def _cover(self, video_id: str, image: dict[str, Any]) -> None:
+        """A video's cover (its attachment's ``media.image``), right after the video; kept even when the video has
+        no source (the record lists it under ``videos_unavailable``)."""
+        src = _http_url(image.get("src"))
+        if src:
+            self.add(MediaAsset(kind="image", key=f"cover:{video_id}", url=src, cover_of=f"video:{video_id}",
+                                width=_dimension(image.get("width")), height=_dimension(image.get("height"))))
 
     def _photo(self, media: dict[str, Any], target: dict[str, Any]) -> None:
         photo_id = clean_id(target.get("id"))
@@ -397,7 +406,7 @@ def parse_video_node(payload: Any, *, secrets: Iterable[str] = ()) -> tuple[str,
 
 
 #: The fields a ``-a video=`` job asks of the video node: its media and what its record says of it.
-VIDEO_FIELDS = "source,length,format,permalink_url,from,created_time,title,description"
+VIDEO_FIELDS = "source,length,format,picture,permalink_url,from,created_time,title,description"
 
 
 def post_from_video_node(
@@ -414,11 +423,20 @@ def post_from_video_node(
     if isinstance(link, str) and link.startswith("/"):
         link = f"https://www.facebook.com{link}"
     text = as_text(payload.get("description")) or as_text(payload.get("title"))
+    media = [MediaAsset(kind="video", key=f"video:{video_id}", url=url, duration=length)]
+    # The cover: the largest format's picture (``native`` last), else ``picture`` (a small thumbnail).
+    formats = payload.get("format")
+    formats = [as_obj(f) for f in formats] if isinstance(formats, list) else []
+    best = max(formats, key=lambda f: (as_int(f.get("width")) or 0), default={})
+    cover = _http_url(best.get("picture")) or _http_url(payload.get("picture"))
+    if cover:
+        media.append(MediaAsset(kind="image", key=f"cover:{video_id}", url=cover, cover_of=f"video:{video_id}",
+                                width=_dimension(best.get("width")), height=_dimension(best.get("height"))))
     return Post(
         platform=PLATFORM, post_id=video_id,
         url=_permalink(link, video_id),  # without a permalink: facebook.com/{video id}, which opens the video
         author=Author(id=owner_id, name=as_text(owner.get("name")) or None) if owner_id else None,
         created_at=parse_created_time(payload.get("created_time")), text=text, source=source,
-        fetched_at=fetched_at, media=[MediaAsset(kind="video", key=f"video:{video_id}", url=url, duration=length)],
+        fetched_at=fetched_at, media=media,
     )
 

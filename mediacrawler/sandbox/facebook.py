@@ -353,7 +353,7 @@ def video_response(world: FacebookWorld, video_id: str, *, base: str, fields: st
     formats = [{"embed_html": embed.format(w=w, h=h), "filter": flt, "height": h, "width": w, "picture": thumb}
                for flt, w, h in (("130x130", 130, 73), ("480x480", 480, 270), ("native", 1280, 720))]
     full: dict[str, Any] = {"source": video_source(base, video_id), "length": VIDEO_DURATION, "format": formats,
-                            "id": video_id, "title": "Sandbox clip"}
+                            "id": video_id, "title": "Sandbox clip", "picture": thumb}
     post = next((p for posts in world.pages.values() for p in posts if p.video is not None and p.video.id == video_id),
                 None)
     if post is not None:
