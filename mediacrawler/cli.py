@@ -1,8 +1,8 @@
 """The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``, ``retry``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
-``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand parses its
-own arguments (``-s NAME=VALUE`` among them) and finds the project's settings from any directory
+``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand
+parses its own arguments (``-s NAME=VALUE`` among them) and finds the project's settings from any directory
 (mediacrawler/commands/options.py); it returns an exit status: 0 ok, 1 something is wrong, 2 usage error.
 """
 

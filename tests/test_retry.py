@@ -118,7 +118,8 @@ def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxP
     ids = [r["post_id"] for r in records(job_file)]
     assert len(ids) == len(set(ids)) == PER_PAGE
     retried = sorted(job_file.parent.glob(f"{KEY}.retry-*.jsonl"))
-    assert len(retried) == 1 and f"{KEY}: records of the posts read again in {retried[0].resolve()}" in log, log[-3000:]
+    assert len(retried) == 1, sorted(job_file.parent.iterdir())
+    assert f"{KEY}: records of the posts read again in {retried[0].resolve()}" in log, log[-3000:]
     assert_stored_on_retry(tmp_path, retried[0], post_id, paths, sb, backend[1])
 
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry-again")

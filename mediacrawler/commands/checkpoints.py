@@ -1,4 +1,5 @@
-"""``mediacrawler checkpoints [--dir DIR] [-s NAME=VALUE] [list | show KEY | reset KEY]`` (docs/operations.md, "Checkpoints")."""
+"""``mediacrawler checkpoints [--dir DIR] [-s NAME=VALUE] [list | show KEY | reset KEY]`` (docs/operations.md,
+"Checkpoints")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
-"""DefaultOutputAddon: JSON Lines to ``OUTPUT_DIR/OUTPUT_FILE`` (``<spider>/<job>.jsonl``) unless the user asked for other feeds.
+"""DefaultOutputAddon: JSON Lines to ``OUTPUT_DIR/OUTPUT_FILE`` (``<spider>/<job>.jsonl``) unless the user asked
+for other feeds.
 
 An add-on (``ADDONS``) rather than a static ``FEEDS`` value, so that ``-s OUTPUT_DIR=…`` moves the file and
 ``-o``/``-O``/``FEEDS`` replace it entirely: a user who names an output gets exactly that output (``-O`` keeps
-Scrapy's meaning, overwrite; ``-o`` appends). The default file is appended to by every run of the job, never truncated:
-a re-run never makes an earlier output smaller (docs/operations.md, "Output files").
+Scrapy's meaning, overwrite; ``-o`` appends). The default file is appended to by every run of the job, never
+truncated: a re-run never makes an earlier output smaller (docs/operations.md, "Output files").
 """
 
 from __future__ import annotations
