@@ -167,7 +167,9 @@ def test_from_another_directory_without_it_one_line_says_where_it_looked(tmp_pat
         in lines[0] and "-s CHECKPOINT_DIR=" in lines[0], lines
 
 
-def test_a_setting_that_is_not_name_value_is_a_usage_error(tmp_path: Path) -> None:
-    proc = command_elsewhere(tmp_path, "status", "-s", "CHECKPOINT_DIR")
-    assert proc.returncode == 2 and proc.stderr.strip() == "mediacrawler status: -s 'CHECKPOINT_DIR': expected "\
-        "NAME=VALUE", proc.stderr
+@pytest.mark.parametrize("command", [["status"], ["checkpoints"], ["retry"], ["verify"], ["enqueue", "weibo", "uid=1"]])
+def test_a_setting_that_is_not_name_value_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    proc = command_elsewhere(tmp_path, *command, "-s", "CHECKPOINT_DIR")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].endswith("-s 'CHECKPOINT_DIR': expected NAME=VALUE"), lines
