@@ -167,7 +167,8 @@ def test_from_another_directory_without_it_one_line_says_where_it_looked(tmp_pat
         in lines[0] and "-s CHECKPOINT_DIR=" in lines[0], lines
 
 
-@pytest.mark.parametrize("command", [["status"], ["checkpoints"], ["retry"], ["verify"], ["enqueue", "weibo", "uid=1"]])
+@pytest.mark.parametrize("command", [["status"], ["checkpoints"], ["retry"], ["verify"],
+                                     ["enqueue", "weibo", "uid=1"]])
 def test_a_setting_that_is_not_name_value_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
     proc = command_elsewhere(tmp_path, *command, "-s", "CHECKPOINT_DIR")
     lines = proc.stderr.strip().splitlines()
