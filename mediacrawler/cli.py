@@ -1,14 +1,14 @@
 """The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``, ``retry``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
-``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand parses its
-own arguments and returns an exit status: 0 ok, 1 something is wrong, 2 usage error.
+``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand
+parses its own arguments (``-s NAME=VALUE`` among them) and finds the project's settings from any directory
+(mediacrawler/commands/options.py); it returns an exit status: 0 ok, 1 something is wrong, 2 usage error.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -26,7 +26,7 @@ COMMANDS = {
     "enqueue": ("mediacrawler.commands.enqueue.main",
                 "queue a crawl job in Redis for the workers (scrapy crawl <platform> -s REDIS_URL=…)"),
     "retry": ("mediacrawler.commands.retry.main",
-              "retry the media assets that failed in earlier crawls [--platform P] [-s NAME=VALUE]"),
+              "retry the media assets that failed in earlier crawls (records: <job>.retry-<time>.jsonl)"),
     "status": ("mediacrawler.status.main",
                "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }
@@ -35,7 +35,6 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mediacrawler`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    os.environ.setdefault("SCRAPY_SETTINGS_MODULE", "mediacrawler.settings")
     parser = argparse.ArgumentParser(
         prog="mediacrawler",
         description="mediacrawler: tools around the crawls. Crawl with: scrapy crawl <platform> -a …",

@@ -154,6 +154,12 @@ DEDUPE_CLAIM_TTL = 3600
 #: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.
 OUTPUT_DIR = "output"
 OUTPUT_ENABLED = True
+#: The default export's file under OUTPUT_DIR, with Scrapy's feed URI parameters (%(name)s, %(job)s, %(time)s…).
+#: Appended to by every run, never truncated.
+OUTPUT_FILE = "%(name)s/%(job)s.jsonl"
+#: OUTPUT_FILE of `mediacrawler retry` (unless -s OUTPUT_FILE is given): the posts it read again, each once, in a
+#: file of their own beside the job's (docs/operations.md, "Output files").
+RETRY_OUTPUT_FILE = "%(name)s/%(job)s.retry-%(time)s.jsonl"
 # Scrapy's JSON exporters, with dataclass items turned into JSON without ItemAdapter's probing of every nested
 # value (the same bytes; mediacrawler/exporters.py).
 FEED_EXPORTERS = {
@@ -307,11 +313,13 @@ RETRY_MEDIA_BACKEND = ""
 RETRY_MEDIA_REDIS_PREFIX = "mediacrawler:retry:"
 #: Targets crawled by `scrapy crawl <platform>` given none with -a: "<argument>:<value>" entries, one job (and
 #: checkpoint) each, e.g. WEIBO_TARGETS = ["uid:7365120894", "keyword:猫"]; -a values (start=3) apply to each.
-WEIBO_TARGETS: list[str] = []
-BILIBILI_TARGETS: list[str] = []
-FACEBOOK_TARGETS: list[str] = []
-XHS_TARGETS: list[str] = []
-DOUYIN_TARGETS: list[str] = []
+#: From the environment too, as on the command line (a JSON list or comma-separated entries:
+#: WEIBO_TARGETS=uid:7365120894,keyword:猫); -s wins over the environment.
+WEIBO_TARGETS: list[str] | str = os.environ.get("WEIBO_TARGETS") or []
+BILIBILI_TARGETS: list[str] | str = os.environ.get("BILIBILI_TARGETS") or []
+FACEBOOK_TARGETS: list[str] | str = os.environ.get("FACEBOOK_TARGETS") or []
+XHS_TARGETS: list[str] | str = os.environ.get("XHS_TARGETS") or []
+DOUYIN_TARGETS: list[str] | str = os.environ.get("DOUYIN_TARGETS") or []
 
 # --- Cache and Redis --------------------------------------------------------------------------------------------
 #: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.

@@ -25,10 +25,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, UsageError
 
 from mediacrawler.checkpoints.model import CheckpointCorrupt
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
+from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 from mediacrawler.extensions.marks import (
     FileMarkStore,
     Mark,
@@ -238,19 +239,21 @@ def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``mediacrawler status [--dir DIR] [--json]``."""
+    """``mediacrawler status [--dir DIR] [-s NAME=VALUE …] [--json]``."""
     parser = argparse.ArgumentParser(prog="mediacrawler status",
                                      description="Checkpoints per source and, with REDIS_URL, the shared state.")
     parser.add_argument("--dir", help="checkpoint directory (default: the CHECKPOINT_DIR/CHECKPOINT_BACKEND "
                                       "settings)")
+    add_settings_option(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
     try:
         opts = parser.parse_args(list(argv or []))
+        settings = command_settings(opts.set)
     except SystemExit as e:
         return int(e.code or 0)
-    from scrapy.utils.project import get_project_settings
-
-    settings = get_project_settings()
+    except UsageError as e:
+        print(f"mediacrawler status: {e}", file=sys.stderr)
+        return 2
     store: CheckpointStore
     if opts.dir:
         store = FileCheckpointStore(opts.dir)
@@ -260,6 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         except NotConfigured as e:
             print(f"mediacrawler status: {e}", file=sys.stderr)
             return 2
+    if isinstance(store, FileCheckpointStore):
+        # Nothing to report is an answer; nothing there at all is a wrong place, and says where it looked.
+        missing = missing_dir(store.directory, setting="CHECKPOINT_DIR",
+                              given=f"--dir {opts.dir}" if opts.dir else None)
+        if missing:
+            print(f"mediacrawler status: no checkpoint directory: {missing}", file=sys.stderr)
     where = str(store.directory) if isinstance(store, FileCheckpointStore) else type(store).__name__
     entries = checkpoint_status(store)
     try:

@@ -1,7 +1,8 @@
 """`make demo` and the `mediacrawler` command end to end: what the README promises a new user.
 
 One real demo run (sandbox subprocess, every demo job, media included), then `mediacrawler verify` on its store,
-a flipped byte that verify must name, and a second demo run that stores nothing new.
+a flipped byte that verify must name, and a second demo run that stores nothing new and keeps the first run's
+records.
 """
 
 from __future__ import annotations
@@ -64,8 +65,20 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     victim.write_bytes(original)
 
     # The second run is incremental: each source stops at its high-water mark, nothing is downloaded again.
+    before = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}
+    assert sum(map(len, before.values())) == posts
     second = mediacrawler("demo", "--out", str(out))
     assert second.returncode == 0, second.stderr[-3000:]
+    # ... and it keeps the first run's records: every file holds at least the lines it held (the same ids).
+    after = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}
+    assert set(after) == set(before)
+    for name, lines in before.items():
+        assert after[name][:len(lines)] == lines, name
+        ids = [json.loads(line)["post_id"] for line in after[name]]
+        assert {json.loads(line)["post_id"] for line in lines} <= set(ids), name
+    assert after == before  # nothing new on the unchanged sandbox, and it says so
+    assert f"this run: 0 new posts, 0 new media files; records: {posts} before, {posts} now" in second.stdout, \
+        second.stdout
     again = summary(second.stdout)
     assert all(row[-1] == "finished" for job, row in again.items() if job != "total"), second.stdout
     assert all(int(row[0]) == 0 for job, row in again.items() if job.startswith(("weibo-", "bilibili-", "facebook-")))

@@ -104,13 +104,23 @@ def test_next_run_of_the_source_stores_the_failed_video(tmp_path: Path, sb: Sand
 def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str,
                                                     backend: tuple[tuple[str, ...], RetryStore]) -> None:
     post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url, backend)
+    # The same -s settings as the crawl, the same OUTPUT_DIR: the job's file is the first run's.
     command = [sys.executable, "-m", "mediacrawler", "retry", "--platform", "weibo",
-               *crawl_command("weibo", sb, tmp_path, *backend[0], run="retry")[5:]]  # the same -s settings
+               *crawl_command("weibo", sb, tmp_path, *backend[0], run="run1")[5:]]
+    job_file = tmp_path / "run1" / "weibo" / f"{KEY}.jsonl"
+    first = job_file.read_bytes()
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry")
     assert code == 0, log[-3000:]
     assert f"{KEY}: retrying 1 media assets of 1 posts" in log and f"{KEY}: every media asset stored" in log
     assert listing_requests(sb) == []  # retry only: no listing page
-    assert_stored_on_retry(tmp_path, tmp_path / "retry" / "weibo" / f"{KEY}.jsonl", post_id, paths, sb, backend[1])
+    # Each record once: the job's file as the crawl left it, the post read again in the retry file only.
+    assert job_file.read_bytes() == first
+    ids = [r["post_id"] for r in records(job_file)]
+    assert len(ids) == len(set(ids)) == PER_PAGE
+    retried = sorted(job_file.parent.glob(f"{KEY}.retry-*.jsonl"))
+    assert len(retried) == 1, sorted(job_file.parent.iterdir())
+    assert f"{KEY}: records of the posts read again in {retried[0].resolve()}" in log, log[-3000:]
+    assert_stored_on_retry(tmp_path, retried[0], post_id, paths, sb, backend[1])
 
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry-again")
     assert code == 0 and "no media pending retry for weibo" in log, log[-3000:]

@@ -113,6 +113,10 @@ def test_empty_store_exits_0(tmp_path: Path) -> None:
     proc = status("--dir", str(tmp_path / "none"), "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["checkpoints"] == []
+    # Not silently: where it looked, in one line.
+    assert proc.stderr.strip() == (f"mediacrawler status: no checkpoint directory: {tmp_path / 'none'} does not "
+                                   f"exist (--dir {tmp_path / 'none'}); run from the crawl's directory or give "
+                                   f"-s CHECKPOINT_DIR=…"), proc.stderr
 
 
 def test_with_redis_url_the_distributed_part_is_reported(tmp_path: Path, redis_url: str) -> None:
@@ -134,3 +138,39 @@ def test_with_redis_url_the_distributed_part_is_reported(tmp_path: Path, redis_u
     else:
         assert distributed["available"] is True
         assert "distributed state:\n" in text.stdout
+
+
+def command_elsewhere(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mediacrawler …`` run from *cwd* (no scrapy.cfg there or above), with no SCRAPY_SETTINGS_MODULE."""
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "SCRAPY_SETTINGS_MODULE")}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "mediacrawler", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.parametrize("command", ["status", "checkpoints"])
+def test_from_another_directory_with_s_checkpoint_dir_the_checkpoints_are_found(
+        interrupted: Path, tmp_path: Path, command: str) -> None:
+    proc = command_elsewhere(tmp_path, command, "-s", f"CHECKPOINT_DIR={interrupted}")
+    assert proc.returncode == 1, proc.stderr  # the broken checkpoint beside it
+    assert any(line.startswith(KEY) for line in proc.stdout.splitlines()), proc.stdout
+    assert "does not exist" not in proc.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "checkpoints", "retry"])
+def test_from_another_directory_without_it_one_line_says_where_it_looked(tmp_path: Path, command: str) -> None:
+    proc = command_elsewhere(tmp_path, command)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"{tmp_path / 'checkpoints'} does not exist (CHECKPOINT_DIR=checkpoints, relative to {tmp_path})" \
+        in lines[0] and "-s CHECKPOINT_DIR=" in lines[0], lines
+
+
+@pytest.mark.parametrize("command", [["status"], ["checkpoints"], ["retry"], ["verify"],
+                                     ["enqueue", "weibo", "uid=1"]])
+def test_a_setting_that_is_not_name_value_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
+    proc = command_elsewhere(tmp_path, *command, "-s", "CHECKPOINT_DIR")
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].endswith("-s 'CHECKPOINT_DIR': expected NAME=VALUE"), lines

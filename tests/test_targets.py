@@ -58,6 +58,26 @@ def test_start_3_crawls_from_page_3_of_every_configured_target(tmp_path: Path, s
     assert not list((tmp_path / "checkpoints").glob("marks/*.json"))
 
 
+def test_targets_from_the_environment_are_crawled(tmp_path: Path, sb: SandboxProcess,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    sb.reset()
+    monkeypatch.setenv("WEIBO_TARGETS", f"uid:{UIDS[0]},uid:{UIDS[1]}")  # as the error message spells it
+    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", "start=4", "-s", "MEDIA_ENABLED=0"), tmp_path)
+    assert code == 0, log[-3000:]
+    assert sorted(listing_requests(sb)) == sorted((f"107603{uid}", page) for uid in UIDS for page in (4, 5))
+    world = build_world(weibo_users=UIDS, weibo_pages=PAGES, weibo_per_page=PER_PAGE).weibo
+    for uid in UIDS:
+        got = [r["post_id"] for r in records(tmp_path / "run" / "weibo" / f"weibo-uid-{uid}.jsonl")]
+        assert sorted(got) == sorted(p.id for p in world.page(uid, 4))
+
+    # -s wins over the environment.
+    sb.reset()
+    code, log = run(crawl_command("weibo", sb, tmp_path, "-a", "start=4", "-s", "MEDIA_ENABLED=0",
+                                  "-s", f"WEIBO_TARGETS=uid:{UIDS[1]}", run="run2"), tmp_path, name="run2")
+    assert code == 0, log[-3000:]
+    assert listing_requests(sb) == [(f"107603{UIDS[1]}", 4), (f"107603{UIDS[1]}", 5)]
+
+
 def test_an_explicit_target_wins_over_the_setting(tmp_path: Path, sb: SandboxProcess) -> None:
     sb.reset()
     code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UIDS[1]}", "-a", "start=4",

@@ -1,4 +1,5 @@
-"""``mediacrawler checkpoints [list | show KEY | reset KEY]`` (docs/operations.md, "Checkpoints")."""
+"""``mediacrawler checkpoints [--dir DIR] [-s NAME=VALUE] [list | show KEY | reset KEY]`` (docs/operations.md,
+"Checkpoints")."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, UsageError
 
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
+from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 
 
 def _summary(cp: Checkpoint) -> str:
@@ -25,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mediacrawler checkpoints",
                                      description="List, show or reset the resume checkpoints of crawl jobs.")
     parser.add_argument("--dir", help="checkpoint directory (default: the CHECKPOINT_DIR setting)")
+    add_settings_option(parser)
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
     sub.add_parser("list", help="one line per checkpoint (the default)")
     show = sub.add_parser("show", help="print one checkpoint as JSON")
@@ -33,18 +36,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     reset.add_argument("key")
     try:
         opts = parser.parse_args(list(argv or []))
+        settings = command_settings(opts.set)
     except SystemExit as e:
         return int(e.code or 0)
+    except UsageError as e:
+        print(f"mediacrawler checkpoints: {e}", file=sys.stderr)
+        return 2
     if opts.dir:
         store: CheckpointStore = FileCheckpointStore(opts.dir)
     else:
-        from scrapy.utils.project import get_project_settings
-
         try:
-            store = store_from_settings(get_project_settings())
+            store = store_from_settings(settings)
         except NotConfigured as e:
             print(f"mediacrawler checkpoints: {e}", file=sys.stderr)
             return 2
+    if isinstance(store, FileCheckpointStore):
+        missing = missing_dir(store.directory, setting="CHECKPOINT_DIR",
+                              given=f"--dir {opts.dir}" if opts.dir else None)
+        if missing:
+            print(f"mediacrawler checkpoints: no checkpoints: {missing}", file=sys.stderr)
+            return 0 if (opts.action or "list") == "list" else 1
     action = opts.action or "list"
     if action == "list":
         return _list(store)

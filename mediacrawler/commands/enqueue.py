@@ -9,8 +9,9 @@ from collections.abc import Sequence
 
 import redis
 from scrapy.spiderloader import get_spider_loader
-from scrapy.utils.project import get_project_settings
+from scrapy.exceptions import UsageError
 
+from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.distributed.jobs import JobBoard
 from mediacrawler.spiders._base import validate_args
 
@@ -23,8 +24,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("platform", help="spider name, e.g. weibo")
     parser.add_argument("args", nargs="*", metavar="key=value", help="spider arguments, as with -a")
     parser.add_argument("--redis-url", help="Redis to queue into (default: REDIS_URL)")
+    add_settings_option(parser)
     opts = parser.parse_args(argv)
-    settings = get_project_settings()
+    try:
+        settings = command_settings(opts.set)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if opts.redis_url:
         settings.set("REDIS_URL", opts.redis_url, priority="cmdline")
     if not settings.get("REDIS_URL"):

@@ -1,5 +1,7 @@
 """``mediacrawler retry [--platform P]``: a retry-only crawl of every job whose retry set holds media
-(docs/operations.md, "Incremental sync and retries")."""
+(docs/operations.md, "Incremental sync and retries"). Its records go to a file of their own,
+``<job>.retry-<time>.jsonl`` beside the job's ``<job>.jsonl``: the job's file is never rewritten (a crawl of the
+job may be appending to it) and gets no second copy of a record."""
 
 from __future__ import annotations
 
@@ -8,11 +10,14 @@ import sys
 from collections.abc import Sequence
 
 from scrapy.crawler import AsyncCrawlerProcess
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
-from scrapy.utils.project import get_project_settings
 
-from mediacrawler.extensions.retries import RetryCorrupt, RetrySet, retry_store_from_settings
+from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
+from mediacrawler.config import setting
+from mediacrawler.extensions.retries import FileRetryStore, RetryCorrupt, RetrySet, retry_store_from_settings
+from mediacrawler.feeds import sync_feeds
 from mediacrawler.spiders._base import validate_args
 
 
@@ -23,26 +28,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mediacrawler retry",
                                      description="Retry the media assets that failed in earlier crawls.")
     parser.add_argument("--platform", help="only the jobs of this spider, e.g. weibo")
-    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a setting, as with scrapy crawl -s (e.g. CHECKPOINT_DIR=…)")
+    add_settings_option(parser)
     try:
         opts = parser.parse_args(list(argv or []))
+        settings = command_settings(opts.set)
     except SystemExit as e:
         return int(e.code or 0)
-    settings = get_project_settings()
-    for pair in opts.set:
-        name, sep, value = pair.partition("=")
-        if not sep:
-            print(f"mediacrawler retry: -s {pair!r}: expected NAME=VALUE", file=sys.stderr)
-            return 2
-        settings.set(name, value, priority="cmdline")
+    except UsageError as e:
+        print(f"mediacrawler retry: {e}", file=sys.stderr)
+        return 2
     # A retry-only crawl walks no listing page: it has no checkpoint to keep.
     settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
+    if (settings.getpriority("OUTPUT_FILE") or 0) < SETTINGS_PRIORITIES["cmdline"]:
+        settings.set("OUTPUT_FILE", setting(settings, "RETRY_OUTPUT_FILE"), priority="cmdline")
     try:
         store = retry_store_from_settings(settings)
     except NotConfigured as e:
         print(f"mediacrawler retry: {e}", file=sys.stderr)
         return 2
+    if isinstance(store, FileRetryStore):
+        missing = missing_dir(settings.get("CHECKPOINT_DIR") or "checkpoints", setting="CHECKPOINT_DIR")
+        if missing:
+            print(f"mediacrawler retry: no retry sets: {missing}", file=sys.stderr)
+            return 0
     loader = get_spider_loader(settings)
     jobs: list[RetrySet] = []
     status = 0
@@ -86,4 +94,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = 1
         else:
             print(f"{key}: every media asset stored")
+        for feed in sync_feeds(crawler):
+            print(f"{key}: records of the posts read again in {feed.path}")
     return status

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import NotConfigured, UsageError
 
+from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 from mediacrawler.config import setting
 from mediacrawler.fsutil import free_bytes
 from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQLiteMediaIndex, index_class,
@@ -298,7 +299,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--index", choices=("sqlite", "redis"), help="index backend (default: from settings)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis of the shared index (default: REDIS_URL)")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
-    return parser
+    return add_settings_option(parser)
 
 
 def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = None,
@@ -307,9 +308,11 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
     out = out or sys.stdout
     err = err or sys.stderr
     if settings is None:
-        from scrapy.utils.project import get_project_settings  # noqa: PLC0415 - only the CLI needs it
-
-        settings = get_project_settings()
+        try:
+            settings = command_settings(getattr(args, "set", None) or ())
+        except UsageError as exc:
+            err.write(f"verify: {exc}\n")
+            return 2
     conf: dict[str, Any] = {
         "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
         "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
@@ -318,8 +321,10 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         "MEDIA_INDEX_BUSY_TIMEOUT": settings.get("MEDIA_INDEX_BUSY_TIMEOUT"),
     }
     root = args.store or settings.get("FILES_STORE") or "files"
-    if not os.path.isdir(str(root).split("://", 1)[-1]):
-        err.write(f"verify: no media store at {root}\n")
+    missing = missing_dir(str(root).split("://", 1)[-1], setting="FILES_STORE",
+                          given=f"--store {args.store}" if args.store else None)
+    if missing:
+        err.write(f"verify: no media store: {missing}\n")
         return 2
     store = ContentAddressedStore(root)
     try:

@@ -1,0 +1,57 @@
+"""The settings of a ``mediacrawler`` command (``status``, ``checkpoints``, ``verify``, ``retry``, ``enqueue``,
+``demo``): the project's settings found from any directory, plus ``-s NAME=VALUE`` (docs/operations.md, "Commands
+and settings")."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from scrapy.exceptions import UsageError
+from scrapy.settings import Settings
+from scrapy.utils.conf import get_config
+from scrapy.utils.project import get_project_settings
+
+#: The settings module a command uses when neither SCRAPY_SETTINGS_MODULE nor a scrapy.cfg names one.
+DEFAULT_SETTINGS_MODULE = "mediacrawler.settings"
+
+
+def add_settings_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add ``-s/--set NAME=VALUE`` (repeatable, as with ``scrapy crawl -s``) to *parser*."""
+    parser.add_argument("-s", "--set", action="append", default=[], metavar="NAME=VALUE", dest="set",
+                        help="a setting, as with scrapy crawl -s (e.g. -s CHECKPOINT_DIR=/srv/crawl/checkpoints)")
+    return parser
+
+
+def command_settings(pairs: Iterable[str] = ()) -> Settings:
+    """The project's settings with each ``NAME=VALUE`` of *pairs* at command-line priority.
+
+    The project is the one a scrapy.cfg (this directory or a parent, or the user's) or ``SCRAPY_SETTINGS_MODULE``
+    names; without either, mediacrawler's own settings: a command run from another directory must not fall back to
+    Scrapy's bare defaults and silently read other stores. UsageError names a pair that is not ``NAME=VALUE``.
+    """
+    project = os.environ.get("SCRAPY_PROJECT", "default")
+    if "SCRAPY_SETTINGS_MODULE" not in os.environ and not get_config().has_option("settings", project):
+        os.environ["SCRAPY_SETTINGS_MODULE"] = DEFAULT_SETTINGS_MODULE
+    settings = get_project_settings()
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise UsageError(f"-s {pair!r}: expected NAME=VALUE")
+        settings.set(name.strip(), value, priority="cmdline")
+    return settings
+
+
+def missing_dir(path: str | os.PathLike[str], *, setting: str, given: str | None = None) -> str | None:
+    """One line saying where a command looked for the directory of *setting* when *path* does not exist, else None.
+
+    *given* says how the path was chosen (default ``SETTING=path``); the path is shown absolute, with the working
+    directory a relative one was resolved against."""
+    where = Path(path)
+    if where.is_dir():
+        return None
+    relative = "" if where.is_absolute() else f", relative to {Path.cwd()}"
+    return (f"{where.resolve()} does not exist ({given or f'{setting}={path}'}{relative}); run from the crawl's "
+            f"directory or give -s {setting}=…")
