@@ -12,6 +12,7 @@ from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.project import get_project_settings
 
 from mediacrawler.distributed.jobs import JobBoard
+from mediacrawler.scrub import mask_url, scrub
 from mediacrawler.spiders._base import validate_args
 
 
@@ -50,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
     except redis.RedisError as e:
-        print(f"error: Redis at {settings.get('REDIS_URL')}: {e}", file=sys.stderr)
+        print(f"error: Redis at {mask_url(str(settings.get('REDIS_URL')))}: {scrub(str(e))}", file=sys.stderr)
         return 1
     if not queued:
         print(f"{key}: already queued or running; not queued again", file=sys.stderr)
