@@ -182,9 +182,9 @@ def test_weibo_error_echoing_the_cookie_is_scrubbed(sandbox: SandboxProcess, tmp
                          "-s", f"WEIBO_BASE_URL={sandbox.url}/hostile/echo/weibo", env={"WEIBO_COOKIE": WEIBO_COOKIE})
     echoed = [r for r in sandbox.requests() if r["path"].startswith("/hostile/echo/weibo")]
     assert echoed and all(r["cookie"] for r in echoed), "the cookie must have been sent (and echoed)"
+    assert_absent(COOKIE_SECRET, everything_written(tmp_path, proc))
     log = (tmp_path / "crawl.log").read_text("utf-8")
     assert "bad cookie" in log and MASK in log  # the platform's message is logged, masked
-    assert_absent(COOKIE_SECRET, everything_written(tmp_path, proc))
     assert egress == []
 
 
@@ -195,9 +195,9 @@ def test_bilibili_error_echoing_the_cookie_is_scrubbed(sandbox: SandboxProcess, 
                          "-s", f"BILIBILI_WEB_URL={sandbox.url}/hostile/echo/bilibili",
                          env={"BILIBILI_COOKIE": BILIBILI_COOKIE})
     assert any(r["path"].startswith("/hostile/echo/bilibili") and r["cookie"] for r in sandbox.requests())
+    assert_absent(COOKIE_SECRET, everything_written(tmp_path, proc))
     log = (tmp_path / "crawl.log").read_text("utf-8")
     assert "bad cookie" in log and MASK in log
-    assert_absent(COOKIE_SECRET, everything_written(tmp_path, proc))
     assert egress == []
 
 
