@@ -32,11 +32,11 @@ URL_SETTINGS = ("REDIS_URL", "CACHE_BACKEND")
 #: Shorter values (``lang=en``, ``1``) are not secrets, and masking them would mangle ordinary text.
 MIN_SECRET_LENGTH = 6
 
-# Secret shapes, masked even when not configured: the part in group 2 is replaced.
+# Secret shapes, masked even when not configured: what follows the named group (or the whole token) is replaced.
 _SHAPES = re.compile(
     r"(?P<userinfo>[a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+(?=@)"
     r"|(?P<param>(?:access_token|appsecret_proof)=)[^&\s\"'<>]+"
-    r"|EAA[A-Za-z0-9]{10,}",
+    r"|(?-i:\bEAA[A-Za-z0-9]{10,})",  # case-sensitive: a lower-case hex digest may hold "eaa…"
     re.IGNORECASE,
 )
 

@@ -89,7 +89,8 @@ def everything_written(tmp_path: Path, proc: subprocess.CompletedProcess[str]) -
 
 def audited_run(tmp_path: Path, module: str, *args: str, env: dict[str, str] | None = None,
                 timeout: float = 90) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """``python -m <module> args…`` under the egress audit hook; (the finished process, non-loopback addresses)."""
+    """``python -m <module> args…`` under the egress audit hook: the finished process and the addresses outside
+    loopback it used."""
     egress = tmp_path / "egress.log"
     full_env = {k: v for k, v in os.environ.items()
                 if not k.endswith(("_COOKIE", "_ACCESS_TOKEN")) and k not in ("REDIS_URL", "CACHE_BACKEND")
@@ -134,9 +135,12 @@ def test_every_form_of_a_secret_is_masked(form: str) -> None:
 
 
 def test_url_passwords_and_token_shapes_are_masked_unconfigured() -> None:
-    text = Scrubber()("lost redis://user:hunter22@10.0.0.1:6379/0 and ?access_token=abc123def456&x=1 EAAB1234567890ab")
+    text = Scrubber()("lost redis://user:hunter22@10.0.0.1:6379/0 and ?access_token=abc123def456&x=1 "
+                      "EAAB1234567890ab")
     assert text == f"lost redis://user:{MASK}@10.0.0.1:6379/0 and ?access_token={MASK}&x=1 {MASK}"
     assert mask_url(f"redis://:{REDIS_PASSWORD}@127.0.0.1:6379/0") == "redis://:***@127.0.0.1:6379/0"
+    digest = "objects/ab/abeaa1234567890cdef1234567890abcdef redis://127.0.0.1:6379/0"
+    assert Scrubber()(digest) == digest  # hex digests and plain URLs are left alone
 
 
 def test_platform_errors_mask_registered_secrets_at_creation(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +183,8 @@ def test_the_log_filter_masks_messages_arguments_and_tracebacks(monkeypatch: pyt
 def test_weibo_error_echoing_the_cookie_is_scrubbed(sandbox: SandboxProcess, tmp_path: Path) -> None:
     sandbox.reset()
     proc, egress = crawl(tmp_path, "weibo", "-a", "uid=7365120894", "-a", "max_pages=2",
-                         "-s", f"WEIBO_BASE_URL={sandbox.url}/hostile/echo/weibo", env={"WEIBO_COOKIE": WEIBO_COOKIE})
+                         "-s", f"WEIBO_BASE_URL={sandbox.url}/hostile/echo/weibo",
+                         env={"WEIBO_COOKIE": WEIBO_COOKIE})
     echoed = [r for r in sandbox.requests() if r["path"].startswith("/hostile/echo/weibo")]
     assert echoed and all(r["cookie"] for r in echoed), "the cookie must have been sent (and echoed)"
     assert_absent(COOKIE_SECRET, everything_written(tmp_path, proc))

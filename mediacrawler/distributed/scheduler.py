@@ -418,7 +418,8 @@ class RedisScheduler(Scheduler):
 
     def _reached(self) -> None:
         if self._down_since is not None:
-            logger.warning("scheduler: Redis at %s answers again after %.1f s; resuming", mask_url(self._redis_url),
+            logger.warning("scheduler: Redis at %s answers again after %.1f s; resuming",
+                           mask_url(self._redis_url),
                            time.monotonic() - self._down_since)
             self._down_since = None
 

@@ -149,7 +149,7 @@ class PlatformErrorsMiddleware:
         platform = getattr(spider, "platform", "platform")
         message_for = getattr(spider, "refusal_message", None)
         message = message_for(reason) if message_for is not None else f"login required: set {platform.upper()}_COOKIE"
-        # The refusal travels on as the failure's text (page_failed reason, checkpoint, retry records): masked once.
+        # The refusal travels on as the failure's text (page_failed reason, checkpoint, retry records).
         message = scrub(message)
         logger.error("%s: %s (the platform answered %s for %s)", platform, message, reason, request.url)
         assert self.crawler.engine is not None

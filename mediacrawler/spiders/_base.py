@@ -25,6 +25,7 @@ from mediacrawler import signals as mc_signals
 from mediacrawler.contracts import HighWaterMark, PlatformRefused, Resume, asset_key_of, walk_assets
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+from mediacrawler.scrub import scrub
 
 logger = logging.getLogger(__name__)
 
@@ -494,7 +495,7 @@ class PlatformSpider(Spider):
 
     def retry_post_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
-        self.retry_unreachable[request.meta["mc_retry_post"]] = failure.getErrorMessage()
+        self.retry_unreachable[request.meta["mc_retry_post"]] = scrub(failure.getErrorMessage())
         return iter(())
 
     # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
@@ -533,7 +534,7 @@ class PlatformSpider(Spider):
         chain: dict[str, Any] = request.meta["mc_chain"]
         # Even when the platform refused the job (the spider is closing), the post the page announced is emitted.
         yield self._advance_chain(chain, self.source_for(request),
-                                  missing=f"{chain['step']}: {failure.getErrorMessage()}")
+                                  missing=f"{chain['step']}: {scrub(failure.getErrorMessage())}")
 
     def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
         limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
@@ -555,7 +556,8 @@ class PlatformSpider(Spider):
         self._listing_pending.pop(page_no, None)
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
-        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
+        # The reason goes to the log, the checkpoint and the exit message: masked (mediacrawler/scrub.py).
+        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), scrub(failure.getErrorMessage()))
         if failure.check(PlatformRefused):
             return  # the platform refused the job itself (login required): the spider is closing
         yield from self.after_failed_page(page_no, request.meta.get("mc_cursor"))
