@@ -1,7 +1,7 @@
 """One scrubber for every secret the crawler is configured with (docs/operations.md, "Secrets in logs").
 
-Log records (through :class:`ScrubFilter` on the root handlers), error messages, record fields and exception texts
-pass through :func:`scrub`. It masks
+Log records (through :class:`ScrubFilter`, applied as each record is made: :func:`install_log_scrubbing`), error
+messages, record fields and exception texts pass through :func:`scrub`. It masks
 
 - every configured credential: the value of each ``name=value`` pair of ``WEIBO_COOKIE``, ``BILIBILI_COOKIE``,
   ``XHS_COOKIE``, ``DOUYIN_COOKIE``; ``FACEBOOK_ACCESS_TOKEN``; the password of ``REDIS_URL`` and
@@ -19,11 +19,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
-__all__ = ["MASK", "ScrubFilter", "configured_secrets", "install_log_filter", "mask_url", "register", "scrub"]
+__all__ = ["MASK", "ScrubFilter", "configured_secrets", "install_log_scrubbing", "mask_url", "register", "scrub"]
 
 MASK = "[redacted]"
 COOKIE_SETTINGS = ("WEIBO_COOKIE", "BILIBILI_COOKIE", "XHS_COOKIE", "DOUYIN_COOKIE")
@@ -166,12 +166,28 @@ class ScrubFilter(logging.Filter):
 
 
 _FILTER = ScrubFilter()
+_INSTALL_LOCK = threading.Lock()
 
 
-def install_log_filter(settings: Any) -> None:
-    """Register ``settings``' secrets and put the scrub filter on every root handler (Scrapy's own, installed by
-    ``scrapy.utils.log.install_scrapy_root_handler``, and any other); a handler keeps one filter."""
+def _scrubbing_factory(base: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = base(*args, **kwargs)
+        _FILTER.filter(record)
+        return record
+
+    make_record.mc_scrubbing = True  # type: ignore[attr-defined]
+    return make_record
+
+
+def install_log_scrubbing(settings: Any) -> None:
+    """Register ``settings``' secrets and run :class:`ScrubFilter` on every log record as it is made (once per
+    process), whichever handler it then reaches.
+
+    Not a filter on the root handlers: ``Crawler.crawl()`` replaces Scrapy's root handler right after building
+    the extensions (``_update_root_log_handler`` → ``scrapy.utils.log.install_scrapy_root_handler``), so such a
+    filter is gone before the first middleware, pipeline or spider logs (measured on Scrapy 2.19)."""
     register(settings)
-    for handler in logging.root.handlers:
-        if _FILTER not in handler.filters:
-            handler.addFilter(_FILTER)
+    with _INSTALL_LOCK:
+        current = logging.getLogRecordFactory()
+        if not getattr(current, "mc_scrubbing", False):
+            logging.setLogRecordFactory(_scrubbing_factory(current))

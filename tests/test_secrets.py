@@ -177,6 +177,44 @@ def test_the_log_filter_masks_messages_arguments_and_tracebacks(monkeypatch: pyt
     assert_absent(REDIS_PASSWORD, dict(enumerate(lines)))  # type: ignore[arg-type]
 
 
+PROBE = textwrap.dedent(
+    """
+    import sys
+    import scrapy
+    from scrapy.crawler import CrawlerProcess
+    from scrapy.settings import Settings
+    import mediacrawler.settings
+
+    settings = Settings()
+    settings.setmodule(mediacrawler.settings, priority="project")
+    settings.update({"ADDONS": {}, "LOG_FILE": sys.argv[1]}, priority="cmdline")
+
+    class ProbeSpider(scrapy.Spider):
+        name = "probe"
+
+        async def start(self):
+            # After Crawler.crawl() replaced Scrapy's root log handler (scrapy/crawler.py).
+            self.logger.info("probe: cookie is %s", sys.argv[2])
+            raise RuntimeError("probe: refused " + sys.argv[2].lower())
+            yield
+
+    process = CrawlerProcess(settings)
+    process.crawl(ProbeSpider)
+    process.start()
+    """
+)
+
+
+def test_records_logged_after_scrapy_replaced_its_log_handler_are_scrubbed(tmp_path: Path) -> None:
+    log = tmp_path / "probe.log"
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_COOKIE")}
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(log), COOKIE_SECRET], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={**env, "WEIBO_COOKIE": WEIBO_COOKIE}, check=False)
+    text = log.read_text("utf-8")
+    assert f"probe: cookie is {MASK}" in text and "RuntimeError: probe: refused" in text, proc.stderr[-2000:]
+    assert_absent(COOKIE_SECRET, {"log": text, "stderr": proc.stderr, "stdout": proc.stdout})
+
+
 # -- end to end: platforms that echo the credential --------------------------------------------------------------
 
 
