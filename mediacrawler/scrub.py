@@ -4,9 +4,9 @@ Log records (through :class:`ScrubFilter`, applied as each record is made: :func
 messages, record fields and exception texts pass through :func:`scrub`. It masks
 
 - every configured credential: the value of each ``name=value`` pair of ``WEIBO_COOKIE``, ``BILIBILI_COOKIE``,
-  ``XHS_COOKIE``, ``DOUYIN_COOKIE``; ``FACEBOOK_ACCESS_TOKEN``; the password of ``REDIS_URL`` and
-  ``CACHE_BACKEND`` (each from the environment or the setting of the same name), in any letter case and
-  URL-encoded (``quote``, ``quote_plus``, either case of percent escapes);
+  ``XHS_COOKIE``, ``DOUYIN_COOKIE``; ``FACEBOOK_ACCESS_TOKEN``; the password of ``REDIS_URL`` (each from the
+  environment or the setting of the same name), in any letter case and URL-encoded (``quote``,
+  ``quote_plus``, either case of percent escapes);
 - whatever looks like a secret without being configured: the password of any ``scheme://user:password@`` URL,
   Graph tokens (``EAA…``) and ``access_token=`` / ``appsecret_proof=`` query values.
 
@@ -28,7 +28,7 @@ __all__ = ["MASK", "ScrubFilter", "configured_secrets", "install_log_scrubbing",
 MASK = "[redacted]"
 COOKIE_SETTINGS = ("WEIBO_COOKIE", "BILIBILI_COOKIE", "XHS_COOKIE", "DOUYIN_COOKIE")
 TOKEN_SETTINGS = ("FACEBOOK_ACCESS_TOKEN",)
-URL_SETTINGS = ("REDIS_URL", "CACHE_BACKEND")
+URL_SETTINGS = ("REDIS_URL",)
 #: Shorter values (``lang=en``, ``1``) are not secrets, and masking them would mangle ordinary text.
 MIN_SECRET_LENGTH = 6
 
