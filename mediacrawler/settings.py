@@ -379,6 +379,8 @@ SHUTDOWN_GRACE = 30.0
 SHUTDOWN_POLL_INTERVAL = 0.5
 
 EXTENSIONS = {
+    # First: scrubs every log line of the credentials, and keeps tldextract offline (extensions/secrets.py).
+    "mediacrawler.extensions.secrets.SecretsExtension": -1000,
     "mediacrawler.extensions.checkpoint.CheckpointExtension": 500,
     # High-water marks per source (MARKS_ENABLED).
     "mediacrawler.extensions.marks.MarkExtension": 505,
@@ -392,6 +394,10 @@ EXTENSIONS = {
     # After the checkpoint extension: reads where it resumed on spider_opened (METRICS_PORT unset: off).
     "mediacrawler.extensions.metrics.MetricsExtension": 900,
 }
+
+#: Where Scrapy's cookie middleware (through tldextract) reads the public suffix list from; empty: the snapshot
+#: bundled with tldextract, never the network. A local file path works too.
+PUBLIC_SUFFIX_LIST_URLS: list[str] = []
 
 ADDONS = {
     "mediacrawler.extensions.output.DefaultOutputAddon": 0,

@@ -30,7 +30,8 @@ from mediacrawler.cache import (
     get_cache,
 )
 from mediacrawler.cache.memory import MemoryCache
-from mediacrawler.cache.redis import RedisCache, get_redis, mask_url
+from mediacrawler.cache.redis import RedisCache, get_redis
+from mediacrawler.scrub import mask_url
 from tests.plugins.redis_server import RedisServer, free_port
 from tests.utils import project_settings_dict
 

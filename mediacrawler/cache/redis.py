@@ -11,7 +11,6 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -24,6 +23,7 @@ from mediacrawler.cache.base import (
     check_ttl,
     to_bytes,
 )
+from mediacrawler.scrub import mask_url
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -44,19 +44,6 @@ _CLIENT_OPTIONS: dict[str, Any] = {
     "health_check_interval": 30,
     "retry": Retry(NoBackoff(), 0),
 }
-
-
-def mask_url(url: str) -> str:
-    """*url* with its password replaced by ``***`` (``redis://:s3cret@h:6379/0`` → ``redis://:***@h:6379/0``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    userinfo = f"{parts.username or ''}:***"
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = f"{userinfo}@{host}" + (f":{parts.port}" if parts.port is not None else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 class _Registry:

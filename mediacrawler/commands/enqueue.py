@@ -13,6 +13,7 @@ from scrapy.exceptions import UsageError
 
 from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.distributed.jobs import JobBoard
+from mediacrawler.scrub import mask_url, scrub
 from mediacrawler.spiders._base import validate_args
 
 
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
     except redis.RedisError as e:
-        print(f"error: Redis at {settings.get('REDIS_URL')}: {e}", file=sys.stderr)
+        print(f"error: Redis at {mask_url(str(settings.get('REDIS_URL')))}: {scrub(str(e))}", file=sys.stderr)
         return 1
     if not queued:
         print(f"{key}: already queued or running; not queued again", file=sys.stderr)

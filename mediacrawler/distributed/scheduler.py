@@ -41,6 +41,7 @@ from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
 from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
 from mediacrawler.feeds import sync_feeds
+from mediacrawler.scrub import mask_url, scrub
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -406,7 +407,7 @@ class RedisScheduler(Scheduler):
         if self._down_since is None:
             self._down_since = now
             logger.warning("scheduler: lost Redis at %s (%s); requests pause until it answers again",
-                           self._redis_url, error)
+                           mask_url(self._redis_url), scrub(str(error)))
             assert self.stats is not None
             self.stats.inc_value("distributed/redis_outages")
         down = now - self._down_since
@@ -417,7 +418,8 @@ class RedisScheduler(Scheduler):
 
     def _reached(self) -> None:
         if self._down_since is not None:
-            logger.warning("scheduler: Redis at %s answers again after %.1f s; resuming", self._redis_url,
+            logger.warning("scheduler: Redis at %s answers again after %.1f s; resuming",
+                           mask_url(self._redis_url),
                            time.monotonic() - self._down_since)
             self._down_since = None
 

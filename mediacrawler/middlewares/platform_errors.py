@@ -36,6 +36,7 @@ from twisted.internet.task import deferLater
 
 from mediacrawler.contracts import PlatformRefused
 from mediacrawler.middlewares.rate_budget import cool_down_requested
+from mediacrawler.scrub import scrub
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -114,7 +115,7 @@ class PlatformErrorsMiddleware:
                 platform = getattr(self.crawler.spider, "platform", "platform")
                 assert self.crawler.stats is not None
                 self.crawler.stats.inc_value(f"{platform}/login_required/optional")
-                raise IgnoreRequest(f"login required for {request.url}")
+                raise IgnoreRequest(scrub(f"login required for {request.url}"))
             self._refuse(request, "login_required")
         return response
 
@@ -148,6 +149,8 @@ class PlatformErrorsMiddleware:
         platform = getattr(spider, "platform", "platform")
         message_for = getattr(spider, "refusal_message", None)
         message = message_for(reason) if message_for is not None else f"login required: set {platform.upper()}_COOKIE"
+        # The refusal travels on as the failure's text (page_failed reason, checkpoint, retry records).
+        message = scrub(message)
         logger.error("%s: %s (the platform answered %s for %s)", platform, message, reason, request.url)
         assert self.crawler.engine is not None
         deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))

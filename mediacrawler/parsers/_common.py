@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from mediacrawler.items import Post
+from mediacrawler.scrub import scrub
 
 __all__ = [
     "Page",
@@ -41,6 +42,9 @@ class PlatformError(Exception):
     ``not_found``, ``error``."""
 
     def __init__(self, kind: str, message: str, *, code: str | int | None = None) -> None:
+        # Platforms echo the request's cookie or token in their messages: masked here, before anything logs,
+        # stores or cuts the message (mediacrawler/scrub.py).
+        message = scrub(message)
         super().__init__(f"{kind}: {message}" + (f" (code {code})" if code is not None else ""))
         self.kind = kind
         self.message = message

@@ -28,6 +28,7 @@ from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunspli
 
 from mediacrawler.items import Author, MediaAsset, Post, Source
 from mediacrawler.parsers._common import Page, PlatformError, as_int, as_obj, as_text, clean_id, iso_utc, strip_url
+from mediacrawler.scrub import scrub
 
 __all__ = [
     "PLATFORM",
@@ -56,8 +57,6 @@ VIDEO_TYPES = {"video", "video_inline", "video_autoplay", "video_direct_response
 SHARE_TYPES = {"link", "share"}
 _SHIM_HOSTS = {"l.facebook.com", "lm.facebook.com", "www.facebook.com", "m.facebook.com", "facebook.com"}
 _FB_HOST_RE = re.compile(r"(?:[a-z0-9-]+\.)*facebook\.com")
-# Token-looking strings in free text: Graph user/page tokens start with EAA; the query form covers the rest.
-_TOKEN_TEXT_RE = re.compile(r"EAA[A-Za-z0-9]{10,}|(access_token|appsecret_proof)=[^&\s\"']*")
 # Cursors are opaque base64url-ish strings, often longer than an id (so not clean_id).
 _CURSOR_RE = re.compile(r"[A-Za-z0-9_=%-]{1,1024}")
 # Query parameters FB appends to outbound links for tracking; not part of the target.
@@ -65,13 +64,6 @@ _TRACKING_PARAMS = {"fbclid"}
 
 
 # -- errors -------------------------------------------------------------------------------------------------------
-
-
-def _scrub(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return _TOKEN_TEXT_RE.sub(lambda m: f"{m.group(1)}=[redacted]" if m.group(1) else "[redacted]", text)
 
 
 def classify_error(payload: Any, status: int = 200, *, secrets: Iterable[str] = ()) -> tuple[str, str]:
@@ -92,10 +84,11 @@ def classify_error(payload: Any, status: int = 200, *, secrets: Iterable[str] = 
             return "login_required", "access token invalid or expired"
         return "error", f"HTTP {status}"
     if not isinstance(error, dict):  # {"error": "…"} from a proxy or an old endpoint
-        return "error", _scrub(f"HTTP {status}: {str(error)[:200]}", secrets)
+        return "error", f"HTTP {status}: " + scrub(str(error), secrets)[:200]
     code, subcode = as_int(error.get("code")), as_int(error.get("error_subcode"))
     raw_message = error.get("message") if isinstance(error.get("message"), str) else ""
-    message = _scrub(raw_message[:300], secrets)
+    # Masked before the cut: a token across position 300 would otherwise leave its first part in the message.
+    message = scrub(raw_message, secrets)[:300]
     suffix = f" (code {code}" + (f", subcode {subcode})" if subcode is not None else ")")
     if code in TOKEN_CODES:
         return "login_required", "access token invalid or expired" + suffix

@@ -39,6 +39,7 @@ from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, object_relpath, store_scheme
 from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
 from mediacrawler.media.video import VideoDownloader
+from mediacrawler.scrub import scrub
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -125,7 +126,7 @@ def result_from_record(*, url: str, obj: ObjectRecord, status: str) -> MediaResu
 def failed_result(*, url: str, reason: str) -> MediaResult:
     """The pipeline result for an asset that was rejected."""
     return MediaResult(url=url, path="", checksum=None, status="failed", sha256=None, size=None, mime=None,
-                       width=None, height=None, error=reason)
+                       width=None, height=None, error=scrub(reason))  # the record keeps it: no secret
 
 
 class MediaStorePipeline(FilesPipeline):

@@ -10,14 +10,23 @@ Routes::
     GET /hostile/redirect/{n}/{path…}      302 ``n`` times through this route, then to ``/{path…}`` (the query
                                            is kept), e.g. ``/hostile/redirect/2/media/weibo/large/x.jpg``.
     GET /hostile/redirect/to?url=U         302 to ``U`` as given (another scheme, credentials, another host).
+    GET /hostile/echo/{platform}/{path…}   an error envelope whose message echoes the request's credential
+                                           (the ``Cookie`` header, or the ``Authorization: Bearer`` /
+                                           ``access_token`` token) as is, lower-cased and URL-encoded, with a
+                                           ``Set-Cookie``: ``weibo`` (``{"ok":0,"errno":"10014","msg":…}``),
+                                           ``bilibili`` (``{"code":-400,"message":…}``), ``facebook`` (HTTP 200,
+                                           a 400-character Graph ``error.message`` with the token across
+                                           position 300).
 
 Every bomb body is built once per size and kept (about 1 MiB of gzip per GiB inflated).
 """
 
 from __future__ import annotations
 
+import json
 import zlib
 from functools import lru_cache
+from urllib.parse import quote, quote_plus
 
 from twisted.web import server
 
@@ -69,6 +78,8 @@ class HostileResource(SandboxResource):
         if len(parts) == 2 and parts[:2] == ["redirect", "to"]:
             target = query_arg(request, b"url") or "/"
             return self._redirect(request, target.encode("utf-8"))
+        if len(parts) >= 2 and parts[0] == "echo" and parts[1] in ("weibo", "bilibili", "facebook"):
+            return self._echo(request, parts[1])
         if len(parts) >= 3 and parts[0] == "redirect" and parts[1].isdigit():
             n, rest = int(parts[1]), "/".join(parts[2:])
             location = f"/hostile/redirect/{n - 1}/{rest}" if n > 0 else f"/{rest}"
@@ -83,6 +94,27 @@ class HostileResource(SandboxResource):
         request.setHeader(b"content-type", _CONTENT_TYPES.get(ext, b"application/json; charset=utf-8"))
         request.setHeader(b"content-encoding", b"gzip")
         return gzip_bomb(mib, head)
+
+    @staticmethod
+    def _echo(request: server.Request, platform: str) -> bytes:
+        request.setHeader(b"content-type", b"application/json; charset=utf-8")
+        request.setHeader(b"set-cookie", b"sandbox_sid=echo-1; Path=/")  # makes the client's cookie jar work
+        if platform == "facebook":
+            bearer = (request.getHeader(b"authorization") or b"").decode("latin-1").removeprefix("Bearer ").strip()
+            token = bearer or query_arg(request, b"access_token") or ""
+            # The token starts 8 characters before position 300: a cut at 300 keeps its first 8 characters.
+            head = "Invalid OAuth 2.0 access token " + "x" * (300 - 8 - 31)
+            message = (head + token + " " + token.lower() + " ")
+            message = (message + "y" * max(0, 400 - len(message)))[:max(400, len(head) + len(token))]
+            body = {"error": {"message": message, "type": "OAuthException", "code": 100, "fbtrace_id": "echo"}}
+            return json.dumps(body).encode("utf-8")
+        cookie = (request.getHeader(b"cookie") or b"").decode("latin-1")
+        lower_escapes = quote(cookie, safe="").lower()
+        echoed = f"bad cookie [{cookie}] [{cookie.lower()}] [{quote(cookie, safe='')}] [{quote_plus(cookie)}] " \
+                 f"[{lower_escapes}]"
+        if platform == "weibo":
+            return json.dumps({"ok": 0, "errno": "10014", "msg": echoed}).encode("utf-8")
+        return json.dumps({"code": -400, "message": echoed, "ttl": 1}).encode("utf-8")
 
     @staticmethod
     def _redirect(request: server.Request, location: bytes) -> bytes:

@@ -28,6 +28,7 @@ from mediacrawler.contracts import HighWaterMark, PlatformRefused, Resume, asset
 from mediacrawler.items import Post, Source
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+from mediacrawler.scrub import scrub
 
 logger = logging.getLogger(__name__)
 
@@ -513,7 +514,7 @@ class PlatformSpider(Spider):
 
     def retry_post_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
-        self.retry_unreachable[request.meta["mc_retry_post"]] = failure.getErrorMessage()
+        self.retry_unreachable[request.meta["mc_retry_post"]] = scrub(failure.getErrorMessage())
         return iter(())
 
     # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
@@ -552,7 +553,7 @@ class PlatformSpider(Spider):
         chain: dict[str, Any] = request.meta["mc_chain"]
         # Even when the platform refused the job (the spider is closing), the post the page announced is emitted.
         yield self._advance_chain(chain, self.source_for(request),
-                                  missing=f"{chain['step']}: {failure.getErrorMessage()}")
+                                  missing=f"{chain['step']}: {scrub(failure.getErrorMessage())}")
 
     def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
         limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
@@ -575,7 +576,8 @@ class PlatformSpider(Spider):
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
         reason, rerun_helps = self.listing_failure_reason(failure)
-        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), reason, rerun_helps=rerun_helps)
+        # The reason goes to the log, the checkpoint and the exit message: masked (mediacrawler/scrub.py).
+        yield from self._page_failed(page_no, request.meta.get("mc_cursor"), scrub(reason), rerun_helps=rerun_helps)
         if failure.check(PlatformRefused):
             return  # the platform refused the job itself (login required): the spider is closing
         yield from self.after_failed_page(page_no, request.meta.get("mc_cursor"))

@@ -51,11 +51,13 @@ class RedisServer:
     """A redis-server subprocess on a fixed port, which can be stopped and started again on that port."""
 
     def __init__(self, *, port: int | None = None, directory: str | None = None, startup_timeout: float = 10.0,
-                 aof: bool = False):
+                 aof: bool = False, password: str | None = None):
         self.binary = redis_server_binary()
         #: Keep an append-only file (fsync every second), as a deployment that restarts Redis must (the shared
         #: queue lives there: docs/operations.md).
         self.aof = aof
+        #: ``requirepass``: clients must authenticate (the secret-scrubbing tests).
+        self.password = password
         self.port = port or free_port()
         self._own_dir = directory is None
         self.directory = directory or tempfile.mkdtemp(prefix="redis-test-")
@@ -64,7 +66,8 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     @property
     def running(self) -> bool:
@@ -72,7 +75,8 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         """A private client (not the shared pool the code under test uses)."""
-        return redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=1, socket_timeout=5)
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password, socket_connect_timeout=1,
+                           socket_timeout=5)
 
     def start(self) -> Self:
         if self.running:
@@ -95,6 +99,7 @@ class RedisServer:
                 self.directory,
                 "--protected-mode",
                 "no",
+                *(["--requirepass", self.password] if self.password else []),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -158,8 +163,8 @@ def redis_url(redis_server: RedisServer) -> str:
 def redis_server_factory() -> Iterator[Callable[..., RedisServer]]:
     servers: list[RedisServer] = []
 
-    def factory(*, aof: bool = False) -> RedisServer:
-        server = RedisServer(aof=aof)
+    def factory(*, aof: bool = False, password: str | None = None) -> RedisServer:
+        server = RedisServer(aof=aof, password=password)
         servers.append(server)
         return server.start()
 
