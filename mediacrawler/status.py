@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured
 
 from mediacrawler.checkpoints.model import CheckpointCorrupt
+from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
 from mediacrawler.extensions.marks import (
     FileMarkStore,
@@ -251,6 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scrapy.utils.project import get_project_settings
 
     settings = get_project_settings()
+    # A bad setting or a REDIS_URL that cannot be used is one line, not a traceback halfway through the report.
+    problem = startup_problem(settings)
+    if problem:
+        print(f"mediacrawler status: error: {problem}", file=sys.stderr)
+        return 2
     store: CheckpointStore
     if opts.dir:
         store = FileCheckpointStore(opts.dir)

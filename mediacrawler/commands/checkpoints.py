@@ -11,6 +11,7 @@ from scrapy.exceptions import NotConfigured
 
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
+from mediacrawler.config import settings_problem
 
 
 def _summary(cp: Checkpoint) -> str:
@@ -40,8 +41,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         from scrapy.utils.project import get_project_settings
 
+        settings = get_project_settings()
+        problem = settings_problem(settings)
+        if problem:
+            print(f"mediacrawler checkpoints: error: {problem}", file=sys.stderr)
+            return 2
         try:
-            store = store_from_settings(get_project_settings())
+            store = store_from_settings(settings)
         except NotConfigured as e:
             print(f"mediacrawler checkpoints: {e}", file=sys.stderr)
             return 2

@@ -25,6 +25,8 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
+from mediacrawler.config import settings_problem
+from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.media.store import store_scheme
 from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, is_worker_mode, target_names, validate_args
@@ -64,15 +66,45 @@ def configured_targets(spidercls: type[Spider], settings: BaseSettings) -> list[
     return targets
 
 
+def startup_problem(settings: BaseSettings) -> str | None:  # also status.py and enqueue.py
+    """One line for the first thing that keeps this crawl from starting: a setting that does not fit its
+    declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
+    REDIS_CONNECT_TIMEOUT); None when the crawl may start. Checked before any crawler exists."""
+    return settings_problem(settings) or redis_connect_problem(settings)
+
+
+#: Close reasons of a lost Redis: what happened and how to go on, for the one line of the exit status 1.
+REDIS_CLOSE_REASONS = {
+    "redis_unavailable": "Redis was unreachable for DISTRIBUTED_REDIS_GIVE_UP seconds; what this worker held comes "
+                         "back to the queue when its leases expire, run the same command again once Redis is back",
+    "redis_auth_failed": "Redis refused the credentials of REDIS_URL (password changed?); fix REDIS_URL and run the "
+                         "same command again",
+    "redis_data_lost": "Redis lost the job's data (restarted without persistence): the source was not completed and "
+                       "its mark was not advanced; enable AOF (appendonly yes) and run the same command again",
+}
+
+
+def redis_exit_status(name: str, reason: object) -> int:
+    """1 with one line on stderr when the crawl closed because Redis failed it (:data:`REDIS_CLOSE_REASONS`),
+    else 0."""
+    if reason not in REDIS_CLOSE_REASONS:
+        return 0
+    print(f"error: {name}: stopped: {reason}: {REDIS_CLOSE_REASONS[str(reason)]}", file=sys.stderr)
+    return 1
+
+
 class Command(ScrapyCrawlCommand):
     #: Spider arguments of each configured target (``<PLATFORM>_TARGETS``); empty: one crawl of ``-a`` alone.
     targets: list[dict[str, str]] = []
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
+        assert self.settings is not None
+        error = startup_problem(self.settings)
+        if error:
+            self._fail(error)
         if len(args) != 1:
             return
-        assert self.settings is not None
         try:
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
@@ -171,6 +203,8 @@ class Command(ScrapyCrawlCommand):
                   file=sys.stderr)
             return 1
         reason = getattr(crawler.spider, "close_reason", None)
+        if redis_exit_status(name, reason):
+            return 1
         if reason in FATAL_CLOSE_REASONS:
             print(f"error: {name}: stopped: {reason}", file=sys.stderr)
             return 1

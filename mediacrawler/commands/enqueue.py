@@ -12,6 +12,7 @@ from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.project import get_project_settings
 
 from mediacrawler.distributed.jobs import JobBoard
+from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.spiders._base import validate_args
 
 
@@ -29,6 +30,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.set("REDIS_URL", opts.redis_url, priority="cmdline")
     if not settings.get("REDIS_URL"):
         print("error: set REDIS_URL (or --redis-url): jobs are queued in Redis", file=sys.stderr)
+        return 2
+    problem = startup_problem(settings)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     kwargs: dict[str, str] = {}
     for pair in opts.args:

@@ -12,6 +12,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.spiderloader import get_spider_loader
 from scrapy.utils.project import get_project_settings
 
+from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.extensions.retries import RetryCorrupt, RetrySet, retry_store_from_settings
 from mediacrawler.spiders._base import validate_args
 
@@ -36,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"mediacrawler retry: -s {pair!r}: expected NAME=VALUE", file=sys.stderr)
             return 2
         settings.set(name, value, priority="cmdline")
+    problem = startup_problem(settings)
+    if problem:
+        print(f"mediacrawler retry: error: {problem}", file=sys.stderr)
+        return 2
     # A retry-only crawl walks no listing page: it has no checkpoint to keep.
     settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
     try:

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 
-from mediacrawler.config import setting
+from mediacrawler.config import setting, settings_problem
 from mediacrawler.fsutil import free_bytes
 from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQLiteMediaIndex, index_class,
                                       is_corruption, object_record_of)
@@ -310,6 +310,10 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         from scrapy.utils.project import get_project_settings  # noqa: PLC0415 - only the CLI needs it
 
         settings = get_project_settings()
+    problem = settings_problem(settings)
+    if problem:
+        err.write(f"verify: error: {problem}\n")
+        return 2
     conf: dict[str, Any] = {
         "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
         "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
