@@ -41,7 +41,8 @@ FEED_EXPORT_ENCODING = "utf-8"
 # Scrapy re-reads and parses the source of a callback for every response it answers (its cache misses on bound
 # methods): 0.3 ms a page for the listing callback. tests/test_spider_callbacks.py makes the same check once.
 WARN_ON_GENERATOR_RETURN_VALUE: bool = False
-LOG_LEVEL: Annotated[str, OneOf(("critical", "error", "warning", "info", "debug"))] = os.environ.get("MEDIACRAWLER_LOG_LEVEL", "INFO")
+LOG_LEVEL: Annotated[str, OneOf(("critical", "error", "warning", "info", "debug"))] = os.environ.get(
+    "MEDIACRAWLER_LOG_LEVEL", "INFO")
 
 # Scrapy enables file:, data:, s3: and ftp: handlers by default; a URL taken from a payload must never reach them.
 DOWNLOAD_HANDLERS = {
@@ -275,7 +276,8 @@ CHECKPOINT_ENABLED: bool = True
 CHECKPOINT_DIR = "checkpoints"
 #: "file", "redis" (shared by the workers of a job; workers use it by default) or the import path of a store class
 #: with from_settings(). From the environment too, so `mediacrawler checkpoints|status` can read the Redis store.
-CHECKPOINT_BACKEND: Annotated[str, OneOf(("file", "redis"), import_path=True), NeedsRedis()] = os.environ.get("CHECKPOINT_BACKEND") or "file"
+CHECKPOINT_BACKEND: Annotated[str, OneOf(("file", "redis"), import_path=True), NeedsRedis()] = (
+    os.environ.get("CHECKPOINT_BACKEND") or "file")
 #: CHECKPOINT_BACKEND="redis": key prefix of each job's checkpoint (<prefix><job>, <prefix><job>:pages).
 CHECKPOINT_REDIS_PREFIX = "mediacrawler:checkpoint:"
 #: CHECKPOINT_BACKEND="redis": seconds between two batches of page/item events when no acknowledgement sends them.
@@ -323,12 +325,13 @@ DOUYIN_TARGETS: list[str] = []
 # --- Cache and Redis --------------------------------------------------------------------------------------------
 #: Unset: everything is local. Set (e.g. redis://127.0.0.1:6379/0): shared cache, index and scheduler.
 REDIS_URL: str | None = os.environ.get("REDIS_URL") or None
-#: Seconds the start-up check of REDIS_URL (commands/crawl.py, `mediacrawler status`…) waits for Redis: unreachable
-#: or refused (wrong password) in that time, the command fails with one line and exit status 2.
+#: Seconds the start-up check of REDIS_URL (commands/crawl.py, `mediacrawler status`...) waits for Redis: if it is
+#: unreachable or refuses the password, the command fails with one line and exit status 2.
 REDIS_CONNECT_TIMEOUT: Annotated[float, Range(0, above=True)] = 10.0
 #: Backend of the runtime cache (sessions, cursors, dedupe sets): "memory" (this process only), "redis" (shared;
 #: needs REDIS_URL) or the import path of a mediacrawler.cache.Cache subclass. Unset: redis when REDIS_URL is set.
-CACHE_BACKEND: Annotated[str | None, OneOf(("memory", "redis"), import_path=True), NeedsRedis()] = os.environ.get("CACHE_BACKEND") or None
+CACHE_BACKEND: Annotated[str | None, OneOf(("memory", "redis"), import_path=True), NeedsRedis()] = (
+    os.environ.get("CACHE_BACKEND") or None)
 #: Prepended to every cache key, so several deployments can share one Redis.
 CACHE_KEY_PREFIX = "mediacrawler:"
 #: Retries of a cache call while Redis is unreachable: the wait starts at CACHE_RETRY_BACKOFF_BASE seconds and

@@ -47,7 +47,8 @@ def wrong_value(hint: object, constraints: tuple[object, ...]) -> str:
 DECLARED = declarations()
 #: Those a command-line value can fail (any text is a string or a list of strings: the <PLATFORM>_TARGETS are
 #: checked per entry by commands/crawl.py, REDIS_URL by the start-up connect, tested below).
-REFUTABLE = sorted(n for n, (hint, _, constraints) in DECLARED.items() if constraints or hint not in (str, list[str]))
+REFUTABLE = sorted(n for n, (hint, _, constraints) in DECLARED.items()
+                   if constraints or hint not in (str, list[str]))
 
 
 def test_the_project_defaults_pass() -> None:

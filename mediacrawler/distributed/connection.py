@@ -53,6 +53,13 @@ def redis_url_problem(url: str) -> str | None:
     return None
 
 
+def is_auth_error(error: BaseException) -> bool:
+    """Whether *error* is Redis refusing our credentials: waiting does not fix it (unlike an outage)."""
+    if isinstance(error, redis.AuthenticationError):  # a ConnectionError subclass
+        return True
+    return isinstance(error, redis.ResponseError) and str(error).startswith(("NOAUTH", "WRONGPASS"))
+
+
 def redis_connect_problem(settings: BaseSettings) -> str | None:
     """One line when ``REDIS_URL`` is set but Redis cannot be used now (misspelt, unreachable within
     ``REDIS_CONNECT_TIMEOUT``, or refusing our password); None when it answers or is unset. The start-up check of
@@ -68,11 +75,9 @@ def redis_connect_problem(settings: BaseSettings) -> str | None:
     client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     try:
         client.ping()
-    except redis.AuthenticationError:
-        return f"REDIS_URL={masked_url(url)!r}: Redis refused the credentials (wrong password or user)"
-    except redis.ResponseError as exc:
-        if "NOAUTH" in str(exc) or "WRONGPASS" in str(exc):
-            return f"REDIS_URL={masked_url(url)!r}: Redis needs a password (put it in REDIS_URL)"
+    except (redis.AuthenticationError, redis.ResponseError) as exc:
+        if is_auth_error(exc):
+            return f"REDIS_URL={masked_url(url)!r}: Redis refused the credentials (wrong or missing password)"
         return f"REDIS_URL={masked_url(url)!r}: {exc}"
     except (redis.RedisError, OSError) as exc:  # refused, timed out, or not a Redis server at all
         return (f"REDIS_URL={masked_url(url)!r}: cannot reach Redis within {timeout:g} s "
