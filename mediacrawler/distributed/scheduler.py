@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Self
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
@@ -184,7 +184,7 @@ class RedisScheduler(Scheduler):
         logger.error(message, *args)
         assert self.stats is not None
         self.stats.set_value("distributed/close_reason", reason)
-        self.crawler.engine.close_spider(self.spider, reason)
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
 
     def _data_lost(self, key: str) -> None:
         self._generation = None
