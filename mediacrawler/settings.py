@@ -33,6 +33,16 @@ AUTOTHROTTLE_TARGET_CONCURRENCY: Annotated[float, Range(0, above=True)] = 2.0
 USER_AGENT = "mediacrawler/0.1 (+https://github.com/mediacrawler/mediacrawler)"
 DOWNLOAD_TIMEOUT: Annotated[float, Range(0, above=True)] = 60.0
 TELNETCONSOLE_ENABLED: bool = False
+# Scrapy's own settings that users commonly pass with -s, at Scrapy's defaults: declared so a bad value is refused
+# at start-up like ours.
+RANDOMIZE_DOWNLOAD_DELAY: bool = True
+AUTOTHROTTLE_MAX_DELAY: Annotated[float, Range(0)] = 60.0
+CONCURRENT_ITEMS: Annotated[int, Range(1)] = 100
+DEPTH_LIMIT: Annotated[int, Range(0)] = 0
+CLOSESPIDER_PAGECOUNT: Annotated[int, Range(0)] = 0
+CLOSESPIDER_ITEMCOUNT: Annotated[int, Range(0)] = 0
+CLOSESPIDER_ERRORCOUNT: Annotated[int, Range(0)] = 0
+CLOSESPIDER_TIMEOUT: Annotated[float, Range(0)] = 0.0
 # Scrapy 2.19's remote control runs Python sent over HTTP inside the crawler (which holds the user's cookies) and
 # writes its token to a job file in the user's profile directory: off, like the telnet console.
 REMOTE_CONTROL_ENABLED: bool = False
@@ -276,7 +286,7 @@ CHECKPOINT_ENABLED: bool = True
 CHECKPOINT_DIR = "checkpoints"
 #: "file", "redis" (shared by the workers of a job; workers use it by default) or the import path of a store class
 #: with from_settings(). From the environment too, so `mediacrawler checkpoints|status` can read the Redis store.
-CHECKPOINT_BACKEND: Annotated[str, OneOf(("file", "redis"), import_path=True), NeedsRedis()] = (
+CHECKPOINT_BACKEND: Annotated[str, OneOf(("", "file", "redis"), import_path=True), NeedsRedis()] = (
     os.environ.get("CHECKPOINT_BACKEND") or "file")
 #: CHECKPOINT_BACKEND="redis": key prefix of each job's checkpoint (<prefix><job>, <prefix><job>:pages).
 CHECKPOINT_REDIS_PREFIX = "mediacrawler:checkpoint:"
