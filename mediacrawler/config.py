@@ -85,7 +85,28 @@ class NeedsRedis:
         return f"REDIS_URL to be set for {self.when!r}"
 
 
-Constraint = Range | OneOf | LocalPath | NeedsRedis
+@dataclass(frozen=True)
+class Relative:
+    """A number bounded by another setting: ``<= other`` (``at_most``) or ``> factor x other``."""
+
+    other: str
+    factor: float = 1.0
+    at_most: bool = False
+
+    def problem(self, value: Any, settings: BaseSettings) -> str | None:
+        try:
+            bound = self.factor * settings.getfloat(self.other, getattr(defaults, self.other))
+        except ValueError:
+            return None  # the other setting's own declaration reports it
+        ok = value <= bound if self.at_most else value > bound
+        return None if ok else self.describe()
+
+    def describe(self) -> str:
+        scaled = self.other if self.factor == 1 else f"{self.factor:g} x {self.other}"
+        return f"{'<=' if self.at_most else '>'} {scaled}"
+
+
+Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative
 
 # Imported here, below the constraint classes: settings.py imports them from this module.
 from mediacrawler import settings as defaults  # noqa: E402
@@ -149,7 +170,7 @@ def settings_problem(settings: BaseSettings) -> str | None:
             return f"{name}={raw!r}: expected {_expected(hint, constraints)}"
         for constraint in constraints:
             if constraint.problem(value, settings) is not None:
-                what = _expected(hint, (constraint,) if isinstance(constraint, Range) else ())
+                what = _expected(hint, (constraint,) if isinstance(constraint, Range | Relative) else ())
                 return f"{name}={raw!r}: expected {what if hint in (int, float) else constraint.describe()}"
     return None
 

@@ -14,7 +14,7 @@ import os
 from typing import Annotated
 
 # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Range
+from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Range, Relative
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
@@ -73,7 +73,7 @@ RETRY_HTTP_CODES: list[int] = [500, 502, 503, 504, 522, 524, 408]  # 418/429/432
 #: How many times a rate-limited request is retried before it is given up.
 PLATFORM_RATE_LIMIT_RETRIES: Annotated[int, Range(0)] = 6
 #: First back-off in seconds; doubled on each retry of the same request, capped at PLATFORM_BACKOFF_MAX.
-PLATFORM_BACKOFF_BASE: Annotated[float, Range(0)] = 2.0
+PLATFORM_BACKOFF_BASE: Annotated[float, Range(0), Relative("PLATFORM_BACKOFF_MAX", at_most=True)] = 2.0
 PLATFORM_BACKOFF_MAX: Annotated[float, Range(0)] = 120.0
 
 #: HTTP statuses that mean "slow down" on platform APIs (Weibo 418/432, Bilibili 412, XHS 461, everyone 429).
@@ -358,7 +358,7 @@ DISTRIBUTED_ENABLED: bool = True
 #: Prefix of the queue, job and duplicate filter keys.
 DISTRIBUTED_KEY_PREFIX = "mediacrawler:dist"
 #: Seconds a popped request stays leased without a heartbeat; after that any worker puts it back in the queue.
-DISTRIBUTED_LEASE_TTL: Annotated[float, Range(0, above=True)] = 15.0
+DISTRIBUTED_LEASE_TTL: Annotated[float, Range(0, above=True), Relative("DISTRIBUTED_HEARTBEAT", 2)] = 15.0
 #: Seconds between heartbeats (renew this worker's leases, put expired ones back, retry Redis after an outage, and
 #: wake an idle worker when the shared queue has work): 0.5 s measured 2.9-3.6x pages/s with 4 workers against 1.8x
 #: at 3 s (docs/benchmarks.md), for a few Redis calls per worker per beat.

@@ -80,6 +80,11 @@ def test_needs_redis_and_ranges_say_what_they_expect() -> None:
     settings.set("CONCURRENT_REQUESTS", 2.5, priority="cmdline")  # getint would truncate it silently
     assert settings_problem(settings) == "CONCURRENT_REQUESTS=2.5: expected an integer >= 1"
     assert any(isinstance(c, NeedsRedis) for c in DECLARED["CACHE_BACKEND"][2])
+    settings = project_settings()
+    settings.set("PLATFORM_BACKOFF_BASE", "500", priority="cmdline")
+    assert settings_problem(settings) == "PLATFORM_BACKOFF_BASE='500': expected a number <= PLATFORM_BACKOFF_MAX"
+    settings.set("PLATFORM_BACKOFF_MAX", "600", priority="cmdline")
+    assert settings_problem(settings) is None
 
 
 def test_masked_url() -> None:
