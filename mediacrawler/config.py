@@ -158,20 +158,22 @@ def _typed(settings: BaseSettings, name: str, hint: Any) -> Any:
 def settings_problem(settings: BaseSettings) -> str | None:
     """One line naming the first setting whose value does not fit its declaration, its value and what it expects;
     None when all fit. Run before anything is crawled (commands/crawl.py and every ``mediacrawler`` subcommand)."""
-    for name, (hint, optional, constraints) in declarations().items():
-        raw = settings.get(name)
-        if raw is None or (optional and raw == ""):
-            continue  # unset: setting() gives the default
-        try:
-            value = _typed(settings, name, hint)
-        except (ValueError, TypeError):
-            return f"{name}={raw!r}: expected {_expected(hint, constraints)}"
-        if hint is int and isinstance(raw, float) and raw != int(raw):  # getint(2.5) would truncate silently
-            return f"{name}={raw!r}: expected {_expected(hint, constraints)}"
-        for constraint in constraints:
-            if constraint.problem(value, settings) is not None:
-                what = _expected(hint, (constraint,) if isinstance(constraint, Range | Relative) else ())
-                return f"{name}={raw!r}: expected {what if hint in (int, float) else constraint.describe()}"
+    # Each value on its own first, then the bounds between settings (a bad other setting is named as itself).
+    for relative in (False, True):
+        for name, (hint, optional, constraints) in declarations().items():
+            raw = settings.get(name)
+            if raw is None or (optional and raw == ""):
+                continue  # unset: setting() gives the default
+            try:
+                value = _typed(settings, name, hint)
+            except (ValueError, TypeError):
+                return f"{name}={raw!r}: expected {_expected(hint, constraints)}"
+            if hint is int and isinstance(raw, float) and raw != int(raw):  # getint(2.5) would truncate it
+                return f"{name}={raw!r}: expected {_expected(hint, constraints)}"
+            for constraint in constraints:
+                if isinstance(constraint, Relative) == relative and constraint.problem(value, settings) is not None:
+                    what = _expected(hint, (constraint,) if isinstance(constraint, Range | Relative) else ())
+                    return f"{name}={raw!r}: expected {what if hint in (int, float) else constraint.describe()}"
     return None
 
 
