@@ -35,7 +35,6 @@ DOWNLOAD_TIMEOUT: Annotated[float, Range(0, above=True)] = 60.0
 TELNETCONSOLE_ENABLED: bool = False
 # Scrapy's own settings that users commonly pass with -s, at Scrapy's defaults: declared so a bad value is refused
 # at start-up like ours.
-RANDOMIZE_DOWNLOAD_DELAY: bool = True
 AUTOTHROTTLE_MAX_DELAY: Annotated[float, Range(0)] = 60.0
 CONCURRENT_ITEMS: Annotated[int, Range(1)] = 100
 DEPTH_LIMIT: Annotated[int, Range(0)] = 0
