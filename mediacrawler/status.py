@@ -12,7 +12,8 @@ Distributed part (with ``REDIS_URL``): :func:`distributed_status` asks ``mediacr
 its figures (queue depth per spider, live workers, leases, jobs; the keys it reads are documented in
 docs/operations.md).
 
-Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error. See docs/operations.md, "Metrics and
+Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error, an invalid setting or a REDIS_URL that
+cannot be used (one line, its password masked). See docs/operations.md, "Metrics and
 status".
 """
 
