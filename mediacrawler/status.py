@@ -13,8 +13,7 @@ its figures (queue depth per spider, live workers, leases, jobs; the keys it rea
 docs/operations.md).
 
 Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error, an invalid setting or a REDIS_URL that
-cannot be used (one line, its password masked). See docs/operations.md, "Metrics and
-status".
+cannot be used (one line, its password masked). See docs/operations.md, "Metrics and status".
 """
 
 from __future__ import annotations
