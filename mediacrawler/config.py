@@ -171,7 +171,9 @@ def settings_problem(settings: BaseSettings) -> str | None:
             if hint is int and isinstance(raw, float) and raw != int(raw):  # getint(2.5) would truncate it
                 return f"{name}={raw!r}: expected {_expected(hint, constraints)}"
             for constraint in constraints:
-                if isinstance(constraint, Relative) == relative and constraint.problem(value, settings) is not None:
+                if isinstance(constraint, Relative) != relative:
+                    continue
+                if constraint.problem(value, settings) is not None:
                     what = _expected(hint, (constraint,) if isinstance(constraint, Range | Relative) else ())
                     return f"{name}={raw!r}: expected {what if hint in (int, float) else constraint.describe()}"
     return None

@@ -1,7 +1,8 @@
 """Redis failing a running crawl (issue #21 points 2 and 3): a one-job crawl on a real redis-server restarted
 without AOF mid-crawl exits 1 with ``redis_data_lost``, its high-water mark does not jump and its checkpoint keeps
 its place, so the next run fetches the rest; a password changed while crawling closes it at once with
-``redis_auth_failed`` (exit 1), never a DISTRIBUTED_REDIS_GIVE_UP wait. Real subprocesses, sandbox, redis-server."""
+``redis_auth_failed`` (exit 1), never a DISTRIBUTED_REDIS_GIVE_UP wait. Real subprocesses, sandbox and
+redis-server."""
 
 from __future__ import annotations
 

@@ -6,10 +6,10 @@ crawler (or its log banner) exists: a bad value prints one line naming the argum
 nothing is crawled. So does a directory the crawl must write to (FILES_STORE, CHECKPOINT_DIR, OUTPUT_DIR) that
 cannot be written, a setting that does not fit its declaration in settings.py, and a REDIS_URL that is misspelt,
 unreachable within REDIS_CONNECT_TIMEOUT or refuses the password (:func:`startup_problem`). A crawl that Redis
-failed later (``redis_unavailable``, ``redis_auth_failed``, ``redis_data_lost``) exits 1 (:func:`redis_exit_status`).
-A run the platform refused (e.g. login required), with a listing page that failed for good, whose checkpoint could
-not be written, or that was stopped before it could close (a second SIGTERM/SIGINT, or SHUTDOWN_GRACE ran out: the
-checkpoint keeps the last completed page) exits with status 1.
+failed later (``redis_unavailable``, ``redis_auth_failed``, ``redis_data_lost``) exits 1
+(:func:`redis_exit_status`). A run the platform refused (e.g. login required), with a listing page that failed for
+good, whose checkpoint could not be written, or that was stopped before it could close (a second SIGTERM/SIGINT,
+or SHUTDOWN_GRACE ran out: the checkpoint keeps the last completed page) exits with status 1.
 
 Given no target (``-a uid=…``), the crawl takes the targets of ``<PLATFORM>_TARGETS`` (``"<argument>:<value>"``
 entries): one crawler per target, each its own job and checkpoint, run side by side in this process, with the

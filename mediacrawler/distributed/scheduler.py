@@ -15,9 +15,9 @@ leases stay in Redis): a pause, not a loss. After ``DISTRIBUTED_REDIS_GIVE_UP`` 
 reason ``redis_unavailable`` (what it held is leased in Redis and comes back when its leases expire). Redis
 refusing the password (changed while crawling) closes it at once with ``redis_auth_failed``: waiting cannot fix it.
 
-A one-job crawl writes a generation stamp (``<base>:generation``) when it opens and looks for it on every heartbeat
-and before it declares the job finished: a Redis restarted without persistence comes back empty, which would read as
-"nothing left to crawl". The stamp's absence closes the spider with ``redis_data_lost`` instead, so the checkpoint
+A one-job crawl writes a generation stamp (``<base>:generation``) when it opens and looks for it on every
+heartbeat and before it declares the job finished: a Redis restarted without persistence comes back empty, which
+would read as "nothing left to crawl". The stamp's absence closes the spider with ``redis_data_lost`` instead, so the checkpoint
 keeps its place and the high-water mark does not advance (commands/crawl.py exits 1).
 """
 
