@@ -12,8 +12,8 @@ Distributed part (with ``REDIS_URL``): :func:`distributed_status` asks ``mediacr
 its figures (queue depth per spider, live workers, leases, jobs; the keys it reads are documented in
 docs/operations.md).
 
-Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error. See docs/operations.md, "Metrics and
-status".
+Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error, an invalid setting or a REDIS_URL that
+cannot be used (one line, its password masked). See docs/operations.md, "Metrics and status".
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy.exceptions import NotConfigured, UsageError
 
 from mediacrawler.checkpoints.model import CheckpointCorrupt
+from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
 from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 from mediacrawler.extensions.marks import (
@@ -253,6 +254,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     except UsageError as e:
         print(f"mediacrawler status: {e}", file=sys.stderr)
+        return 2
+    # A bad setting or a REDIS_URL that cannot be used is one line, not a traceback halfway through the report.
+    problem = startup_problem(settings)
+    if problem:
+        print(f"mediacrawler status: error: {problem}", file=sys.stderr)
         return 2
     store: CheckpointStore
     if opts.dir:

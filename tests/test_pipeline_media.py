@@ -36,18 +36,24 @@ def post(*media: MediaAsset, reposted: Post | None = None, platform: str = "weib
                 media=list(media), reposted=reposted)
 
 
+def test_switched_off_is_not_configured(tmp_path: Path) -> None:
+    with pytest.raises(NotConfigured, match="MEDIA_ENABLED"):
+        make_pipeline(tmp_path, MEDIA_ENABLED=False)
+
+
 @pytest.mark.parametrize(
     ("settings", "why"),
     [
-        ({"MEDIA_ENABLED": False}, "MEDIA_ENABLED"),
-        ({"FILES_STORE": "s3://bucket/media"}, "local paths"),
+        ({"FILES_STORE": "s3://bucket/media"}, "FILES_STORE='s3://bucket/media'.*local paths"),
         ({"MEDIA_INDEX": "mongo"}, "MEDIA_INDEX"),
         ({"MEDIA_INDEX": "redis"}, "REDIS_URL"),
         ({"MEDIA_CONCURRENCY_PER_HOST": 0}, "MEDIA_CONCURRENCY_PER_HOST"),
+        ({"MEDIA_SEGMENT_CONCURRENCY": 0}, "MEDIA_SEGMENT_CONCURRENCY"),
     ],
 )
-def test_not_configured(tmp_path: Path, settings: dict, why: str) -> None:
-    with pytest.raises(NotConfigured, match=why):
+def test_unusable_setting_fails_instead_of_disabling(tmp_path: Path, settings: dict, why: str) -> None:
+    # Issue #20 point 5: a setting the pipeline cannot work with fails the crawl, never disables media silently.
+    with pytest.raises(ValueError, match=why):
         make_pipeline(tmp_path, **settings)
 
 

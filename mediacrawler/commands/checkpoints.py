@@ -13,6 +13,7 @@ from scrapy.exceptions import NotConfigured, UsageError
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
 from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
+from mediacrawler.config import settings_problem
 
 
 def _summary(cp: Checkpoint) -> str:
@@ -45,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.dir:
         store: CheckpointStore = FileCheckpointStore(opts.dir)
     else:
+        problem = settings_problem(settings)
+        if problem:
+            print(f"mediacrawler checkpoints: error: {problem}", file=sys.stderr)
+            return 2
         try:
             store = store_from_settings(settings)
         except NotConfigured as e:

@@ -4,9 +4,12 @@ Scrapy builds the spider inside the crawl, so an invalid ``-a`` value raised fro
 exit status 1. Here the spider's own argument model checks ``-a`` while the options are processed, before any
 crawler (or its log banner) exists: a bad value prints one line naming the argument and exits with status 2, and
 nothing is crawled. So does a directory the crawl must write to (FILES_STORE, CHECKPOINT_DIR, OUTPUT_DIR) that
-cannot be written. A run the platform refused (e.g. login required), with a listing page that failed for good,
-whose checkpoint could not be written, or that was stopped before it could close (a second SIGTERM/SIGINT, or
-SHUTDOWN_GRACE ran out: the checkpoint keeps the last completed page) exits with status 1.
+cannot be written, a setting that does not fit its declaration in settings.py, and a REDIS_URL that is misspelt,
+unreachable within REDIS_CONNECT_TIMEOUT or refuses the password (:func:`startup_problem`). A crawl that Redis
+failed later (``redis_unavailable``, ``redis_auth_failed``, ``redis_data_lost``) exits 1
+(:func:`redis_exit_status`). A run the platform refused (e.g. login required), with a listing page that failed for
+good, whose checkpoint could not be written, or that was stopped before it could close (a second SIGTERM/SIGINT,
+or SHUTDOWN_GRACE ran out: the checkpoint keeps the last completed page) exits with status 1.
 
 Given no target (``-a uid=…``), the crawl takes the targets of ``<PLATFORM>_TARGETS`` (``"<argument>:<value>"``
 entries): one crawler per target, each its own job and checkpoint, run side by side in this process, with the
@@ -25,6 +28,8 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
+from mediacrawler.config import settings_problem
+from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.media.store import store_scheme
 from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, is_worker_mode, target_names, validate_args
@@ -64,15 +69,45 @@ def configured_targets(spidercls: type[Spider], settings: BaseSettings) -> list[
     return targets
 
 
+def startup_problem(settings: BaseSettings) -> str | None:  # also status.py and enqueue.py
+    """One line for the first thing that keeps this crawl from starting: a setting that does not fit its
+    declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
+    REDIS_CONNECT_TIMEOUT); None when the crawl may start. Checked before any crawler exists."""
+    return settings_problem(settings) or redis_connect_problem(settings)
+
+
+#: Close reasons of a lost Redis: what happened and how to go on, for the one line of the exit status 1.
+REDIS_CLOSE_REASONS = {
+    "redis_unavailable": "Redis was unreachable for DISTRIBUTED_REDIS_GIVE_UP seconds; what this worker held comes "
+                         "back to the queue when its leases expire, run the same command again once Redis is back",
+    "redis_auth_failed": "Redis refused the credentials of REDIS_URL (password changed?); fix REDIS_URL and run the "
+                         "same command again",
+    "redis_data_lost": "Redis lost the job's data (restarted without persistence): the source was not completed and "
+                       "its mark was not advanced; enable AOF (appendonly yes) and run the same command again",
+}
+
+
+def redis_exit_status(name: str, reason: object) -> int:
+    """1 with one line on stderr when the crawl closed because Redis failed it (:data:`REDIS_CLOSE_REASONS`),
+    else 0."""
+    if reason not in REDIS_CLOSE_REASONS:
+        return 0
+    print(f"error: {name}: stopped: {reason}: {REDIS_CLOSE_REASONS[str(reason)]}", file=sys.stderr)
+    return 1
+
+
 class Command(ScrapyCrawlCommand):
     #: Spider arguments of each configured target (``<PLATFORM>_TARGETS``); empty: one crawl of ``-a`` alone.
     targets: list[dict[str, str]] = []
 
     def process_options(self, args: list[str], opts: argparse.Namespace) -> None:
         super().process_options(args, opts)
+        assert self.settings is not None
+        error = startup_problem(self.settings)
+        if error:
+            self._fail(error)
         if len(args) != 1:
             return
-        assert self.settings is not None
         try:
             spidercls = get_spider_loader(self.settings).load(args[0])
         except KeyError:
@@ -172,6 +207,8 @@ class Command(ScrapyCrawlCommand):
             return 1
         spider = crawler.spider
         reason = getattr(spider, "close_reason", None)
+        if redis_exit_status(name, reason):
+            return 1
         if reason in FATAL_CLOSE_REASONS:
             # The last line a user reads names what to do (the credential variable), not only the reason.
             refusal = getattr(spider, "refusal_message", None)

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Sequence
 
 import redis
-from scrapy.spiderloader import get_spider_loader
 from scrapy.exceptions import UsageError
+from scrapy.spiderloader import get_spider_loader
 
+from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.distributed.jobs import JobBoard
 from mediacrawler.scrub import mask_url, scrub
@@ -36,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.set("REDIS_URL", opts.redis_url, priority="cmdline")
     if not settings.get("REDIS_URL"):
         print("error: set REDIS_URL (or --redis-url): jobs are queued in Redis", file=sys.stderr)
+        return 2
+    problem = startup_problem(settings)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     kwargs: dict[str, str] = {}
     for pair in opts.args:

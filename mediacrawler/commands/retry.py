@@ -15,6 +15,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
 from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
+from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.config import setting
 from mediacrawler.extensions.retries import FileRetryStore, RetryCorrupt, RetrySet, retry_store_from_settings
 from mediacrawler.feeds import sync_feeds
@@ -36,6 +37,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     except UsageError as e:
         print(f"mediacrawler retry: {e}", file=sys.stderr)
+        return 2
+    problem = startup_problem(settings)
+    if problem:
+        print(f"mediacrawler retry: error: {problem}", file=sys.stderr)
         return 2
     # A retry-only crawl walks no listing page: it has no checkpoint to keep.
     settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from scrapy.exceptions import NotConfigured, UsageError
 
 from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
-from mediacrawler.config import setting
+from mediacrawler.config import setting, settings_problem
 from mediacrawler.fsutil import free_bytes
 from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQLiteMediaIndex, index_class,
                                       is_corruption, object_record_of)
@@ -313,6 +313,10 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         except UsageError as exc:
             err.write(f"verify: {exc}\n")
             return 2
+    problem = settings_problem(settings)
+    if problem:
+        err.write(f"verify: error: {problem}\n")
+        return 2
     conf: dict[str, Any] = {
         "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
         "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),

@@ -12,7 +12,13 @@ Redis round trips on the reactor thread: one script call per request enqueued (i
 parent is acknowledged) and one per request popped, O(1) each. The heartbeat (renew, reap) runs in a thread.
 While Redis cannot be reached, pops pause, pushes wait in a local backlog and acknowledgements are held (the
 leases stay in Redis): a pause, not a loss. After ``DISTRIBUTED_REDIS_GIVE_UP`` seconds the spider closes with
-reason ``redis_unavailable`` (what it held is leased in Redis and comes back when its leases expire).
+reason ``redis_unavailable`` (what it held is leased in Redis and comes back when its leases expire). Redis
+refusing the password (changed while crawling) closes it at once with ``redis_auth_failed``: waiting cannot fix it.
+
+A one-job crawl writes a generation stamp (``<base>:generation``) when it opens and looks for it on every
+heartbeat and before it declares the job finished: a Redis restarted without persistence comes back empty, which
+would read as "nothing left to crawl". The stamp's absence closes the spider with ``redis_data_lost`` instead, so the checkpoint
+keeps its place and the high-water mark does not advance (commands/crawl.py exits 1).
 """
 
 from __future__ import annotations
@@ -31,12 +37,13 @@ from typing import TYPE_CHECKING, Any, Self
 import redis
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider, NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
-from mediacrawler.distributed.connection import client_from_settings, key_base, workers_key
+from mediacrawler.distributed.connection import (client_from_settings, is_auth_error, key_base, masked_url,
+                                                 workers_key)
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
 from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
@@ -82,6 +89,10 @@ class Lease:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+class RedisDataLost(Exception):
+    """The job's generation stamp is gone: Redis lost its data set (restarted without AOF, flushed)."""
+
+
 class RedisScheduler(Scheduler):
     """``SCHEDULER`` with ``REDIS_URL`` (set by :class:`~mediacrawler.distributed.addon.DistributedAddon`)."""
 
@@ -108,7 +119,10 @@ class RedisScheduler(Scheduler):
         self._acker: task.LoopingCall | None = None
         self.ack_interval = s.getfloat("DISTRIBUTED_ACK_INTERVAL")
         self._tick_running = False
-        self._redis_url = str(s.get("REDIS_URL"))
+        self._redis_url = masked_url(str(s.get("REDIS_URL")))  # for log lines: never the password
+        #: (key, token) of this job's generation stamp; None: not stamped (a worker between jobs).
+        self._generation: tuple[str, bytes] | None = None
+        self._closing = False
         self._beat = self.server.register_script(BEAT)
 
     @classmethod
@@ -143,6 +157,40 @@ class RedisScheduler(Scheduler):
                 waiting = 0
             if waiting:
                 logger.info("Resuming crawl (%d requests queued in Redis for %s)", waiting, queue.key)
+            self._stamp(queue.key)
+
+    def _stamp(self, base: str) -> None:
+        """Write (or take over, when a run of this job left one) the job's generation stamp."""
+        key = f"{base}:generation"
+        try:
+            self.server.set(key, uuid.uuid4().hex, nx=True)
+            token = self.server.get(key)
+        except redis.RedisError as e:
+            logger.warning("scheduler: could not stamp %s (%s): a Redis losing its data goes unnoticed", key, e)
+            return
+        if token is not None:
+            self._generation = (key, token)
+
+    def _check_generation(self) -> None:
+        """RedisDataLost when the generation stamp is no longer the one this run wrote or found."""
+        stamp = self._generation
+        if stamp is not None and self.server.get(stamp[0]) != stamp[1]:
+            raise RedisDataLost(stamp[0])
+
+    def _close_for(self, reason: str, message: str, *args: Any) -> None:
+        """Close the spider once with *reason* (a close reason of commands/crawl.py's REDIS_CLOSE_REASONS)."""
+        if self._closing or self.crawler.engine is None:
+            return
+        self._closing = True
+        logger.error(message, *args)
+        assert self.stats is not None
+        self.stats.set_value("distributed/close_reason", reason)
+        deferred_from_coro(self.crawler.engine.close_spider_async(reason=reason))
+
+    def _data_lost(self, key: str) -> None:
+        self._generation = None
+        self._close_for("redis_data_lost", "scheduler: %s is gone: Redis at %s lost this job's data (restarted "
+                        "without persistence?); closing without completing the job", key, self._redis_url)
 
     def close(self, reason: str) -> None:
         """Hand back what this worker still holds (queued again at once); never delete shared state."""
@@ -150,6 +198,9 @@ class RedisScheduler(Scheduler):
             if loop is not None and loop.running:
                 loop.stop()
         self._retry_at = 0.0
+        if reason == "redis_data_lost":
+            self._drop_fragment()
+            return
         self._flush()
         by_base: dict[str, list[str]] = {}
         for rid, lease in self.held.items():
@@ -168,6 +219,22 @@ class RedisScheduler(Scheduler):
                 self.server.zrem(workers_key(self.prefix, spider.name), self.worker)
             except redis.RedisError:
                 pass  # its heartbeat deadline passes on its own
+
+    def _drop_fragment(self) -> None:
+        """After a data loss: what this run wrote into the emptied Redis is a fragment of the job (a few requests,
+        a partial duplicate filter) that the next run would take for its queue; the checkpoint has the job's place,
+        so the fragment goes, and nothing held is pushed or released into it."""
+        self.backlog.clear()
+        self.unacked.clear()
+        self.held.clear()
+        queue = self.queue_for_spider() if getattr(self, "spider", None) is not None else None
+        if queue is None:
+            return
+        try:
+            queue.clear()
+            self.server.zrem(workers_key(self.prefix, self.spider.name), self.worker)
+        except redis.RedisError as e:
+            logger.warning("scheduler: could not delete what is left of %s (%s)", queue.key, e)
 
     def __len__(self) -> int:
         queue = self.queue_for_spider()
@@ -404,6 +471,14 @@ class RedisScheduler(Scheduler):
 
     def _lost(self, error: Exception) -> None:
         now = time.monotonic()
+        if is_auth_error(error):
+            # Waiting cannot fix a password: close now. Paused like an outage meanwhile (pushes wait in the
+            # backlog, the flush loops stop at the first refusal).
+            self._down_since = self._down_since or now
+            self._retry_at = now + 5.0
+            self._close_for("redis_auth_failed", "scheduler: Redis at %s refused the credentials (%s); closing",
+                            self._redis_url, error)
+            return
         if self._down_since is None:
             self._down_since = now
             logger.warning("scheduler: lost Redis at %s (%s); requests pause until it answers again",
@@ -412,9 +487,9 @@ class RedisScheduler(Scheduler):
             self.stats.inc_value("distributed/redis_outages")
         down = now - self._down_since
         self._retry_at = now + min(5.0, 0.25 * 2 ** min(int(down), 5))
-        if down > self.give_up and self.crawler.engine is not None:
-            logger.error("scheduler: Redis gone for %.0f s (DISTRIBUTED_REDIS_GIVE_UP); closing", down)
-            self.crawler.engine.close_spider(self.spider, "redis_unavailable")
+        if down > self.give_up:
+            self._close_for("redis_unavailable", "scheduler: Redis gone for %.0f s (DISTRIBUTED_REDIS_GIVE_UP); "
+                            "closing", down)
 
     def _reached(self) -> None:
         if self._down_since is not None:
@@ -455,6 +530,7 @@ class RedisScheduler(Scheduler):
         reaped = queued = 0
         # Live for as long as a lease would be: a worker whose heartbeats stop is dead when its leases expire.
         self._beat(keys=[workers_key(self.prefix, self.spider.name)], args=[self.worker, self.lease_ms])
+        self._check_generation()
         for base, rids in by_base.items():
             queue = self._queue(base)
             queue.renew(self.worker, self.lease_ms, rids)
@@ -478,7 +554,9 @@ class RedisScheduler(Scheduler):
 
     def _tick_failed(self, failure: Failure) -> None:
         self._tick_running = False
-        if failure.check(redis.RedisError):
+        if failure.check(RedisDataLost):
+            self._data_lost(str(failure.value))
+        elif failure.check(redis.RedisError):
             self._lost(failure.value)  # type: ignore[arg-type]
         else:
             logger.error("scheduler heartbeat failed: %s", failure.getErrorMessage())
@@ -494,13 +572,24 @@ class RedisScheduler(Scheduler):
         if queue is None:
             return  # a worker between jobs: its start() decides (DISTRIBUTED_IDLE_CLOSE)
         try:
+            # An empty queue in a Redis that lost its data is no finished job.
+            self._check_generation()
             queue.reap()
             finished = queue.finish(require_seeded=False)
+        except RedisDataLost as e:
+            self._data_lost(str(e))
+            raise DontCloseSpider from None
         except redis.RedisError as e:
             self._lost(e)
             raise DontCloseSpider from None
         if not finished:
             raise DontCloseSpider
+        stamp, self._generation = self._generation, None
+        if stamp is not None:
+            try:
+                self.server.delete(stamp[0])  # the job is complete: its next run starts a new generation
+            except redis.RedisError:
+                pass  # left behind: the next run takes it over
 
 
 async def in_thread(func: Any, *args: Any) -> Any:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
 from scrapy.downloadermiddlewares.retry import get_retry_request
-from scrapy.exceptions import NotConfigured, StopDownload
+from scrapy.exceptions import StopDownload
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 from scrapy.utils.asyncio import run_in_thread
@@ -603,10 +603,8 @@ class SegmentedDownloader:
 
     def __init__(self, crawler: Crawler, *, spool_dir: str | os.PathLike[str] | None = None) -> None:
         self.crawler = crawler
-        try:
-            self.config = SegmentConfig.from_settings(crawler.settings)
-        except ValueError as exc:
-            raise NotConfigured(str(exc)) from None
+        # A ValueError (a bad MEDIA_SEGMENT_* setting) fails the crawl: the media pipeline never disables itself.
+        self.config = SegmentConfig.from_settings(crawler.settings)
         self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(crawler.settings.get("FILES_STORE")
                                                                           or "files")
         self.budget = MemoryBudget(self.config.memory)  # shared by all large downloads of the crawl

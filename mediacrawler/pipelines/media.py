@@ -143,15 +143,20 @@ class MediaStorePipeline(FilesPipeline):
         settings = crawler.settings
         if not setting(settings, "MEDIA_ENABLED"):
             raise NotConfigured("MEDIA_ENABLED is off: records are crawled without downloading media")
+        # Only MEDIA_ENABLED switches the pipeline off: a setting it cannot work with fails the crawl (ValueError,
+        # one line naming it; commands/crawl.py refuses these before the crawl already, config.settings_problem).
         uri = str(store_uri or defaults.FILES_STORE)
         if store_scheme(uri) not in STORE_SCHEMES:
-            raise NotConfigured(f"FILES_STORE={uri!r}: the media store supports local paths only")
-        self.index_class = index_class(settings)  # NotConfigured now, not at open, when MEDIA_INDEX is unusable
+            raise ValueError(f"FILES_STORE={uri!r}: the media store supports local paths only")
+        try:
+            self.index_class = index_class(settings)  # now, not at open, when MEDIA_INDEX is unusable
+        except NotConfigured as exc:
+            raise ValueError(str(exc)) from None
         self.max_image_pixels = setting(settings, "MEDIA_MAX_IMAGE_PIXELS")
         self.max_image_decode_bytes = setting(settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
         self.concurrency_per_host = setting(settings, "MEDIA_CONCURRENCY_PER_HOST")
         if self.concurrency_per_host < 1:
-            raise NotConfigured("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
+            raise ValueError("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
         self.inline_check_bytes = setting(settings, "MEDIA_INLINE_CHECK_BYTES")
         self.commit_batch = setting(settings, "MEDIA_COMMIT_BATCH")
         self.commit_process = setting(settings, "MEDIA_COMMIT_PROCESS")
@@ -171,10 +176,7 @@ class MediaStorePipeline(FilesPipeline):
         # ids of results already written to an asset (see item_completed).
         self._reported: set[int] = set()
         # --- video and large files (mediacrawler.media.video): spool under FILES_STORE/spool ---
-        try:
-            self.video = VideoDownloader(crawler, store=self.cas, spool_dir=self.cas.root / "spool")
-        except ValueError as exc:
-            raise NotConfigured(str(exc)) from None
+        self.video = VideoDownloader(crawler, store=self.cas, spool_dir=self.cas.root / "spool")  # ValueError: bad
         # Images above MEDIA_SEGMENT_THRESHOLD leave the one-request path for the Range-segment one as soon as
         # their headers say so (see _stop_large_image): never a whole large body in memory.
         self.segment_threshold: int = setting(settings, "MEDIA_SEGMENT_THRESHOLD")
