@@ -14,8 +14,8 @@ from scrapy.exceptions import NotConfigured, UsageError
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 from mediacrawler.commands.crawl import startup_problem
+from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 from mediacrawler.config import setting
 from mediacrawler.extensions.retries import FileRetryStore, RetryCorrupt, RetrySet, retry_store_from_settings
 from mediacrawler.feeds import sync_feeds
