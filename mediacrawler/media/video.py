@@ -261,7 +261,7 @@ class VideoDownloader:
                                     renditions=renditions)
             if outcome.obj is not None and index is not None:
                 try:
-                    await run_in_thread(index.record, obj=outcome.obj, key=key, url=url)
+                    await run_in_thread(index.record_many, [(outcome.obj, key, url)])  # durable, outage grace
                 except Exception as exc:
                     # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
                     logger.error("Media index write failed for %s (%s)", url, exc)
