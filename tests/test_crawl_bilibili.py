@@ -212,3 +212,23 @@ def test_a_part_whose_playurl_cannot_be_read_again_fails_alone(bili: Any, tmp_pa
     assert len(playurls) >= 2  # the refresh was tried (and answered -404)
     assert "could not read the streams of" in log and "'bilibili/media_refresh/failed'" in log
     assert "'finish_reason': 'finished'" in log
+
+
+def test_a_bad_best_rendition_falls_back_to_the_next_best_one(bili: Any, tmp_path: Path) -> None:
+    # The 720p stream is gone on every mirror (404 for good): the part is stored from the 480p stream, not refused.
+    from mediacrawler.sandbox.video import RENDITIONS
+
+    best = max(RENDITIONS, key=lambda r: r.height)
+    bili.set_faults(fragment_drop=[{"path_regex": rf"-1-{best.bili_stream_id}\.m4s$", "times": None}])
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bilibili.BVIDS[0]}")
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    [row] = rows
+    [video] = [a for a in row["media"] if a["kind"] == "video"]
+    assert video["status"] == "downloaded", video
+    second = sorted({r.height for r in RENDITIONS}, reverse=True)[1]
+    assert video["rendition"]["height"] == second
+    with av.open(str(tmp_path / "files" / video["path"])) as container:
+        assert container.streams.video[0].height == second and container.streams.audio
+    assert f"rendition {best.qn}-7 failed" in log
+    assert "media/video/rendition_fallbacks': 1" in log or "'media/video/rendition_fallbacks': 1" in log

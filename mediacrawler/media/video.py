@@ -6,6 +6,7 @@ ledger, failure reasons and stats: docs/media.md, "Video".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -108,6 +109,10 @@ class VideoSettings:
                    fragment_concurrency=setting(settings, "MEDIA_FRAGMENT_CONCURRENCY"),
                    duration_tolerance=setting(settings, "MEDIA_VIDEO_DURATION_TOLERANCE"),
                    max_gap=setting(settings, "MEDIA_VIDEO_MAX_GAP"), limits=ManifestLimits.from_settings(settings))
+
+
+#: Failures that another rendition would not mend: they end the asset (see _VideoJob._from_manifest).
+_FATAL_REASONS = frozenset({"spool-busy", "disk-full", "store-error"})
 
 
 class VideoError(SegmentError):
@@ -388,7 +393,25 @@ class _VideoJob:
         return fetch.urls[0], selection
 
     async def _from_manifest(self, parsed: Manifest) -> VideoOutcome:
-        selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
+        """The selected renditions, stored; when the selected video rendition cannot be fetched or is bad, the
+        next best one (each tried once; a full disk, a store error or a busy spool end the asset)."""
+        for skipped in parsed.skipped:
+            logger.warning("Video %s: a listed rendition is unusable and left out: %s", self.key, skipped)
+        for _ in range(len(parsed.video)):  # bounded: every failure removes one rendition
+            selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
+            try:
+                return await self._from_selection(parsed, selection)
+            except (SegmentError, MediaRejected, AssemblyError) as exc:
+                rest = tuple(r for r in parsed.video if r is not selection.video)
+                if not rest or exc.reason in _FATAL_REASONS:
+                    raise
+                logger.warning("Video %s: rendition %s failed (%s); trying the next best", self.key,
+                               selection.video.id, exc)
+                self.owner._inc("rendition_fallbacks")
+                parsed = dataclasses.replace(parsed, video=rest)
+        raise VideoError("no-rendition", "every rendition failed")
+
+    async def _from_selection(self, parsed: Manifest, selection: Selection) -> VideoOutcome:
         duration = parsed.duration
         video, audio = selection.video, selection.audio
         media: dict[str, Manifest] = {}
@@ -493,7 +516,7 @@ class _VideoJob:
             try:
                 spooled = await self.owner.segments.download(url, key=key, headers=self.headers)
             except SegmentError as exc:
-                if exc.reason in ("spool-busy", "disk-full", "store-error"):
+                if exc.reason in _FATAL_REASONS:
                     raise
                 logger.debug("%s of %s failed from %s (%s); trying the next URL", track, self.key, url, exc)
                 last = exc
