@@ -28,7 +28,8 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.config import setting
 from mediacrawler.contracts import META_VIDEO, download_error_reason
 from mediacrawler.fsutil import write_atomic
-from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
+from mediacrawler.media.assemble import (AssemblyError, concat_mp4, decrypt_aes128, ordered_parts, remux_to_mp4,
+                                         verify_mp4)
 from mediacrawler.media.index import ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
 from mediacrawler.media.manifests import (
@@ -350,6 +351,9 @@ class _VideoJob:
     async def run(self, *, manifest: str | None, alternates: Sequence[str], duration: float | None = None,
                   renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
         if renditions is not None:
+            joined = next((r for r in renditions if isinstance(r, Mapping) and r.get("segments")), None)
+            if joined is not None:
+                return await self._segmented(joined, duration=duration)
             return await self._from_manifest(manifest_from_renditions(renditions, duration=duration,
                                                                       limits=self.limits))
         if manifest is not None and manifest not in ("hls", "dash"):
@@ -373,6 +377,40 @@ class _VideoJob:
         finally:
             await self.owner.segments.discard(spooled)
         return await self._from_manifest(await self._parse(body, kind=detected, url=chosen))
+
+    async def _segmented(self, entry: Mapping[str, Any], *, duration: float | None) -> VideoOutcome:
+        """One rendition listed as files played in a row (Bilibili's segmented ``durl``): each spooled in order
+        (backups tried in order), joined by :func:`concat_mp4`, held to the sum of the listed ``length``s (ms)."""
+        segments = entry.get("segments")
+        if not isinstance(segments, Sequence) or isinstance(segments, (str, bytes)):
+            raise ManifestError("segments: not a list")
+        shared = {k: entry.get(k) for k in ("height", "width", "quality", "mime")}
+        parsed = manifest_from_renditions(  # the limits of any listed rendition, per segment
+            [{**shared, "kind": "progressive", "url": s.get("url"), "alternates": s.get("alternates") or [],
+              "size": s.get("size")} if isinstance(s, Mapping) else s for s in segments], limits=self.limits)
+        if parsed.skipped:
+            raise ManifestError(f"segmented rendition: {parsed.skipped[0]}")
+        lengths = [s.get("length") for s in segments]
+        if all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lengths):
+            duration = sum(lengths) / 1000
+        self.limits.check_duration(duration, what="segmented rendition")
+        lock = await run_in_thread(_lock_dir, self.video_dir)
+        try:
+            spools: list[SpoolResult] = []
+            try:
+                for n, rendition in enumerate(parsed.video, start=1):  # in order, one at a time
+                    assert isinstance(rendition.fetch, SingleFile)
+                    spools.append(await self._single_file(f"part{n}", rendition.fetch, suffix=True))
+            except BaseException:
+                for spooled in spools:
+                    await self.owner.segments.discard(spooled)
+                raise
+            self.owner._inc("joined_segments", len(spools))
+            return await self._assemble_store({"video": ([s.path for s in spools], None)}, spools,
+                                              selection=Selection(video=parsed.video[0], audio=None),
+                                              duration=duration, expect_audio=False, join=True)
+        finally:
+            os.close(lock)
 
     async def _parse(self, body: bytes, *, kind: str, url: str) -> Manifest:
         return await run_in_thread(parse_manifest, body, kind=kind, base_url=url, limits=self.limits)
@@ -473,22 +511,26 @@ class _VideoJob:
                           tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
 
     def _remux(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
-               duration: float | None) -> VideoInfo:
-        """(Worker thread.) Remux the tracks into ``out`` and verify it."""
+               duration: float | None, join: bool = False) -> VideoInfo:
+        """(Worker thread.) Remux the tracks into ``out`` (``join``: whole files in a row) and verify it."""
         video_parts, init_video = inputs["video"]
+        if join:
+            concat_mp4(video_parts, out)
+            return self._verify(out, expect_audio=expect_audio, duration=duration)
         audio_parts, init_audio = inputs.get("audio", (None, None))
         remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio)
         return self._verify(out, expect_audio=expect_audio, duration=duration)
 
     async def _assemble_store(self, inputs: dict[str, tuple[list[Path], Path | None]], spools: list[SpoolResult],
                               *, selection: Selection | None, duration: float | None,
-                              expect_audio: bool) -> VideoOutcome:
+                              expect_audio: bool, join: bool = False) -> VideoOutcome:
         """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it. The spools go either way;
         the video directory goes once stored, or when the bytes are corrupt (not worth resuming: the next run
         starts this video over); a store error keeps its fragments for the next run."""
         out = self.video_dir / "assembled.mp4"
         try:
-            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
+            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration,
+                                       join=join)
         except AssemblyError:
             await run_in_thread(shutil.rmtree, self.video_dir, True)
             raise

@@ -324,6 +324,11 @@ def video_file(parts: Sequence[str]) -> tuple[bytes, str] | None:
         if len(parts) != 4 or parts[1] not in ("cos", "bak", "ali"):
             return None
         video_id, rest = parts[2], ("bili", parts[3])
+        if "of" in parts[3] and VIDEO_ID_RE.fullmatch(video_id):  # a segment of a segmented durl (.durl)
+            from .durl import segment_file
+
+            found = segment_file(video_id, parts[3])
+            return None if found is None else (found, "video/mp4")
     else:
         video_id, rest = parts[1], (parts[0], *parts[2:])
     if not VIDEO_ID_RE.fullmatch(video_id):
