@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from mediacrawler import settings as defaults
 from mediacrawler.cache.redis import UNREACHABLE_ERRORS, get_redis, mask_url
-from mediacrawler.config import setting
 from mediacrawler.media.index import ObjectRecord, SourceRecord, canonical_media_url
 
 if TYPE_CHECKING:
@@ -44,9 +43,10 @@ class RedisMediaIndex:
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
                       store_root: str | Path) -> RedisMediaIndex:
         """The index on REDIS_URL (the process-wide client of :mod:`mediacrawler.cache.redis`)."""
+        grace = settings.get("MEDIA_INDEX_OUTAGE_GRACE")  # a Mapping too, as SQLiteMediaIndex.from_settings
         return cls(get_redis(str(settings.get("REDIS_URL"))),
                    prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX,
-                   outage_grace=setting(settings, "MEDIA_INDEX_OUTAGE_GRACE"))
+                   outage_grace=float(grace if grace not in (None, "") else defaults.MEDIA_INDEX_OUTAGE_GRACE))
 
     def __repr__(self) -> str:
         return f"RedisMediaIndex(prefix={self.prefix!r})"
