@@ -44,7 +44,7 @@ def durl_segments(video_id: str, rendition: str, n: int) -> tuple[tuple[bytes, i
         try:
             with av.open(io.BytesIO(source)) as src, \
                     av.open(path, "w", format="mp4", options={"movflags": "+faststart"}) as dst:
-                streams = [s for s in (*src.streams.video[:1], *src.streams.audio[:1])]
+                streams = [*src.streams.video[:1], *src.streams.audio[:1]]
                 mapping = {s.index: dst.add_stream_from_template(s) for s in streams}
                 for packet in src.demux(*streams):
                     if packet.dts is None:

@@ -31,6 +31,7 @@ the audio track)::
     /media/bili/{cos|bak|ali}/{id}/{cid}-1-{stream id}.m4s   Bilibili DASH streams (= DASH full.mp4 bytes;
                                              the three mirrors serve the same bytes)
     /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}.mp4          Bilibili ``durl`` progressive MP4
+    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}-{k}of{n}.mp4  segment k of a segmented ``durl`` (:mod:`.durl`)
     /media/progressive/{id}/{r}.mp4          progressive faststart MP4, A/V muxed
 
 :func:`video_file` maps those paths (split into parts after ``/media``) to ``(bytes, content type)``;
