@@ -222,6 +222,9 @@ MEDIA_MAX_REDIRECTS: Annotated[int, Range(0)] = 5
 MEDIA_INDEX: Annotated[str, OneOf(("", "sqlite", "redis"), import_path=True), NeedsRedis()] = ""
 MEDIA_INDEX_PATH = ""
 MEDIA_INDEX_REDIS_PREFIX = "mediacrawler:media:"
+#: Seconds a Redis media index may be unreachable while media commits wait (a bounded back-off, 0.1 s doubling to
+#: 2 s) before their assets fail as index-write-failed (docs/media.md, "The media index"). 0: fail at once.
+MEDIA_INDEX_OUTAGE_GRACE = 60.0
 #: Seconds an SQLite index write waits for another process's lock before it fails (and fails its assets).
 MEDIA_INDEX_BUSY_TIMEOUT: Annotated[float, Range(0)] = 30.0
 #: fsync objects and their directories when publishing (off only for throwaway stores).

@@ -212,3 +212,53 @@ def test_a_part_whose_playurl_cannot_be_read_again_fails_alone(bili: Any, tmp_pa
     assert len(playurls) >= 2  # the refresh was tried (and answered -404)
     assert "could not read the streams of" in log and "'bilibili/media_refresh/failed'" in log
     assert "'finish_reason': 'finished'" in log
+
+
+def test_a_bad_best_rendition_falls_back_to_the_next_best_one(bili: Any, tmp_path: Path) -> None:
+    # The 720p stream is gone on every mirror (404 for good): the part is stored from the 480p stream, not refused.
+    from mediacrawler.sandbox.video import RENDITIONS
+
+    best = max(RENDITIONS, key=lambda r: r.height)
+    bili.set_faults(fragment_drop=[{"path_regex": rf"-1-{best.bili_stream_id}\.m4s$", "times": None}])
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bilibili.BVIDS[0]}")
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    [row] = rows
+    [video] = [a for a in row["media"] if a["kind"] == "video"]
+    assert video["status"] == "downloaded", video
+    second = sorted({r.height for r in RENDITIONS}, reverse=True)[1]
+    assert video["rendition"]["height"] == second
+    with av.open(str(tmp_path / "files" / video["path"])) as container:
+        assert container.streams.video[0].height == second and container.streams.audio
+    assert f"rendition {best.qn}-7 failed" in log
+    assert "media/video/rendition_fallbacks': 1" in log or "'media/video/rendition_fallbacks': 1" in log
+
+
+def test_a_segmented_durl_is_joined_into_one_mp4_of_the_full_duration(bili: Any, tmp_path: Path) -> None:
+    # The playurl answers a durl of 3 segments (real MP4 pieces cut at keyframes): one rendition, its segments
+    # fetched in order and joined, the MP4 held to the sum of the segments' lengths.
+    from mediacrawler.sandbox.video import DURATION
+
+    bili.set_faults(bilibili_durl_segments=3)
+    bvid = bilibili.BVIDS[0]
+    [(cid, media_id)] = bilibili.parts_of(bvid)
+    payload = bilibili.playurl_response(bvid, cid, base=bili.url, durl_segments=3)
+    lengths = [entry["length"] for entry in payload["data"]["durl"]]
+    assert len(lengths) == 3 and sum(lengths) == DURATION * 1000
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bvid}")
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    [row] = rows
+    [video] = [a for a in row["media"] if a["kind"] == "video"]
+    assert video["status"] == "downloaded", video
+    assert abs(video["duration"] - DURATION) < 0.2
+    with av.open(str(tmp_path / "files" / video["path"])) as container:
+        assert abs(container.duration / 1_000_000 - DURATION) < 0.2
+        assert container.streams.video and container.streams.audio
+    # Every segment was fetched, in order, each once; nothing else of the video.
+    fetched = [r["path"].rsplit("/", 1)[1] for r in bili.requests()
+               if r["path"].startswith("/media/bili/") and r["method"] == "GET"]
+    names = [f"{cid}-1-{payload['data']['quality']}-{k}of3.mp4" for k in (1, 2, 3)]
+    assert sorted(set(fetched)) == names and [fetched.index(n) for n in names] == sorted(fetched.index(n)
+                                                                                         for n in names)
+    assert list((tmp_path / "files" / "objects").rglob("*.mp4")) == [tmp_path / "files" / video["path"]]

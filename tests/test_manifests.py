@@ -310,6 +310,17 @@ def test_renditions_durl_and_errors() -> None:
             manifest_from_renditions(bad)  # type: ignore[arg-type]
 
 
+def test_a_bad_listed_rendition_is_left_out_and_the_good_ones_kept() -> None:
+    good = {"kind": "video", "url": "https://v.example/480.m4s", "height": 480, "quality": 32}
+    m = manifest_from_renditions([
+        {"kind": "video", "url": "file:///etc/passwd", "height": 720, "quality": 64},  # a bad URL
+        {"kind": "video", "url": "https://v.example/1080.m4s", "height": "tall"},  # a bad shape
+        7, good, {"kind": "audio", "url": "https://v.example/a.m4s", "quality": 30280}])
+    assert [r.height for r in m.video] == [480] and len(m.audio) == 1
+    assert len(m.skipped) == 3 and "renditions[1]" in m.skipped[1] and "not an integer" in m.skipped[1]
+    assert select(m).video.height == 480
+
+
 # ----------------------------------------------------------------------------------------------- progressive
 
 
@@ -437,8 +448,13 @@ def test_hostile_mpd_many_entries_refused_before_xml_parsing() -> None:
 def test_hostile_json_sources() -> None:
     renditions = bilibili.parse_playurl(payload("bilibili_playurl.json"))
     hostile = [dict(renditions[0], alternates=[*renditions[0]["alternates"], "file:///etc/passwd"])]
+    # The stream with a file:// backup is left out (never fetched, not even its good URL); the others are kept.
+    kept = manifest_from_renditions(hostile + renditions[1:])
+    assert "scheme 'file' not allowed" in kept.skipped[0]
+    assert all("file:" not in u for r in kept.video + kept.audio for u in r.fetch.urls)  # type: ignore[union-attr]
+    assert len(kept.video) + len(kept.audio) == len(renditions) - 1
     with refused("scheme 'file' not allowed"):
-        manifest_from_renditions(hostile + renditions[1:])
+        manifest_from_renditions(hostile)
     for url in ("javascript:alert(1)", "http:///no-host", "https://v.example/a b"):
         with refused("URL"):
             manifest_from_renditions([{"kind": "progressive", "url": url}])

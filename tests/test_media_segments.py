@@ -536,6 +536,22 @@ def test_every_segment_cut_is_an_error_not_a_file(fresh_sandbox: SandboxProcess,
 
 
 @pytest.mark.slow
+def test_a_failed_piece_is_one_warning_with_its_reason_and_no_error(fresh_sandbox: SandboxProcess,
+                                                                    tmp_path: Path) -> None:
+    fresh_sandbox.set_faults(media_cut_rate=1.0)
+    outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "onewarn", MiB), key="test/video/w",
+                         settings={"RETRY_TIMES": 1})
+    assert not outcome["ok"] and outcome["reason"] == "dataloss", outcome
+    lines = outcome["log"].splitlines()
+    warnings = [line for line in lines if "WARNING" in line and "test/video/w" in line]
+    assert warnings == [w for w in warnings if "Media piece test/video/w bytes 0-262143 failed: dataloss" in w]
+    assert len(warnings) == 1, warnings
+    assert not [line for line in lines if "Gave up retrying" in line and "DEBUG" not in line]
+    assert not [line for line in lines if " ERROR" in line or "ERROR:" in line]
+    assert "?size=" not in warnings[0]  # by key and range, never the URL
+
+
+@pytest.mark.slow
 def test_a_stalled_body_times_out_and_is_tried_again_once(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
     # The probe's connection goes silent half-way (left open): DOWNLOAD_TIMEOUT ends it, RetryMiddleware tries it
     # again, and that is the only retry count there is.

@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,35 @@ def test_sqlite_index_is_wal_and_shared_by_threads(tmp_path: Path) -> None:
     assert other._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     other.close()
     idx.close()
+
+
+def test_redis_index_writes_wait_out_a_blip_within_the_grace_and_fail_past_it(redis_server_factory: Any) -> None:
+    import redis
+
+    server = redis_server_factory()
+    assert server.process is not None
+    client = redis.Redis.from_url(server.url, socket_timeout=0.2, socket_connect_timeout=0.2)
+
+    def paused(seconds: float, grace: float) -> tuple[BaseException | None, float]:
+        index = RedisMediaIndex(client, prefix=f"test:grace{grace}:", outage_grace=grace)
+        os.kill(server.process.pid, signal.SIGSTOP)
+        timer = threading.Timer(seconds, os.kill, (server.process.pid, signal.SIGCONT))
+        timer.start()
+        started = time.monotonic()
+        try:
+            index.record_many([(OBJ, "weibo/image/a", "https://x.example/a.jpg")])
+            error = None
+        except redis.RedisError as exc:
+            error = exc
+        elapsed = time.monotonic() - started
+        timer.join()
+        return error, elapsed
+
+    error, elapsed = paused(1.5, grace=10)
+    assert error is None and 1.3 < elapsed < 5
+    found = RedisMediaIndex(client, prefix="test:grace10:").lookup(key="weibo/image/a", url=None)
+    assert found is not None and found.sha256 == OBJ.sha256 and found.size == OBJ.size
+    error, elapsed = paused(3, grace=0.5)
+    assert isinstance(error, redis.TimeoutError) and elapsed < 2.5
+    with pytest.raises(ValueError, match="MEDIA_INDEX_OUTAGE_GRACE"):
+        RedisMediaIndex(client, outage_grace=-1)

@@ -165,3 +165,26 @@ def test_view_hostile_shapes_keep_what_is_usable() -> None:
     assert [(m.kind, m.key, m.duration) for m in post.media] == [("video", "BV1GJ411x7h7:5", 60.0)]
     with pytest.raises(PlatformError):
         bilibili.parse_view({"code": 0, "data": {"bvid": ["x"]}})
+
+
+def _durl_payload(n: int) -> dict[str, Any]:
+    payload = json.loads((Path(__file__).parent / "fixtures" / "manifests" / "bilibili_durl.json").read_text())
+    [entry] = payload["data"]["durl"]
+    payload["data"]["durl"] = [dict(entry, order=k, length=1000 * k, size=100 * k,
+                                    url=entry["url"].replace(".mp4", f"-{k}.mp4"), backup_url=[])
+                               for k in range(n, 0, -1)]  # listed out of order: "order" decides
+    return payload
+
+
+def test_a_segmented_durl_is_one_rendition_with_its_segments_in_order() -> None:
+    [rendition] = bilibili.parse_playurl(_durl_payload(3))
+    assert rendition["kind"] == "progressive" and rendition["size"] == 600
+    assert [s["length"] for s in rendition["segments"]] == [1000, 2000, 3000]
+    assert [s["url"].rsplit("?", 1)[0][-6:] for s in rendition["segments"]] == ["-1.mp4", "-2.mp4", "-3.mp4"]
+    assert rendition["url"] == rendition["segments"][0]["url"]
+    # One durl file stays a plain progressive rendition; a segment without a usable URL leaves no rendition.
+    [single] = bilibili.parse_playurl(_durl_payload(1))
+    assert "segments" not in single
+    broken = _durl_payload(3)
+    broken["data"]["durl"][1]["url"] = "javascript:alert(1)"
+    assert bilibili.parse_playurl(broken) == []

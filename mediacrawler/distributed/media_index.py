@@ -6,33 +6,47 @@ index".
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mediacrawler import settings as defaults
-from mediacrawler.cache.redis import get_redis
+from mediacrawler.cache.redis import UNREACHABLE_ERRORS, get_redis, mask_url
 from mediacrawler.media.index import ObjectRecord, SourceRecord, canonical_media_url
 
 if TYPE_CHECKING:
     import redis
     from scrapy.settings import BaseSettings
 
+logger = logging.getLogger(__name__)
+
+# The back-off of a write while Redis is unreachable: first wait, doubling up to the cap (MEDIA_INDEX_OUTAGE_GRACE
+# bounds the whole wait).
+_BACKOFF_FIRST = 0.1
+_BACKOFF_MAX = 2.0
+
 
 class RedisMediaIndex:
     """Keys under ``prefix``, one MULTI/EXEC per record (never an asset without its object), nothing expires."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX) -> None:
+    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX,
+                 outage_grace: float = defaults.MEDIA_INDEX_OUTAGE_GRACE) -> None:
+        if outage_grace < 0:
+            raise ValueError("MEDIA_INDEX_OUTAGE_GRACE must not be negative")
         self.client = client
         self.prefix = prefix
+        self.outage_grace = outage_grace
 
     @classmethod
     def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
                       store_root: str | Path) -> RedisMediaIndex:
         """The index on REDIS_URL (the process-wide client of :mod:`mediacrawler.cache.redis`)."""
+        grace = settings.get("MEDIA_INDEX_OUTAGE_GRACE")  # a Mapping too, as SQLiteMediaIndex.from_settings
         return cls(get_redis(str(settings.get("REDIS_URL"))),
-                   prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX)
+                   prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX,
+                   outage_grace=float(grace if grace not in (None, "") else defaults.MEDIA_INDEX_OUTAGE_GRACE))
 
     def __repr__(self) -> str:
         return f"RedisMediaIndex(prefix={self.prefix!r})"
@@ -79,9 +93,42 @@ class RedisMediaIndex:
 
     def record_many(self, records: Iterable[tuple[ObjectRecord, str | None, str | None]], *,
                     seen_at: float | None = None) -> None:
-        # One MULTI/EXEC per record; durable as far as the server's persistence (appendfsync) makes any write.
-        for obj, key, url in records:
-            self.record(obj=obj, key=key, url=url, seen_at=seen_at)
+        """One MULTI/EXEC per record; durable as far as the server's persistence (appendfsync) makes any write.
+
+        (A worker thread: the committer's.) While Redis is unreachable the rows wait, with a bounded back-off,
+        up to ``outage_grace`` seconds from the first failure: a blip pauses the commits instead of failing their
+        assets. A record is idempotent (sets of fields, set and sorted-set adds), so one that timed out after it
+        was applied is simply written again.
+        """
+        pending = list(records)
+        down_since: float | None = None
+        delay = _BACKOFF_FIRST
+        for _ in range(10_000):  # bounded in count too; the deadline ends it first
+            try:
+                while pending:
+                    obj, key, url = pending[0]
+                    self.record(obj=obj, key=key, url=url, seen_at=seen_at)
+                    pending.pop(0)
+            except UNREACHABLE_ERRORS as exc:
+                now = time.monotonic()
+                if down_since is None:
+                    down_since = now
+                    logger.warning("Media index: Redis at %s unreachable (%s: %s); %d commits wait up to %.0fs",
+                                   mask_url(self._url()), type(exc).__name__, exc, len(pending), self.outage_grace)
+                if now + delay > down_since + self.outage_grace:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX)
+                continue
+            if down_since is not None:
+                logger.info("Media index: Redis reachable again; commits resumed after %.1fs",
+                            time.monotonic() - down_since)
+            return
+        raise RuntimeError("media index write: retry bound reached")
+
+    def _url(self) -> str:
+        kwargs = self.client.connection_pool.connection_kwargs
+        return f"redis://{kwargs.get('host', '?')}:{kwargs.get('port', '?')}/{kwargs.get('db', 0)}"
 
     def get(self, sha256: str) -> ObjectRecord | None:
         raw = self.client.hgetall(self._k("obj", sha256))

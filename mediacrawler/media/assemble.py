@@ -1,6 +1,6 @@
 """Fragments → one verified MP4, with PyAV and without re-encoding: :func:`ordered_parts` (completeness is our
-accounting, never the muxer's), :func:`decrypt_aes128`, :func:`remux_to_mp4`, :func:`verify_mp4` (docs/media.md,
-"Video").
+accounting, never the muxer's), :func:`decrypt_aes128`, :func:`remux_to_mp4`, :func:`concat_mp4` (whole files in a
+row), :func:`verify_mp4` (docs/media.md, "Video").
 """
 
 from __future__ import annotations
@@ -168,6 +168,46 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
             raise AssemblyError(f"remux failed: {exc}") from None
     os.replace(tmp, out)
     logger.debug("remuxed %d video + %d audio parts into %s", len(video_parts), len(audio_parts or ()), out)
+    return out
+
+
+def concat_mp4(files: Sequence[Path], out: Path) -> Path:
+    """Stream-copy whole media files played one after another (Bilibili's segmented ``durl``: each with its own
+    header and timestamps from 0) into ``out`` as one faststart MP4, each file's timestamps moved past the end of
+    the one before; the streams are the first file's video and audio. :class:`AssemblyError` when a file is not
+    media, or lacks a stream the first one has."""
+    if not files:
+        raise AssemblyError("no files to join")
+    out = Path(out)
+    tmp = out.with_name(out.name + ".part")
+    try:
+        with av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as output:
+            mapping: dict[str, Any] = {}
+            ends: dict[str, float] = {}  # per stream type: end time (s) of what is muxed so far
+            for n, path in enumerate(files):
+                if not _nonempty(Path(path)):
+                    raise AssemblyError(f"empty or missing file {n + 1} of {len(files)}")
+                with av.open(str(path), "r") as container:
+                    streams = [*container.streams.video[:1], *container.streams.audio[:1]]
+                    if n == 0:
+                        mapping = {s.type: output.add_stream_from_template(s) for s in streams}
+                    elif {s.type for s in streams} != set(mapping):
+                        raise AssemblyError(f"file {n + 1} of {len(files)} has other streams than the first")
+                    start = max(ends.values(), default=0.0)
+                    for _, packet, stream in _packets(container, streams):
+                        shift = round(start / stream.time_base)
+                        packet.pts += shift
+                        packet.dts += shift
+                        end = float((packet.pts + (packet.duration or 0)) * stream.time_base)
+                        ends[stream.type] = max(ends.get(stream.type, 0.0), end)
+                        packet.stream = mapping[stream.type]
+                        output.mux(packet)
+    except (AssemblyError, *_AV_ERRORS) as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, AssemblyError):
+            raise
+        raise AssemblyError(f"join failed: {exc}") from None
+    os.replace(tmp, out)
     return out
 
 

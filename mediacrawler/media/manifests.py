@@ -221,6 +221,7 @@ class Manifest:
     video: tuple[Rendition, ...]
     audio: tuple[Rendition, ...] = ()
     duration: float | None = None
+    skipped: tuple[str, ...] = ()  # why listed renditions were left out (manifest_from_renditions)
 
 
 def with_fetch(rendition: Rendition, media: Manifest) -> Rendition:
@@ -303,10 +304,8 @@ def _frame_rate(value: Any) -> float | None:
     return rate if rate > 0 else None
 
 
-_ISO_DURATION = re.compile(
-    r"P(?:(?P<d>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?"
-)
+_ISO_DURATION = re.compile(r"P(?:(?P<d>\d+(?:\.\d+)?)D)?"
+                           r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?")
 
 
 def _iso_duration(value: str | None) -> float | None:
@@ -613,13 +612,12 @@ def parse_dash(xml_text: str, *, base_url: str, limits: ManifestLimits = _DEFAUL
                                 period_duration=period_duration, limits=limits, what=what)
             codecs = rep.get("codecs") or aset.get("codecs")
             mime = rep.get("mimeType") or aset.get("mimeType") or ""
-            rendition = Rendition(
+            (video if kind == "video" else audio).append(Rendition(
                 kind=kind, id=rep_id, fetch=fetch, codecs=codecs, codec=codec_family(codecs), bandwidth=bandwidth,
                 width=_opt_int(rep.get("width") or aset.get("width"), what=f"{what} width"),
                 height=_opt_int(rep.get("height") or aset.get("height"), what=f"{what} height"),
                 frame_rate=_frame_rate(rep.get("frameRate") or aset.get("frameRate")),
-                container=mime.split("/", 1)[1] if "/" in mime else None)
-            (video if kind == "video" else audio).append(rendition)
+                container=mime.split("/", 1)[1] if "/" in mime else None))
     if not video:
         raise ManifestError("MPD has no video Representation")
     if duration is None:
@@ -735,20 +733,23 @@ def manifest_from_renditions(renditions: Sequence[Mapping[str, Any]], *, duratio
     video: list[Rendition] = []
     audio: list[Rendition] = []
     seen: set[str] = set()
+    bad: list[str] = []  # one bad stream (URL, shape) is skipped: the others may be good (docs/media.md)
     for i, entry in enumerate(renditions):
-        if not isinstance(entry, Mapping):
-            raise ManifestError(f"renditions[{i}]: not an object")
-        kind = entry.get("kind")
-        if kind not in ("video", "audio", "progressive"):
-            raise ManifestError(f"renditions[{i}]: unknown kind {kind!r}")
-        rendition = _rendition_entry(entry, kind=kind, index=i, limits=limits)
-        if rendition.id in seen:
-            rendition = replace(rendition, id=f"{rendition.id}#{i}")
+        kind = entry.get("kind") if isinstance(entry, Mapping) else "not an object"
+        try:
+            if kind not in ("video", "audio", "progressive"):
+                raise ManifestError(f"renditions[{i}]: unknown kind {kind!r}")
+            rendition = _rendition_entry(entry, kind=kind, index=i, limits=limits)  # type: ignore[arg-type]
+        except ManifestError as exc:
+            bad.append(exc.reason)
+            continue
+        rendition = replace(rendition, id=f"{rendition.id}#{i}") if rendition.id in seen else rendition
         seen.add(rendition.id)
         (audio if rendition.kind == "audio" else video).append(rendition)
     if not video:
-        raise ManifestError("renditions: no video stream (neither video nor progressive)")
-    return Manifest(source="renditions", video=tuple(video), audio=tuple(audio), duration=duration)
+        raise ManifestError("; ".join(bad) or "renditions: no video stream (neither video nor progressive)")
+    return Manifest(source="renditions", video=tuple(video), audio=tuple(audio), duration=duration,
+                    skipped=tuple(bad))
 
 
 def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits: ManifestLimits) -> Rendition:
@@ -800,8 +801,7 @@ def _rendition_entry(entry: Mapping[str, Any], *, kind: str, index: int, limits:
 
 def _natural(value: Any, *, what: str) -> int | None:
     """A non-negative integer (a size, a width or height), or None when absent."""
-    number = _opt_int(value, what=what)
-    if number is not None and number < 0:
+    if (number := _opt_int(value, what=what)) is not None and number < 0:
         raise ManifestError(f"{what}: negative {number}")
     return number
 

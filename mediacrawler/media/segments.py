@@ -30,7 +30,7 @@ from twisted.internet.defer import Deferred, succeed
 
 from mediacrawler import settings as defaults
 from mediacrawler.config import setting
-from mediacrawler.contracts import META_SEGMENT, download_error_reason
+from mediacrawler.contracts import META_SEGMENT, META_VIDEO, download_error_reason
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
@@ -93,16 +93,38 @@ class _Expired(SegmentError):
 async def download_piece(crawler: Crawler, request: Request,
                          problem: Callable[[Response], str | None]) -> Response:
     """Download one piece through Scrapy, retrying a response that ``problem`` finds wrong in the same
-    ``retry_times`` count (docs/media.md, "One retry count per body"); the last response, for the caller."""
+    ``retry_times`` count (docs/media.md, "One retry count per body"); the last response, for the caller.
+
+    A piece that stays bad is one WARNING here, with the reason; Scrapy's "Gave up retrying" goes to DEBUG (the
+    ``give_up_log_level`` of RetryMiddleware and get_retry_request), so one failed piece is never also an ERROR.
+    """
     assert crawler.engine is not None
-    response = await crawler.engine.download_async(request)
-    for _ in range(crawler.settings.getint("RETRY_TIMES") + 1):  # bounded; get_retry_request stops earlier
-        why = problem(response)
-        retry = get_retry_request(response.request or request, spider=crawler.spider, reason=why) if why else None
-        if retry is None:
-            break
-        response = await crawler.engine.download_async(retry)
+    request.meta.setdefault("give_up_log_level", "DEBUG")
+    try:
+        response = await crawler.engine.download_async(request)
+        why = None
+        for _ in range(crawler.settings.getint("RETRY_TIMES") + 1):  # bounded; get_retry_request stops earlier
+            why = problem(response)
+            retry = get_retry_request(response.request or request, spider=crawler.spider, reason=why,
+                                      give_up_log_level="DEBUG") if why else None
+            if retry is None:
+                break
+            response = await crawler.engine.download_async(retry)
+    except Exception as exc:
+        logger.warning("Media piece %s failed: %s: %s", _piece_name(request), download_error_reason(exc),
+                       type(exc).__name__)
+        raise
+    if why or (response.status >= 400 and response.status not in _EXPIRED_STATUSES):
+        logger.warning("Media piece %s failed: %s", _piece_name(request), why or f"http-{response.status}")
     return response
+
+
+def _piece_name(request: Request) -> str:
+    """A piece for a log line by asset key and place, never by its URL (signed URLs carry tokens)."""
+    spec = request.meta.get(META_SEGMENT) or request.meta.get(META_VIDEO) or {}
+    if "start" in spec:
+        return f"{spec.get('key')} bytes {spec['start']}-{spec['end'] - 1}"
+    return f"{spec.get('key')} {spec.get('track') or ''} #{spec.get('index')}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ ledger, failure reasons and stats: docs/media.md, "Video".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import hashlib
 import json
@@ -27,7 +28,8 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.config import setting
 from mediacrawler.contracts import META_VIDEO, download_error_reason
 from mediacrawler.fsutil import write_atomic
-from mediacrawler.media.assemble import AssemblyError, decrypt_aes128, ordered_parts, remux_to_mp4, verify_mp4
+from mediacrawler.media.assemble import (AssemblyError, concat_mp4, decrypt_aes128, ordered_parts, remux_to_mp4,
+                                         verify_mp4)
 from mediacrawler.media.index import ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
 from mediacrawler.media.manifests import (
@@ -108,6 +110,10 @@ class VideoSettings:
                    fragment_concurrency=setting(settings, "MEDIA_FRAGMENT_CONCURRENCY"),
                    duration_tolerance=setting(settings, "MEDIA_VIDEO_DURATION_TOLERANCE"),
                    max_gap=setting(settings, "MEDIA_VIDEO_MAX_GAP"), limits=ManifestLimits.from_settings(settings))
+
+
+#: Failures that another rendition would not mend: they end the asset (see _VideoJob._from_manifest).
+_FATAL_REASONS = frozenset({"spool-busy", "disk-full", "store-error"})
 
 
 class VideoError(SegmentError):
@@ -261,7 +267,7 @@ class VideoDownloader:
                                     renditions=renditions)
             if outcome.obj is not None and index is not None:
                 try:
-                    await run_in_thread(index.record, obj=outcome.obj, key=key, url=url)
+                    await run_in_thread(index.record_many, [(outcome.obj, key, url)])  # durable, outage grace
                 except Exception as exc:
                     # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
                     logger.error("Media index write failed for %s (%s)", url, exc)
@@ -345,6 +351,9 @@ class _VideoJob:
     async def run(self, *, manifest: str | None, alternates: Sequence[str], duration: float | None = None,
                   renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
         if renditions is not None:
+            joined = next((r for r in renditions if isinstance(r, Mapping) and r.get("segments")), None)
+            if joined is not None:
+                return await self._segmented(joined, duration=duration)
             return await self._from_manifest(manifest_from_renditions(renditions, duration=duration,
                                                                       limits=self.limits))
         if manifest is not None and manifest not in ("hls", "dash"):
@@ -369,6 +378,40 @@ class _VideoJob:
             await self.owner.segments.discard(spooled)
         return await self._from_manifest(await self._parse(body, kind=detected, url=chosen))
 
+    async def _segmented(self, entry: Mapping[str, Any], *, duration: float | None) -> VideoOutcome:
+        """One rendition listed as files played in a row (Bilibili's segmented ``durl``): each spooled in order
+        (backups tried in order), joined by :func:`concat_mp4`, held to the sum of the listed ``length``s (ms)."""
+        segments = entry.get("segments")
+        if not isinstance(segments, Sequence) or isinstance(segments, (str, bytes)):
+            raise ManifestError("segments: not a list")
+        shared = {k: entry.get(k) for k in ("height", "width", "quality", "mime")}
+        parsed = manifest_from_renditions(  # the limits of any listed rendition, per segment
+            [{**shared, "kind": "progressive", "url": s.get("url"), "alternates": s.get("alternates") or [],
+              "size": s.get("size")} if isinstance(s, Mapping) else s for s in segments], limits=self.limits)
+        if parsed.skipped:
+            raise ManifestError(f"segmented rendition: {parsed.skipped[0]}")
+        lengths = [s.get("length") for s in segments]
+        if all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lengths):
+            duration = sum(lengths) / 1000
+        self.limits.check_duration(duration, what="segmented rendition")
+        lock = await run_in_thread(_lock_dir, self.video_dir)
+        try:
+            spools: list[SpoolResult] = []
+            try:
+                for n, rendition in enumerate(parsed.video, start=1):  # in order, one at a time
+                    assert isinstance(rendition.fetch, SingleFile)
+                    spools.append(await self._single_file(f"part{n}", rendition.fetch, suffix=True))
+            except BaseException:
+                for spooled in spools:
+                    await self.owner.segments.discard(spooled)
+                raise
+            self.owner._inc("joined_segments", len(spools))
+            return await self._assemble_store({"video": ([s.path for s in spools], None)}, spools,
+                                              selection=Selection(video=parsed.video[0], audio=None),
+                                              duration=duration, expect_audio=False, join=True)
+        finally:
+            os.close(lock)
+
     async def _parse(self, body: bytes, *, kind: str, url: str) -> Manifest:
         return await run_in_thread(parse_manifest, body, kind=kind, base_url=url, limits=self.limits)
 
@@ -388,7 +431,25 @@ class _VideoJob:
         return fetch.urls[0], selection
 
     async def _from_manifest(self, parsed: Manifest) -> VideoOutcome:
-        selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
+        """The selected renditions, stored; when the selected video rendition cannot be fetched or is bad, the
+        next best one (each tried once; a full disk, a store error or a busy spool end the asset)."""
+        for skipped in parsed.skipped:
+            logger.warning("Video %s: a listed rendition is unusable and left out: %s", self.key, skipped)
+        for _ in range(len(parsed.video)):  # bounded: every failure removes one rendition
+            selection = select(parsed, max_height=self.config.max_height, codec_preference=self.config.codecs)
+            try:
+                return await self._from_selection(parsed, selection)
+            except (SegmentError, MediaRejected, AssemblyError) as exc:
+                rest = tuple(r for r in parsed.video if r is not selection.video)
+                if not rest or exc.reason in _FATAL_REASONS:
+                    raise
+                logger.warning("Video %s: rendition %s failed (%s); trying the next best", self.key,
+                               selection.video.id, exc)
+                self.owner._inc("rendition_fallbacks")
+                parsed = dataclasses.replace(parsed, video=rest)
+        raise VideoError("no-rendition", "every rendition failed")
+
+    async def _from_selection(self, parsed: Manifest, selection: Selection) -> VideoOutcome:
         duration = parsed.duration
         video, audio = selection.video, selection.audio
         media: dict[str, Manifest] = {}
@@ -450,22 +511,26 @@ class _VideoJob:
                           tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
 
     def _remux(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
-               duration: float | None) -> VideoInfo:
-        """(Worker thread.) Remux the tracks into ``out`` and verify it."""
+               duration: float | None, join: bool = False) -> VideoInfo:
+        """(Worker thread.) Remux the tracks into ``out`` (``join``: whole files in a row) and verify it."""
         video_parts, init_video = inputs["video"]
+        if join:
+            concat_mp4(video_parts, out)
+            return self._verify(out, expect_audio=expect_audio, duration=duration)
         audio_parts, init_audio = inputs.get("audio", (None, None))
         remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio)
         return self._verify(out, expect_audio=expect_audio, duration=duration)
 
     async def _assemble_store(self, inputs: dict[str, tuple[list[Path], Path | None]], spools: list[SpoolResult],
                               *, selection: Selection | None, duration: float | None,
-                              expect_audio: bool) -> VideoOutcome:
+                              expect_audio: bool, join: bool = False) -> VideoOutcome:
         """(Video directory locked.) Remux ``inputs`` into one verified MP4 and store it. The spools go either way;
         the video directory goes once stored, or when the bytes are corrupt (not worth resuming: the next run
         starts this video over); a store error keeps its fragments for the next run."""
         out = self.video_dir / "assembled.mp4"
         try:
-            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration)
+            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration,
+                                       join=join)
         except AssemblyError:
             await run_in_thread(shutil.rmtree, self.video_dir, True)
             raise
@@ -493,7 +558,7 @@ class _VideoJob:
             try:
                 spooled = await self.owner.segments.download(url, key=key, headers=self.headers)
             except SegmentError as exc:
-                if exc.reason in ("spool-busy", "disk-full", "store-error"):
+                if exc.reason in _FATAL_REASONS:
                     raise
                 logger.debug("%s of %s failed from %s (%s); trying the next URL", track, self.key, url, exc)
                 last = exc

@@ -428,23 +428,39 @@ def parse_playurl(payload: Any) -> list[dict[str, Any]]:
             rendition = _dash_entry(entry, kind) if isinstance(entry, dict) else None
             if rendition is not None:
                 out.append(rendition)
+    out.extend(_durl(data, room=MAX_RENDITIONS - len(out)))
+    return out
+
+
+def _durl(data: dict[str, Any], *, room: int) -> list[dict[str, Any]]:
+    """``data.durl[]``: the files of ONE rendition (quality ``data.quality``), played in ``order``. One entry is a
+    progressive file; several are the segments of it, one rendition with ``segments`` (``url``, ``alternates``,
+    ``size``, ``length`` in ms each), to be joined, never alternatives. A segment without a usable URL makes the
+    rendition unusable (a part of a video is not the video): then none."""
     durl = data.get("durl")
     fmt = as_text(data.get("format"))
     mime = "video/x-flv" if fmt.startswith("flv") else "video/mp4" if fmt.startswith("mp4") else None
-    for entry in durl[:MAX_RENDITIONS] if isinstance(durl, list) else []:
-        if len(out) >= MAX_RENDITIONS:
-            break
-        if not isinstance(entry, dict):
-            continue
+    entries = [e for e in durl[:MAX_RENDITIONS] if isinstance(e, dict)] if isinstance(durl, list) else []
+    if not entries or room < 1:
+        return []
+    entries.sort(key=lambda e: as_int(e.get("order")) or 0)  # stable: unnumbered ones keep their place
+    segments = []
+    for entry in entries:
         urls = _urls(entry.get("url"), _twin(entry, "backup_url", "backupUrl"))
         if urls is None:
-            continue
-        quality = as_int(data.get("quality"))
-        out.append({"kind": "progressive", "url": urls[0], "alternates": urls[1], "width": None,
-                    "height": QN_HEIGHT.get(quality) if quality is not None else None, "codecs": None,
-                    "codec": None, "codecid": None, "bandwidth": None, "frame_rate": None, "mime": mime,
-                    "size": as_int(entry.get("size")), "quality": quality, "segment_base": None})
-    return out
+            return []
+        segments.append({"url": urls[0], "alternates": urls[1], "size": as_int(entry.get("size")),
+                         "length": as_int(entry.get("length"))})
+    quality = as_int(data.get("quality"))
+    sizes = [seg["size"] for seg in segments]
+    rendition = {"kind": "progressive", "url": segments[0]["url"], "alternates": segments[0]["alternates"],
+                 "width": None, "height": QN_HEIGHT.get(quality) if quality is not None else None, "codecs": None,
+                 "codec": None, "codecid": None, "bandwidth": None, "frame_rate": None, "mime": mime,
+                 "size": sum(sizes) if all(isinstance(n, int) for n in sizes) else None, "quality": quality,
+                 "segment_base": None}
+    if len(segments) > 1:
+        rendition["segments"] = segments
+    return [rendition]
 
 
 def playurl_duration(payload: Any) -> float | None:

@@ -52,6 +52,8 @@ logger = logging.getLogger(__name__)
 SPOOL_BUSY_POLL = 0.5
 # request.meta key marking that this request holds a per-host download slot (released exactly once).
 _META_SLOT = "_media_slot"
+# request.meta key: the Content-Encoding the body had on the wire (set at headers_received, see _on_headers).
+_META_WIRE_CODING = "_media_wire_coding"
 
 
 class MediaResult(FileInfo, total=False):
@@ -181,7 +183,7 @@ class MediaStorePipeline(FilesPipeline):
         # their headers say so (see _stop_large_image): never a whole large body in memory.
         self.segment_threshold: int = setting(settings, "MEDIA_SEGMENT_THRESHOLD")
         self.spool_busy_wait = setting(settings, "MEDIA_SPOOL_BUSY_WAIT")
-        crawler.signals.connect(self._stop_large_image, signal=signals.headers_received)
+        crawler.signals.connect(self._on_headers, signal=signals.headers_received)
 
     # --- lifecycle ------------------------------------------------------------------------------------------
     def open_spider(self, spider: Spider | None = None) -> None:
@@ -319,13 +321,19 @@ class MediaStorePipeline(FilesPipeline):
             self.stats.inc_value("media/stored_bytes", outcome.obj.size)
         return result
 
-    def _stop_large_image(self, headers: Headers, body_length: int, request: Request, **kwargs: Any) -> None:
-        """``headers_received``: stop an image download whose Content-Length is above MEDIA_SEGMENT_THRESHOLD;
-        :meth:`media_downloaded` then fetches it in Range segments (a body of unknown length stays on the
-        one-request path, within DOWNLOAD_MAXSIZE)."""
+    def _on_headers(self, headers: Headers, body_length: int, request: Request, **kwargs: Any) -> None:
+        """``headers_received`` of an asset request: note a content coding the server applied anyway (the
+        compression middleware inflates the body later, and Content-Length counts the coded bytes); stop an image
+        download whose Content-Length is above MEDIA_SEGMENT_THRESHOLD: :meth:`media_downloaded` then fetches it
+        in Range segments (a body of unknown length stays on the one-request path, within DOWNLOAD_MAXSIZE)."""
         ident = request.meta.get(META_ASSET)
-        if (ident and ident.get("kind") == "image" and META_SEGMENT not in request.meta
-                and isinstance(body_length, int) and body_length > self.segment_threshold):
+        if not ident or META_SEGMENT in request.meta:
+            return
+        coding = headers.get("Content-Encoding")
+        if coding and coding.strip().lower() != b"identity":
+            request.meta[_META_WIRE_CODING] = coding.decode("latin-1")
+        elif (ident.get("kind") == "image" and isinstance(body_length, int)
+              and body_length > self.segment_threshold):
             request.meta[META_LARGE] = body_length
             raise StopDownload(fail=False)
 
@@ -353,9 +361,15 @@ class MediaStorePipeline(FilesPipeline):
         self.stats.inc_value("media/response_bytes", len(body))
         ident = request.meta.get(META_ASSET) or {}
         kind = ident.get("kind", "image")
+        content_length = _header(response, "Content-Length")
+        if last.meta.get(_META_WIRE_CODING) and response.headers.get("Content-Encoding") is None:
+            # Inflated by the compression middleware: Content-Length counts the coded bytes, which the download
+            # handler already held against what arrived (short: a failure or the dataloss flag); the inflated
+            # body has no announced length to compare with.
+            content_length = None
+            self.stats.inc_value("media/decoded")
         try:
-            check_http(status=response.status, body_size=len(body),
-                       content_length=_header(response, "Content-Length"),
+            check_http(status=response.status, body_size=len(body), content_length=content_length,
                        content_range=_header(response, "Content-Range"), flags=response.flags)
             checked = None
             if len(body) > self.inline_check_bytes:

@@ -226,9 +226,10 @@ def _urls(base: str, media_id: str, name: str, *, mirrors: tuple[str, ...] = ("b
 
 
 def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: int | None = None,
-                     base: str) -> dict[str, Any]:
+                     base: str, durl_segments: int = 0) -> dict[str, Any]:
     """The body of ``/x/player/wbi/playurl`` for ``bvid``/``cid`` with media URLs on ``base`` (the sandbox origin).
-    Encodes the video on first use."""
+    Encodes the video on first use. ``durl_segments`` N ≥ 1 (the ``bilibili_durl_segments`` knob): a ``durl``
+    answer whatever ``fnval`` asks, the file in N segments (:mod:`.durl`) when N > 1."""
     from .video import RENDITIONS, video_catalog, video_package
 
     if not _known(bvid):
@@ -265,7 +266,7 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         "last_play_time": 0,
         "last_play_cid": 0,
     }
-    if fnval & 16:
+    if fnval & 16 and not durl_segments:
         video = []
         for info in sorted(catalog.video, key=lambda r: -r.height):
             track = package.tracks[info.name]
@@ -297,6 +298,15 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         data["format"] = "mp4"
         data["durl"] = [{"order": 1, "length": round(catalog.duration * 1000), "size": info.progressive_size,
                          "ahead": "", "vhead": "", "url": primary, "backup_url": backup}]
+        if durl_segments > 1:
+            from .durl import durl_segments as cut, segment_name
+
+            data["durl"] = []
+            for k, (body, length) in enumerate(cut(media_id, info.name, durl_segments), start=1):
+                primary, backup = _urls(base, media_id, segment_name(cid, quality, k, durl_segments),
+                                        mirrors=mirrors)
+                data["durl"].append({"order": k, "length": length, "size": len(body), "ahead": "", "vhead": "",
+                                     "url": primary, "backup_url": backup})
     return {"code": 0, "message": "0", "ttl": 1, "data": data}
 
 

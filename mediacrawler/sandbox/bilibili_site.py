@@ -51,6 +51,7 @@ class BilibiliResource(SandboxResource):
             payload = bilibili.playurl_response(
                 bvid, query_int(request, b"cid"), fnval=query_int(request, b"fnval", 1) or 0,
                 qn=query_int(request, b"qn"), base=origin_of(request),
+                durl_segments=self.state.faults.knobs["bilibili_durl_segments"],
             )
             if self.state.faults.knobs["bilibili_stream_url_uses"] > 0:
                 payload = self._with_tokens(payload, {})

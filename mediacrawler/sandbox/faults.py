@@ -63,6 +63,9 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
                               ``deadline``/``upsig`` URLs expire after ~120 min); a token serves N GETs of
                               ``/media/bili/…``, then that URL answers 403, as do unknown tokens and URLs without
                               one. A new playurl request gives fresh tokens.
+``bilibili_durl_segments`` int 0 (default): playurl answers as asked (DASH with ``fnval=16``). N ≥ 1: a ``durl``
+                              answer whatever ``fnval`` says; N > 1 cuts the MP4 into N standalone segments at
+                              keyframes (:mod:`.durl`), each with its ``length`` in ms and ``size``.
 ``bilibili_wbi``        str   which ``/wbi/`` routes check the WBI signature (``w_rid``/``wts``; a bad or missing one
                               answers ``{"code":-403,"message":"访问权限不足"}``): ``"lists"`` (default:
                               ``arc/search`` and ``search/type``), ``"all"`` (``playurl`` too), ``"off"``
@@ -149,6 +152,7 @@ DEFAULTS: dict[str, Any] = {
     "bilibili_api": [],
     "bilibili_wbi": "lists",
     "bilibili_stream_url_uses": 0,
+    "bilibili_durl_segments": 0,
     "fragment_drop": [],
     "fragment_corrupt": [],
     # -- Facebook (see the docstring section) --
@@ -215,6 +219,8 @@ def _validate(key: str, value: Any) -> Any:
     if key.endswith("_ms") or key in ("media_cut_first", "media_etag_generation", "weibo_video_url_uses",
                                                 "bilibili_stream_url_uses"):
         return _number(key, value, low=0, high=None, integer=True)
+    if key == "bilibili_durl_segments":
+        return _number(key, value, low=0, high=4, integer=True)
     if key.endswith("_rate") or key == "media_cut_fraction":
         return float(_number(key, value, low=0, high=1, integer=False))
     if key.endswith("_status"):

@@ -6,6 +6,8 @@ Routes::
                                            identity; inflates to ``mib`` MiB. A ``path`` ending in an image
                                            extension gets an image signature and zeros, anything else a valid
                                            JSON answer (``{"ok":1,…}``) padded with spaces (an API page).
+    GET /hostile/gzipped/img/{n}.jpg       the valid image ``/media/img/{n}.jpg``, sent gzip-encoded unasked
+                                           (``Content-Length`` is the gzip stream's length, as on the wire).
     GET /hostile/loop/{path…}              302 to exactly the URL asked for, for ever.
     GET /hostile/redirect/{n}/{path…}      302 ``n`` times through this route, then to ``/{path…}`` (the query
                                            is kept), e.g. ``/hostile/redirect/2/media/weibo/large/x.jpg``.
@@ -23,6 +25,7 @@ Every bomb body is built once per size and kept (about 1 MiB of gzip per GiB inf
 
 from __future__ import annotations
 
+import gzip
 import json
 import zlib
 from functools import lru_cache
@@ -30,6 +33,7 @@ from urllib.parse import quote, quote_plus
 
 from twisted.web import server
 
+from . import media
 from .httpbase import SandboxResource, query_arg
 
 __all__ = ["HostileResource", "gzip_bomb"]
@@ -73,6 +77,10 @@ class HostileResource(SandboxResource):
         query = request.uri.partition(b"?")[2]
         if len(parts) >= 2 and parts[0] == "gzip" and parts[1].isdigit():
             return self._bomb(request, min(int(parts[1]), _MAX_MIB), parts[-1] if len(parts) > 2 else "")
+        if len(parts) == 3 and parts[:2] == ["gzipped", "img"] and parts[2].removesuffix(".jpg").isdigit():
+            request.setHeader(b"content-type", b"image/jpeg")
+            request.setHeader(b"content-encoding", b"gzip")
+            return gzip.compress(media.generic_image(int(parts[2].removesuffix(".jpg"))), mtime=0)
         if parts and parts[0] == "loop":
             return self._redirect(request, request.uri)
         if len(parts) == 2 and parts[:2] == ["redirect", "to"]:

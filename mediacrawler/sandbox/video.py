@@ -31,6 +31,7 @@ the audio track)::
     /media/bili/{cos|bak|ali}/{id}/{cid}-1-{stream id}.m4s   Bilibili DASH streams (= DASH full.mp4 bytes;
                                              the three mirrors serve the same bytes)
     /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}.mp4          Bilibili ``durl`` progressive MP4
+    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}-{k}of{n}.mp4  segment k of a segmented ``durl`` (:mod:`.durl`)
     /media/progressive/{id}/{r}.mp4          progressive faststart MP4, A/V muxed
 
 :func:`video_file` maps those paths (split into parts after ``/media``) to ``(bytes, content type)``;
@@ -324,6 +325,11 @@ def video_file(parts: Sequence[str]) -> tuple[bytes, str] | None:
         if len(parts) != 4 or parts[1] not in ("cos", "bak", "ali"):
             return None
         video_id, rest = parts[2], ("bili", parts[3])
+        if "of" in parts[3] and VIDEO_ID_RE.fullmatch(video_id):  # a segment of a segmented durl (.durl)
+            from .durl import segment_file
+
+            found = segment_file(video_id, parts[3])
+            return None if found is None else (found, "video/mp4")
     else:
         video_id, rest = parts[1], (parts[0], *parts[2:])
     if not VIDEO_ID_RE.fullmatch(video_id):
