@@ -129,7 +129,8 @@ def test_a_users_list_is_refused_with_one_line_and_exit_2(tmp_path: Path, sandbo
 
 def test_a_bytevc2_only_bit_rate_with_video_codecs_avc1_stores_the_play_addr_h264_file(
         dy: Any, tmp_path: Path) -> None:
-    # bit_rate[] lists only ByteVC2 files (is_bytevc1 = 2), the H.264 one is video.play_addr_h264 (real 2025 shape).
+    # bit_rate[] lists only ByteVC2 files (is_bytevc1 = 2), the H.264 one is video.play_addr_h264 (a real 2025
+    # shape).
     aweme = douyin.BYTEVC2_AWEME
     proc, rows = crawl(tmp_path, dy, "-a", f"aweme={aweme}", "-a", "video_codecs=avc1")
     log = (tmp_path / "crawl.log").read_text("utf-8")

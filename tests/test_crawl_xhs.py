@@ -126,7 +126,8 @@ def test_a_user_records_the_notes_of_its_profile_page_and_says_why_no_more(sb: A
 def test_a_page_that_says_nothing_of_its_note_fails_and_is_never_a_deleted_record(sb: Any, tmp_path: Path) -> None:
     first = WORLD.user_notes()[0]
     # EMPTY_NOTE: a noteDetailMap entry with an empty note and state "success" (nothing says the note is gone).
-    proc, rows, log = crawl(tmp_path, sb, "-a", f"note={xhs.EMPTY_NOTE},{share_url(first)}", "-s", "MEDIA_ENABLED=0")
+    proc, rows, log = crawl(tmp_path, sb, "-a", f"note={xhs.EMPTY_NOTE},{share_url(first)}",
+                            "-s", "MEDIA_ENABLED=0")
     assert proc.returncode == 1, proc.stderr[-3000:] + log[-3000:]  # the job is not complete: retried next run
     assert [r["post_id"] for r in rows] == [first.id] and not rows[0]["deleted"]
     assert f"holds no note {xhs.EMPTY_NOTE}" in log and "failed for good" in log

@@ -90,7 +90,8 @@ def test_view_fields_and_parts(name: str, unwrap: bool) -> None:
     assert len([m for m in post.media if m.kind == "video"]) == len(data["pages"])
 
 
-@pytest.mark.parametrize("name", ["apicollect_playurl_dash_BV1rp4y1e745.json", "someapi_playurl_dash_fnval4048.json"])
+@pytest.mark.parametrize("name", ["apicollect_playurl_dash_BV1rp4y1e745.json",
+                                  "someapi_playurl_dash_fnval4048.json"])
 def test_dash_playurl_every_stream_with_its_true_codec(name: str) -> None:
     payload = _load(name)
     dash = payload["data"]["dash"]

@@ -78,14 +78,16 @@ def test_app_search_times_are_utc() -> None:
     assert by_id["7584769166932233472"].created_at == "2025-12-17T10:18:26Z"  # 1765966706
 
 
-@pytest.mark.parametrize("aweme", [a for a in _search_awemes() if a["aweme_type"] == 0], ids=lambda a: a["aweme_id"])
+@pytest.mark.parametrize("aweme", [a for a in _search_awemes() if a["aweme_type"] == 0],
+                         ids=lambda a: a["aweme_id"])
 def test_app_search_video_codecs_are_the_platforms_own(aweme: dict[str, Any]) -> None:
     post = douyin.aweme_to_post(aweme)
     [video] = post.media
     video_raw = aweme["video"]
     # Each file's codec is the word in its url_key; bit_rate[] first, then play_addr_h264 and play_addr_265
     # (play_addr is the play_addr_h264 file again).
-    files = [e["play_addr"] for e in video_raw["bit_rate"]] + [video_raw["play_addr_h264"], video_raw["play_addr_265"]]
+    files = [e["play_addr"] for e in video_raw["bit_rate"]]
+    files += [video_raw["play_addr_h264"], video_raw["play_addr_265"]]
     expected = [(f["url_list"][0], f["height"], URL_KEY_CODEC[f["url_key"].split("_")[1]]) for f in files]
     assert [(r["url"], r["height"], r["codec"]) for r in video.renditions or []] == expected
     assert video_raw["play_addr"]["url_key"] == video_raw["play_addr_h264"]["url_key"]

@@ -29,7 +29,8 @@ def test_older_layout_note_is_read_not_recorded_as_deleted() -> None:
     # note.note (no noteDetailMap), serverTime 2023-04-06: a video note.
     post = xhs.parse_note_page(_page("old_shape_note_62a70ac9_state.html"), note_id="62a70ac9000000001b035550")
     assert post.deleted is False and post.post_id == "62a70ac9000000001b035550"
-    assert post.author is not None and (post.author.id, post.author.name) == ("5afb9cdd4eacab3d22a3e087", "ZHANGJUNA")
+    assert post.author is not None
+    assert (post.author.id, post.author.name) == ("5afb9cdd4eacab3d22a3e087", "ZHANGJUNA")
     assert post.created_at == "2022-06-13T10:00:41Z"  # time 1655114441000 ms
     assert post.extra["updated_at"] == "2022-06-13T10:00:42Z"  # lastUpdateTime 1655114442000
     assert post.extra["title"] == "新手小雏菊教程" and post.text == ""  # desc is two spaces
@@ -43,7 +44,8 @@ def test_older_layout_note_is_read_not_recorded_as_deleted() -> None:
     [rendition] = video.renditions or []
     assert (rendition["codec"], rendition["width"], rendition["height"], rendition["size"]) == (
         "avc1", 720, 1280, 2482754)
-    assert rendition["url"].startswith("http://sns-video-qc.xhscdn.com/pre_post/01e2a70aa66bc61801037003815c82a6c1_259")
+    assert rendition["url"].startswith(
+        "http://sns-video-qc.xhscdn.com/pre_post/01e2a70aa66bc61801037003815c82a6c1_259")
     assert len(rendition["alternates"]) == 3 and video.duration == 25.0  # capa.duration
 
 
@@ -54,7 +56,8 @@ def test_live_photo_note_keeps_its_picture_at_default_quality_and_invents_no_vid
     assert post.created_at == "2025-09-08T08:09:11Z"  # time 1757318951000
     assert post.extra["title"] == "雅思老师的工资条，这就是努力8.0的意义吧"
     assert post.text.startswith("#雅思考试[话题]# #雅思听力[话题]#")
-    assert (post.metrics.likes, post.metrics.comments, post.metrics.shares, post.extra["collected"]) == (3, 6, 2, 2)
+    metrics = post.metrics
+    assert (metrics.likes, metrics.comments, metrics.shares, post.extra["collected"]) == (3, 6, 2, 2)
     assert post.extra["ip_location"] == "湖南" and len(post.extra["tags"]) == 8
     # imageList[0] is a Live Photo (livePhoto: true, its motion clip in imageList[0].stream.h264): the picture is
     # the image asset, WB_DFT (…!nd_dft_wlteh_web) first, the WB_PRV preview last; the clip is not (yet) read.

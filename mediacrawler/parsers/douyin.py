@@ -14,14 +14,16 @@ handled (see tests/fixtures/douyin/ and docs/platforms.md, "Douyin"):
 - An aweme: ``aweme_id``, ``desc``, ``create_time`` (Unix seconds), ``aweme_type`` (68 and 2: image album),
   ``is_top`` (1: pinned by its author, ``extra.pinned``), ``author{uid,nickname,sec_uid}``,
   ``statistics{digg_count,comment_count,share_count,play_count}``,
-  ``video{play_addr{uri,url_list},bit_rate[{gear_name,quality_type,bit_rate,is_h265|is_bytevc1|codec_type,
-  play_addr{url_list,width,height,data_size}}],width,height,duration (ms)}``, ``images[{uri,url_list,width,
+  ``video{play_addr{uri,url_list},play_addr_h264,play_addr_265,bit_rate[{gear_name,quality_type,bit_rate,
+  is_h265|is_bytevc1|codec_type|format,play_addr{url_list,url_key,width,height,data_size}}],width,height,
+  duration (ms)}``, ``images[{uri,url_list,width,
   height}]``, ``music{id,title,author,play_url{url_list},duration}``.
 
 A video is one ``video`` asset whose ``renditions`` are its ``bit_rate[]`` files (``kind`` ``progressive``:
-muxed MP4s; ``codec`` ``hevc`` or ``avc1``), ``play_addr`` when there are none; the media path picks one by height
-and codec. An album is one ``image`` asset per picture and its background music as one ``audio`` asset. An item
-that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["unavailable"]`` saying why.
+muxed MP4s), then ``play_addr_h264``/``play_addr_265`` when they are other files, ``play_addr`` when there are
+none; each ``codec`` is what Douyin says of that file (:func:`stream_codec`: ``avc1``, ``hevc``, ``bytevc2`` or
+``None``); the media path picks one by height and codec. An album is one ``image`` asset per picture and its
+background music as one ``audio`` asset. An item that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["unavailable"]`` saying why.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "parse_target",
     "post_url",
     "router_data",
+    "stream_codec",
     "unavailable_post",
 ]
 

@@ -158,9 +158,10 @@ def _bytevc2_video(aweme_id: str, base: str) -> dict[str, Any]:
     bit_rate = []
     for n, height in enumerate(BYTEVC2_HEIGHTS, start=1):
         spec, rate = by_height[height], 400_000 - 100_000 * n
+        url = f"{base}/douyin/media/bytevc2/{aweme_id}/{spec.name}.mp4"
         bit_rate.append({
             "gear_name": f"{height}_{n}_2", "quality_type": 14 + n, "bit_rate": rate, "format": "mp4",
-            "play_addr": {"uri": uri, "url_list": _url_list(f"{base}/douyin/media/bytevc2/{aweme_id}/{spec.name}.mp4"),
+            "play_addr": {"uri": uri, "url_list": _url_list(url),
                           "width": spec.width, "height": spec.height, "data_size": rate,
                           "url_key": f"{uri}_bytevc2_{height}p_{rate}"},
             "is_h265": 2, "is_bytevc1": 2, "HDR_type": "", "FPS": FPS, "video_extra": "{}",
