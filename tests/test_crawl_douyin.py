@@ -125,3 +125,23 @@ def test_a_users_list_is_refused_with_one_line_and_exit_2(tmp_path: Path, sandbo
     assert "a user's list needs request signatures this project does not produce" in proc.stderr
     proc, _ = crawl(tmp_path, sandbox, "-a", "aweme=https://www.douyin.com/user/MS4wLjABAAAAxyz")
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "aweme" in proc.stderr
+
+
+def test_a_bytevc2_only_bit_rate_with_video_codecs_avc1_stores_the_play_addr_h264_file(
+        dy: Any, tmp_path: Path) -> None:
+    # bit_rate[] lists only ByteVC2 files (is_bytevc1 = 2), the H.264 one is video.play_addr_h264 (a real 2025
+    # shape).
+    aweme = douyin.BYTEVC2_AWEME
+    proc, rows = crawl(tmp_path, dy, "-a", f"aweme={aweme}", "-a", "video_codecs=avc1")
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    [row] = rows
+    [clip] = row["media"]
+    assert [(r["height"], r["codec"]) for r in clip["renditions"]] == [(720, "bytevc2"), (480, "bytevc2"),
+                                                                        (720, "avc1")]
+    data = stored(tmp_path, clip)
+    assert clip["rendition"]["height"] == 720 and clip["rendition"]["codec"] == "avc1"
+    assert hashlib.sha256(data).hexdigest() == video.video_catalog(aweme).rendition(720).progressive_sha256
+    with av.open(str(tmp_path / "files" / clip["path"])) as container:
+        assert container.streams.video[0].codec_context.name == "h264"
+    assert not any("/bytevc2/" in r["path"] for r in dy.requests())  # never fetched a ByteVC2 file

@@ -74,14 +74,13 @@ def test_a_notes_file_gives_every_note_with_every_image_and_the_video_stored(sb:
     notes = WORLD.user_notes()
     lines = ["# copied from the browser", *(share_url(n) for n in notes), "",
              f"https://www.xiaohongshu.com/explore/{xhs.GONE_NOTE}?xsec_token=ABgone%3D&xsec_source=pc_search",
-             xhs.EMPTY_NOTE, share_url(notes[0])]  # the first note again: recorded once
+             share_url(notes[0])]  # the first note again: recorded once
     notes_file = tmp_path / "notes.txt"
     notes_file.write_text("\n".join(lines) + "\n", "utf-8")
     proc, rows, log = crawl(tmp_path, sb, "-a", f"notes_file={notes_file}", "-a", "max_height=480")
     assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
     by_id = {r["post_id"]: r for r in rows}
-    assert Counter(r["post_id"] for r in rows) == Counter({n: 1 for n in [*WORLD.order, xhs.GONE_NOTE,
-                                                                         xhs.EMPTY_NOTE]})
+    assert Counter(r["post_id"] for r in rows) == Counter({n: 1 for n in [*WORLD.order, xhs.GONE_NOTE]})
     videos = 0
     for note in notes:
         record = by_id[note.id]
@@ -101,10 +100,9 @@ def test_a_notes_file_gives_every_note_with_every_image_and_the_video_stored(sb:
             assert data[4:8] == b"ftyp"
     assert videos == sum(1 for n in notes if n.kind == "video") == 2
     assert by_id[xhs.GONE_NOTE]["deleted"] and "-510001" in by_id[xhs.GONE_NOTE]["extra"]["unavailable"]
-    assert by_id[xhs.EMPTY_NOTE]["deleted"] and by_id[xhs.EMPTY_NOTE]["extra"]["unavailable"]
     pages = [r for r in sb.requests() if r["path"].startswith("/xhs/")]
     media = [r for r in sb.requests() if r["path"].startswith("/media/")]
-    assert len(pages) == len(notes) + 2 and all(r["cookie"] for r in pages)
+    assert len(pages) == len(notes) + 1 and all(r["cookie"] for r in pages)
     assert media and not any(r["cookie"] for r in media)
     first = next(r for r in pages if r["path"] == f"/xhs/explore/{notes[0].id}")
     assert f"xsec_token={quote(notes[0].xsec_token, safe='')}" in first["query"]
@@ -123,6 +121,16 @@ def test_a_user_records_the_notes_of_its_profile_page_and_says_why_no_more(sb: A
     assert "further pages need signed APIs" in log
     assert len([r for r in sb.requests() if r["path"].startswith("/xhs/explore/")]) == xhs.PROFILE_NOTES
     assert_canary_nowhere(tmp_path, proc.stdout, proc.stderr, log)
+
+
+def test_a_page_that_says_nothing_of_its_note_fails_and_is_never_a_deleted_record(sb: Any, tmp_path: Path) -> None:
+    first = WORLD.user_notes()[0]
+    # EMPTY_NOTE: a noteDetailMap entry with an empty note and state "success" (nothing says the note is gone).
+    proc, rows, log = crawl(tmp_path, sb, "-a", f"note={xhs.EMPTY_NOTE},{share_url(first)}",
+                            "-s", "MEDIA_ENABLED=0")
+    assert proc.returncode == 1, proc.stderr[-3000:] + log[-3000:]  # the job is not complete: retried next run
+    assert [r["post_id"] for r in rows] == [first.id] and not rows[0]["deleted"]
+    assert f"holds no note {xhs.EMPTY_NOTE}" in log and "failed for good" in log
 
 
 def test_461_and_code_300012_back_off_then_the_page_fails_with_that_reason(sb: Any, tmp_path: Path) -> None:

@@ -87,11 +87,13 @@ def test_video_prefers_h264_and_lists_h265_after_it() -> None:
     assert video["url"] == video["renditions"][0]["url"] and video["duration"] == 15.0
 
 
-def test_unavailable_and_missing_notes_are_records_with_a_reason() -> None:
+def test_a_note_the_page_says_is_gone_is_a_record_a_page_without_it_is_a_failed_page() -> None:
     gone = run_case(FIXTURES / "note_unavailable")["post"]
     assert gone["deleted"] is True and gone["extra"]["unavailable"] == "当前笔记暂时无法浏览 (code -510001)"
-    missing = run_case(FIXTURES / "note_missing")["post"]
-    assert missing["deleted"] is True and missing["media"] == []
+    # An empty noteDetailMap entry with state "success" says nothing of the note: not a deleted post.
+    missing = run_case(FIXTURES / "note_missing")
+    assert "post" not in missing and missing["error"]["kind"] == "ValueError"
+    assert "holds no note 64a1b2c3d4e5f60718293a4f" in missing["error"]["message"]
 
 
 def test_code_300012_is_rate_limited_not_gone() -> None:

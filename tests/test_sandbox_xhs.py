@@ -98,9 +98,16 @@ def test_the_state_is_a_javascript_literal(sb: SandboxProcess, world: xhs.XhsWor
         json.loads(literal)
 
 
-@pytest.mark.parametrize("case", ["gone", "empty", "unknown", "wrong_token"])
+def test_an_empty_note_entry_is_an_unreadable_page_not_a_deleted_note(sb: SandboxProcess) -> None:
+    status, _, body = fetch(note_url(sb, xhs.EMPTY_NOTE, None))
+    assert status == 200 and parser.classify_page(status, body) == "ok"
+    with pytest.raises(ValueError, match="holds no note"):
+        parser.parse_note_page(body.decode("utf-8"), note_id=xhs.EMPTY_NOTE)
+
+
+@pytest.mark.parametrize("case", ["gone", "unknown", "wrong_token"])
 def test_unavailable_notes_are_records_with_a_reason(sb: SandboxProcess, world: xhs.XhsWorld, case: str) -> None:
-    note_id, token = {"gone": (xhs.GONE_NOTE, None), "empty": (xhs.EMPTY_NOTE, None),
+    note_id, token = {"gone": (xhs.GONE_NOTE, None),
                       "unknown": ("0123456789abcdef01234567", None),
                       "wrong_token": (world.order[0], "ABwrong=")}[case]
     status, _, body = fetch(note_url(sb, note_id, token))

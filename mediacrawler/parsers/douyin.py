@@ -14,14 +14,16 @@ handled (see tests/fixtures/douyin/ and docs/platforms.md, "Douyin"):
 - An aweme: ``aweme_id``, ``desc``, ``create_time`` (Unix seconds), ``aweme_type`` (68 and 2: image album),
   ``is_top`` (1: pinned by its author, ``extra.pinned``), ``author{uid,nickname,sec_uid}``,
   ``statistics{digg_count,comment_count,share_count,play_count}``,
-  ``video{play_addr{uri,url_list},bit_rate[{gear_name,quality_type,bit_rate,is_h265|is_bytevc1|codec_type,
-  play_addr{url_list,width,height,data_size}}],width,height,duration (ms)}``, ``images[{uri,url_list,width,
+  ``video{play_addr{uri,url_list},play_addr_h264,play_addr_265,bit_rate[{gear_name,quality_type,bit_rate,
+  is_h265|is_bytevc1|codec_type|format,play_addr{url_list,url_key,width,height,data_size}}],width,height,
+  duration (ms)}``, ``images[{uri,url_list,width,
   height}]``, ``music{id,title,author,play_url{url_list},duration}``.
 
 A video is one ``video`` asset whose ``renditions`` are its ``bit_rate[]`` files (``kind`` ``progressive``:
-muxed MP4s; ``codec`` ``hevc`` or ``avc1``), ``play_addr`` when there are none; the media path picks one by height
-and codec. An album is one ``image`` asset per picture and its background music as one ``audio`` asset. An item
-that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["unavailable"]`` saying why.
+muxed MP4s), then ``play_addr_h264``/``play_addr_265`` when they are other files, ``play_addr`` when there are
+none; each ``codec`` is what Douyin says of that file (:func:`stream_codec`: ``avc1``, ``hevc``, ``bytevc2`` or
+``None``); the media path picks one by height and codec. An album is one ``image`` asset per picture and its
+background music as one ``audio`` asset. An item that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["unavailable"]`` saying why.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "parse_target",
     "post_url",
     "router_data",
+    "stream_codec",
     "unavailable_post",
 ]
 
@@ -68,7 +71,6 @@ _SHORT_HOSTS = frozenset({"v.douyin.com", "v.iesdouyin.com"})
 _WEB_HOSTS = frozenset({"www.douyin.com", "douyin.com", "m.douyin.com", "www.iesdouyin.com", "iesdouyin.com"})
 _ID_PATH_RE = re.compile(r"/(?:share/)?(?:video|note|slides)/([0-9]{6,25})(?:/|$)")
 _SHORT_PATH_RE = re.compile(r"/([0-9A-Za-z_-]{4,32})/?")
-_HEVC_NAMES = ("h265", "bytevc1", "hevc", "265")
 
 
 # -- small readers ------------------------------------------------------------------------------------------------
@@ -251,6 +253,9 @@ def parse_detail(payload: Any, *, aweme: str, source: Source | None = None, fetc
     reason = _status_reason(payload)
     if reason is not None:
         return unavailable_post(aweme, reason, source=source, fetched_at=fetched_at)
+    if "aweme_detail" not in payload and "filter_detail" not in payload:
+        # Another endpoint's answer (a listing, a search): refused, never recorded as a deleted aweme.
+        raise ValueError("not a detail answer: no aweme_detail in it")
     detail = payload.get("aweme_detail")
     if not isinstance(detail, dict):
         filtered = payload.get("filter_detail")
@@ -272,15 +277,45 @@ def unavailable_post(aweme: str, reason: str, *, source: Source | None = None, f
                 source=source, fetched_at=fetched_at, deleted=True, extra={"unavailable": reason})
 
 
-def _is_hevc(entry: dict[str, Any]) -> bool:
-    if as_int(entry.get("is_h265")) == 1 or as_int(entry.get("is_bytevc1")) == 1:
-        return True
-    names = (as_text(entry.get("codec_type")) + " " + as_text(entry.get("gear_name"))).lower()
-    return any(n in names for n in _HEVC_NAMES)
+#: Codec names Douyin writes in a ``url_key`` (``{uri}_{codec}_{height}p_{bitrate}``), a ``codec_type`` or a
+#: ``format``, as the records' labels. ByteVC1 is ByteDance's HEVC; ByteVC2 is its own VVC-class codec that no
+#: standard decoder reads, so it keeps its own label (the media path ranks it after every codec it knows).
+_CODEC_NAMES = {"h264": "avc1", "avc1": "avc1", "avc": "avc1", "h265": "hevc", "hevc": "hevc", "bytevc1": "hevc",
+                "bytevc2": "bytevc2", "av1": "av01", "av01": "av01"}
+#: ``is_bytevc1`` / ``is_h265`` values: 0 H.264, 1 ByteVC1 (HEVC), 2 ByteVC2 (both fields carry the same value).
+_CODEC_FLAGS = {0: "avc1", 1: "hevc", 2: "bytevc2"}
+_TOKEN_RE = re.compile(r"[a-z0-9]+")
+#: The last number of a ``gear_name`` (``normal_1080_0``, ``adapt_540_1``, ``720_1_2``) is the codec flag.
+_GEAR_CODEC_RE = re.compile(r"_([0-2])$")
 
 
-def _rendition(addr: Any, *, width: Any, height: Any, hevc: bool, bandwidth: Any = None, quality: Any = None,
-               frame_rate: Any = None) -> dict[str, Any] | None:
+def _named_codec(*texts: Any) -> str | None:
+    for text in texts:
+        for token in _TOKEN_RE.findall(as_text(text).lower()):
+            if token in _CODEC_NAMES:
+                return _CODEC_NAMES[token]
+    return None
+
+
+def stream_codec(entry: dict[str, Any], addr: dict[str, Any] | None = None) -> str | None:
+    """The codec of one Douyin stream as the platform states it (docs/platforms.md, "Douyin"): the name in its
+    ``url_key``, ``codec_type`` or ``format``, else the ``is_bytevc1``/``is_h265`` flag, else the codec number
+    ending its ``gear_name``; ``None`` (unknown) when nothing says, never a guess."""
+    addr = addr if addr is not None else as_obj(entry.get("play_addr"))
+    named = _named_codec(addr.get("url_key"), entry.get("codec_type"), entry.get("format"))
+    if named is not None:
+        return named
+    flags = {as_int(entry.get(k)) for k in ("is_bytevc1", "is_h265") if entry.get(k) is not None}
+    flags.discard(None)
+    if flags:
+        # ByteVC2 streams say 2 in both fields; a stream that says 1 in either is HEVC, 0 in all is H.264.
+        return _CODEC_FLAGS.get(max(f for f in flags if f is not None))
+    gear = _GEAR_CODEC_RE.search(as_text(entry.get("gear_name")))
+    return _CODEC_FLAGS[int(gear.group(1))] if gear else None
+
+
+def _rendition(addr: Any, *, width: Any, height: Any, codec: str | None, bandwidth: Any = None,
+               quality: Any = None, frame_rate: Any = None) -> dict[str, Any] | None:
     addr = as_obj(addr)
     urls = _urls(addr.get("url_list"))
     if not urls:
@@ -293,7 +328,7 @@ def _rendition(addr: Any, *, width: Any, height: Any, hevc: bool, bandwidth: Any
         "width": _dimension(width),
         "height": _dimension(height),
         "codecs": None,
-        "codec": "hevc" if hevc else "avc1",
+        "codec": codec,
         "bandwidth": _count(bandwidth) or None,
         "frame_rate": float(fps) if fps and 0 < fps <= 240 else None,
         "mime": "video/mp4",
@@ -302,27 +337,43 @@ def _rendition(addr: Any, *, width: Any, height: Any, hevc: bool, bandwidth: Any
     }
 
 
+#: Single-file addresses of a ``video`` offered besides ``bit_rate[]``, with the codec each is named for.
+_NAMED_ADDRS = (("play_addr_h264", "avc1"), ("play_addr_265", "hevc"))
+
+
 def video_renditions(video: dict[str, Any]) -> list[dict[str, Any]]:
-    """The files of a ``video`` object as renditions: one per ``bit_rate[]`` entry with a URL (as listed), else the
-    ``play_addr`` alone (its size and codec from ``video`` itself)."""
+    """The files of a ``video`` object as renditions: one per ``bit_rate[]`` entry with a URL (as listed), then
+    ``play_addr_h264`` and ``play_addr_265`` when they are other files (not the same ``url_key`` or URL as one
+    already listed: a ``uri`` names the video, not one file); ``play_addr`` only when there is nothing else (it
+    is a copy of one of them). Codecs: :func:`stream_codec`."""
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
+
+    def add(found: dict[str, Any] | None, key: str) -> None:
+        if found is None:
+            return
+        names = {found["url"], *found["alternates"]} | ({key} if key else set())
+        if names & seen:
+            return
+        seen.update(names)
+        out.append(found)
+
     for entry in as_list(video.get("bit_rate"), MAX_RENDITIONS):
         if not isinstance(entry, dict):
             continue
         addr = as_obj(entry.get("play_addr"))
-        found = _rendition(addr, width=addr.get("width"), height=addr.get("height"), hevc=_is_hevc(entry),
-                           bandwidth=entry.get("bit_rate"), quality=entry.get("quality_type"),
-                           frame_rate=entry.get("FPS"))
-        if found is not None and found["url"] not in seen:
-            seen.add(found["url"])
-            out.append(found)
-    if not out:
-        play = as_obj(video.get("play_addr"))
-        found = _rendition(play, width=play.get("width") or video.get("width"),
-                           height=play.get("height") or video.get("height"), hevc=_is_hevc(video))
-        if found is not None:
-            out.append(found)
+        add(_rendition(addr, width=addr.get("width"), height=addr.get("height"), codec=stream_codec(entry, addr),
+                       bandwidth=entry.get("bit_rate"), quality=entry.get("quality_type"),
+                       frame_rate=entry.get("FPS")), as_text(addr.get("url_key")))
+    for name, named_codec in (*_NAMED_ADDRS, ("play_addr", None)):
+        addr = as_obj(video.get(name))
+        if not addr or (name == "play_addr" and out):
+            continue
+        # The plain play_addr says its codec in its url_key, or through the video's own flags.
+        codec = _named_codec(addr.get("url_key")) or named_codec or stream_codec(video, addr)
+        add(_rendition(addr, width=addr.get("width") or video.get("width"),
+                       height=addr.get("height") or video.get("height"), codec=codec),
+            as_text(addr.get("url_key")))
     return out
 
 

@@ -13,8 +13,10 @@ their data in ``window.__INITIAL_STATE__`` (see docs/platforms.md, "XiaoHongShu"
   preview and ``urlPre`` as alternates); the video as ``MediaAsset.renditions`` from ``video.media.stream``
   (``h264[]`` first, then ``h265[]``; ``masterUrl`` with ``backupUrls``), for the media path to pick by height and
   codec. Counts such as ``"1.2万"`` and ``"10万+"`` as integers; ``time``/``lastUpdateTime`` are milliseconds.
-- An unavailable note (``serverRequestInfo.state == "fail"``, or no usable ``noteDetailMap`` entry) is a record
-  with ``deleted: true`` and ``extra.unavailable``, not an error.
+- Older pages (2022–2023) hold the one note at ``note.note`` (no ``noteDetailMap``): read the same way.
+- A note the page says is unavailable (``serverRequestInfo.state == "fail"`` or a non-zero ``errorCode``) is a
+  record with ``deleted: true`` and ``extra.unavailable``. A page whose state holds no such note and says nothing
+  of it raises ValueError: a failed page, retried next run, never a deleted post.
 - Profile page ``/user/profile/{id}``: ``user.notes[0][]`` cards (``noteCard`` + ``xsecToken``) →
   :func:`parse_profile_page`. Later pages of a profile come from signed APIs this project does not use. A card
   carries no time, but a note id is a MongoDB ObjectId whose first 8 hex digits are its creation time in Unix
@@ -186,6 +188,9 @@ def initial_state(html: str) -> dict[str, Any]:
 
 def _request_info(state: dict[str, Any], area: str) -> tuple[str, int | None, str]:
     info = as_obj(as_obj(state.get(area)).get("serverRequestInfo"))
+    if info.get("__v_isRef") is True:
+        # A state serialized in a browser after hydration keeps Vue's ref wrapper around the value.
+        info = as_obj(info.get("_value"))
     return _text(info.get("state")), as_int(info.get("errorCode")), _text(info.get("errMsg"))
 
 
@@ -222,8 +227,15 @@ def classify_page(status: int, body: bytes) -> str:
 # ------------------------------------------------------------------------------------------------ media
 
 
+def _is_preview(scene: str) -> bool:
+    """A preview variant (``WB_PRV`` on note pages, ``FD_PRV_WEBP`` on profile cards): small, never first."""
+    return "PRV" in scene.upper().split("_")
+
+
 def _image_asset(note_id: str, index: int, entry: dict[str, Any]) -> MediaAsset | None:
-    """One ``imageList`` entry: the ``WB_DFT`` scene (else ``urlDefault``, else ``url``) first, then the rest."""
+    """One ``imageList`` entry or card ``cover``: the ``WB_DFT`` scene (else ``urlDefault``, else ``url``, else any
+    scene that is not a preview, e.g. a profile card's ``FD_WM_WEBP``) first, the previews (``*_PRV*``,
+    ``urlPre``) last."""
     scenes: dict[str, str] = {}
     for info in _list(entry.get("infoList")):
         info = as_obj(info)
@@ -231,8 +243,8 @@ def _image_asset(note_id: str, index: int, entry: dict[str, Any]) -> MediaAsset 
         if scene and url and scene not in scenes:
             scenes[scene] = url
     candidates = [scenes.get("WB_DFT"), https_url(entry.get("urlDefault")), https_url(entry.get("url")),
-                  *(u for s, u in scenes.items() if s not in ("WB_DFT", "WB_PRV")),
-                  scenes.get("WB_PRV"), https_url(entry.get("urlPre"))]
+                  *(u for s, u in scenes.items() if s != "WB_DFT" and not _is_preview(s)),
+                  *(u for s, u in scenes.items() if _is_preview(s)), https_url(entry.get("urlPre"))]
     urls = list(dict.fromkeys(u for u in candidates if u))
     if not urls:
         return None
@@ -352,19 +364,29 @@ def post_from_note(note: dict[str, Any], *, note_id: str, source: Source | None 
 
 def read_note_page(html: str, *, note_id: str) -> dict[str, Any]:
     """What the note page ``/explore/{note_id}`` says, as plain JSON: ``{"note": {…}}`` (the raw note object) or
-    ``{"unavailable": reason}``. Raises :class:`PlatformError` (``rate_limited``) for code 300012 in the state and
-    ValueError for a page without a readable state."""
+    ``{"unavailable": reason}``, the latter only when the page says the note cannot be shown
+    (``serverRequestInfo.state == "fail"`` or a non-zero ``errorCode``). The note is read from
+    ``note.noteDetailMap[id].note``, or from ``note.note`` in the older layout (2022–2023 pages). Raises
+    :class:`PlatformError` (``rate_limited``) for code 300012 in the state and ValueError for a page the parser
+    cannot read (no state, or a state that holds no such note and says nothing of it): a failed page, retried,
+    never a deleted note."""
     state = initial_state(html)
     status, code, message = _request_info(state, "note")
     if code in RATE_LIMIT_CODES:
         raise PlatformError("rate_limited", message or "IP at risk", code=code)
-    details = as_obj(as_obj(state.get("note")).get("noteDetailMap"))
-    note = as_obj(as_obj(details.get(note_id)).get("note"))
-    if status == "fail":
+    if status == "fail" or code not in (None, 0):
         reason = message or "the note cannot be shown"
         return {"unavailable": f"{reason} (code {code})" if code is not None else reason}
-    if not note or clean_id(note.get("noteId")) not in (None, note_id):
-        return {"unavailable": "the page carries no such note"}
+    area = as_obj(state.get("note"))
+    details = area.get("noteDetailMap")
+    note = as_obj(as_obj(as_obj(details).get(note_id)).get("note"))
+    if details is None and clean_id(as_obj(area.get("note")).get("noteId")) == note_id:
+        note = as_obj(area.get("note"))  # the older layout: one note at note.note
+    if not note:
+        raise ValueError(f"the page's state holds no note {note_id} (no noteDetailMap[id].note, no note.note) "
+                         "and no failure: not a page this parser reads")
+    if clean_id(note.get("noteId")) not in (None, note_id):
+        raise ValueError(f"the page's state holds another note ({str(note.get('noteId'))[:30]!r})")
     return {"note": note}
 
 

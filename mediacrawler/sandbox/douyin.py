@@ -5,7 +5,8 @@ Pure (no Twisted, no I/O): tests import it to compute what the sandbox serves, a
 
 World
 =====
-:data:`AWEMES`: two videos (:data:`VIDEO_AWEMES`), one image album with background music (:data:`ALBUM_AWEME`,
+:data:`AWEMES`: two videos (:data:`VIDEO_AWEMES`), one video in the 2025 app shape (:data:`BYTEVC2_AWEME`), one
+image album with background music (:data:`ALBUM_AWEME`,
 ``aweme_type`` 68, :data:`ALBUM_IMAGES` pictures) and one removed item (:data:`GONE_AWEME`, answered with
 ``filter_list`` / ``filter_detail``). Any other id is unknown (an empty ``item_list``; the detail API answers
 ``status_code`` :data:`NOT_FOUND_CODE`). :data:`SHORT_LINKS` maps ``/v/{code}/`` short links to awemes.
@@ -16,6 +17,10 @@ Media are real sandbox media on the request's origin:
   :data:`mediacrawler.sandbox.video.DURATION` s) and HEVC at 720/480 (``/douyin/media/hevc/{aweme}/{r}.mp4``,
   libx265 + AAC, faststart, encoded on first request by :func:`hevc_file`), best first; ``play_addr`` is the
   720p H.264 file;
+- :data:`BYTEVC2_AWEME`'s ``bit_rate[]`` lists only ByteVC2 files at 720/480 (``is_bytevc1 = is_h265 = 2``,
+  ``url_key`` ``…_bytevc2_720p_…``, ``gear_name`` ``720_1_2``, as in real 2025 answers) on
+  ``/douyin/media/bytevc2/…``, which answers 404 (no encoder here: a crawl must never need them); its H.264 file
+  is ``video.play_addr_h264`` (= ``play_addr``), the 720p ``/media/progressive/{aweme}/720p.mp4``;
 - an album's pictures are ``/media/img/{n}.jpg`` (:func:`album_image_numbers`) and its music an MP3
   (``/douyin/media/music/{music id}.mp3``, :func:`music_file`, :data:`MUSIC_SECONDS` s of a tone).
 
@@ -48,6 +53,7 @@ from .video import DURATION, FPS, RENDITIONS, encode_tone
 __all__ = [
     "ALBUM_AWEME",
     "ALBUM_IMAGES",
+    "BYTEVC2_AWEME",
     "AWEMES",
     "GONE_AWEME",
     "HEVC_HEIGHTS",
@@ -68,6 +74,9 @@ __all__ = [
 
 VIDEO_AWEMES: tuple[str, ...] = ("7300000000000000101", "7300000000000000102")
 ALBUM_AWEME = "7300000000000000201"
+#: A video whose ``bit_rate[]`` is ByteVC2 only, its H.264 file in ``play_addr_h264``.
+BYTEVC2_AWEME = "7300000000000000103"
+BYTEVC2_HEIGHTS: tuple[int, ...] = (720, 480)
 GONE_AWEME = "7300000000000000404"
 ALBUM_IMAGES = 3
 MUSIC_ID = "7200000000000000201"
@@ -96,6 +105,7 @@ AWEMES: dict[str, Aweme] = {
     VIDEO_AWEMES[0]: Aweme(VIDEO_AWEMES[0], "video",
                            "沙盒视频一 #测试 </script><b>不是标签</b> a/b \\ \"q\"", _NOW - 3600, "93000000001", "沙盒作者"),
     VIDEO_AWEMES[1]: Aweme(VIDEO_AWEMES[1], "video", "沙盒视频二 😀", _NOW - 7200, "93000000001", "沙盒作者"),
+    BYTEVC2_AWEME: Aweme(BYTEVC2_AWEME, "video", "沙盒视频三 ByteVC2", _NOW - 10800, "93000000001", "沙盒作者"),
     ALBUM_AWEME: Aweme(ALBUM_AWEME, "album", "三张图 + 背景音乐", _NOW - 86400, "93000000002",
                        "图文作者"),
 }
@@ -142,6 +152,28 @@ def _bit_rate(aweme_id: str, base: str) -> list[dict[str, Any]]:
     return out
 
 
+def _bytevc2_video(aweme_id: str, base: str) -> dict[str, Any]:
+    by_height = {r.height: r for r in RENDITIONS}
+    uri = f"v0d00fg10000{aweme_id}"
+    bit_rate = []
+    for n, height in enumerate(BYTEVC2_HEIGHTS, start=1):
+        spec, rate = by_height[height], 400_000 - 100_000 * n
+        url = f"{base}/douyin/media/bytevc2/{aweme_id}/{spec.name}.mp4"
+        bit_rate.append({
+            "gear_name": f"{height}_{n}_2", "quality_type": 14 + n, "bit_rate": rate, "format": "mp4",
+            "play_addr": {"uri": uri, "url_list": _url_list(url),
+                          "width": spec.width, "height": spec.height, "data_size": rate,
+                          "url_key": f"{uri}_bytevc2_{height}p_{rate}"},
+            "is_h265": 2, "is_bytevc1": 2, "HDR_type": "", "FPS": FPS, "video_extra": "{}",
+        })
+    top = by_height[720]
+    h264 = {"uri": uri, "url_list": _url_list(f"{base}/media/progressive/{aweme_id}/{top.name}.mp4"),
+            "width": top.width, "height": top.height, "url_key": f"{uri}_h264_720p_990524"}
+    return {"play_addr": dict(h264), "play_addr_h264": h264, "bit_rate": bit_rate, "width": top.width,
+            "height": top.height, "duration": int(DURATION * 1000), "is_h265": 0,
+            "cover": {"url_list": _url_list(f"{base}/media/img/{int(aweme_id[-3:])}.jpg")}}
+
+
 def aweme_object(aweme_id: str, base: str) -> dict[str, Any] | None:
     """The aweme object (share page item and ``aweme_detail`` alike) of ``aweme_id`` with media on ``base``
     (the sandbox origin), or ``None`` when the world has no such item."""
@@ -165,6 +197,8 @@ def aweme_object(aweme_id: str, base: str) -> dict[str, Any] | None:
             "width": top.width, "height": top.height, "ratio": top.name, "duration": int(DURATION * 1000),
             "bit_rate": _bit_rate(aweme_id, base),
         }
+        if aweme_id == BYTEVC2_AWEME:
+            obj["video"] = _bytevc2_video(aweme_id, base)
         obj["images"] = None
         obj["music"] = {"id": int(MUSIC_ID) - 1, "id_str": str(int(MUSIC_ID) - 1),
                         "title": "@沙盒作者创作的原声", "play_url": {"url_list": []}, "duration": int(DURATION)}

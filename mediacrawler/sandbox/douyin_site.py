@@ -8,6 +8,7 @@ Routes (``DOUYIN_SHARE_URL`` = ``DOUYIN_WEB_URL`` = ``DOUYIN_SHORT_URL`` = ``{sa
     GET /douyin/v/{code}/                             short link: 302 to the share page (404 for unknown codes)
     GET /douyin/media/hevc/{aweme_id}/{720p|480p}.mp4 HEVC/AAC progressive MP4 of a video
     GET /douyin/media/music/{music_id}.mp3            an album's background music (MP3)
+    GET /douyin/media/bytevc2/…                       404 always (ByteVC2 files are listed, never served)
 
 The two media routes have the CDN semantics of :class:`~.media_site.MediaResource` (Range/206/416, ETag, If-Range,
 HEAD, the ``media_*`` fault knobs); the H.264 files and pictures of the payloads are ``/media/progressive/…`` and

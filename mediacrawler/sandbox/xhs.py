@@ -11,7 +11,8 @@ newest first. Note ``i`` follows ``i % 4``: 0 three images, 1 a video (its cover
 are the note's time in Unix seconds. ``XhsWorld.pinned`` names a note its author pinned: the profile shows it
 first, with ``interactInfo.sticky: true``. Two more ids are not notes: :data:`GONE_NOTE` (the page says
 ``serverRequestInfo.state: "fail"``, code -510001) and :data:`EMPTY_NOTE` (a ``noteDetailMap`` entry with an empty
-note). Any other 24-hex id is answered like :data:`GONE_NOTE`.
+note, which says nothing of the note: the parser refuses it as an unreadable page). Any other 24-hex id is
+answered like :data:`GONE_NOTE`.
 
 Media are real sandbox media on the request's origin: image ``n`` is ``/media/img/{n}.jpg`` (scene ``WB_DFT`` and
 ``urlDefault`` as ``?sc=dft``, the ``WB_PRV`` preview as ``?sc=prv``: the same bytes, so a test can tell which URL
