@@ -114,8 +114,6 @@ def test_single_file_durl_is_one_progressive_rendition(name: str) -> None:
     assert rendition["alternates"] == (durl.get("backup_url") or [])
 
 
-@pytest.mark.xfail(strict=True, reason="a multi-segment durl is read as alternative renditions: fixed in "
-                                       "parsers/bilibili.py + media on another branch (issue #23)")
 def test_segmented_durl_is_one_video_of_four_parts_not_four_alternatives() -> None:
     payload = _load("apicollect_playurl_durl_segmented.json")
     durl = payload["data"]["durl"]

@@ -43,13 +43,17 @@ def _check(post: Post, mblog: dict[str, Any]) -> None:
     assert (post.metrics.likes, post.metrics.comments, post.metrics.shares) == (
         _count(mblog["attitudes_count"]), _count(mblog["comments_count"]), _count(mblog["reposts_count"]))
     # Every picture at its best quality: pics[].large.url, in order.
-    assert [m.url for m in post.media if m.kind == "image"] == [p["large"]["url"] for p in mblog.get("pics") or []]
+    pictures = [m.url for m in post.media if m.kind == "image" and m.cover_of is None]
+    assert pictures == [p["large"]["url"] for p in mblog.get("pics") or []]
     info = (mblog.get("page_info") or {})
     if info.get("type") == "video":
         media = info["media_info"]
         best = next(media[k] for k in ("mp4_720p_mp4", "mp4_hd_url", "mp4_sd_url", "stream_url") if media.get(k))
         [clip] = [m for m in post.media if m.kind == "video"]
         assert clip.url == best and clip.duration == float(media["duration"])
+        # Its cover: page_info.page_pic, marked as the video's.
+        [cover] = [m for m in post.media if m.cover_of is not None]
+        assert (cover.url, cover.cover_of) == (info["page_pic"]["url"], clip.key)
     else:
         assert not any(m.kind == "video" for m in post.media)
 
