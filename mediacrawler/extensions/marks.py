@@ -212,10 +212,21 @@ class MarkExtension:
             self.stats.inc_value("incremental/mark_corrupt")
         if self.old is None:
             return
-        if getattr(spider.args, "full", False):  # type: ignore[attr-defined]
+        args: Any = getattr(spider, "args", None)
+        if getattr(args, "full", False):
             logger.info("%s: -a full=true: walking every page (the high-water mark is post %s)", self.key,
                         self.old.post_id)
             return
+        start = getattr(args, "start", None)
+        if start is not None and not getattr(args, "incremental", False):
+            # An explicit start is what the user asked for: the mark would silently end it at the first old page.
+            logger.info("%s: -a start=%d: the high-water mark (post %s) does not apply to an explicit start; "
+                        "walking on from page %d (add -a incremental=true to stop at it)", self.key, start,
+                        self.old.post_id, start)
+            return
+        if start is not None:
+            logger.info("%s: -a start=%d -a incremental=true: stopping at the high-water mark (post %s)", self.key,
+                        start, self.old.post_id)
         spider.mark = self.old.high_water()  # type: ignore[attr-defined]
         self.stats.set_value("incremental/mark", self.old.post_id)
         logger.info("%s: incremental: posts up to %s (%s) are stored; stopping at the first page below it",

@@ -65,9 +65,20 @@ class SpiderParams(BaseModel):
         description="Video codecs in order of preference, e.g. hevc,avc1 (default: MEDIA_VIDEO_CODECS).",
     )
     full: bool = Field(default=False, description="Ignore the high-water mark of earlier runs: walk every page.")
+    incremental: bool = Field(
+        default=False, description="With -a start: stop at the high-water mark all the same (without it an explicit "
+                                   "start walks on past the mark).",
+    )
     retry_only: bool = Field(
         default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
     )
+
+    @model_validator(mode="after")
+    def _full_or_incremental(self) -> Any:
+        if self.full and self.incremental:
+            raise ValueError("give -a full=true (ignore the high-water mark) or -a incremental=true (stop at it), "
+                             "not both")
+        return self
 
     @model_validator(mode="before")
     @classmethod
