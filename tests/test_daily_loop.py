@@ -97,3 +97,72 @@ def test_explicit_start_is_honoured_after_a_complete_run(tmp_path: Path, sb: San
     rows, log = crawl(sb, tmp_path, "run3", "file", "-a", "start=2", "-a", "incremental=true")
     assert rows == [] and pages_since(sb, before) == [2]
     assert f"{KEY}: -a start=2 -a incremental=true: stopping at the high-water mark" in log
+
+
+# --- Lists of requested items: each is emitted or reported, never dropped silently -----------------------------
+
+def list_crawl(tmp_path: Path, sandbox: Any, spider: str, name: str, *args: str,
+               redis_url: str | None = None) -> tuple[list[dict[str, Any]], str]:
+    """``scrapy crawl <spider>`` of a list against the session sandbox (media off); (records, log)."""
+    import subprocess
+    import sys
+
+    from tests.sync_crawls import ROOT
+
+    out = tmp_path / f"{name}.jsonl"
+    root = sandbox.url
+    cmd = [sys.executable, "-m", "scrapy", "crawl", spider, *args,
+           "-s", f"BILIBILI_API_URL={root}/bilibili", "-s", f"DOUYIN_SHARE_URL={root}/douyin",
+           "-s", f"DOUYIN_WEB_URL={root}/douyin", "-s", f"DOUYIN_SHORT_URL={root}/douyin/v",
+           "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0", "-s", "MEDIA_ENABLED=0",
+           "-s", f"FILES_STORE={tmp_path / 'files'}", "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
+           "-s", "LOG_LEVEL=INFO", "-s", "DISTRIBUTED_ENABLED=0", "-O", str(out)]
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DOUYIN_COOKIE", "CACHE_BACKEND")}
+    if redis_url:
+        env["REDIS_URL"] = redis_url  # the dedupe cache in Redis: it outlives the run
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return records(out), proc.stderr
+
+
+@pytest.mark.parametrize("cache", ["memory", "redis"])
+def test_a_list_run_twice_emits_or_reports_every_item(tmp_path: Path, sandbox: Any, cache: str,
+                                                       request: pytest.FixtureRequest) -> None:
+    from mediacrawler.sandbox.bilibili import BVIDS
+
+    sandbox.reset()
+    sandbox.set_faults(bilibili_wbi="all")
+    redis_url = request.getfixturevalue("redis_url") if cache == "redis" else None
+    if redis_url:
+        redis.Redis.from_url(redis_url).flushdb()
+    first_id, second_id = BVIDS[0], BVIDS[1]
+    ids = f"bvid={first_id},{second_id}"
+    rows, log = list_crawl(tmp_path, sandbox, "bilibili", "run1", "-a", ids, redis_url=redis_url)
+    assert sorted(r["post_id"] for r in rows) == sorted([first_id, second_id])
+
+    rows, log = list_crawl(tmp_path, sandbox, "bilibili", "run2", "-a", ids, redis_url=redis_url)
+    emitted = {r["post_id"] for r in rows}
+    reported = {i for i in (first_id, second_id) if f"bilibili {i} is already stored" in log}
+    assert emitted | reported == {first_id, second_id} and not emitted & reported
+    assert emitted == ({first_id, second_id} if cache == "memory" else set())  # a memory cache dies with a run
+    assert "a list of items: every item is read" in log
+
+
+@pytest.mark.parametrize("order", ["id first", "short link first"])
+def test_a_douyin_short_link_and_its_id_in_one_list_give_one_post_and_a_line(
+        tmp_path: Path, sandbox: Any, order: str) -> None:
+    from mediacrawler.sandbox import douyin
+
+    sandbox.reset()
+    video = douyin.VIDEO_AWEMES[0]
+    [code] = [c for c, aweme in douyin.SHORT_LINKS.items() if aweme == video]
+    entries = [video, f"https://v.douyin.com/{code}/"]
+    if order != "id first":
+        entries.reverse()
+    rows, log = list_crawl(tmp_path, sandbox, "douyin", "run", "-a", f"aweme={','.join(entries)}")
+    assert [r["post_id"] for r in rows] == [video]
+    first, second = (video, f"short link {code}") if order == "id first" else (f"short link {code}", video)
+    assert f"{second} names the same video as {first} (aweme {video}); one post" in log
+    assert "failed for good" not in log

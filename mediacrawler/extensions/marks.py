@@ -204,6 +204,13 @@ class MarkExtension:
     def _open(self, spider: Spider, key: str) -> None:
         """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
         self.key, self.old, self.best, self.item_errors = key, None, None, 0
+        lists_items = getattr(spider, "lists_items", None)
+        if lists_items is not None and lists_items():
+            # A list is in the order given, not newest first: a mark would stop it at the first old item and
+            # drop the rest unread. Each item is read; dedupe reports the ones already stored.
+            logger.info("%s: a list of items: every item is read (a high-water mark applies to listings only)", key)
+            self.key = None
+            return
         try:
             self.old = self.store.load(self.key)
         except (MarkCorrupt, OSError) as e:
