@@ -10,7 +10,9 @@ item of it left the pipelines (media included; a media asset that failed is kept
 
 How it is used (:class:`MarkExtension`):
 
-- ``spider_opened``: the mark is handed to the spider (``spider.mark``) unless ``-a full=true``. The spider then
+- ``spider_opened``: the mark is handed to the spider (``spider.mark``) unless ``-a full=true``, an explicit
+  ``-a start`` without ``-a incremental=true`` (logged), or a list of items (``spider.lists_items()``: in the order
+  given, not newest first; no mark is read or advanced for it). The spider then
   drops posts at or below it and stops paginating at the first page whose posts (pinned ones aside) are all at or
   below it (:meth:`mediacrawler.spiders._base.PlatformSpider._apply_mark`).
 - Items that leave the pipelines stored (``item_scraped``; or dropped because they were stored before) are
