@@ -88,6 +88,20 @@ def test_a_failed_page_stops_the_watermark_until_a_new_run(redis_url: str) -> No
     assert b.clear(KEY, token2) == 1
 
 
+def test_a_new_run_never_resumes_a_completed_run_whose_clear_never_came(redis_url: str) -> None:
+    a, b = stores(redis_url)
+    _, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)
+    # Page 2 is the page at the high-water mark: announced as the last one; the run ends without its clear.
+    assert a.apply(KEY, token, [announce(1, ["x"], "c2"), done(1, "x"), announce(2, [], "c3", last=True)],
+                   now=NOW) == 2
+    started, _ = b.open_run(KEY, spider="weibo", token="run-2", now=NOW)
+    assert started and b.start_of_run(KEY) == (1, None)  # page 1 again, not page 3
+    cp = b.load(KEY)
+    assert cp is not None and (cp.watermark, cp.next_page, cp.stored, cp.last_page) == (0, 1, {}, None)
+    assert b.clear(KEY, "run-2") == 0
+    b.delete(KEY)
+
+
 def test_takeover_repeats_and_early_items_are_idempotent(redis_url: str) -> None:
     a, b = stores(redis_url)
     _, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)

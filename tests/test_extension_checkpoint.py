@@ -533,3 +533,27 @@ def test_cli_reads_checkpoint_dir_from_settings(tmp_path: Path, monkeypatch: pyt
     monkeypatch.chdir(tmp_path)  # CHECKPOINT_DIR defaults to "checkpoints", relative to the working directory
     assert ckmod.main(["list"]) == 0
     assert KEY in capsys.readouterr().out
+
+
+# --- One consistent state with the high-water mark (issue #20) ----------------------------------------------------
+
+
+def test_a_cleared_checkpoint_is_not_written_back_by_a_feed_opened_at_close(tmp_path: Path) -> None:
+    ext, spider = make(tmp_path)
+    ext.spider_opened(spider)
+    parsed(ext, spider, 1, [], is_last=True)  # the page at the mark: all its posts at or below it
+    ext.spider_closed(spider, "finished")
+    path = tmp_path / "checkpoints" / f"{KEY}.json"
+    assert not path.exists()
+    ext.feed_opened(path=str(tmp_path / "empty.jsonl"), size=0)  # the empty export, created after
+    assert not path.exists()
+
+
+def test_a_checkpoint_of_a_completed_run_is_deleted_not_resumed(tmp_path: Path,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    path = write_checkpoint(tmp_path, watermark=1, next_page=2, last_page=1)
+    ext, spider = make(tmp_path)
+    with caplog.at_level(logging.INFO):
+        ext.spider_opened(spider)
+    assert spider.resume is None and spider.first_page() == (1, None) and not path.exists()
+    assert f"{KEY}: checkpoint {path} is of a completed run (page 1 of 1); deleted, not resumed" in caplog.text

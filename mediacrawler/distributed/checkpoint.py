@@ -105,7 +105,11 @@ OPEN = """
 local meta, pages = KEYS[1], KEYS[2]
 local run = redis.call('HGET', meta, 'run')
 if run and (run == ARGV[1] or ARGV[3] == '1') then return {0, run} end
-if ARGV[5] == '1' then redis.call('DEL', meta, pages) end
+-- a completed run's checkpoint (its clear never came): the source was covered, it is not resumed
+local done_last = tonumber(redis.call('HGET', meta, 'last_page') or '')
+if ARGV[5] == '1' or (done_last and tonumber(redis.call('HGET', meta, 'watermark')) >= done_last) then
+  redis.call('DEL', meta, pages)
+end
 if redis.call('EXISTS', meta) == 0 then
   redis.call('HSET', meta, 'spider', ARGV[2], 'watermark', 0, 'cursor', '', 'seq', 0)
 end

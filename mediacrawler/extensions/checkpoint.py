@@ -152,6 +152,13 @@ class CheckpointExtension:
                 logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from page 1",
                                key, self.store.location(key), e, moved)
                 self.stats.inc_value("checkpoint/corrupt")
+        if old is not None and old.last_page is not None and old.watermark >= old.last_page:
+            # A complete run's checkpoint (left by a version that wrote it back after clearing it): the source was
+            # covered, so this run starts where any run after a complete one does (page 1, or -a start).
+            self.store.delete(key)
+            logger.info("%s: checkpoint %s is of a completed run (page %d of %d); deleted, not resumed", key,
+                        self.store.location(key), old.watermark, old.last_page)
+            old = None
         start = getattr(args, "start", None)
         cp = Checkpoint(key=key, spider=spider.name, seq=old.seq if old else 0)
         if start is not None:
@@ -358,9 +365,13 @@ class CheckpointExtension:
                 return
             self.stats.set_value("checkpoint/cleared", True)
             logger.info("%s: source completed (last page %d stored); checkpoint cleared", cp.key, cp.last_page)
+            # The job's state ends here: a feed opened later (an empty export is created at close) must not
+            # write the cleared checkpoint back, which would make the next run resume past page 1.
+            self.checkpoint = None
             return
         self._dirty = True
         self.commit()
+        self.checkpoint = None
         why = f"closed: {reason}"
         if reason == "finished":
             why = (f"page {min(cp.failed_pages)} failed" if cp.failed_pages else

@@ -10,7 +10,9 @@ item of it left the pipelines (media included; a media asset that failed is kept
 
 How it is used (:class:`MarkExtension`):
 
-- ``spider_opened``: the mark is handed to the spider (``spider.mark``) unless ``-a full=true``. The spider then
+- ``spider_opened``: the mark is handed to the spider (``spider.mark``) unless ``-a full=true``, an explicit
+  ``-a start`` without ``-a incremental=true`` (logged), or a list of items (``spider.lists_items()``: in the order
+  given, not newest first; no mark is read or advanced for it). The spider then
   drops posts at or below it and stops paginating at the first page whose posts (pinned ones aside) are all at or
   below it (:meth:`mediacrawler.spiders._base.PlatformSpider._apply_mark`).
 - Items that leave the pipelines stored (``item_scraped``; or dropped because they were stored before) are
@@ -204,6 +206,13 @@ class MarkExtension:
     def _open(self, spider: Spider, key: str) -> None:
         """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
         self.key, self.old, self.best, self.item_errors = key, None, None, 0
+        lists_items = getattr(spider, "lists_items", None)
+        if lists_items is not None and lists_items():
+            # A list is in the order given, not newest first: a mark would stop it at the first old item and
+            # drop the rest unread. Each item is read; dedupe reports the ones already stored.
+            logger.info("%s: a list of items: every item is read (a high-water mark applies to listings only)", key)
+            self.key = None
+            return
         try:
             self.old = self.store.load(self.key)
         except (MarkCorrupt, OSError) as e:
@@ -212,10 +221,21 @@ class MarkExtension:
             self.stats.inc_value("incremental/mark_corrupt")
         if self.old is None:
             return
-        if getattr(spider.args, "full", False):  # type: ignore[attr-defined]
+        args: Any = getattr(spider, "args", None)
+        if getattr(args, "full", False):
             logger.info("%s: -a full=true: walking every page (the high-water mark is post %s)", self.key,
                         self.old.post_id)
             return
+        start = getattr(args, "start", None)
+        if start is not None and not getattr(args, "incremental", False):
+            # An explicit start is what the user asked for: the mark would silently end it at the first old page.
+            logger.info("%s: -a start=%d: the high-water mark (post %s) does not apply to an explicit start; "
+                        "walking on from page %d (add -a incremental=true to stop at it)", self.key, start,
+                        self.old.post_id, start)
+            return
+        if start is not None:
+            logger.info("%s: -a start=%d -a incremental=true: stopping at the high-water mark (post %s)", self.key,
+                        start, self.old.post_id)
         spider.mark = self.old.high_water()  # type: ignore[attr-defined]
         self.stats.set_value("incremental/mark", self.old.post_id)
         logger.info("%s: incremental: posts up to %s (%s) are stored; stopping at the first page below it",

@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import redis
+from itemadapter import ItemAdapter, is_item
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
@@ -24,10 +25,12 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import HighWaterMark, PlatformRefused, Resume, asset_key_of, walk_assets
+from mediacrawler.contracts import (AlreadyStored, HighWaterMark, PlatformRefused, Resume, asset_key_of,
+                                    walk_assets)
 from mediacrawler.items import Post, Source
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
 
 logger = logging.getLogger(__name__)
@@ -69,9 +72,20 @@ class SpiderParams(BaseModel):
         description="Video codecs in order of preference, e.g. hevc,avc1 (default: MEDIA_VIDEO_CODECS).",
     )
     full: bool = Field(default=False, description="Ignore the high-water mark of earlier runs: walk every page.")
+    incremental: bool = Field(
+        default=False, description="With -a start: stop at the high-water mark all the same (without it an explicit "
+                                   "start walks on past the mark).",
+    )
     retry_only: bool = Field(
         default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
     )
+
+    @model_validator(mode="after")
+    def _full_or_incremental(self) -> Any:
+        if self.full and self.incremental:
+            raise ValueError("give -a full=true (ignore the high-water mark) or -a incremental=true (stop at it), "
+                             "not both")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -276,6 +290,7 @@ class PlatformSpider(Spider):
         spider.distributed = is_distributed(crawler.settings)
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
+        crawler.signals.connect(spider.item_dropped, signal=signals.item_dropped)
         return spider
 
     # --- What a platform provides ----------------------------------------------------------------------------
@@ -283,6 +298,11 @@ class PlatformSpider(Spider):
     def job_key(self) -> str:
         """A stable, file-name-safe key for this job, e.g. ``weibo-uid-7365120894`` (checkpoints, output files)."""
         raise NotImplementedError
+
+    def lists_items(self) -> bool:
+        """Whether this job is a list of requested items (``-a bvid=A,B``), not a listing: each page is one
+        item, in the order given, so no high-water mark applies and every item is emitted or reported."""
+        return False
 
     def target_args(self) -> dict[str, str]:
         """The arguments that name this job's target (e.g. ``{"uid": "7365120894"}``), as ``-a`` would give them."""
@@ -611,6 +631,21 @@ class PlatformSpider(Spider):
                          "(the next run resumes at page %d)", self.job, page_no, page_no)
             return iter(())
         return self._next_page(page_no, None)
+
+    def item_dropped(self, item: Any, spider: Spider, exception: BaseException, **kwargs: Any) -> None:
+        """``item_dropped``: a requested item of a list is never dropped silently; one INFO line names it."""
+        if spider is not self or not self.lists_items() or not is_item(item):
+            return
+        adapter = ItemAdapter(item)
+        source = adapter.get("source")
+        if not is_item(source) or ItemAdapter(source).get("job") != self.job:
+            return
+        if isinstance(exception, (AlreadyStored, DuplicatePost)):
+            logger.info("%s: %s %s is already stored (emitted before); not emitted again", self.job,
+                        self.platform, adapter.get("post_id"))
+        elif isinstance(exception, ClaimedElsewhere):
+            logger.info("%s: %s %s is being emitted by another job; not emitted by this one", self.job,
+                        self.platform, adapter.get("post_id"))
 
     def request_dropped(self, request: Request, spider: Spider, **kwargs: Any) -> None:
         """``request_dropped``: the scheduler refused a request (the duplicate filter). A listing page redirected

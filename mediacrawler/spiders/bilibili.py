@@ -87,6 +87,9 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         self._mixin: str | None = None
         self._mixin_at = 0.0
 
+    def lists_items(self) -> bool:
+        return self.args.bvid is not None
+
     def job_key(self) -> str:
         if self.args.mid is not None:
             return f"bilibili-mid-{self.args.mid}"

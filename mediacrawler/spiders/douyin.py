@@ -19,6 +19,7 @@ docs/platforms.md.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -33,8 +34,11 @@ from mediacrawler.parsers import douyin as parser
 from mediacrawler.parsers._common import Page, job_slug
 from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, one_target
 
+logger = logging.getLogger(__name__)
+
 #: Targets one job takes (each is one page).
 MAX_TARGETS = 1000
+
 #: Said for ``-a user=`` (and in the docs).
 USER_REFUSED = "a user's list needs request signatures this project does not produce"
 
@@ -80,6 +84,15 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
     args: DouyinParams
     credential_env = "DOUYIN_COOKIE"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: (job, aweme id) → the entry of the job's list that named it first in this run (an id, or
+        #: ``short link <code>``); keyed by job too, as a worker serves one job after another.
+        self._named: dict[tuple[str, str], str] = {}
+
+    def lists_items(self) -> bool:
+        return True
+
     def job_key(self) -> str:
         return f"douyin-aweme-{job_slug(str(self.args.aweme).replace(',', '-').replace(':', '-'))}"
 
@@ -114,6 +127,11 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
             return f"{self._root('DOUYIN_SHORT_URL')}/{value}/"
         return self.detail_url(value) if self.use_detail else self.share_url(value)
 
+    def listing_request(self, page: int, cursor: str | None) -> Request:
+        # Two entries may name one video (a short link and its id): the second one's request (or the short link's
+        # redirect) is the URL of the first, which the duplicate filter would drop unanswered.
+        return super().listing_request(page, cursor).replace(dont_filter=True)
+
     def listing_headers(self) -> dict[str, str]:
         if self.use_detail:
             return {"Referer": f"{self._root('DOUYIN_WEB_URL')}/"}
@@ -147,13 +165,28 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
             aweme = parser.aweme_id_from_url(response.url) or self._only_item(response)
             if aweme is None:
                 raise ValueError(f"short link {value} led to {urlsplit(response.url).path!r}, not an aweme")
+            if self._named_twice(aweme, kind, value):
+                return page
             if self.use_detail:
                 page.incomplete[aweme] = {"aweme": aweme, "short": value}
                 return page
         else:
             aweme = value
+        if self._named_twice(aweme, kind, value):
+            return page
         page.posts.append(self._read(response, aweme, source))
         return page
+
+    def _named_twice(self, aweme: str, kind: str, value: str) -> bool:
+        """Whether an earlier entry of the list named ``aweme`` (one post; one line says so), else note it."""
+        entry = f"short link {value}" if kind == "short" else value
+        first = self._named.setdefault((self.job, aweme), entry)
+        if first == entry:
+            return False
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value("douyin/named_twice")
+        logger.info("%s: %s names the same video as %s (aweme %s); one post", self.job, entry, first, aweme)
+        return True
 
     def _only_item(self, response: Response) -> str | None:
         try:

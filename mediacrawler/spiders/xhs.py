@@ -122,6 +122,9 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
             return _refs(_read_notes_file(self.args.notes_file), what="notes_file")
         return []
 
+    def lists_items(self) -> bool:
+        return self.args.user is None
+
     def job_key(self) -> str:
         if self.args.user is not None:
             return f"xhs-user-{self.args.user}"
