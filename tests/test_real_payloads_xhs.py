@@ -49,7 +49,7 @@ def test_older_layout_note_is_read_not_recorded_as_deleted() -> None:
     assert len(rendition["alternates"]) == 3 and video.duration == 25.0  # capa.duration
 
 
-def test_live_photo_note_keeps_its_picture_at_default_quality_and_invents_no_video() -> None:
+def test_live_photo_note_keeps_its_picture_at_default_quality_and_its_motion_clip() -> None:
     post = xhs.parse_note_page(_page("mcp_note_68be8f27_state.json"), note_id="68be8f27000000001d02f3ae")
     assert post.deleted is False
     assert post.author is not None and (post.author.id, post.author.name) == ("67ff0349000000000a03e859", "kk")
@@ -60,12 +60,16 @@ def test_live_photo_note_keeps_its_picture_at_default_quality_and_invents_no_vid
     assert (metrics.likes, metrics.comments, metrics.shares, post.extra["collected"]) == (3, 6, 2, 2)
     assert post.extra["ip_location"] == "湖南" and len(post.extra["tags"]) == 8
     # imageList[0] is a Live Photo (livePhoto: true, its motion clip in imageList[0].stream.h264): the picture is
-    # the image asset, WB_DFT (…!nd_dft_wlteh_web) first, the WB_PRV preview last; the clip is not (yet) read.
-    [image] = post.media
+    # the image asset, WB_DFT (…!nd_dft_wlteh_web) first, the WB_PRV preview last; then the clip, naming it.
+    image, clip = post.media
     assert image.kind == "image" and (image.width, image.height) == (1080, 1304)
     assert image.url.endswith("1040g3k831m5ekesg5m805pvv0d4inq2pcofrib0!nd_dft_wlteh_webp_3")  # infoList WB_DFT
     assert image.alternates == [i["url"] for i in _raw_mcp_image()["infoList"] if i["imageScene"] == "WB_PRV"]
     assert not any(".mp4" in u for u in [image.url, *image.alternates])
+    [h264] = _raw_mcp_image()["stream"]["h264"]
+    assert (clip.kind, clip.live_of, clip.url, clip.alternates) == (
+        "video", image.key, h264["masterUrl"], h264["backupUrls"])
+    assert [(r["codec"], r["url"]) for r in clip.renditions or []] == [("avc1", h264["masterUrl"])]
 
 
 def test_profile_cards_in_order_with_their_non_preview_cover() -> None:

@@ -283,6 +283,20 @@ def video_renditions(video: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _live_clip(note_id: str, index: int, entry: dict[str, Any], *, still: MediaAsset) -> MediaAsset | None:
+    """The motion clip of a Live Photo (``imageList[].livePhoto`` with its own ``stream.h264``/``h265``), right
+    after its still, which it names (``live_of``); ``None`` for a plain picture."""
+    if entry.get("livePhoto") is not True:
+        return None
+    renditions = video_renditions({"media": {"stream": entry.get("stream")}})
+    if not renditions:
+        return None
+    first = renditions[0]
+    return MediaAsset(kind="video", key=f"live:{note_id}:{index}", url=first["url"],
+                      alternates=list(first["alternates"]), width=first["width"], height=first["height"],
+                      renditions=renditions, live_of=still.key)
+
+
 def _video_duration(video: dict[str, Any], renditions: list[dict[str, Any]]) -> float | None:
     seconds = as_int(as_obj(video.get("capa")).get("duration")) or as_int(
         as_obj(as_obj(video.get("media")).get("video")).get("duration"))
@@ -325,12 +339,18 @@ def post_from_note(note: dict[str, Any], *, note_id: str, source: Source | None 
     metrics, collected = _metrics(note.get("interactInfo"))
     kind = _text(note.get("type")) or None
     media: list[MediaAsset] = []
+    video = as_obj(note.get("video"))
     for index, entry in enumerate(_list(note.get("imageList"))):
         asset = _image_asset(note_id, index, as_obj(entry))
-        if asset is not None:
-            media.append(asset)
+        if asset is None:
+            continue
+        media.append(asset)
+        if video and not index:
+            asset.cover_of = f"video:{note_id}"  # a video note's first image is its cover
+        clip = _live_clip(note_id, index, as_obj(entry), still=asset)
+        if clip is not None:
+            media.append(clip)
     extra: dict[str, Any] = {"type": kind}
-    video = as_obj(note.get("video"))
     if video:
         renditions = video_renditions(video)
         if renditions:
