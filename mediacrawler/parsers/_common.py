@@ -12,6 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,6 +27,7 @@ __all__ = [
     "as_text",
     "clean_id",
     "html_to_text",
+    "http_date",
     "https_url",
     "is_http_url",
     "iso_from_timestamp",
@@ -226,6 +228,21 @@ def iso_utc(dt: datetime) -> str:
 def utc_now_iso() -> str:
     """Now, as :func:`iso_utc` writes it."""
     return iso_utc(datetime.now(UTC))
+
+
+def http_date(value: bytes | str | None) -> datetime:
+    """An HTTP ``Date`` header as an aware datetime (when the platform wrote its answer: relative dates such as
+    "5分钟前" are relative to it); now when absent or unreadable."""
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if value:
+        try:
+            parsed = parsedate_to_datetime(value)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            parsed = None
+        if parsed is not None:
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return datetime.now(UTC)
 
 
 _BR_RE = re.compile(r"<br\s*/?>", re.I)

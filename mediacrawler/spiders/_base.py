@@ -43,6 +43,11 @@ def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
     return None
 
 
+#: What a parser may raise for an answer it cannot read (a value or nesting no reader was built for, too): the page or
+#: step fails with the reason, the crawl goes on.
+UNREADABLE_ANSWER = (PlatformError, ValueError, TypeError, KeyError, OverflowError, RecursionError)
+
+
 #: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
 FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
 
@@ -248,6 +253,10 @@ class PlatformSpider(Spider):
         #: before (or after) the same request is made afresh, which the duplicate filter then drops: either way the
         #: page was answered, and is not pending.
         self._listing_answered: set[int] = set()
+        #: Cursors asked for in this run (cursor → its page); an ``-a max_pages`` stop; why each page failed.
+        self._cursors_used: dict[str, int] = {}
+        self.stopped_at_max_pages = False
+        self.failed_reasons: dict[int, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
@@ -281,6 +290,10 @@ class PlatformSpider(Spider):
     def listing_url(self, page: int, cursor: str | None) -> str:
         """The URL of listing page ``page`` (``cursor`` is what the previous page gave, when known)."""
         raise NotImplementedError
+
+    def page_count(self) -> int | None:
+        """The number of listing pages when known in advance (one per target of ``-a bvid=a,b``), else ``None``."""
+        return None
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
         """Parse one listing response into a :class:`Page` (raises PlatformError or ValueError)."""
@@ -397,9 +410,10 @@ class PlatformSpider(Spider):
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
         source = self.source_for(response)
+        self._listing_dropped.pop(page_no, None)
         try:
             page = self.parse_listing_payload(response, source)
-        except (PlatformError, ValueError, TypeError, KeyError) as e:
+        except UNREADABLE_ANSWER as e:
             # Unparseable listing: the page fails, the crawl goes on with the next page number.
             yield from self._page_failed(page_no, cursor, f"unparseable listing: {e}")
             yield from self.after_failed_page(page_no, cursor)
@@ -482,7 +496,7 @@ class PlatformSpider(Spider):
         post_id: str = response.meta["mc_retry_post"]
         try:
             post = self.parse_post_payload(response, self.source_for(response))
-        except (PlatformError, ValueError, TypeError, KeyError) as e:
+        except UNREADABLE_ANSWER as e:
             self.retry_unreachable[post_id] = f"unreadable: {e}"
             return
         if post is None:
@@ -523,7 +537,7 @@ class PlatformSpider(Spider):
         source = self.source_for(response)
         try:
             self.parse_step(response, chain)
-        except (PlatformError, ValueError, TypeError, KeyError) as e:
+        except UNREADABLE_ANSWER as e:
             yield self._advance_chain(chain, source, missing=f"{chain['step']}: {e}")
             return
         yield self._advance_chain(chain, source)
@@ -544,15 +558,36 @@ class PlatformSpider(Spider):
         # Distributed: consecutive pages land on different workers, so the count is the page number's distance
         # from the job's first page (the same figure as pages_fetched of a single process).
         fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.pages_fetched
+        total = self.page_count()
+        if total is not None and page_no >= total:  # after a failed last target: no page past it
+            return
         if self.args.max_pages is not None and fetched >= self.args.max_pages:
             logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
+            self.stopped_at_max_pages = True
             return
+        if self.pagination == "cursor":
+            stop = self._cursor_stop(page_no, next_cursor)
+            if stop is not None:
+                # Fails here with the reason, not as a request for page 1 again or a silently dropped duplicate.
+                yield from self._page_failed(page_no + 1, next_cursor, stop)
+                return
+            if next_cursor is not None:
+                self._cursors_used.setdefault(next_cursor, page_no + 1)
         yield self.listing_request(page_no + 1, next_cursor)
+
+    def _cursor_stop(self, page_no: int, next_cursor: str | None) -> str | None:
+        """Why a cursor listing cannot go on after page ``page_no`` (not its last), or ``None`` when it can."""
+        if next_cursor is None:
+            return f"the listing stopped: page {page_no} is not the last but gave no usable cursor (none, or refused)"
+        earlier = self._cursors_used.get(next_cursor)
+        return None if earlier is None else (f"the listing stopped at a repeated cursor: page {page_no} gave "
+                                             f"{next_cursor[:40]!r}, the cursor page {earlier} was asked for with")
 
     def listing_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
         page_no = request.meta.get("mc_page", 0)
         self._listing_pending.pop(page_no, None)
+        self._listing_dropped.pop(page_no, None)
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
         yield from self._page_failed(page_no, request.meta.get("mc_cursor"), failure.getErrorMessage())
@@ -583,9 +618,11 @@ class PlatformSpider(Spider):
             # Redirected to a URL already fetched (a 302 to itself): this page will never be answered.
             self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
         else:
-            # The same request made earlier answers for it: in this run, or in an earlier run whose queue and
-            # seen requests JOBDIR kept (a resumed job asks again for the page its checkpoint resumes at).
-            self._listing_pending.pop(page_no, None)
+            # An earlier same request may answer for it (JOBDIR's restored queue); if none has by spider_idle, it is
+            # lost (a repeated URL, JOBDIR seen requests outliving a forced stop's queue) and fails then.
+            self._listing_dropped[page_no] = (
+                f"request dropped by the scheduler as a duplicate of one already seen ({request.url}) and never "
+                f"answered: a repeated URL, or a JOBDIR kept from a forced stop (run again without that JOBDIR)")
 
     def spider_idle(self, spider: Spider) -> None:
         """``spider_idle``: nothing is in flight, so a listing page still pending will never reach its callback or
@@ -609,6 +646,7 @@ class PlatformSpider(Spider):
             raise DontCloseSpider
 
     def _page_failed(self, page_no: int, cursor: str | None, reason: str) -> Iterator[Any]:
+        self.failed_reasons.setdefault(page_no, reason)
         self.pages_failed += 1
         self._failed_streak += 1
         assert self.crawler.stats is not None
@@ -688,7 +726,9 @@ class PlatformSpider(Spider):
         self.resume = None
         self.source_exhausted = False
         self.pages_fetched = self.pages_failed = self._failed_streak = 0
-        self._listing_pending.clear()
+        self.stopped_at_max_pages = False
+        for per_job in (self.failed_reasons, self._cursors_used, self._listing_pending):
+            per_job.clear()
         self._listing_dropped.clear()
         self._listing_answered.clear()
         logger.info("%s: worker %s serves job %s", self.name, self.worker_id, job_key)
