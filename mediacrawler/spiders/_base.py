@@ -43,11 +43,11 @@ def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
     return None
 
 
-#: What a parser may raise for an answer it cannot read (a value or nesting no reader was built for, too): the page or
-#: step fails with the reason, the crawl goes on.
+#: What a parser may raise for an answer it cannot read: the page or step fails with the reason, the crawl goes on.
 UNREADABLE_ANSWER = (PlatformError, ValueError, TypeError, KeyError, OverflowError, RecursionError)
 
 
+_SEEN_DUPLICATE = "request dropped by the scheduler as a duplicate of one already seen"
 #: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
 FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
 
@@ -614,23 +614,23 @@ class PlatformSpider(Spider):
         page_no = request.meta.get("mc_page")
         if spider is not self or request.callback != self.parse_listing or page_no not in self._listing_pending:
             return
-        if request.meta.get("redirect_urls"):
-            # Redirected to a URL already fetched (a 302 to itself): this page will never be answered.
+        if request.meta.get("redirect_urls"):  # redirected to a URL already fetched (a 302 to itself)
             self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
         else:
-            # An earlier same request may answer for it (JOBDIR's restored queue); if none has by spider_idle, it is
-            # lost (a repeated URL, JOBDIR seen requests outliving a forced stop's queue) and fails then.
+            # A same request may answer for it: JOBDIR's restored queue, or an earlier run of that JOBDIR when this
+            # one goes on past the page. Else by spider_idle it is lost (a repeated URL, a forced stop's JOBDIR).
             self._listing_dropped[page_no] = (
-                f"request dropped by the scheduler as a duplicate of one already seen ({request.url}) and never "
-                f"answered: a repeated URL, or a JOBDIR kept from a forced stop (run again without that JOBDIR)")
+                f"{_SEEN_DUPLICATE} ({request.url}) and never answered: a repeated URL, or a JOBDIR kept from a "
+                f"forced stop (run again without that JOBDIR)")
 
     def spider_idle(self, spider: Spider) -> None:
-        """``spider_idle``: nothing is in flight, so a listing page still pending will never reach its callback or
-        errback. Each is failed (the checkpoint keeps it, the exit status says so) and the crawl goes on past it as
-        after any failed page."""
+        """``spider_idle``: nothing is in flight, so a listing page still pending is lost: each is failed (the
+        checkpoint keeps it, the exit status says so) and the crawl goes on past it as after any failed page."""
         if spider is not self or not self._listing_pending or self.close_reason is not None:
             return
-        lost = sorted(self._listing_pending.items())
+        past = max(self._listing_answered, default=0)
+        lost = [(page_no, cursor) for page_no, cursor in sorted(self._listing_pending.items()) if not (
+            page_no < past and self._listing_dropped.get(page_no, "").startswith(_SEEN_DUPLICATE))]
         self._listing_pending.clear()
         follow: list[Request] = []
         for page_no, cursor in lost:
