@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from mediacrawler.parsers._common import clean_id, html_to_text, iso_utc, job_slug, parse_count, strip_url
+from mediacrawler.parsers._common import (
+    check_depth,
+    clean_id,
+    html_to_text,
+    iso_utc,
+    job_slug,
+    load_json,
+    parse_count,
+    read_count,
+    relative_to_absolute,
+    strip_url,
+)
 from mediacrawler.parsers.weibo import classify_envelope, parse_created_at
 
 
@@ -101,3 +113,84 @@ def test_classify_envelope(payload: object, kind: str) -> None:
 )
 def test_clean_id(value: object, expected: str | None) -> None:
     assert clean_id(value) == expected
+
+
+# --- totality (issue #21): every reader returns a value or None with a reason, never raises -----------------------
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (int("9" * 400), "count over 10^15: an integer of 400 digits"),
+        ("1" * 400, "count over 10^15: '111111111111111111111111'… (400 characters)"),
+        (float("inf"), "not a finite number: inf"),
+        (float("nan"), "not a finite number: nan"),
+        (10**15 + 1, "count over 10^15: 1000000000000001"),
+        ("1e400", "not a count: '1e400'"),
+        (-3, "negative count: -3"),
+    ],
+)
+def test_read_count_refuses_what_it_cannot_believe_with_a_reason(raw: object, reason: str) -> None:
+    assert read_count(raw) == (None, reason)
+    unreadable: dict[str, str] = {}
+    assert parse_count(raw, field="likes", unreadable=unreadable) is None
+    assert unreadable == {"likes": reason}
+
+
+def test_read_count_keeps_the_largest_believable_count() -> None:
+    assert read_count(10**15) == (10**15, None)
+    assert read_count("1000亿") == (100_000_000_000, None)
+    assert read_count(None) == (None, None) and read_count("") == (None, None)
+
+
+CST = timezone(timedelta(hours=8))
+JAN_3 = datetime(2027, 1, 3, 4, 0, tzinfo=UTC)  # 12:00 in Beijing
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("12-28", "2026-12-27T16:00:00Z"),  # a day without a year is never in the future: last year's
+        ("01-02", "2027-01-01T16:00:00Z"),
+        ("刚刚", "2027-01-03T04:00:00Z"),
+        ("5分钟前", "2027-01-03T03:55:00Z"),
+        ("3小时前", "2027-01-03T01:00:00Z"),
+        ("昨天 23:30", "2027-01-02T15:30:00Z"),
+        ("今天 09:15", "2027-01-03T01:15:00Z"),
+        ("2026-11-28", "2026-11-27T16:00:00Z"),
+    ],
+)
+def test_relative_dates_are_read_against_the_answer_time(text: str, expected: str) -> None:
+    assert iso_utc(relative_to_absolute(text, now=JAN_3, tz=CST)) == expected  # type: ignore[arg-type]
+    assert parse_created_at(text, now=JAN_3) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("02-30", "no such date or time: '02-30'"),
+        ("今天 25:00", "no such date or time: '今天 25:00'"),
+        ("99999999999999分钟前", "out of range: '99999999999999分钟前'"),
+        ("999999999天前", "out of range: '999999999天前'"),
+        ("今天 13:00", "later than the answer's time (2027-01-03T04:00:00Z): '今天 13:00'"),
+        ("2027-05-01", "later than the answer's time (2027-01-03T04:00:00Z): '2027-05-01'"),
+    ],
+)
+def test_impossible_dates_are_unreadable_with_the_raw_text(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match="^" + re.escape(reason) + "$"):
+        relative_to_absolute(text, now=JAN_3, tz=CST)
+    unreadable: dict[str, str] = {}
+    assert parse_created_at(text, now=JAN_3, unreadable=unreadable) is None
+    assert unreadable == {"created_at": reason}
+
+
+def test_check_depth_refuses_a_deep_value_before_any_decoder() -> None:
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(ValueError, match="nested deeper than 200 levels"):
+        check_depth(deep)
+    with pytest.raises(ValueError, match="nested deeper than 200 levels"):
+        load_json(deep.encode())
+    # Brackets inside strings (either quote) do not count; the scan ends where the value closes.
+    shallow = '{"a": ["[[[[", {"b": "x\\"[["}], \'c\': \'[[\'}' + "[" * 1000
+    check_depth(shallow, limit=3)
+    assert load_json('[[[1]]]', limit=3) == [[[1]]]
+    with pytest.raises(ValueError):
+        load_json('[[[[1]]]]', limit=3)

@@ -76,3 +76,10 @@ def test_a_post_the_parser_trips_over_is_counted_and_the_page_keeps_the_others()
     page = weibo.parse_index(payload, source=SOURCE, fetched_at="2026-11-29T12:00:00Z", now=NOW)
     assert [p.post_id for p in page.posts] == ["1"]
     assert page.skipped == {"malformed_mblog": 1, "invalid_mblog": 1}
+
+
+def test_a_mid_says_when_its_post_was_written() -> None:
+    # 4387933362623405 is a post of 2019-06-27 (Beijing) in a captured timeline (tests/fixtures/real/weibo/).
+    assert weibo.mid_time("4387933362623405") == datetime(2019, 6, 27, 15, 11, 40, tzinfo=UTC)
+    assert weibo.mid_time("12") is None and weibo.mid_time("9" * 19) is None and weibo.mid_time("abc") is None
+    assert weibo.mid_time(None) is None and weibo.mid_time("../1") is None

@@ -93,8 +93,6 @@ def test_mm_dd_dates_at_capture_time_are_that_day_in_beijing(name: str) -> None:
             assert (day.year, day.month, day.day) == (2019, int(raw[:2]), int(raw[3:]))
 
 
-@pytest.mark.xfail(strict=True, reason="'MM-DD' dates get the crawl's year: the date readers in "
-                                       "parsers/_common.py are fixed on another branch (issue #23)")
 @pytest.mark.parametrize("name", TIMELINES)
 def test_mm_dd_dates_read_years_later_keep_the_year_they_were_written(name: str) -> None:
     # Read now (years after the capture): "06-27" of a 2019 capture is still 2019-06-27 (the mid says when).

@@ -8,8 +8,9 @@ cannot be written, a setting that does not fit its declaration in settings.py, a
 unreachable within REDIS_CONNECT_TIMEOUT or refuses the password (:func:`startup_problem`). A crawl that Redis
 failed later (``redis_unavailable``, ``redis_auth_failed``, ``redis_data_lost``) exits 1
 (:func:`redis_exit_status`). A run the platform refused (e.g. login required), with a listing page that failed for
-good, whose checkpoint could not be written, or that was stopped before it could close (a second SIGTERM/SIGINT,
-or SHUTDOWN_GRACE ran out: the checkpoint keeps the last completed page) exits with status 1.
+good, whose checkpoint could not be written, with a spider exception, whose listing ended short of its end without
+a reason (:func:`listing_outcome`), or that was stopped before it could close (a second SIGTERM/SIGINT, or
+SHUTDOWN_GRACE ran out: the checkpoint keeps the last completed page) exits with status 1.
 
 Given no target (``-a uid=…``), the crawl takes the targets of ``<PLATFORM>_TARGETS`` (``"<argument>:<value>"``
 entries): one crawler per target, each its own job and checkpoint, run side by side in this process, with the
@@ -219,13 +220,43 @@ class Command(ScrapyCrawlCommand):
             print(f"error: {name}: the checkpoint could not be written (see the log): the next run may "
                   f"fetch pages again", file=sys.stderr)
             status = 1
-        failed = getattr(spider, "pages_failed", 0)
-        if failed:
-            # The crawl went on past them, but the job is not complete: say so, and not with exit status 0. The
-            # first failure says what happened; re-running is advised only where it can help.
-            advice = ("run the same command again to fetch them, the checkpoint keeps their place"
-                      if getattr(spider, "rerun_helps", True) else "fix that, then run the same command again")
-            print(f"error: {name}: {failed} listing page(s) failed for good, the first {spider.first_failure}; "
-                  f"{advice}", file=sys.stderr)
+        for line in listing_outcome(name, crawler):
+            print(f"error: {line}", file=sys.stderr)
             status = 1
         return status
+
+
+def listing_outcome(name: str, crawler: Crawler) -> list[str]:
+    """What is wrong with how a closed crawl covered its source, one line each (empty: nothing; any line means
+    exit status 1): spider exceptions (``spider_exceptions/*``: a callback raised, its answer's posts may be
+    lost), listing pages that failed for good or vanished (dropped as duplicates, a refused or repeated cursor:
+    the spider fails those with a reason), and a source that ended short of its end without a reason (neither the
+    platform's last page, nor the high-water mark, ``-a max_pages``, a failure or another close reason)."""
+    assert crawler.stats is not None
+    stats = crawler.stats.get_stats()
+    spider = crawler.spider
+    lines = []
+    kinds = sorted(k.removeprefix("spider_exceptions/") for k in stats
+                   if k.startswith("spider_exceptions/") and k != "spider_exceptions/count")
+    if kinds:
+        count = stats.get("spider_exceptions/count") or sum(int(stats[f"spider_exceptions/{k}"]) for k in kinds)
+        lines.append(f"{name}: {count} spider exception(s) ({', '.join(kinds)}; see the tracebacks in the log): "
+                     f"what those answers held may be missing; run the same command again, the checkpoint keeps "
+                     f"the place of every page not completed")
+    failed = getattr(spider, "pages_failed", 0)
+    if failed:
+        # The crawl went on past them, but the job is not complete: say so, and not with exit status 0.
+        # The first failure says what happened (its HTTP status and URL); re-running is advised only where it
+        # can help (not after a 404 at a wrong root: the reason names the setting to check).
+        reasons = getattr(spider, "failed_reasons", {}) or {}
+        first = f"the first at page {min(reasons)}: {reasons[min(reasons)]}; " if reasons else ""
+        advice = ("run the same command again to fetch them, the checkpoint keeps their place"
+                  if getattr(spider, "rerun_helps", True) else "fix that, then run the same command again")
+        lines.append(f"{name}: {failed} listing page(s) failed for good ({first}see the log); {advice}")
+    elif (stats.get("finish_reason") == "finished" and spider is not None and hasattr(spider, "source_exhausted")
+          and not (spider.source_exhausted or spider.stopped_at_mark or spider.stopped_at_max_pages
+                   or spider.distributed or spider.worker_id or spider.args.retry_only)):
+        lines.append(f"{name}: the listing ended after {spider.pages_fetched} page(s) without the platform's "
+                     f"end-of-list signal, a failure or a stop (see the log): the source may not be complete; run "
+                     f"the same command again, the checkpoint keeps its place")
+    return lines

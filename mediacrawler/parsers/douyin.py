@@ -34,7 +34,16 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
-from mediacrawler.parsers._common import PlatformError, as_int, as_list, as_obj, as_text, clean_id, iso_from_timestamp
+from mediacrawler.parsers._common import (
+    PlatformError,
+    as_int,
+    as_list,
+    as_obj,
+    as_text,
+    check_depth,
+    clean_id,
+    iso_from_timestamp,
+)
 
 __all__ = [
     "ALBUM_TYPES",
@@ -201,6 +210,11 @@ def router_data(html: str) -> dict[str, Any]:
     match = _ROUTER_RE.search(html)
     if match is None:
         raise ValueError("no window._ROUTER_DATA in the page (not a share page: a verification or error page?)")
+    try:
+        # Before the decoder, which recurses: a state 100 000 levels deep is a failed page, not a RecursionError.
+        check_depth(html, match.end())
+    except ValueError as e:
+        raise ValueError(f"window._ROUTER_DATA is {e}") from None
     try:
         value, _ = json.JSONDecoder().raw_decode(html, match.end())
     except json.JSONDecodeError as e:

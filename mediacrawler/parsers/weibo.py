@@ -22,6 +22,7 @@ from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
 from mediacrawler.parsers._common import (
     Page,
     PlatformError,
+    as_int,
     as_obj,
     as_text,
     clean_id,
@@ -89,16 +90,51 @@ def raise_for_envelope(payload: Any) -> str:
     raise PlatformError(kind, msg, code=code)
 
 
-def parse_created_at(value: Any, *, now: datetime | None = None) -> str | None:
-    """``Sat Nov 28 10:00:00 +0800 2026`` (or a relative form such as ``5分钟前``) as ISO 8601 UTC."""
+#: A date without its year ("06-27"), as m.weibo.cn writes one of this year.
+_NO_YEAR = re.compile(r"\d{1,2}-\d{1,2}")
+#: Weibo's mids count (unix time - this) << 22, so a mid says roughly when its post was written.
+_MID_EPOCH = 515_483_463
+
+
+def mid_time(mid: Any) -> datetime | None:
+    """When the post of ``mid`` was written (to the second, from its top bits); ``None`` for a value that is not
+    a mid of Weibo's years (2009 on, not in the future)."""
+    n = clean_id(mid)
+    if n is None or not n.isdigit() or len(n) > 19:
+        return None
+    seconds = (int(n) >> 22) + _MID_EPOCH
+    if not 1_230_768_000 <= seconds <= datetime.now(UTC).timestamp() + 86_400:
+        return None
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def parse_created_at(value: Any, *, now: datetime | None = None,
+                     unreadable: dict[str, str] | None = None) -> str | None:
+    """``Sat Nov 28 10:00:00 +0800 2026``, a relative or partial form such as ``5分钟前`` or ``11-28`` (read against
+    ``now``, the answer's own time; default: now), or ISO 8601 UTC (this parser's own output) as ISO 8601 UTC.
+
+    ``None`` when absent or unreadable; with ``unreadable``, the reason and raw text are kept there under
+    ``created_at`` (an impossible date such as ``02-30`` costs the date, never the post)."""
     if not isinstance(value, str) or not value.strip():
         return None
+    text = value.strip()
+    for fmt in ("%a %b %d %H:%M:%S %z %Y", "%Y-%m-%dT%H:%M:%SZ"):
+        try:
+            dt = datetime.strptime(text, fmt)
+        except ValueError:
+            continue
+        return iso_utc(dt if dt.tzinfo else dt.replace(tzinfo=UTC))
     try:
-        return iso_utc(datetime.strptime(value.strip(), "%a %b %d %H:%M:%S %z %Y"))
-    except ValueError:
-        pass
-    dt = relative_to_absolute(value, now=now or datetime.now(UTC), tz=CST)
-    return iso_utc(dt) if dt else None
+        relative = relative_to_absolute(text, now=now or datetime.now(UTC), tz=CST)
+    except ValueError as e:
+        reason = str(e)
+    else:
+        if relative is not None:
+            return iso_utc(relative)
+        reason = f"not a time: {text[:40]!r}"
+    if unreadable is not None:
+        unreadable["created_at"] = reason
+    return None
 
 
 def _url(value: Any) -> str:
@@ -115,7 +151,7 @@ def _picture(pid: str, pic: dict[str, Any]) -> MediaAsset | None:
         return None
     geo = as_obj(as_obj(pic.get("large")).get("geo")) or as_obj(pic.get("largest")) or as_obj(pic.get("geo"))
     return MediaAsset(kind="image", key=f"weibo:{pid}", url=urls[0], alternates=urls[1:2],
-                      width=_int_or_none(geo.get("width")), height=_int_or_none(geo.get("height")))
+                      width=as_int(geo.get("width")), height=as_int(geo.get("height")))
 
 
 def _motion(pid: str, pic: dict[str, Any], still: MediaAsset, live_urls: list[str]) -> MediaAsset | None:
@@ -206,7 +242,7 @@ def _mixed(mblog: dict[str, Any]) -> list[MediaAsset] | None:
     return assets
 
 
-def _views(mblog: dict[str, Any]) -> int | None:
+def _views(mblog: dict[str, Any], unreadable: dict[str, str]) -> int | None:
     """Plays of a video post: ``page_info.play_count`` is written like ``"12.6万次播放"`` (or ``"3次观看"``)."""
     page_info = mblog.get("page_info")
     if not isinstance(page_info, dict) or page_info.get("type") != "video":
@@ -214,20 +250,13 @@ def _views(mblog: dict[str, Any]) -> int | None:
     raw = page_info.get("play_count")
     if isinstance(raw, str):
         raw = re.sub(r"\s*次?(?:播放|观看)\s*$", "", raw.strip())
-    return parse_count(raw)
-
-
-def _int_or_none(v: Any) -> int | None:
-    try:
-        return int(v) if v not in (None, "") else None
-    except (TypeError, ValueError):
-        return None
+    return parse_count(raw, field="views", unreadable=unreadable)
 
 
 def _float_or_none(v: Any) -> float | None:
     try:
         f = float(v) if v not in (None, "") else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: float() of a 400-digit integer
         return None
     return f if f is not None and math.isfinite(f) else None
 
@@ -289,20 +318,32 @@ def parse_mblog(
     page_info = mblog.get("page_info")
     if isinstance(page_info, dict) and page_info.get("type") == "webpage" and page_info.get("page_url"):
         extra["link"] = page_info["page_url"]
+    # Field name → why its value could not be read (docs/records.md, "extra.unreadable"): an odd value costs that
+    # field, never the post.
+    unreadable: dict[str, str] = {}
+    raw_time = mblog.get("created_at")
+    written = mid_time(mblog.get("mid") or post_id)
+    if written is not None and isinstance(raw_time, str) and _NO_YEAR.fullmatch(raw_time.strip()):
+        # "06-27" names no year: the mid says when the post was written (read years later, it is still 2019).
+        now = written + timedelta(days=1)
+    created_at = parse_created_at(raw_time, now=now, unreadable=unreadable)
+    metrics = Metrics(
+        likes=parse_count(mblog.get("attitudes_count"), field="likes", unreadable=unreadable),
+        comments=parse_count(mblog.get("comments_count"), field="comments", unreadable=unreadable),
+        shares=parse_count(mblog.get("reposts_count"), field="shares", unreadable=unreadable),
+        views=_views(mblog, unreadable),
+    )
+    if unreadable:
+        extra["unreadable"] = unreadable
     return Post(
         platform=PLATFORM,
         post_id=post_id,
         url=url,
         author=author,
-        created_at=parse_created_at(mblog.get("created_at"), now=now),
+        created_at=created_at,
         text=html_to_text(text_html),
         text_html=text_html,
-        metrics=Metrics(
-            likes=parse_count(mblog.get("attitudes_count")),
-            comments=parse_count(mblog.get("comments_count")),
-            shares=parse_count(mblog.get("reposts_count")),
-            views=_views(mblog),
-        ),
+        metrics=metrics,
         reposted=reposted,
         media=media,
         source=source,
@@ -367,7 +408,9 @@ def parse_index(
             continue
         seen.add(post.post_id)
         if expand_long_text and mblog.get("isLongText"):
-            page.incomplete[post.post_id] = mblog
+            # Its time resolved now, against this answer's time: the chain ends later, and the high-water mark
+            # judges it by this (PlatformSpider.listed_time). An unreadable one stays as given, to be kept as such.
+            page.incomplete[post.post_id] = {**mblog, "created_at": post.created_at or mblog.get("created_at")}
         else:
             page.posts.append(post)
     info = as_obj(data.get("cardlistInfo"))

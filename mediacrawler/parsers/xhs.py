@@ -43,6 +43,7 @@ from mediacrawler.parsers._common import (
     as_list,
     as_obj,
     as_text,
+    check_depth,
     clean_id,
     https_url,
     iso_from_timestamp,
@@ -177,6 +178,11 @@ def initial_state(html: str) -> dict[str, Any]:
     eq = html.find("=", at + len(_STATE_MARK))
     if eq < 0:
         raise ValueError("no window.__INITIAL_STATE__ in the page")
+    try:
+        # Before chompjs, which recurses: a state nested past MAX_DEPTH is refused with its reason.
+        check_depth(html, eq + 1)
+    except ValueError as e:
+        raise ValueError(f"window.__INITIAL_STATE__ is {e}") from None
     try:
         state = chompjs.parse_js_object(html[eq + 1:])
     except ValueError as e:

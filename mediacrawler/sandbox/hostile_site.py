@@ -19,6 +19,15 @@ Routes::
                                            ``bilibili`` (``{"code":-400,"message":…}``), ``facebook`` (HTTP 200,
                                            a 400-character Graph ``error.message`` with the token across
                                            position 300).
+    GET /hostile/odd/weibo/api/container/getIndex?…&page=N
+                                           a Weibo timeline whose page 1 holds four posts with values no reader
+                                           can convert (a 400-digit count, JSON ``Infinity``, "02-30", a relative
+                                           time); page 2 is the end of the list.
+    GET /hostile/deep/douyin/share/video/{id}/
+                                           a Douyin share page whose ``_ROUTER_DATA`` nests 100 000 levels deep.
+    GET /hostile/cursor/facebook/{page}/posts[?after=C]
+                                           a Graph posts listing whose ``paging.cursors.after`` is the same on
+                                           every page (one post a page, ``paging.next`` always there).
 
 Every bomb body is built once per size and kept (about 1 MiB of gzip per GiB inflated).
 """
@@ -34,7 +43,7 @@ from urllib.parse import quote, quote_plus
 from twisted.web import server
 
 from . import media
-from .httpbase import SandboxResource, query_arg
+from .httpbase import SandboxResource, query_arg, query_int
 
 __all__ = ["HostileResource", "gzip_bomb"]
 
@@ -49,6 +58,43 @@ _CONTENT_TYPES = {"png": b"image/png", "jpg": b"image/jpeg", "jpeg": b"image/jpe
                   "webp": b"image/webp"}
 _JSON_HEAD = b'{"ok":1,"data":{"cardlistInfo":{"page":null},"cards":[]}}'
 _MAX_MIB = 4096
+#: Nesting of the deep Douyin state (issue #21: deep enough for any recursive decoder to give up).
+DEEP_LEVELS = 100_000
+#: The cursor every page of the circular Facebook listing gives.
+REPEATED_CURSOR = "QVFIUrepeated"
+
+
+def _odd_mblog(n: int, *, created: str = "Sat Nov 28 10:00:00 +0800 2026", likes: str = "42",
+               comments: str = "10") -> str:
+    return (f'{{"card_type":9,"mblog":{{"id":"51043838487330{n:02d}","idstr":"51043838487330{n:02d}",'
+            f'"bid":"Q1aB1cH{n:02d}","created_at":"{created}","text":"odd {n}",'
+            f'"user":{{"id":7365120894,"screen_name":"odd"}},"reposts_count":3,"comments_count":{comments},'
+            f'"attitudes_count":{likes}}}}}')
+
+
+def odd_weibo_page(page: int) -> bytes:
+    """Page 1: four posts, each with one value no reader can convert, written as raw JSON text (``Infinity`` is
+    what Python's decoder accepts); later pages: the end of the list."""
+    if page != 1:
+        return '{"ok":0,"msg":"这里还没有内容","data":{"cards":[]}}'.encode()
+    cards = [_odd_mblog(1, likes="9" * 400), _odd_mblog(2, comments="Infinity"), _odd_mblog(3, created="02-30"),
+             _odd_mblog(4, created="5分钟前")]
+    return ('{"ok":1,"data":{"cardlistInfo":{"page":2},"cards":[' + ",".join(cards) + "]}}").encode()
+
+
+def deep_douyin_page() -> bytes:
+    return (b"<!DOCTYPE html><html><body><script>window._ROUTER_DATA = " + b"[" * DEEP_LEVELS + b"]" * DEEP_LEVELS
+            + b"</script></body></html>")
+
+
+def circular_facebook_page(base: str, page_id: str, after: str | None) -> bytes:
+    """One post a page; every page gives :data:`REPEATED_CURSOR` as its next cursor."""
+    n = 2 if after else 1
+    post = {"id": f"{page_id}_{n}", "message": f"post {n}", "created_time": f"2026-11-2{9 - n}T10:00:00+0000",
+            "from": {"id": page_id, "name": "circular"}}
+    next_url = f"{base}/{page_id}/posts?limit=1&after={REPEATED_CURSOR}"
+    return json.dumps({"data": [post], "paging": {"cursors": {"before": "QVFIUb", "after": REPEATED_CURSOR},
+                                                  "next": next_url}}).encode()
 
 
 @lru_cache(maxsize=8)
@@ -88,6 +134,15 @@ class HostileResource(SandboxResource):
             return self._redirect(request, target.encode("utf-8"))
         if len(parts) >= 2 and parts[0] == "echo" and parts[1] in ("weibo", "bilibili", "facebook"):
             return self._echo(request, parts[1])
+        if parts[:4] == ["odd", "weibo", "api", "container"]:
+            request.setHeader(b"content-type", b"application/json; charset=utf-8")
+            return odd_weibo_page(query_int(request, b"page", 1) or 1)
+        if parts[:4] == ["deep", "douyin", "share", "video"]:
+            request.setHeader(b"content-type", b"text/html; charset=utf-8")
+            return deep_douyin_page()
+        if len(parts) == 4 and parts[:2] == ["cursor", "facebook"] and parts[3] == "posts":
+            request.setHeader(b"content-type", b"application/json; charset=utf-8")
+            return circular_facebook_page("https://graph.facebook.com/v19.0", parts[2], query_arg(request, b"after"))
         if len(parts) >= 3 and parts[0] == "redirect" and parts[1].isdigit():
             n, rest = int(parts[1]), "/".join(parts[2:])
             location = f"/hostile/redirect/{n - 1}/{rest}" if n > 0 else f"/{rest}"

@@ -50,6 +50,11 @@ def _same_file(post: Post, *, index_key: str, url: str) -> str | None:
     return None
 
 
+#: What a parser may raise for an answer it cannot read: the page or step fails with the reason, the crawl goes on.
+UNREADABLE_ANSWER = (PlatformError, ValueError, TypeError, KeyError, OverflowError, RecursionError)
+
+
+_SEEN_DUPLICATE = "request dropped by the scheduler as a duplicate of one already seen"
 #: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
 FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
 
@@ -249,9 +254,8 @@ class PlatformSpider(Spider):
         self.source_exhausted = False
         self.pages_fetched = 0
         self.pages_failed = 0
-        #: The first listing failure of this run, said as the final line of the crawl (commands/crawl.py), and
-        #: whether running the same command again can help (not after a 404 at a wrong root).
-        self.first_failure: str | None = None
+        #: Whether running the same command again can help the pages that failed (not after a 404 at a wrong
+        #: root: commands/crawl.py says to fix the setting first).
         self.rerun_helps = False
         self._failed_streak = 0
         self.close_reason: str | None = None
@@ -273,6 +277,10 @@ class PlatformSpider(Spider):
         #: before (or after) the same request is made afresh, which the duplicate filter then drops: either way the
         #: page was answered, and is not pending.
         self._listing_answered: set[int] = set()
+        #: Cursors asked for in this run (cursor → its page); an ``-a max_pages`` stop; why each page failed.
+        self._cursors_used: dict[str, int] = {}
+        self.stopped_at_max_pages = False
+        self.failed_reasons: dict[int, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
@@ -312,6 +320,10 @@ class PlatformSpider(Spider):
     def listing_url(self, page: int, cursor: str | None) -> str:
         """The URL of listing page ``page`` (``cursor`` is what the previous page gave, when known)."""
         raise NotImplementedError
+
+    def page_count(self) -> int | None:
+        """The number of listing pages when known in advance (one per target of ``-a bvid=a,b``), else ``None``."""
+        return None
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
         """Parse one listing response into a :class:`Page` (raises PlatformError or ValueError)."""
@@ -437,9 +449,10 @@ class PlatformSpider(Spider):
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
         source = self.source_for(response)
+        self._listing_dropped.pop(page_no, None)
         try:
             page = self.parse_listing_payload(response, source)
-        except (PlatformError, ValueError, TypeError, KeyError) as e:
+        except UNREADABLE_ANSWER as e:
             # Unparseable listing: the page fails, the crawl goes on with the next page number.
             yield from self._page_failed(page_no, cursor, f"unparseable listing: {e}")
             yield from self.after_failed_page(page_no, cursor)
@@ -522,7 +535,7 @@ class PlatformSpider(Spider):
         post_id: str = response.meta["mc_retry_post"]
         try:
             post = self.parse_post_payload(response, self.source_for(response))
-        except (PlatformError, ValueError, TypeError, KeyError) as e:
+        except UNREADABLE_ANSWER as e:
             self.retry_unreachable[post_id] = f"unreadable: {e}"
             return
         if post is None:
@@ -563,7 +576,7 @@ class PlatformSpider(Spider):
         source = self.source_for(response)
         try:
             self.parse_step(response, chain)
-        except (PlatformError, ValueError, TypeError, KeyError) as e:
+        except UNREADABLE_ANSWER as e:
             yield self._advance_chain(chain, source, missing=f"{chain['step']}: {e}")
             return
         yield self._advance_chain(chain, source)
@@ -584,15 +597,36 @@ class PlatformSpider(Spider):
         # Distributed: consecutive pages land on different workers, so the count is the page number's distance
         # from the job's first page (the same figure as pages_fetched of a single process).
         fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.pages_fetched
+        total = self.page_count()
+        if total is not None and page_no >= total:  # after a failed last target: no page past it
+            return
         if self.args.max_pages is not None and fetched >= self.args.max_pages:
             logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
+            self.stopped_at_max_pages = True
             return
+        if self.pagination == "cursor":
+            stop = self._cursor_stop(page_no, next_cursor)
+            if stop is not None:
+                # Fails here with the reason, not as a request for page 1 again or a silently dropped duplicate.
+                yield from self._page_failed(page_no + 1, next_cursor, stop)
+                return
+            if next_cursor is not None:
+                self._cursors_used.setdefault(next_cursor, page_no + 1)
         yield self.listing_request(page_no + 1, next_cursor)
+
+    def _cursor_stop(self, page_no: int, next_cursor: str | None) -> str | None:
+        """Why a cursor listing cannot go on after page ``page_no`` (not its last), or ``None`` when it can."""
+        if next_cursor is None:
+            return f"the listing stopped: page {page_no} is not the last but gave no usable cursor (none, or refused)"
+        earlier = self._cursors_used.get(next_cursor)
+        return None if earlier is None else (f"the listing stopped at a repeated cursor: page {page_no} gave "
+                                             f"{next_cursor[:40]!r}, the cursor page {earlier} was asked for with")
 
     def listing_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
         page_no = request.meta.get("mc_page", 0)
         self._listing_pending.pop(page_no, None)
+        self._listing_dropped.pop(page_no, None)
         self._listing_answered.add(page_no)
         self.pages_fetched += 1
         reason, rerun_helps = self.listing_failure_reason(failure)
@@ -653,21 +687,23 @@ class PlatformSpider(Spider):
         page_no = request.meta.get("mc_page")
         if spider is not self or request.callback != self.parse_listing or page_no not in self._listing_pending:
             return
-        if request.meta.get("redirect_urls"):
-            # Redirected to a URL already fetched (a 302 to itself): this page will never be answered.
+        if request.meta.get("redirect_urls"):  # redirected to a URL already fetched (a 302 to itself)
             self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
         else:
-            # The same request made earlier answers for it: in this run, or in an earlier run whose queue and
-            # seen requests JOBDIR kept (a resumed job asks again for the page its checkpoint resumes at).
-            self._listing_pending.pop(page_no, None)
+            # A same request may answer for it: JOBDIR's restored queue, or an earlier run of that JOBDIR when this
+            # one goes on past the page. Else by spider_idle it is lost (a repeated URL, a forced stop's JOBDIR).
+            self._listing_dropped[page_no] = (
+                f"{_SEEN_DUPLICATE} ({request.url}) and never answered: a repeated URL, or a JOBDIR kept from a "
+                f"forced stop (run again without that JOBDIR)")
 
     def spider_idle(self, spider: Spider) -> None:
-        """``spider_idle``: nothing is in flight, so a listing page still pending will never reach its callback or
-        errback. Each is failed (the checkpoint keeps it, the exit status says so) and the crawl goes on past it as
-        after any failed page."""
+        """``spider_idle``: nothing is in flight, so a listing page still pending is lost: each is failed (the
+        checkpoint keeps it, the exit status says so) and the crawl goes on past it as after any failed page."""
         if spider is not self or not self._listing_pending or self.close_reason is not None:
             return
-        lost = sorted(self._listing_pending.items())
+        past = max(self._listing_answered, default=0)
+        lost = [(page_no, cursor) for page_no, cursor in sorted(self._listing_pending.items()) if not (
+            page_no < past and self._listing_dropped.get(page_no, "").startswith(_SEEN_DUPLICATE))]
         self._listing_pending.clear()
         follow: list[Request] = []
         for page_no, cursor in lost:
@@ -684,13 +720,12 @@ class PlatformSpider(Spider):
 
     def _page_failed(self, page_no: int, cursor: str | None, reason: str, *, rerun_helps: bool = True
                      ) -> Iterator[Any]:
+        self.failed_reasons.setdefault(page_no, reason)
         self.pages_failed += 1
         self._failed_streak += 1
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value(f"{self.platform}/pages_failed")
         logger.error("%s: page %d failed for good: %s", self.job, page_no, reason)
-        if self.first_failure is None:
-            self.first_failure = f"at page {page_no}: {reason}"
         self.rerun_helps |= rerun_helps
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
@@ -766,7 +801,10 @@ class PlatformSpider(Spider):
         self.resume = None
         self.source_exhausted = False
         self.pages_fetched = self.pages_failed = self._failed_streak = 0
-        self._listing_pending.clear()
+        self.stopped_at_max_pages = False
+        self.rerun_helps = False
+        for per_job in (self.failed_reasons, self._cursors_used, self._listing_pending):
+            per_job.clear()
         self._listing_dropped.clear()
         self._listing_answered.clear()
         logger.info("%s: worker %s serves job %s", self.name, self.worker_id, job_key)

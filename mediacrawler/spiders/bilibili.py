@@ -105,6 +105,9 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
     def bvids(self) -> list[str]:
         return str(self.args.bvid).split(",") if self.args.bvid else []
 
+    def page_count(self) -> int | None:
+        return len(self.bvids) if self.args.bvid else None
+
     # --- WBI keys ---------------------------------------------------------------------------------------------
     async def start(self) -> AsyncIterator[Any]:
         await self.refresh_wbi_key()

@@ -116,6 +116,9 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
         query = {"device_platform": "webapp", "aid": "6383", "channel": "channel_pc_web", "aweme_id": aweme}
         return f"{self._root('DOUYIN_WEB_URL')}/aweme/v1/web/aweme/detail/?{urlencode(query)}"
 
+    def page_count(self) -> int | None:
+        return len(self.targets)
+
     def _target(self, page: int) -> tuple[str, str]:
         targets = self.targets
         return targets[min(max(page, 1), len(targets)) - 1]

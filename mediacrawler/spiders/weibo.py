@@ -22,7 +22,7 @@ from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
-from mediacrawler.parsers._common import Page, job_slug
+from mediacrawler.parsers._common import Page, http_date, job_slug
 from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, keyword_arg, one_target
 
 
@@ -92,6 +92,7 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
             source=source,
             fetched_at=self.now_iso(),
             expand_long_text=self.settings.getbool("WEIBO_EXPAND_LONG_TEXT"),
+            now=http_date(response.headers.get(b"Date")),  # "5分钟前" is relative to when Weibo wrote the answer
         )
 
     def next_step(self, chain: dict[str, Any]) -> Step | None:
@@ -126,4 +127,5 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
 
     def parse_post_payload(self, response: Response, source: Source) -> Post | None:
         mblog = parser.parse_show(json.loads(response.text))
-        return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso())
+        return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
+                                                             now=http_date(response.headers.get(b"Date")))

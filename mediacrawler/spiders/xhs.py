@@ -145,6 +145,9 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
         return {"Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8", "Referer": f"{self.web}/"}
 
     # --- listings: one page per note, or the profile page -----------------------------------------------------
+    def page_count(self) -> int | None:
+        return None if self.args.user is not None else len(self.refs)
+
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.user is not None:
             return f"{self.web}/user/profile/{self.args.user}"
