@@ -351,6 +351,10 @@ DISTRIBUTED_JOB_POLL = 1.0
 DISTRIBUTED_REDIS_GIVE_UP = 600.0
 #: Connect and read timeout of the distributed components' Redis calls.
 DISTRIBUTED_SOCKET_TIMEOUT = 5.0
+#: Dead letters (refused queue entries and job messages, <prefix>:<spider>:dead) kept per spider, newest first out.
+DISTRIBUTED_DEAD_MAX = 1000
+#: Bytes of one job message; a longer one is dead-lettered when a worker meets it (a job's args are a few names).
+DISTRIBUTED_JOB_MAX_BYTES = 65536
 
 # --- Metrics (extensions/metrics.py) and progress (extensions/progress.py) -------------------------------------
 #: Port of the Prometheus endpoint (http://METRICS_HOST:METRICS_PORT/metrics); unset: no endpoint. 0: a free port,

@@ -77,6 +77,7 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     name = "bilibili"
     platform = "bilibili"
+    root_settings = ("BILIBILI_API_URL", "BILIBILI_WEB_URL")
     params_model = BilibiliParams
     args: BilibiliParams
     classify_envelope = staticmethod(parser.classify_envelope)

@@ -75,6 +75,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
 
     name = "douyin"
     platform = "douyin"
+    root_settings = ("DOUYIN_WEB_URL", "DOUYIN_SHARE_URL", "DOUYIN_SHORT_URL")
     params_model = DouyinParams
     args: DouyinParams
     credential_env = "DOUYIN_COOKIE"

@@ -60,6 +60,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
 
     name = "facebook"
     platform = "facebook"
+    root_settings = ("FACEBOOK_GRAPH_URL",)
     params_model = FacebookParams
     args: FacebookParams
     pagination = "cursor"

@@ -53,6 +53,7 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
 
     name = "weibo"
     platform = "weibo"
+    root_settings = ("WEIBO_BASE_URL",)
     params_model = WeiboParams
     args: WeiboParams
     classify_envelope = staticmethod(parser.classify_envelope)

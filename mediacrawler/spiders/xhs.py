@@ -104,6 +104,7 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
 
     name = "xhs"
     platform = "xhs"
+    root_settings = ("XHS_WEB_URL",)
     params_model = XhsParams
     args: XhsParams
 
