@@ -118,6 +118,9 @@ FACEBOOK_PAGE_SIZE = 25
 #: Root of XiaoHongShu's site: note pages /explore/{id}?xsec_token=… and profile pages /user/profile/{id} (their
 #: server-rendered state; no signed API is used). XHS_COOKIE (environment) goes with these page requests.
 XHS_WEB_URL = "https://www.xiaohongshu.com"
+#: Bounds of ``-a notes_file``: its bytes and lines (a larger file, or /dev/zero, is refused in one line, exit 2).
+XHS_NOTES_FILE_MAX_BYTES = 4 * 1024 * 1024
+XHS_NOTES_FILE_MAX_LINES = 10_000
 #: Root of Douyin's web API: with DOUYIN_COOKIE (environment) each aweme is read from /aweme/v1/web/aweme/detail/.
 DOUYIN_WEB_URL = "https://www.douyin.com"
 #: Root of the share pages read without DOUYIN_COOKIE (``/share/video/{aweme_id}/``, window._ROUTER_DATA).
