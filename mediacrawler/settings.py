@@ -106,6 +106,8 @@ WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
 WEIBO_EXPAND_LONG_TEXT = True
 BILIBILI_API_URL = "https://api.bilibili.com"
 BILIBILI_WEB_URL = "https://www.bilibili.com"
+#: Parts (pages[]) crawled per video: the first ones; the record says how many the video has and how many were cut.
+BILIBILI_MAX_PARTS = 200
 #: Videos per page of a creator's uploads (``ps`` of /x/space/wbi/arc/search; the site uses 30, at most 50).
 BILIBILI_PAGE_SIZE = 30
 #: Seconds the WBI mixin key read from /x/web-interface/nav is kept in the cache (the site rotates it daily).
