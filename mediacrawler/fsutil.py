@@ -108,6 +108,10 @@ def writable_dir_problem(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
+#: How deeply a state document (checkpoint, mark, retry set) may nest; real ones nest 4 deep at most.
+STATE_MAX_DEPTH = 64
+
+
 class TooLarge(ValueError):
     """Input past a size, line or depth bound (the message names the bound)."""
 

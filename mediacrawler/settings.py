@@ -271,6 +271,8 @@ MEDIA_VIDEO_MAX_GAP = 5.0
 CHECKPOINT_ENABLED = True
 #: Where the file backend keeps <job>.json.
 CHECKPOINT_DIR = "checkpoints"
+#: Largest state file read (checkpoint, mark, retry set): a larger one is moved aside as damaged, never read whole.
+STATE_FILE_MAX_BYTES = 64 * 1024 * 1024
 #: "file", "redis" (shared by the workers of a job; workers use it by default) or the import path of a store class
 #: with from_settings(). From the environment too, so `mediacrawler checkpoints|status` can read the Redis store.
 CHECKPOINT_BACKEND = os.environ.get("CHECKPOINT_BACKEND") or "file"
