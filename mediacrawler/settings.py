@@ -195,6 +195,10 @@ MEDIA_DOWNLOAD_DELAY = 0.0
 MEDIA_SLOT_CONCURRENCY = 32
 #: Schemes a media URL and each of its redirect hops may use; others fail as scheme-not-allowed, never fetched.
 MEDIA_ALLOWED_SCHEMES = ["http", "https"]
+#: Characters of a media URL: a longer one (a multi-KB data: URL) is refused as ``url-too-long`` and kept in the
+#: record and the log only as its first MEDIA_URL_SHOWN characters.
+MEDIA_MAX_URL_LENGTH = 4096
+MEDIA_URL_SHOWN = 256
 #: Media downloads follow redirects (CDNs move files, http to https); each hop is checked (media_redirects.py).
 MEDIA_ALLOW_REDIRECTS = True
 #: Redirect hops per media request; one more fails the asset as too-many-redirects.
