@@ -8,9 +8,12 @@ complete file, never a mix, and after a power loss the rename itself is on disk.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
@@ -103,3 +106,53 @@ def writable_dir_problem(path: str | os.PathLike[str]) -> str | None:
     except OSError as e:
         return e.strerror or str(e)
     return None
+
+
+#: How deeply a state document (checkpoint, mark, retry set) may nest; real ones nest 4 deep at most.
+STATE_MAX_DEPTH = 64
+
+
+class TooLarge(ValueError):
+    """Input past a size, line or depth bound (the message names the bound)."""
+
+
+def read_bounded(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of ``path``, read in one bounded read: :class:`TooLarge` when it holds more than ``max_bytes``.
+
+    Never trusts ``st_size`` alone (``/dev/zero``, a FIFO, a file growing under us): at most ``max_bytes + 1``
+    bytes are read, so memory stays bounded whatever the file is."""
+    with open(path, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise TooLarge(f"{os.fspath(path)} is larger than {max_bytes} bytes")
+    return data
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.S)
+_JSON_BRACKETS = re.compile(rb"[\[\]{}]")
+
+
+def json_depth(text: str | bytes) -> int:
+    """How deeply arrays and objects nest in the JSON ``text``, counted without decoding it (so a hostile
+    100,000-deep document cannot raise RecursionError in :func:`json.loads`); brackets inside strings are
+    skipped."""
+    data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+    depth = deepest = 0
+    for m in _JSON_BRACKETS.finditer(_JSON_STRING.sub(b'""', data)):
+        if m.group() in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def loads_bounded(text: str | bytes, *, max_depth: int, max_bytes: int | None = None) -> Any:
+    """:func:`json.loads` of ``text`` after checking its size and nesting: :class:`TooLarge` past a bound,
+    ``ValueError`` for text that is not JSON."""
+    if max_bytes is not None and len(text) > max_bytes:
+        raise TooLarge(f"{len(text)} bytes of JSON, more than {max_bytes}")
+    depth = json_depth(text)
+    if depth > max_depth:
+        raise TooLarge(f"JSON nested {depth} deep, more than {max_depth}")
+    return json.loads(text)

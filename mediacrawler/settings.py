@@ -123,6 +123,8 @@ WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
 WEIBO_EXPAND_LONG_TEXT: bool = True
 BILIBILI_API_URL = "https://api.bilibili.com"
 BILIBILI_WEB_URL = "https://www.bilibili.com"
+#: Parts (pages[]) crawled per video: the first ones; the record says how many the video has and how many were cut.
+BILIBILI_MAX_PARTS: Annotated[int, Range(1)] = 200
 #: Videos per page of a creator's uploads (``ps`` of /x/space/wbi/arc/search; the site uses 30, at most 50).
 BILIBILI_PAGE_SIZE: Annotated[int, Range(1, 50)] = 30
 #: Seconds the WBI mixin key read from /x/web-interface/nav is kept in the cache (the site rotates it daily).
@@ -135,6 +137,9 @@ FACEBOOK_PAGE_SIZE: Annotated[int, Range(1, 100)] = 25
 #: Root of XiaoHongShu's site: note pages /explore/{id}?xsec_token=… and profile pages /user/profile/{id} (their
 #: server-rendered state; no signed API is used). XHS_COOKIE (environment) goes with these page requests.
 XHS_WEB_URL = "https://www.xiaohongshu.com"
+#: Bounds of ``-a notes_file``: its bytes and lines (a larger file, or /dev/zero, is refused in one line, exit 2).
+XHS_NOTES_FILE_MAX_BYTES: Annotated[int, Range(1)] = 4 * 1024 * 1024
+XHS_NOTES_FILE_MAX_LINES: Annotated[int, Range(1)] = 10_000
 #: Root of Douyin's web API: with DOUYIN_COOKIE (environment) each aweme is read from /aweme/v1/web/aweme/detail/.
 DOUYIN_WEB_URL = "https://www.douyin.com"
 #: Root of the share pages read without DOUYIN_COOKIE (``/share/video/{aweme_id}/``, window._ROUTER_DATA).
@@ -213,6 +218,10 @@ MEDIA_DOWNLOAD_DELAY: Annotated[float, Range(0)] = 0.0
 MEDIA_SLOT_CONCURRENCY: Annotated[int, Range(1)] = 32
 #: Schemes a media URL and each of its redirect hops may use; others fail as scheme-not-allowed, never fetched.
 MEDIA_ALLOWED_SCHEMES = ["http", "https"]
+#: Characters of a media URL: a longer one (a multi-KB data: URL) is refused as ``url-too-long`` and kept in the
+#: record and the log only as its first MEDIA_URL_SHOWN characters.
+MEDIA_MAX_URL_LENGTH: Annotated[int, Range(64)] = 4096
+MEDIA_URL_SHOWN: Annotated[int, Range(16)] = 256
 #: Media downloads follow redirects (CDNs move files, http to https); each hop is checked (media_redirects.py).
 MEDIA_ALLOW_REDIRECTS: bool = True
 #: Redirect hops per media request; one more fails the asset as too-many-redirects.
@@ -224,7 +233,7 @@ MEDIA_INDEX_PATH = ""
 MEDIA_INDEX_REDIS_PREFIX = "mediacrawler:media:"
 #: Seconds a Redis media index may be unreachable while media commits wait (a bounded back-off, 0.1 s doubling to
 #: 2 s) before their assets fail as index-write-failed (docs/media.md, "The media index"). 0: fail at once.
-MEDIA_INDEX_OUTAGE_GRACE = 60.0
+MEDIA_INDEX_OUTAGE_GRACE: Annotated[float, Range(0)] = 60.0
 #: Seconds an SQLite index write waits for another process's lock before it fails (and fails its assets).
 MEDIA_INDEX_BUSY_TIMEOUT: Annotated[float, Range(0)] = 30.0
 #: fsync objects and their directories when publishing (off only for throwaway stores).
@@ -292,6 +301,8 @@ MEDIA_VIDEO_MAX_GAP: Annotated[float, Range(0)] = 5.0
 CHECKPOINT_ENABLED: bool = True
 #: Where the file backend keeps <job>.json.
 CHECKPOINT_DIR = "checkpoints"
+#: Largest state file read (checkpoint, mark, retry set): a larger one is moved aside as damaged, never read whole.
+STATE_FILE_MAX_BYTES: Annotated[int, Range(1024)] = 64 * 1024 * 1024
 #: "file", "redis" (shared by the workers of a job; workers use it by default) or the import path of a store class
 #: with from_settings(). From the environment too, so `mediacrawler checkpoints|status` can read the Redis store.
 CHECKPOINT_BACKEND: Annotated[str, OneOf(("", "file", "redis"), import_path=True), NeedsRedis()] = (
@@ -384,6 +395,10 @@ DISTRIBUTED_JOB_POLL: Annotated[float, Range(0, above=True)] = 1.0
 DISTRIBUTED_REDIS_GIVE_UP: Annotated[float, Range(0, above=True)] = 600.0
 #: Connect and read timeout of the distributed components' Redis calls.
 DISTRIBUTED_SOCKET_TIMEOUT: Annotated[float, Range(0, above=True)] = 5.0
+#: Dead letters (refused queue entries and job messages, <prefix>:<spider>:dead) kept per spider, newest first out.
+DISTRIBUTED_DEAD_MAX: Annotated[int, Range(1)] = 1000
+#: Bytes of one job message; a longer one is dead-lettered when a worker meets it (a job's args are a few names).
+DISTRIBUTED_JOB_MAX_BYTES: Annotated[int, Range(256)] = 65536
 
 # --- Metrics (extensions/metrics.py) and progress (extensions/progress.py) -------------------------------------
 #: Port of the Prometheus endpoint (http://METRICS_HOST:METRICS_PORT/metrics); unset: no endpoint. 0: a free port,

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
+import re
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -262,3 +263,20 @@ def test_a_segmented_durl_is_joined_into_one_mp4_of_the_full_duration(bili: Any,
     assert sorted(set(fetched)) == names and [fetched.index(n) for n in names] == sorted(fetched.index(n)
                                                                                          for n in names)
     assert list((tmp_path / "files" / "objects").rglob("*.mp4")) == [tmp_path / "files" / video["path"]]
+
+
+def test_a_video_of_2000_parts_is_cut_to_bilibili_max_parts_in_linear_time(bili: Any, tmp_path: Path) -> None:
+    started = time.monotonic()
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bilibili.MANY_PARTS_BVID}", "-s", "BILIBILI_MAX_PARTS=200",
+                       media=False)
+    elapsed = time.monotonic() - started
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (row,) = rows
+    assert (row["extra"]["parts_total"], row["extra"]["parts_cut"]) == (2000, 1800)
+    assert len(row["extra"]["parts"]) == 200 and sum(a["kind"] == "video" for a in row["media"]) == 200
+    assert len(json.dumps(row)) < 1_000_000  # was one 415 MB record
+    playurls = [r for r in bili.requests() if "/playurl" in r["path"]]
+    assert len(playurls) == 200
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert f"video {bilibili.MANY_PARTS_BVID} has 2000 parts; only the first 200 are crawled" in log
+    assert elapsed < 120

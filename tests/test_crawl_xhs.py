@@ -149,10 +149,21 @@ def test_461_and_code_300012_back_off_then_the_page_fails_with_that_reason(sb: A
     assert "rate limited (http_461)" in log
 
 
+def test_a_notes_file_of_too_many_lines_is_refused_in_one_line(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("# a comment\n" * 10_001, "utf-8")
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "xhs", "-a", f"notes_file={notes}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert "more than 10000 lines (XHS_NOTES_FILE_MAX_LINES)" in lines[0]
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["-a", "note=not-a-note"], "invalid argument note='not-a-note'"),
     (["-a", "note=https://evil.test/explore/656038c486c2e82e442b3c58"], "xiaohongshu.com"),
     (["-a", "notes_file=/nonexistent/notes.txt"], "cannot read it"),
+    (["-a", "notes_file=/dev/zero"], "larger than 4194304 bytes (XHS_NOTES_FILE_MAX_BYTES)"),
     (["-a", f"note={xhs.GONE_NOTE}", "-a", f"user={xhs.USER_ID}"], "give exactly one of"),
     (["-a", "user=12345"], "24-hex-digit user id"),
 ])

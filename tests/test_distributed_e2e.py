@@ -364,3 +364,20 @@ def _enqueue_job(client: redis.Redis, pages: int) -> None:
                            f"max_pages={pages}", "--redis-url", url], env=env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_malformed_jobs_ahead_of_a_good_one_are_dead_lettered_and_the_good_job_runs(
+        sb: SandboxProcess, redis_url: str, tmp_path: Path) -> None:
+    client = redis.Redis.from_url(redis_url)
+    client.rpush(f"{PREFIX}:weibo:jobs", json.dumps({"key": "weibo-uid-1", "args": {"uid": "1"}}))  # no spider
+    client.rpush(f"{PREFIX}:weibo:jobs", json.dumps({"key": "weibo-uid-2", "spider": "weibo", "args": ["2"]}))
+    enqueue(redis_url, tmp_path, "max_pages=3")
+    worker = Worker(tmp_path, sb, redis_url)
+    code = worker.wait(120)
+    log = worker.log()
+    assert code == 0, log[-3000:]
+    assert {r["post_id"] for r in records(tmp_path / "output")} == expected_ids(3)
+    letters = [json.loads(v) for v in client.lrange(f"{PREFIX}:weibo:dead", 0, -1)]
+    assert [d["job"] for d in letters] == ["weibo-uid-1", "weibo-uid-2"]
+    assert log.count("dead-lettered to mediacrawler:dist:weibo:dead") == 2
+    assert client.hlen(f"{PREFIX}:weibo:active") == 0

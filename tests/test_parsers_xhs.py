@@ -134,3 +134,40 @@ def test_note_ref(text: str, expected: tuple[str, str | None, str | None]) -> No
 def test_note_ref_refuses(text: str) -> None:
     with pytest.raises(ValueError):
         xhs.note_ref(text)
+
+
+def _state_page(body: str) -> str:
+    return f"<html><script>window.__INITIAL_STATE__={body}</script></html>"
+
+
+def test_a_state_of_tiny_objects_past_the_cap_is_refused_before_parsing() -> None:
+    page = _state_page('{"note":{"x":[' + ",".join(["{}"] * (xhs.MAX_STATE_OBJECTS + 1)) + "]}}")
+    with pytest.raises(xhs.StateTooLarge, match=f"objects, more than {xhs.MAX_STATE_OBJECTS}"):
+        xhs.initial_state(page)
+    assert xhs.classify_page(200, page.encode()) == "ok"  # not "invalid": a retry would bring the same page
+    with pytest.raises(xhs.StateTooLarge, match="characters, more than"):
+        xhs.initial_state(_state_page('{"a":"' + "x" * xhs.MAX_STATE_BYTES + '"}'))
+
+
+def test_the_state_of_a_page_is_parsed_once_for_the_middleware_and_the_spider() -> None:
+    page = _state_page('{"note":{"serverRequestInfo":{"state":"success"}}}')
+    xhs._parsed_state.cache_clear()
+    xhs.classify_page(200, page.encode())
+    xhs.initial_state(page)
+    assert xhs._parsed_state.cache_info().misses == 1 and xhs._parsed_state.cache_info().hits == 1
+
+
+def test_a_spider_page_past_the_state_cap_is_a_failed_page_with_the_reason(caplog: pytest.LogCaptureFixture) -> None:
+    from scrapy.http import HtmlResponse, Request
+
+    from mediacrawler.spiders.xhs import XhsSpider
+    from tests.utils import project_crawler
+
+    spider = XhsSpider.from_crawler(project_crawler(XhsSpider), note="656038c486c2e82e442b3c58")
+    body = _state_page('{"note":{"x":[' + ",".join(["{}"] * (xhs.MAX_STATE_OBJECTS + 1)) + "]}}").encode()
+    request = Request(spider.listing_url(1, None), meta={"mc_page": 1})
+    with caplog.at_level("ERROR"):
+        list(spider.parse_listing(HtmlResponse(request.url, body=body, request=request, encoding="utf-8")))
+    assert spider.pages_failed == 1
+    assert any("page 1 failed for good: unparseable listing: window.__INITIAL_STATE__ of" in r.getMessage()
+               for r in caplog.records)

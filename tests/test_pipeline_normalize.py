@@ -98,3 +98,24 @@ def test_bad_reposted_original_does_not_cost_the_repost(pipeline: NormalizePipel
     item = pipeline.process_item(post(reposted=post(post_id="2", url="not a url")))
     assert item.reposted is None
     assert pipeline.stats.get_value("normalize/reposted_invalid") == 1
+
+
+def test_counts_past_10_to_the_15_never_reach_the_record(pipeline: NormalizePipeline) -> None:
+    item = pipeline.process_item(post(metrics=Metrics(likes="9" * 300, comments=10**15, shares=10**15 + 1)))
+    assert (item.metrics.likes, item.metrics.comments, item.metrics.shares) == (None, 10**15, None)
+    assert pipeline.stats.get_value("normalize/count_out_of_range") == 2
+
+
+def test_a_multi_kb_data_url_is_refused_and_kept_only_as_a_short_prefix(
+        pipeline: NormalizePipeline, caplog: pytest.LogCaptureFixture) -> None:
+    data_url = "data:image/png;base64," + "A" * 50_000
+    long_http = "https://cdn.example/" + "a" * 5000 + ".jpg"
+    media = [MediaAsset(kind="image", key="a", url=data_url), MediaAsset(kind="image", key="b", url=long_http,
+                                                                          alternates=[long_http, "https://c/x.jpg"])]
+    with caplog.at_level("WARNING"):
+        item = pipeline.process_item(post(media=media))
+    a, b = item.media
+    assert (a.status, a.error, b.status, b.error) == ("failed", "url-too-long", "failed", "url-too-long")
+    assert len(a.url) <= 257 and a.url.endswith("…") and len(b.url) <= 257
+    assert b.alternates == ["https://c/x.jpg"]
+    assert all(len(r.getMessage()) < 600 for r in caplog.records)

@@ -9,10 +9,14 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from scrapy.settings import Settings
+
 from mediacrawler.checkpoints.model import KEY_RE, Checkpoint, CheckpointCorrupt, check_key
+from mediacrawler.config import setting
 from mediacrawler.contracts import backend_class
 from mediacrawler.feeds import FeedMark, repair_torn_tail
-from mediacrawler.fsutil import fsync_dir, remove_stray_temps, unlink_synced, write_atomic
+from mediacrawler.fsutil import (STATE_MAX_DEPTH, TooLarge, fsync_dir, loads_bounded, read_bounded,
+                                 remove_stray_temps, unlink_synced, write_atomic)
 
 if TYPE_CHECKING:
     from typing import Self
@@ -55,12 +59,13 @@ class FileCheckpointStore:
 
     suffix = ".json"
 
-    def __init__(self, directory: Path | str) -> None:
+    def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
         self.directory = Path(directory)
+        self.max_bytes: int = max_bytes if max_bytes is not None else setting(Settings(), "STATE_FILE_MAX_BYTES")
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(settings.get("CHECKPOINT_DIR") or "checkpoints")
+        return cls(settings.get("CHECKPOINT_DIR") or "checkpoints", max_bytes=setting(settings, "STATE_FILE_MAX_BYTES"))
 
     def path(self, key: str) -> Path:
         return self.directory / f"{check_key(key)}{self.suffix}"
@@ -69,16 +74,22 @@ class FileCheckpointStore:
         return str(self.path(key))
 
     def load(self, key: str) -> Checkpoint | None:
-        """The checkpoint of *key*, ``None`` when there is none; CheckpointCorrupt when it cannot be used."""
+        """The checkpoint of *key*, ``None`` when there is none; CheckpointCorrupt when it cannot be used (also
+        when it is larger than ``STATE_FILE_MAX_BYTES`` or nests deeper than a checkpoint can: never read whole,
+        never a RecursionError)."""
         path = self.path(key)
         try:
-            raw = path.read_bytes()
+            raw = read_bounded(path, self.max_bytes)
         except FileNotFoundError:
             return None
+        except TooLarge:
+            raise CheckpointCorrupt(f"larger than {self.max_bytes} bytes (STATE_FILE_MAX_BYTES)") from None
         except OSError as e:
             raise CheckpointCorrupt(f"unreadable: {e}") from None
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = loads_bounded(raw.decode("utf-8"), max_depth=STATE_MAX_DEPTH)
+        except TooLarge as e:
+            raise CheckpointCorrupt(str(e)) from None
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise CheckpointCorrupt(f"not JSON ({len(raw)} bytes): {e}") from None
         return Checkpoint.from_dict(data, key=key)

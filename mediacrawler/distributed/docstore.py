@@ -26,6 +26,7 @@ import redis
 from scrapy.exceptions import NotConfigured
 
 from mediacrawler.distributed.connection import client_from_settings
+from mediacrawler.fsutil import STATE_MAX_DEPTH, TooLarge, loads_bounded
 
 if TYPE_CHECKING:
     from typing import Self
@@ -48,7 +49,9 @@ class DocumentCodec(Generic[D]):
 
     def decode(self, raw: bytes, *, key: str) -> D:
         try:
-            data = json.loads(raw)
+            data = loads_bounded(raw, max_depth=STATE_MAX_DEPTH)  # no RecursionError from a hostile document
+        except TooLarge as e:
+            raise self.corrupt(str(e)) from None
         except ValueError as e:
             raise self.corrupt(f"not JSON: {e}") from None
         parsed: D = self.document.from_dict(data, key=key)

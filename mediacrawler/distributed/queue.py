@@ -11,16 +11,20 @@ Keys of one job (``<base>`` = ``<DISTRIBUTED_KEY_PREFIX>:<spider>:<job>``)::
     <base>:pending  HASH  fingerprint -> queued or leased requests with it (duplicates of these are filtered)
     <base>:seen     SET   fingerprints of acknowledged requests (the duplicate filter)
     <base>:seq      STR   request id counter;  <base>:seeded  STR  set by the first push
+    <prefix>:<spider>:dead  LIST  dead letters: entries (and job messages, :mod:`.jobs`) refused, with the reason
 
 Every transition is one Lua script (atomic): ``push`` (dedupe check + enqueue, optionally acknowledging the
 request it replaces: a retry or redirect), ``pop`` (queue -> lease), ``ack`` (done: fingerprint seen),
 ``renew`` (the owner's heartbeat), ``reap`` (expired leases back to the queue, by any worker; a lease is moved
 once even with several reapers), ``release`` (a cleanly closing worker returns what it holds), ``finish``
-(a job with nothing queued or leased is deleted). The keys are built inside the scripts: one Redis, not Cluster.
+(a job with nothing queued or leased is deleted), ``bury`` (a refused entry moves to the dead-letter list: its
+reason and the first :data:`DEAD_SAMPLE` bytes of it; the list keeps the newest ``DISTRIBUTED_DEAD_MAX``). The keys are built inside the scripts: one Redis, not Cluster.
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -134,6 +138,31 @@ end
 return n
 """
 
+#: Bytes of a refused entry kept in its dead letter (enough to recognise it; a hostile entry may be huge).
+DEAD_SAMPLE = 2048
+
+# KEYS: dead list. ARGV: letter header (JSON object text without its closing brace), entry text, keep (count).
+# The letter is {..., "entry": "<first DEAD_SAMPLE bytes>"}; the newest ``keep`` letters are kept.
+BURY_LUA = """
+local function bury(dead, header, entry, keep)
+  redis.call('RPUSH', dead, header .. ',"entry":' .. cjson.encode(string.sub(entry, 1, %d)) .. '}')
+  redis.call('LTRIM', dead, -tonumber(keep), -1)
+end
+""" % DEAD_SAMPLE
+
+# KEYS: dead list. ARGV: base, id, letter header, keep. The entry leaves the queue (its fingerprint stops being
+# pending but is not seen: it never ran).
+BURY = BURY_LUA + _DONE + """
+local b, id = ARGV[1], ARGV[2]
+local payload = redis.call('HGET', b..':req', id)
+if not payload then return 0 end
+bury(KEYS[1], ARGV[3], payload, ARGV[4])
+local fp = redis.call('HGET', b..':fp', id)
+if fp and redis.call('HINCRBY', b..':pending', fp, -1) <= 0 then redis.call('HDEL', b..':pending', fp) end
+done(b, id, false)
+return 1
+"""
+
 _SUFFIXES = ("q", "req", "score", "fp", "lease", "owner", "pending", "seen", "seq", "seeded", "seeding")
 
 # ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key
@@ -159,7 +188,7 @@ class LeasedQueue(Base):
         super().__init__(server, spider, key, serializer=_NoPickle)
         self._scripts = {name: server.register_script(src) for name, src in
                          {"push": PUSH, "pop": POP, "ack": ACK, "renew": RENEW, "reap": REAP, "release": RELEASE,
-                          "finish": FINISH}.items()}
+                          "finish": FINISH, "bury": BURY}.items()}
 
     def _encode_request(self, request: Request) -> str:
         return request_to_json(request, self.spider)
@@ -211,9 +240,27 @@ class LeasedQueue(Base):
         return int(self._scripts["finish"](args=[self.key, "1" if require_seeded else "0", worker, seeding_ms,
                                                  active, job]))
 
+    def bury(self, rid: str, reason: str, *, dead: str, keep: int) -> bool:
+        """Move entry ``rid`` to the dead-letter list ``dead`` (:func:`dead_key`) with ``reason``; False when it
+        was gone already."""
+        header = letter_header("request", reason, queue=self.key, id=rid)
+        return bool(self._scripts["bury"](keys=[dead], args=[self.key, rid, header, keep]))
+
     def clear(self) -> None:
         """Never called by the scheduler (a closing worker does not flush shared state); kept for the interface."""
         self.server.delete(*(f"{self.key}:{s}" for s in _SUFFIXES))
+
+
+def dead_key(prefix: str, spider: str) -> str:
+    """The dead-letter list of a spider's refused queue entries and job messages (docs/operations.md)."""
+    return f"{prefix.rstrip(':')}:{spider}:dead"
+
+
+def letter_header(kind: str, reason: str, **fields: str) -> str:
+    """The start of a dead letter's JSON object (the Lua side appends the entry and the closing brace)."""
+    letter = {"kind": kind, "reason": reason[:500], "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+              **fields}
+    return json.dumps(letter, ensure_ascii=False)[:-1]
 
 
 def _text(value: Any) -> str:

@@ -42,10 +42,11 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import (client_from_settings, is_auth_error, key_base, masked_url,
                                                  workers_key)
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
-from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue
+from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue, dead_key
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
 from mediacrawler.feeds import sync_feeds
 from mediacrawler.scrub import mask_url, scrub
@@ -296,12 +297,17 @@ class RedisScheduler(Scheduler):
         try:
             request = request_from_json(payload, self.spider)
         except (ValueError, KeyError, TypeError, AttributeError) as e:
-            # Not a request we stored (an injected payload, a spider without that method): never executed; dropped.
-            logger.error("Dropped undecodable queue entry %s of %s: %s", rid, queue.key, e)
+            # Not a request we stored (an injected payload, an undeclared callback, a foreign host, JSON nested too
+            # deep): never executed; it moves to the dead-letter list with the reason (docs/operations.md).
+            reason = f"{type(e).__name__}: {e}"
+            logger.warning("Dead-lettered queue entry %s of %s: %s", rid, queue.key, reason)
             assert self.stats is not None
             self.stats.inc_value("distributed/undecodable")
-            self.held[rid] = Lease(queue.key, ended=True)
-            self.unacked.append((queue.key, rid))
+            try:
+                queue.bury(rid, reason, dead=dead_key(self.prefix, self.spider.name),
+                           keep=setting(self.crawler.settings, "DISTRIBUTED_DEAD_MAX"))
+            except redis.RedisError as lost:
+                self._lost(lost)
             return None
         self.held[rid] = Lease(queue.key)
         request.meta[LEASE_META] = rid

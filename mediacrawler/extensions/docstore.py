@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.contracts import backend_class
 from mediacrawler.distributed.docstore import DocumentCodec
-from mediacrawler.fsutil import fsync_dir, write_atomic
+from scrapy.settings import Settings
+
+from mediacrawler.config import setting
+from mediacrawler.fsutil import TooLarge, fsync_dir, read_bounded, write_atomic
 
 if TYPE_CHECKING:
     from typing import Self
@@ -59,12 +62,14 @@ class FileDocumentStore(DocumentCodec[D]):
     suffix = ".json"
     subdir: ClassVar[str]
 
-    def __init__(self, directory: Path | str) -> None:
+    def __init__(self, directory: Path | str, *, max_bytes: int | None = None) -> None:
         self.directory = Path(directory)
+        self.max_bytes: int = max_bytes if max_bytes is not None else setting(Settings(), "STATE_FILE_MAX_BYTES")
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / cls.subdir)
+        return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / cls.subdir,
+                   max_bytes=setting(settings, "STATE_FILE_MAX_BYTES"))
 
     def path(self, key: str) -> Path:
         return self.directory / f"{check_key(key)}{self.suffix}"
@@ -74,9 +79,11 @@ class FileDocumentStore(DocumentCodec[D]):
 
     def load(self, key: str) -> D | None:
         try:
-            raw = self.path(key).read_bytes()
+            raw = read_bounded(self.path(key), self.max_bytes)  # never read whole: STATE_FILE_MAX_BYTES
         except FileNotFoundError:
             return None
+        except TooLarge:
+            raise self.corrupt(f"larger than {self.max_bytes} bytes (STATE_FILE_MAX_BYTES)") from None
         except OSError as e:
             raise self.corrupt(f"unreadable: {e}") from None
         return self.decode(raw, key=key)

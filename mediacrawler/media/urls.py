@@ -20,11 +20,13 @@ def allowed_schemes(settings: BaseSettings) -> frozenset[str]:
     return frozenset(s.lower() for s in setting(settings, "MEDIA_ALLOWED_SCHEMES"))
 
 
-def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None:
-    """Why ``url`` must not be requested (``invalid-url``, ``scheme-not-allowed``, ``credentials-in-url``), or
-    ``None`` when it may."""
+def media_url_problem(url: Any, *, allowed_schemes: Iterable[str], max_length: int | None = None) -> str | None:
+    """Why ``url`` must not be requested (``invalid-url``, ``url-too-long`` past ``max_length`` characters,
+    ``scheme-not-allowed``, ``credentials-in-url``), or ``None`` when it may."""
     if not isinstance(url, str) or not url:
         return "invalid-url"
+    if max_length is not None and len(url) > max_length:
+        return "url-too-long"
     try:
         parts = urlsplit(url)
         hostname = parts.hostname
@@ -38,6 +40,13 @@ def media_url_problem(url: Any, *, allowed_schemes: Iterable[str]) -> str | None
     if not hostname:
         return "invalid-url"
     return None
+
+
+def shown_url(url: str, limit: int) -> str:
+    """``url`` without its userinfo, cut to ``limit`` characters (``…`` marks a cut): what a record or a log line
+    may keep of a URL that is refused (a multi-KB data: URL must not fill them)."""
+    url = strip_userinfo(url)  # on the whole URL: a cut could leave part of a long password before the '@'
+    return url if len(url) <= limit else url[:limit] + "…"
 
 
 def strip_userinfo(url: str) -> str:

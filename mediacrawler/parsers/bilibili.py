@@ -301,10 +301,14 @@ def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | None = None) -> Post:
+def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | None = None,
+               max_parts: int | None = None) -> Post:
     """A ``/x/web-interface/view`` answer as a :class:`Post`: the cover as an image asset (``cover:{bvid}``) and
     one video asset per part (``{bvid}:{cid}``, ``url`` and ``renditions`` empty until the spider has the part's
-    playurl: :func:`parse_playurl`). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos)."""
+    playurl: :func:`parse_playurl`). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos).
+
+    With ``max_parts``, only the first parts are kept; ``extra["parts_total"]`` and ``extra["parts_cut"]`` then say
+    how many the video has and how many were left out."""
     raise_for_envelope(payload)
     data = as_obj(payload.get("data"))
     bvid = clean_id(data.get("bvid"))
@@ -314,6 +318,9 @@ def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | 
     owner_id = clean_id(owner.get("mid"))
     stat = as_obj(data.get("stat"))
     parts = _parts(data)
+    total = len(parts)
+    if max_parts is not None and total > max_parts:
+        parts = parts[:max_parts]
     media: list[MediaAsset] = []
     cover = https_url(data.get("pic"))
     if cover:
@@ -337,7 +344,8 @@ def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | 
         source=source,
         fetched_at=fetched_at,
         extra={"title": as_text(data.get("title")), "aid": as_int(data.get("aid")),
-               "parts": [{k: p[k] for k in ("cid", "page", "part", "duration")} for p in parts]},
+               "parts": [{k: p[k] for k in ("cid", "page", "part", "duration")} for p in parts],
+               **({"parts_total": total, "parts_cut": total - len(parts)} if total > len(parts) else {})},
     )
 
 

@@ -28,6 +28,7 @@ their data in ``window.__INITIAL_STATE__`` (see docs/platforms.md, "XiaoHongShu"
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -87,6 +88,9 @@ STREAM_CODECS = (("h264", "avc1"), ("h265", "hevc"))
 #: Entries read from any one list (a real note has a handful).
 MAX_ENTRIES = 64
 _STATE_MARK = "window.__INITIAL_STATE__"
+#: Caps of a page state (a real note or profile page: ~300 KB, a few thousand objects).
+MAX_STATE_BYTES = 8 * 1024 * 1024
+MAX_STATE_OBJECTS = 200_000
 _XSEC_RE = re.compile(r"^[A-Za-z0-9_=+/-]{1,256}$")
 # Milliseconds between 2000 and 2100: anything else is not a time.
 _MS_MIN, _MS_MAX = 946_684_800_000, 4_102_444_800_000
@@ -169,22 +173,41 @@ def user_ref(text: str) -> str:
 # ------------------------------------------------------------------------------------------------ the state
 
 
+class StateTooLarge(ValueError):
+    """A page state past :data:`MAX_STATE_BYTES` or :data:`MAX_STATE_OBJECTS`: the page fails with this reason
+    (it is not retried: the same page would come back)."""
+
+
 def initial_state(html: str) -> dict[str, Any]:
     """``window.__INITIAL_STATE__`` of a page as plain data (``undefined`` → ``None``). Raises ValueError when the
-    page carries none or it is not an object literal."""
+    page carries none or it is not an object literal, :class:`StateTooLarge` when it is past the caps (checked
+    before parsing: a state of millions of tiny objects costs ~60 bytes of memory per source byte to parse).
+
+    The last page's state is kept: the platform errors middleware and the spider read the same page, and it is
+    parsed once."""
     at = html.find(_STATE_MARK)
     if at < 0:
         raise ValueError("no window.__INITIAL_STATE__ in the page")
     eq = html.find("=", at + len(_STATE_MARK))
     if eq < 0:
         raise ValueError("no window.__INITIAL_STATE__ in the page")
+    return _parsed_state(html[eq + 1:])
+
+
+@functools.lru_cache(maxsize=1)
+def _parsed_state(text: str) -> dict[str, Any]:
+    if len(text) > MAX_STATE_BYTES:
+        raise StateTooLarge(f"window.__INITIAL_STATE__ of {len(text)} characters, more than {MAX_STATE_BYTES}")
+    objects = text.count("{") + text.count("[")  # an upper bound (brackets in strings count too): cheap, no parse
+    if objects > MAX_STATE_OBJECTS:
+        raise StateTooLarge(f"window.__INITIAL_STATE__ of {objects} objects, more than {MAX_STATE_OBJECTS}")
     try:
         # Before chompjs, which recurses: a state nested past MAX_DEPTH is refused with its reason.
-        check_depth(html, eq + 1)
+        check_depth(text, 0)
     except ValueError as e:
         raise ValueError(f"window.__INITIAL_STATE__ is {e}") from None
     try:
-        state = chompjs.parse_js_object(html[eq + 1:])
+        state = chompjs.parse_js_object(text)
     except ValueError as e:
         raise ValueError(f"window.__INITIAL_STATE__ is not a JavaScript object literal: {e}") from None
     if not isinstance(state, dict):
@@ -222,6 +245,8 @@ def classify_page(status: int, body: bytes) -> str:
         return "ok"
     try:
         state = initial_state(body.decode("utf-8", "replace"))
+    except StateTooLarge:
+        return "ok"  # the spider fails the page with the reason; a retry would bring the same page
     except ValueError:
         return "invalid"
     for area in ("note", "user"):

@@ -12,7 +12,8 @@ from urllib.parse import urlsplit
 from itemadapter import ItemAdapter
 from scrapy.exceptions import DropItem
 
-from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
+from mediacrawler.config import setting
+from mediacrawler.media.urls import allowed_schemes, media_url_problem, shown_url
 from mediacrawler.parsers._common import iso_utc, parse_count, strip_url, utc_now_iso
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REQUIRED = ("platform", "post_id", "url")
+#: The largest engagement count kept: beyond it (a 300-digit "count") the metric is unknown (``None``).
+MAX_COUNT = 10**15
 
 
 def to_utc_iso(value: Any) -> str | None:
@@ -50,6 +53,8 @@ class NormalizePipeline:
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.allowed_schemes = allowed_schemes(crawler.settings)
+        self.max_url: int = setting(crawler.settings, "MEDIA_MAX_URL_LENGTH")
+        self.url_shown: int = setting(crawler.settings, "MEDIA_URL_SHOWN")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> NormalizePipeline:
@@ -83,7 +88,11 @@ class NormalizePipeline:
         if metrics is not None:
             m = ItemAdapter(metrics)
             for name in m.field_names():
-                m[name] = parse_count(m.get(name))
+                count = parse_count(m.get(name))
+                if count is not None and count > MAX_COUNT:
+                    self.stats.inc_value("normalize/count_out_of_range")
+                    count = None  # never a 300-digit number in a record or a log line
+                m[name] = count
         for asset in adapter.get("media") or []:
             self._check_media(ItemAdapter(asset))
         reposted = adapter.get("reposted")
@@ -99,14 +108,16 @@ class NormalizePipeline:
     def _check_media(self, asset: ItemAdapter) -> None:
         """Mark an asset whose URL must not be requested as failed (the media pipeline's reasons and stats)."""
         url = asset.get("url")
-        problem = media_url_problem(url, allowed_schemes=self.allowed_schemes)
+        problem = media_url_problem(url, allowed_schemes=self.allowed_schemes, max_length=self.max_url)
         if problem is not None:
             if isinstance(url, str):
-                asset["url"] = url = strip_userinfo(url)  # never the password in the record, the log or a stat
+                # Never the password, nor a multi-KB data: URL, in the record, the log or a stat.
+                asset["url"] = url = shown_url(url, self.url_shown)
             asset["status"] = "failed"
             asset["error"] = problem
             self.stats.inc_value("media/failed")
             self.stats.inc_value(f"media/failed/{problem}")
             logger.warning("Media asset %s failed: %s", url, problem)
         asset["alternates"] = [u for u in (asset.get("alternates") or [])
-                               if media_url_problem(u, allowed_schemes=self.allowed_schemes) is None]
+                               if media_url_problem(u, allowed_schemes=self.allowed_schemes,
+                                                    max_length=self.max_url) is None]

@@ -69,6 +69,7 @@ __all__ = [
     "BVID_RE",
     "CREATORS",
     "MULTIPART_BVID",
+    "MANY_PARTS_BVID",
     "NOT_FOUND",
     "RISK_CONTROL",
     "UNION_BVID",
@@ -148,6 +149,8 @@ class Upload:
 CREATORS: dict[int, str] = {2: "碧诗", 3: "旅行的鱼", 4: "沙盒日常"}
 MULTIPART_BVID = "BV1Up0002003"
 UNION_BVID = "BV1Up0003001"
+#: A video of 2,000 parts, listed under no creator (``-a bvid=`` only): the BILIBILI_MAX_PARTS bound.
+MANY_PARTS_BVID = "BV1Up0009000"
 _T0 = 1_790_000_000
 
 
@@ -165,6 +168,7 @@ def _build_uploads() -> dict[str, Upload]:
         uploads.append(Upload(f"BV1Up0003{i:03d}", 3, f"旅行的鱼 第{i}站", _T0 - (10 + i) * 86_400, listed_under=(3,)))
     for i in range(1, 46):
         uploads.append(Upload(f"BV1Up0004{i:03d}", 4, f"沙盒日常 #{i}", _T0 - i * 3_600, listed_under=(4,)))
+    uploads.append(Upload(MANY_PARTS_BVID, 4, "两千集", _T0 - 100 * 86_400, parts=2000))
     return {u.bvid: u for u in uploads}
 
 
@@ -183,6 +187,8 @@ def parts_of(bvid: str) -> list[tuple[int, str]]:
     upload = UPLOADS.get(bvid)
     n = upload.parts if upload else 1
     ids = [bvid, *(f"{bvid}-p{k}" for k in range(2, n + 1))]
+    if bvid == MANY_PARTS_BVID:  # 2,000 distinct cids, one encoded video behind them all (encoding is slow)
+        return [(cid_for(media_id), bvid) for media_id in ids]
     return [(cid_for(media_id), media_id) for media_id in ids]
 
 

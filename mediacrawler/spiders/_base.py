@@ -239,6 +239,14 @@ class PlatformSpider(Spider):
     distributed: bool = False
     #: Worker mode: the id of this worker, and the board it takes jobs from (see :meth:`start`).
     worker_id: str | None = None
+    #: The methods a request in the shared queue may name as callback or errback (checked when it is decoded:
+    #: someone who can write to Redis must not make a worker call any other method; docs/operations.md).
+    queue_callbacks: ClassVar[frozenset[str]] = frozenset({
+        "parse_listing", "listing_failed", "parse_retry_post", "retry_post_failed", "parse_chain_step",
+        "chain_step_failed",
+    })
+    #: The settings holding this platform's API/web roots: a queued request may only go to their hosts.
+    root_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         for key in self.params_model.model_fields:
@@ -765,8 +773,7 @@ class PlatformSpider(Spider):
             try:
                 self.args = self.params_model(**job.args)
             except ValidationError as e:
-                logger.error("%s: job %s dropped: %s", self.name, job.key, format_validation_error(self.name, e))
-                await in_thread(board.drop, job)
+                await in_thread(board.bury, job, format_validation_error(self.name, e))
                 continue
             self._adopt(job.key)
             self.crawler.signals.send_catch_log(signal=jobs.job_started, spider=self, job=job.key)
@@ -791,6 +798,12 @@ class PlatformSpider(Spider):
             self.crawler.signals.send_catch_log(signal=jobs.job_finished, spider=self, job=job.key)
             self.job_queue = None
             idle_since = time.monotonic()
+
+    def queue_hosts(self) -> frozenset[str]:
+        """The hosts of this platform's configured roots (:attr:`root_settings`): the only ones a request decoded
+        from the shared queue may go to."""
+        hosts = (urlsplit(str(self.settings.get(name) or "")).hostname for name in self.root_settings)
+        return frozenset(h.lower() for h in hosts if h)
 
     def _adopt(self, job_key: str) -> None:
         """Serve job ``job_key`` (``self.args`` already set): per-job state starts afresh."""

@@ -16,6 +16,7 @@ from playurl (:meth:`BilibiliSpider.refresh_media_url`). See docs/platforms.md.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import AsyncIterator
@@ -29,10 +30,13 @@ from scrapy.utils.asyncio import run_in_thread
 from scrapy_spider_metadata import Args
 
 from mediacrawler.cache import cache_from_crawler
+from mediacrawler.config import setting
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
 from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, keyword_arg, one_target
+
+logger = logging.getLogger(__name__)
 
 _BVID = re.compile(r"^BV[0-9A-Za-z]{10}$")
 #: Cache key of the WBI mixin key (one per API root).
@@ -184,12 +188,32 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         view = raw.get("view") or data.get("view")
         if view is None:
             return Step("view", self._view_url(chain["post_id"]))
-        tried = set(data.get("tried", ()))
-        for part in parser.parse_view(view).extra["parts"]:
-            cid = str(part["cid"])
-            if cid not in tried:
-                return Step(f"playurl:{cid}", self._playurl(chain["post_id"], cid))
-        return None
+        if "cids" not in data:
+            self._bound_parts(chain, view)
+        # One playurl per kept part, in order: the next is the first not tried (O(1) a step, so the cost of a
+        # video stays linear in its parts; re-parsing the view at every step made it quadratic).
+        cids, done = data["cids"], len(data.get("tried", ()))
+        return Step(f"playurl:{cids[done]}", self._playurl(chain["post_id"], cids[done])) if done < len(cids) \
+            else None
+
+    def _bound_parts(self, chain: dict[str, Any], view: Any) -> None:
+        """Keep the first ``BILIBILI_MAX_PARTS`` parts of the video: their cids in ``data["cids"]``, the view (which
+        travels in the chain of every later step) cut to them, and the number the video has."""
+        data = chain["data"]
+        extra = parser.parse_view(view, max_parts=setting(self.settings, "BILIBILI_MAX_PARTS")).extra
+        data["cids"] = [str(part["cid"]) for part in extra["parts"]]
+        if "parts_total" not in extra:
+            return
+        data["parts_total"] = extra["parts_total"]
+        kept = set(data["cids"])
+        pages = [p for p in view["data"]["pages"] if isinstance(p, dict) and str(p.get("cid")) in kept]
+        trimmed = {**view, "data": {**view["data"], "pages": pages}}
+        if "view" in chain["raw"]:
+            chain["raw"]["view"] = trimmed
+        else:
+            data["view"] = trimmed
+        logger.warning("%s: video %s has %d parts; only the first %d are crawled (BILIBILI_MAX_PARTS)", self.job,
+                       chain["post_id"], extra["parts_total"], len(kept))
 
     def _playurl(self, bvid: str, cid: str) -> str:
         return self.signed("/x/player/wbi/playurl", {"bvid": bvid, "cid": cid, "fnval": 16, "fourk": 1})
@@ -226,7 +250,11 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                 post.deleted = True
                 post.extra["unavailable"] = raw["gone"]
         else:
-            post = parser.parse_view(view, source=source, fetched_at=self.now_iso())
+            post = parser.parse_view(view, source=source, fetched_at=self.now_iso(),
+                                     max_parts=setting(self.settings, "BILIBILI_MAX_PARTS"))
+            if data.get("parts_total"):
+                post.extra["parts_total"] = data["parts_total"]
+                post.extra["parts_cut"] = data["parts_total"] - len(data.get("cids", ()))
             streams, errors = data.get("streams", {}), data.get("stream_errors", {})
             for asset in post.media:
                 if asset.kind != "video":

@@ -22,8 +22,11 @@ from urllib.parse import urlencode
 from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
+from scrapy.settings import BaseSettings, Settings
 from scrapy_spider_metadata import Args
 
+from mediacrawler.config import setting
+from mediacrawler.fsutil import TooLarge, read_bounded
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import xhs as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
@@ -31,8 +34,6 @@ from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, one_t
 
 #: Notes one job may name (``-a note`` or ``-a notes_file``).
 MAX_NOTES = 1000
-#: Largest notes file read, in bytes.
-MAX_NOTES_FILE = 1024 * 1024
 
 
 def _refs(text: str, *, what: str) -> list[tuple[str, str | None, str | None]]:
@@ -55,14 +56,22 @@ def _refs(text: str, *, what: str) -> list[tuple[str, str | None, str | None]]:
     return list(refs.values())
 
 
-def _read_notes_file(path: str) -> str:
-    file = Path(path).expanduser()
+def _read_notes_file(path: str, settings: BaseSettings | None = None) -> str:
+    """The text of a notes file, read with a bound (``XHS_NOTES_FILE_MAX_BYTES``, ``XHS_NOTES_FILE_MAX_LINES``:
+    ``/dev/zero`` or a huge file is refused, never read whole). Argument validation has no crawl settings yet:
+    it checks with the defaults of settings.py."""
+    settings = settings if settings is not None else Settings()
+    max_bytes: int = setting(settings, "XHS_NOTES_FILE_MAX_BYTES")
+    max_lines: int = setting(settings, "XHS_NOTES_FILE_MAX_LINES")
     try:
-        if file.stat().st_size > MAX_NOTES_FILE:
-            raise ValueError(f"larger than {MAX_NOTES_FILE} bytes")
-        return file.read_text("utf-8")
+        text = read_bounded(Path(path).expanduser(), max_bytes).decode("utf-8")
+    except TooLarge:
+        raise ValueError(f"larger than {max_bytes} bytes (XHS_NOTES_FILE_MAX_BYTES)") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read it: {e.__class__.__name__}") from None
+    if text.count("\n") > max_lines:
+        raise ValueError(f"more than {max_lines} lines (XHS_NOTES_FILE_MAX_LINES)")
+    return text
 
 
 class XhsParams(SpiderParams):
@@ -119,7 +128,7 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
         if self.args.note is not None:
             return _refs(self.args.note, what="note")
         if self.args.notes_file is not None:
-            return _refs(_read_notes_file(self.args.notes_file), what="notes_file")
+            return _refs(_read_notes_file(self.args.notes_file, getattr(self, "settings", None)), what="notes_file")
         return []
 
     def lists_items(self) -> bool:
