@@ -20,7 +20,7 @@ import scrapy
 from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Author, MediaAsset, Metrics, Post
-from mediacrawler.spiders._base import SpiderParams
+from mediacrawler.spiders._args import SpiderParams
 
 
 class VideoPostsParams(SpiderParams):

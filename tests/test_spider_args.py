@@ -7,7 +7,7 @@ import inspect
 import pytest
 from scrapy.utils.test import get_crawler
 
-from mediacrawler.spiders._base import validate_args
+from mediacrawler.spiders._args import validate_args
 from mediacrawler.spiders.weibo import WeiboSpider
 
 

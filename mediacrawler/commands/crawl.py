@@ -33,7 +33,8 @@ from mediacrawler.config import settings_problem
 from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.media.store import store_scheme
-from mediacrawler.spiders._base import FATAL_CLOSE_REASONS, is_worker_mode, target_names, validate_args
+from mediacrawler.spiders._args import is_worker_mode, target_names, validate_args
+from mediacrawler.spiders._base import FATAL_CLOSE_REASONS
 
 if TYPE_CHECKING:
     import argparse

@@ -15,7 +15,7 @@ from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.distributed.jobs import JobBoard
 from mediacrawler.scrub import mask_url, scrub
-from mediacrawler.spiders._base import validate_args
+from mediacrawler.spiders._args import validate_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

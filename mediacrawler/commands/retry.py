@@ -19,7 +19,7 @@ from mediacrawler.commands.options import add_settings_option, command_settings,
 from mediacrawler.config import setting
 from mediacrawler.extensions.retries import FileRetryStore, RetryCorrupt, RetrySet, retry_store_from_settings
 from mediacrawler.feeds import sync_feeds
-from mediacrawler.spiders._base import validate_args
+from mediacrawler.spiders._args import validate_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

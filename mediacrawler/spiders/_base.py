@@ -8,16 +8,15 @@ import json
 import logging
 import os
 import time
-import re
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import redis
 from itemadapter import ItemAdapter, is_item
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ValidationError
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
@@ -32,6 +31,8 @@ from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
+from mediacrawler.spiders._args import (SpiderParams, format_validation_error, is_distributed, is_worker_mode,
+                                       target_names)
 
 logger = logging.getLogger(__name__)
 
@@ -57,142 +58,6 @@ UNREADABLE_ANSWER = (PlatformError, ValueError, TypeError, KeyError, OverflowErr
 _SEEN_DUPLICATE = "request dropped by the scheduler as a duplicate of one already seen"
 #: Close reasons that mean the platform refused the job; the crawl command exits non-zero on them.
 FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
-
-
-class SpiderParams(BaseModel):
-    """Arguments every platform spider takes (``-a name=value``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    start: int | None = Field(
-        default=None, ge=1, description="First page to fetch (1-based). Overrides a checkpoint. Default: resume or 1."
-    )
-    max_pages: int | None = Field(default=None, ge=1, description="Stop after fetching this many listing pages.")
-    reset_checkpoint: bool = Field(default=False, description="Forget this job's checkpoint and start at page 1.")
-    max_height: int | None = Field(
-        default=None, ge=1, le=8640, description="Highest video height to download (default: MEDIA_VIDEO_MAX_HEIGHT)."
-    )
-    video_codecs: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9.]{1,16}(,[A-Za-z0-9.]{1,16}){0,7}$",
-        description="Video codecs in order of preference, e.g. hevc,avc1 (default: MEDIA_VIDEO_CODECS).",
-    )
-    full: bool = Field(default=False, description="Ignore the high-water mark of earlier runs: walk every page.")
-    incremental: bool = Field(
-        default=False, description="With -a start: stop at the high-water mark all the same (without it an explicit "
-                                   "start walks on past the mark).",
-    )
-    retry_only: bool = Field(
-        default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
-    )
-
-    @model_validator(mode="after")
-    def _full_or_incremental(self) -> Any:
-        if self.full and self.incremental:
-            raise ValueError("give -a full=true (ignore the high-water mark) or -a incremental=true (stop at it), "
-                             "not both")
-        return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _drop_private(cls, data: Any) -> Any:
-        # scrapyd passes its own "_job" (and similar "_"-names) as spider arguments; they are not ours to validate.
-        if isinstance(data, dict):
-            return {k: v for k, v in data.items() if not str(k).startswith("_")}
-        return data
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-# --- argument checks shared by the platforms' parameter models (called from their validators) -----------------
-def matched_arg(value: Any, *, pattern: re.Pattern[str], message: str) -> str | None:
-    """``None`` stays ``None``; anything else as stripped text that ``pattern`` must match, else ``ValueError``."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    if not pattern.match(text):
-        raise ValueError(message)
-    return text
-
-
-def digits_arg(value: Any, *, what: str, example: str | None = None, most: int = 20) -> str | None:
-    """A numeric id of 1 to ``most`` ASCII digits (``None`` stays ``None``): "must be a numeric {what}[, e.g. …]"."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    if not (text.isascii() and text.isdigit() and len(text) <= most):
-        raise ValueError(f"must be a numeric {what}" + (f", e.g. {example}" if example else ""))
-    return text
-
-
-def keyword_arg(value: str | None, *, most: int = 100, message: str | None = None) -> str | None:
-    """A search keyword, stripped, 1 to ``most`` characters (``None`` stays ``None``); ``message`` replaces both
-    the "empty" and the "too long" message when given."""
-    if value is None:
-        return None
-    text = value.strip()
-    if not text:
-        raise ValueError(message or "must not be empty")
-    if len(text) > most:
-        raise ValueError(message or f"must be at most {most} characters")
-    return text
-
-
-def one_target(model: _M, *, names: tuple[str, ...], message: str) -> _M:
-    """``model`` if exactly one of its fields ``names`` is set, else ``ValueError(message)``."""
-    if sum(getattr(model, name) is not None for name in names) != 1:
-        raise ValueError(message)
-    return model
-
-
-def format_validation_error(spider_name: str, error: ValidationError) -> str:
-    """A pydantic error as one line: ``weibo: invalid argument uid='abc': must be digits``."""
-    parts = []
-    for err in error.errors():
-        loc = ".".join(str(x) for x in err.get("loc", ()))
-        msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
-        if loc:
-            value = err.get("input")
-            shown = f"={value!r}" if isinstance(value, (str, int, float)) else ""
-            parts.append(f"invalid argument {loc}{shown}: {msg}")
-        else:
-            parts.append(msg)
-    return f"{spider_name}: " + "; ".join(parts)
-
-
-def is_distributed(settings: Any) -> bool:
-    """True when the crawl uses the shared Redis queue (``REDIS_URL`` set and ``DISTRIBUTED_ENABLED``)."""
-    return bool(settings.get("REDIS_URL")) and settings.getbool("DISTRIBUTED_ENABLED", True)
-
-
-def target_names(spidercls: type[Spider]) -> set[str]:
-    """The arguments that name what a spider crawls (its own fields beyond :class:`SpiderParams`, e.g. ``uid``)."""
-    model = getattr(spidercls, "params_model", None)
-    return set() if model is None else set(model.model_fields) - set(SpiderParams.model_fields)
-
-
-def is_worker_mode(spidercls: type[Spider], settings: Any, kwargs: dict[str, Any]) -> bool:
-    """A distributed crawl given no target argument (none of the spider's own fields beyond :class:`SpiderParams`):
-    the spider is a worker that takes its jobs from Redis (docs/operations.md, "Many workers on one Redis")."""
-    if getattr(spidercls, "params_model", None) is None or not is_distributed(settings):
-        return False
-    targets = target_names(spidercls)
-    return bool(targets) and not any(k in targets for k in kwargs)
-
-
-def validate_args(spidercls: type[Spider], kwargs: dict[str, Any]) -> str | None:
-    """Check ``-a`` values against the spider's argument model before a crawler exists.
-
-    Returns a one-line error message, or ``None`` when the arguments are valid (or the spider declares none).
-    """
-    model = getattr(spidercls, "params_model", None)
-    if model is None:
-        return None
-    try:
-        model(**kwargs)
-    except ValidationError as e:
-        return format_validation_error(getattr(spidercls, "name", spidercls.__name__), e)
-    return None
 
 
 #: Scheduler priority of listing requests (chain steps and media keep Scrapy's default 0).

@@ -34,7 +34,8 @@ from mediacrawler.config import setting
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._base import PlatformSpider, Step
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,8 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import douyin as parser
 from mediacrawler.parsers._common import Page, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, one_target
+from mediacrawler.spiders._args import SpiderParams, one_target
+from mediacrawler.spiders._base import PlatformSpider, Step
 
 logger = logging.getLogger(__name__)
 

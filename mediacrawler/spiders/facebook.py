@@ -25,7 +25,8 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers._common import Page, PlatformError
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, matched_arg, one_target
+from mediacrawler.spiders._args import SpiderParams, digits_arg, matched_arg, one_target
+from mediacrawler.spiders._base import PlatformSpider, Step
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
 #: The fields of a post the parser reads (parsers/facebook.py).

@@ -23,7 +23,8 @@ from scrapy_spider_metadata import Args
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers._common import Page, http_date, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._base import PlatformSpider, Step
 
 
 class WeiboParams(SpiderParams):

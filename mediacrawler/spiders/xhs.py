@@ -30,7 +30,8 @@ from mediacrawler.fsutil import TooLarge, read_bounded
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import xhs as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._base import PlatformSpider, SpiderParams, Step, one_target
+from mediacrawler.spiders._args import SpiderParams, one_target
+from mediacrawler.spiders._base import PlatformSpider, Step
 
 #: Notes one job may name (``-a note`` or ``-a notes_file``).
 MAX_NOTES = 1000
