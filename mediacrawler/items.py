@@ -1,4 +1,5 @@
-"""The record schema: one :class:`Post` per post, whatever the platform.
+"""The record schema: one :class:`Post` per post and one :class:`Comment` per comment or reply, whatever the
+platform.
 
 Field-by-field documentation lives in ``docs/records.md``. Parsers build these dataclasses; pipelines read and
 write them only through :class:`itemadapter.ItemAdapter`, so that a pipeline never depends on the concrete class.
@@ -107,3 +108,37 @@ class Post:
     deleted: bool = False
     # Platform-specific extras worth keeping (e.g. Weibo ``bid``/``mid``, ``region``); plain JSON values only.
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CommentMetrics:
+    """A comment's counts as integers (``None`` when the platform did not say): likes, and replies to it."""
+
+    likes: int | None = None
+    replies: int | None = None
+
+
+@dataclass
+class Comment:
+    """A comment on a post, or a reply to a comment (docs/records.md, "Comments").
+
+    ``parent_id`` is ``None`` for a top-level comment, else the comment replied to; ``root_id`` the top-level
+    comment of its thread (itself for a top-level one). ``pinned``: shown first by the author or the platform.
+    """
+
+    platform: str
+    comment_id: str
+    post_id: str
+    parent_id: str | None
+    root_id: str
+    author: Author | None
+    text: str
+    created_at: str | None
+    metrics: CommentMetrics = field(default_factory=CommentMetrics)
+    media: list[MediaAsset] = field(default_factory=list)
+    pinned: bool = False
+    deleted: bool = False
+    source: Source | None = None
+    fetched_at: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+

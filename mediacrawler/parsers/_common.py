@@ -16,10 +16,11 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from mediacrawler.items import Post
+from mediacrawler.items import Comment, Post
 from mediacrawler.scrub import scrub
 
 __all__ = [
+    "CommentPage",
     "Page",
     "PlatformError",
     "as_int",
@@ -76,6 +77,19 @@ class Page:
     # Raw platform objects of posts that need a second request before they are complete (e.g. Weibo long text),
     # keyed by post id. Plain JSON data, so a request can carry them through JOBDIR.
     incomplete: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass
+class CommentPage:
+    """What a parser makes of one page of a comment thread: the comments in order, the platform's cursor of the
+    next page (``None`` when it gives none), its end-of-thread signal, and ``closed``: why the thread cannot be
+    read at all (comments turned off, the post gone), a reason for the post, not an error."""
+
+    comments: list[Comment] = field(default_factory=list)
+    next_cursor: str | None = None
+    is_last: bool = False
+    closed: str | None = None
+    skipped: dict[str, int] = field(default_factory=dict)
 
 
 _ID_RE = re.compile(r"[0-9A-Za-z_-]{1,64}")

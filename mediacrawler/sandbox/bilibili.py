@@ -176,6 +176,11 @@ def _build_uploads() -> dict[str, Upload]:
 UPLOADS: dict[str, Upload] = _build_uploads()
 
 
+def bvid_of_aid(aid: int) -> str | None:
+    """The advertised video (:data:`BVIDS`, :data:`UPLOADS`) whose ``aid`` is ``aid``; ``None`` for any other."""
+    return next((b for b in (*BVIDS, *UPLOADS) if aid_for(b) == aid), None)
+
+
 def creator_uploads(mid: int) -> list[Upload]:
     """What ``mid``'s space lists, newest first (``arc/search``'s default ``order=pubdate``)."""
     return sorted((u for u in UPLOADS.values() if mid in u.listed_under), key=lambda u: -u.created)

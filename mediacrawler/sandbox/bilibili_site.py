@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from twisted.web import server
 
-from . import bilibili
+from . import bilibili, comments
 from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["BilibiliResource"]
@@ -80,6 +80,23 @@ class BilibiliResource(SandboxResource):
                 query_arg(request, b"keyword"), search_type=query_arg(request, b"search_type"),
                 page=query_int(request, b"page"), page_size=query_int(request, b"page_size"),
                 base=origin_of(request)))
+        if path in ("x/v2/reply/wbi/main", "x/v2/reply/main"):
+            # A video's replies, then each reply's thread (x/v2/reply/reply); oid is the aid of the video.
+            aid = query_int(request, b"oid") or 0
+            video = bilibili.bvid_of_aid(aid)
+            if video is None:
+                return self._json(request, {"code": -404, "message": "啥都木有", "ttl": 1})
+            if path == "x/v2/reply/wbi/main" and not self._signed(request, "reply"):
+                return self._json(request, bilibili.WBI_REJECTED)
+            return self._json(request, comments.bilibili_main(
+                self.state.world.comments, video, aid, pagination=query_arg(request, b"pagination_str"),
+                base=origin_of(request)))
+        if path == "x/v2/reply/reply":
+            aid = query_int(request, b"oid") or 0
+            video = bilibili.bvid_of_aid(aid)
+            return self._json(request, comments.bilibili_reply(
+                self.state.world.comments, video or "", aid, query_arg(request, b"root") or "",
+                pn=query_int(request, b"pn") or 1, ps=query_int(request, b"ps") or 20, base=origin_of(request)))
         if path == "x/web-interface/nav":
             fault = self._fault(request, "nav", None)
             if fault is not None:

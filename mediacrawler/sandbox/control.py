@@ -7,6 +7,8 @@
     POST /_sandbox/weibo/publish   {"uid": UID, "count": N}: N new posts (with pictures) at the top of UID's
                               timeline, ids above every existing one; answers {"ids": [newest first]}
     POST /_sandbox/weibo/pin       {"uid": UID, "post_id": ID | null}: show ID pinned (isTop) first on page 1
+    POST /_sandbox/comments        {"platform", "post_id", "size": N, "add": N, "close_from_page": N}: a long
+                              thread, N new comments (answers their ids), a thread closed from a page on
     GET  /_sandbox/faults     the current fault knobs
     POST /_sandbox/faults     merge a JSON object of knobs (see :mod:`~.faults`); 400 on an unknown/invalid knob
     GET  /_sandbox/stats      totals since the last reset (requests, bytes, media bytes, by status) + lifetime
@@ -47,6 +49,7 @@ class ControlResource(Resource):
             if name == "reset" and method == b"POST":
                 self.state.reset()
                 self.state.world.weibo.unpublish()
+                self.state.world.comments.reset()
                 return self._json(request, {"ok": True})
             if name in ("weibo/publish", "weibo/pin") and method == b"POST":
                 body = json.loads((request.content.read() if request.content is not None else b"") or b"{}")
@@ -61,6 +64,21 @@ class ControlResource(Resource):
                     return self._json(request, {"ok": True})
                 except (KeyError, TypeError, ValueError) as exc:
                     raise FaultError(f"{name}: {exc}") from None
+            if name == "comments" and method == b"POST":
+                # {"platform", "post_id", "size": N | "add": N | "close_from_page": N}: long threads, new comments
+                # (answers their ids, newest first), a thread that closes mid-walk.
+                body = json.loads((request.content.read() if request.content is not None else b"") or b"{}")
+                world = self.state.world.comments
+                try:
+                    platform, post_id = str(body["platform"]), str(body["post_id"])
+                    if "size" in body:
+                        world.set_size(platform, post_id, int(body["size"]))
+                    if "close_from_page" in body:
+                        world.close_from(platform, post_id, int(body["close_from_page"]))
+                    added = world.publish(platform, post_id, int(body["add"])) if "add" in body else []
+                    return self._json(request, {"ids": added, "total": len(world.thread(platform, post_id).all())})
+                except (KeyError, TypeError, ValueError, AttributeError) as exc:
+                    raise FaultError(f"comments: {exc}") from None
             if name == "faults" and method == b"GET":
                 return self._json(request, self.state.faults.snapshot())
             if name == "faults" and method == b"POST":

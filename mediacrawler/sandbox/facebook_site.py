@@ -23,7 +23,7 @@ from urllib.parse import unquote_plus
 
 from twisted.web import server
 
-from . import facebook
+from . import comments, facebook
 from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["FacebookResource"]
@@ -88,6 +88,15 @@ class FacebookResource(SandboxResource):
             status, payload = facebook.posts_response(self.world, parts[1], base=base, token=token, limit=limit,
                                                       after=after, fields=fields)
             return self._answer(request, status, payload)
+        if len(parts) == 3 and parts[2] == "comments":
+            # A post's comments (filter=stream: its replies too), or one comment's replies ({post no}_{comment}).
+            post_id = self._post_of(parts[1])
+            if post_id is None:
+                return self._answer(request, 400, facebook.unknown_object(parts[1]))
+            return self._answer(request, 200, comments.facebook_comments(
+                self.state.world.comments, post_id, node=parts[1], after=query_arg(request, b"after"),
+                limit=query_int(request, b"limit") or 25, stream=query_arg(request, b"filter") == "stream",
+                base=base))
         if len(parts) == 2:
             fault = self._fault(request, "video", None)
             if fault is not None:
@@ -95,6 +104,14 @@ class FacebookResource(SandboxResource):
             status, payload = facebook.video_response(self.world, parts[1], base=base, fields=fields)
             return self._answer(request, status, payload)
         return self._answer(request, 400, facebook.unknown_object("/".join(parts[1:])))
+
+    def _post_of(self, node: str) -> str | None:
+        """The post a comments node belongs to: the post itself, or the post whose number prefixes a comment id."""
+        posts = [p.id for page in self.world.pages.values() for p in page]
+        if node in posts:
+            return node
+        number = node.split("_", 1)[0]
+        return next((p for p in posts if p.rsplit("_", 1)[-1] == number), None)
 
     @staticmethod
     def _token(request: server.Request) -> str | None:

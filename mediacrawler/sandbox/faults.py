@@ -490,7 +490,7 @@ class FaultState:
     def bilibili_wbi_checked(self, endpoint: str) -> bool:
         """Whether requests to the ``/wbi/`` route ``endpoint`` must carry a valid WBI signature."""
         mode = self.knobs["bilibili_wbi"]
-        return mode == "all" or (mode == "lists" and endpoint in ("arc_search", "search"))
+        return mode == "all" or (mode == "lists" and endpoint in ("arc_search", "search", "reply"))
 
     @property
     def etag_generation(self) -> int:

@@ -63,6 +63,11 @@ class SandboxProcess:
         """The request log since the last reset (see :class:`mediacrawler.sandbox.state.RequestLog`)."""
         return list(self._call("GET", "requests"))
 
+    def comments(self, platform: str, post_id: str, **change: int) -> dict[str, Any]:
+        """``POST /_sandbox/comments``: ``size=N`` (a long thread), ``add=N`` (new comments; their ids come back),
+        ``close_from_page=N`` (Bilibili answers 12002 from that page on)."""
+        return dict(self._call("POST", "comments", {"platform": platform, "post_id": post_id, **change}))
+
     def reset(self) -> None:
         """Clear the log and counters; restore the start-up faults."""
         self._call("POST", "reset", {})

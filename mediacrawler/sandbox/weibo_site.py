@@ -7,6 +7,8 @@ Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
     GET /weibo/api/container/getIndex?containerid=100103type%3D1%26q%3DKW&page_type=searchall&page=N   search
     GET /weibo/statuses/extend?id=ID                                        full text of a long post
     GET /weibo/statuses/show?id=ID                                          one post (fresh media URLs)
+    GET /weibo/comments/hotflow?id=MID&mid=MID&max_id=N&max_id_type=T       a post's comments (:mod:`.comments`)
+    GET /weibo/comments/hotFlowChild?cid=CID&max_id=N&max_id_type=0         the replies of one comment
 
 With the ``weibo_video_url_uses`` knob, every answer signs the video URLs it renders (``?ssig=`` token, one per
 path per answer; see :class:`mediacrawler.sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``,
@@ -22,6 +24,7 @@ from urllib.parse import quote
 
 from twisted.web import server
 
+from . import comments
 from . import weibo_api as weibo
 from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
@@ -40,6 +43,16 @@ class WeiboResource(SandboxResource):
         parts = [p.decode("utf-8", "replace") for p in request.postpath]
         world = self.state.world.weibo
         base = origin_of(request)
+        if parts == ["comments", "hotflow"]:
+            # A post's comments (id and mid are the post's mid), then each comment's replies (hotFlowChild).
+            return self._json(request, comments.weibo_hotflow(
+                self.state.world.comments, query_arg(request, b"mid") or query_arg(request, b"id") or "",
+                max_id=query_arg(request, b"max_id"), base=base))
+        if parts == ["comments", "hotFlowChild"]:
+            cid = query_arg(request, b"cid") or ""
+            thread_of = self.state.world.comments.post_of("weibo", cid)
+            return self._json(request, comments.weibo_child(self.state.world.comments, thread_of or "", cid,
+                                                            max_id=query_arg(request, b"max_id"), base=base))
         if parts == ["api", "container", "getIndex"]:
             containerid = query_arg(request, b"containerid") or ""
             kind = weibo.parse_containerid(containerid)

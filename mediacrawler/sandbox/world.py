@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .comments import CommentWorld
 from .weibo import DEFAULT_USERS, WeiboWorld, build_weibo_world
 
 __all__ = ["World", "build_weibo_world", "build_world"]
@@ -30,6 +31,8 @@ class World:
     seed: int
     bad_media: bool
     weibo: WeiboWorld
+    #: Every post's comment thread, on every platform that has them (:mod:`.comments`).
+    comments: CommentWorld
 
 
 def build_world(
@@ -47,4 +50,5 @@ def build_world(
         weibo=build_weibo_world(
             seed=seed, users=weibo_users, pages=weibo_pages, per_page=weibo_per_page, bad_media=bad_media
         ),
+        comments=CommentWorld(seed),
     )
