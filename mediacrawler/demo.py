@@ -9,6 +9,8 @@ no new media ("0 new posts, 0 new media files"); the first run's records stay (d
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import logging
 import sys
 import time
@@ -60,13 +62,19 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
     return settings
 
 
-def _record_count(out: Path) -> int:
-    """Records in the demo's JSON Lines files under *out* (one per line)."""
-    count = 0
+def _records(out: Path) -> tuple[int, set[tuple[str, str]]]:
+    """Records in the demo's JSON Lines files under *out* (one per line), and the (platform, post id) pairs they
+    hold."""
+    count, ids = 0, set()
     for path in out.glob("*/*.jsonl"):
         with path.open("rb") as f:
-            count += sum(1 for line in f if line.strip())
-    return count
+            for line in f:
+                if line.strip():
+                    count += 1
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        record = json.loads(line)
+                        ids.add((str(record["platform"]), str(record["post_id"])))
+    return count, ids
 
 
 def _summary_rows(crawlers: list[Any], elapsed: float) -> list[str]:
@@ -113,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # Nothing of an earlier run is removed: the records are appended to, the marks stop each job where the last
     # run did, so a second run adds what is new (nothing, on the unchanged sandbox).
-    before = _record_count(out)
+    before, known = _records(out)
     started = time.monotonic()
     with start_sandbox() as sandbox:
         print(f"sandbox: {sandbox.url}  (the bundled platform double; all traffic stays on 127.0.0.1)")
@@ -127,10 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     elapsed = time.monotonic() - started
     logging.shutdown()
     print("\n".join(_summary_rows(crawlers, elapsed)))
-    added = sum(c.stats.get_value("item_scraped_count", 0) for c in crawlers)
+    now, ids = _records(out)
     new_media = sum(c.stats.get_value("media/downloaded", 0) for c in crawlers)
-    print(f"this run: {added} new posts, {new_media} new media files; records: {before} before, "
-          f"{_record_count(out)} now")
+    # New: posts no earlier run recorded. A list of items (the Douyin job) is read again on every run, as asked;
+    # its records come again, the same posts, and are said apart.
+    again = (now - before) - len(ids - known)
+    again_note = f" ({again} of them the same posts read again: a list of items is read on every run)" if again else ""
+    print(f"this run: {len(ids - known)} new posts, {new_media} new media files; records: {before} before, "
+          f"{now} now{again_note}")
     objects = out / "files" / "objects"
     stored = [p for p in objects.rglob("*") if p.is_file()] if objects.exists() else []
     print(f"records: {out}/<spider>/<job>.jsonl   media: {len(stored)} files in {objects}   log: {out / 'crawl.log'}")

@@ -76,9 +76,19 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
         assert after[name][:len(lines)] == lines, name
         ids = [json.loads(line)["post_id"] for line in after[name]]
         assert {json.loads(line)["post_id"] for line in lines} <= set(ids), name
-    assert after == before  # nothing new on the unchanged sandbox, and it says so
-    assert f"this run: 0 new posts, 0 new media files; records: {posts} before, {posts} now" in second.stdout, \
+    # Nothing new on the unchanged sandbox, and it says so. The listings stop at their marks (their files are
+    # unchanged); the list of items (Douyin) is read again as asked: the same posts again, said apart.
+    lists = {name for name in after if name.startswith("douyin-")}
+    assert {n: after[n] for n in after if n not in lists} == {n: before[n] for n in before if n not in lists}
+    for name in lists:
+        assert {json.loads(line)["post_id"] for line in after[name]} == \
+            {json.loads(line)["post_id"] for line in before[name]}, name
+    now = sum(map(len, after.values()))
+    again = now - posts
+    assert f"this run: 0 new posts, 0 new media files; records: {posts} before, {now} now" in second.stdout, \
         second.stdout
+    note = f"({again} of them the same posts read again: a list of items is read on every run)"
+    assert again == 0 or note in second.stdout
     again = summary(second.stdout)
     assert all(row[-1] == "finished" for job, row in again.items() if job != "total"), second.stdout
     assert all(int(row[0]) == 0 for job, row in again.items() if job.startswith(("weibo-", "bilibili-", "facebook-")))
