@@ -282,10 +282,13 @@ def worker_crawl(tmp_path: Path, redis_url: str) -> tuple[subprocess.CompletedPr
 
 @pytest.mark.parametrize("case", ["auth", "outage"])
 def test_redis_password_stays_out_of_worker_logs(case: str, locked_redis: RedisServer, tmp_path: Path) -> None:
+    # A wrong password or an unreachable Redis is refused at start-up: one line naming REDIS_URL, its password
+    # masked (a password changed while crawling: tests/test_redis_failures.py, also without the password).
     port = locked_redis.port if case == "auth" else free_port()
     proc, egress = worker_crawl(tmp_path, f"redis://:{REDIS_PASSWORD[:-1]}X@127.0.0.1:{port}/0")
     texts = everything_written(tmp_path, proc)
-    assert "Redis" in texts["crawl.log"]  # the failure is reported, without the password
+    assert proc.returncode == 2, proc.stderr
+    assert f"REDIS_URL='redis://:***@127.0.0.1:{port}/0'" in proc.stderr
     assert_absent(REDIS_PASSWORD[:-1] + "X", texts)
     assert egress == []
 
@@ -296,8 +299,8 @@ def test_enqueue_error_names_the_redis_url_without_its_password(case: str, locke
     port = locked_redis.port if case == "auth" else free_port()
     url = f"redis://:{REDIS_PASSWORD[:-1]}X@127.0.0.1:{port}/0"
     proc, egress = audited_run(tmp_path, "mediacrawler", "enqueue", "weibo", "uid=7365120894", "--redis-url", url)
-    assert proc.returncode == 1, proc.stderr
-    assert f"error: Redis at redis://:***@127.0.0.1:{port}/0" in proc.stderr
+    assert proc.returncode == 2, proc.stderr  # refused by the start-up check, before anything is queued
+    assert f"REDIS_URL='redis://:***@127.0.0.1:{port}/0'" in proc.stderr
     assert_absent(REDIS_PASSWORD[:-1] + "X", {"stdout": proc.stdout, "stderr": proc.stderr})
     assert egress == []
 
