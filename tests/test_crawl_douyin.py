@@ -76,7 +76,7 @@ def test_share_pages_store_an_album_a_video_at_the_chosen_height_and_record_a_go
     [music] = [a for a in album["media"] if a["kind"] == "audio"]
     assert stored(tmp_path, music) == douyin.music_file(douyin.MUSIC_ID) and music["mime"] == "audio/mpeg"
     # The video: the H.264 file of the highest height within max_height (the sandbox lists 720/480/360 and HEVC).
-    [clip] = by_id[VIDEO]["media"]
+    [clip, _cover] = by_id[VIDEO]["media"]
     data = stored(tmp_path, clip)
     assert clip["rendition"]["height"] == 480 and clip["rendition"]["codec"] == "avc1"
     assert hashlib.sha256(data).hexdigest() == video.video_catalog(VIDEO).rendition(480).progressive_sha256
@@ -100,7 +100,7 @@ def test_with_a_cookie_the_detail_api_is_read_and_the_cookie_goes_nowhere_else(d
     by_id = {r["post_id"]: r for r in rows}
     assert sorted(by_id) == sorted([OTHER, ALBUM, "7300000000000099999"])
     assert all(r["extra"].get("read_from") == "detail" for r in rows if not r["deleted"])
-    [clip] = by_id[OTHER]["media"]
+    [clip, _cover] = by_id[OTHER]["media"]
     data = stored(tmp_path, clip)
     assert clip["rendition"]["height"] == 720 and clip["rendition"]["codec"] == "hevc"
     assert data == douyin.hevc_file(OTHER, "720p")
@@ -117,6 +117,43 @@ def test_with_a_cookie_the_detail_api_is_read_and_the_cookie_goes_nowhere_else(d
     for path in tmp_path.rglob("*"):
         if path.is_file() and path.suffix not in (".jpg", ".mp4", ".mp3"):
             assert b"canary-douyin" not in path.read_bytes(), path
+
+
+def test_every_videos_cover_and_the_albums_live_photo_are_stored_once(dy: Any, tmp_path: Path) -> None:
+    proc, rows = crawl(tmp_path, dy, "-a", f"aweme={VIDEO},{OTHER},{ALBUM}")
+    log = (tmp_path / "crawl.log").read_text("utf-8")
+    assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
+    by_id = {r["post_id"]: r for r in rows}
+    assert sorted(by_id) == sorted([VIDEO, OTHER, ALBUM])
+    # Each video, then its cover naming it: the world's picture for that aweme, byte for byte.
+    for aweme in (VIDEO, OTHER):
+        assets = by_id[aweme]["media"]
+        assert [(a["kind"], a["key"], a["cover_of"]) for a in assets] == [
+            ("video", f"video:{aweme}", None), ("image", f"cover:{aweme}", f"video:{aweme}")]
+        assert stored(tmp_path, assets[1]) == media.generic_image(int(aweme[-3:]))
+        assert assets[1]["mime"] == "image/jpeg" and "cover" not in by_id[aweme]["extra"]
+    # The album: its pictures, the Live Photo's clip right after its still, the music.
+    album = by_id[ALBUM]["media"]
+    numbers = douyin.album_image_numbers(ALBUM)
+    assert [(a["kind"], a["key"], a["live_of"]) for a in album] == [
+        ("image", f"{ALBUM}:1", None), ("image", f"{ALBUM}:2", None), ("video", f"live:{ALBUM}:2", f"{ALBUM}:2"),
+        ("image", f"{ALBUM}:3", None), ("audio", f"music:{douyin.MUSIC_ID}", None)]
+    assert [stored(tmp_path, a) for a in album if a["kind"] == "image"] == [media.generic_image(n) for n in numbers]
+    clip = album[2]
+    clip_id = douyin.live_clip_id(ALBUM, 2)
+    assert stored(tmp_path, clip) == video.video_file(["progressive", clip_id, "360p.mp4"])[0]
+    assert clip["mime"] == "video/mp4" and clip["rendition"]["height"] == 360
+    # Each file asked for once; a second run stores nothing new and keeps every file.
+    fetched = [r["path"] for r in dy.requests() if r["path"].startswith("/media/")]
+    assert fetched.count(f"/media/progressive/{clip_id}/360p.mp4") == 1
+    assert all(fetched.count(f"/media/img/{int(a[-3:])}.jpg") == 1 for a in (VIDEO, OTHER))
+    files = tmp_path / "files" / "objects"
+    before = sorted(p.name for p in files.rglob("*") if p.is_file())
+    assert len(before) == len({a["sha256"] for r in rows for a in r["media"]})
+    again, rows2 = crawl(tmp_path, dy, "-a", f"aweme={VIDEO},{OTHER},{ALBUM}")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted(p.name for p in files.rglob("*") if p.is_file()) == before
+    assert all(a["sha256"] for r in rows2 for a in r["media"])
 
 
 def test_a_users_list_is_refused_with_one_line_and_exit_2(tmp_path: Path, sandbox: Any) -> None:
@@ -136,7 +173,7 @@ def test_a_bytevc2_only_bit_rate_with_video_codecs_avc1_stores_the_play_addr_h26
     log = (tmp_path / "crawl.log").read_text("utf-8")
     assert proc.returncode == 0, proc.stderr[-3000:] + log[-3000:]
     [row] = rows
-    [clip] = row["media"]
+    [clip, _cover] = row["media"]
     assert [(r["height"], r["codec"]) for r in clip["renditions"]] == [(720, "bytevc2"), (480, "bytevc2"),
                                                                         (720, "avc1")]
     data = stored(tmp_path, clip)

@@ -51,6 +51,14 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     stored = {m["sha256"]: m["path"] for m in assets if m["status"] in ("downloaded", "deduplicated", "uptodate")}
     assert len(stored) == len(objects) and all((out / "files" / p).is_file() for p in stored.values())
     assert all(Path(p).name.startswith(sha) for sha, p in stored.items())
+    # Every media kind is in the demo, stored: pictures, videos, audio, Live Photo clips and covers, and
+    # Douyin's own Live Photo clip and video cover among them (#23).
+    kept = [m for m in assets if m["sha256"]]
+    assert {m["kind"] for m in kept} >= {"image", "video", "audio"}
+    by_platform = {(r["platform"], bool(m["live_of"]), bool(m["cover_of"])) for r in records
+                   for m in r.get("media") or [] if m["sha256"]}
+    assert {("weibo", True, False), ("weibo", False, True), ("douyin", True, False), ("douyin", False, True),
+            ("bilibili", False, True), ("facebook", False, True)} <= by_platform, sorted(by_platform)
 
     clean = mediacrawler("verify", "--store", str(out / "files"))
     assert clean.returncode == 0, clean.stdout + clean.stderr
@@ -93,3 +101,11 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     assert all(row[-1] == "finished" for job, row in again.items() if job != "total"), second.stdout
     assert all(int(row[0]) == 0 for job, row in again.items() if job.startswith(("weibo-", "bilibili-", "facebook-")))
     assert int(again["total"][3]) == 0 and int(again["total"][4]) == 0, second.stdout
+
+
+def test_the_douyin_demo_job_has_the_album_with_its_live_photo() -> None:
+    from mediacrawler.sandbox import douyin
+
+    [(_, args)] = [job for job in DEMO_JOBS if job[0] == "douyin"]
+    assert douyin.ALBUM_AWEME in args["aweme"].split(",") and douyin.ALBUM_LIVE_IMAGES
+    assert any(a in args["aweme"] for a in douyin.VIDEO_AWEMES)  # and a video, with its cover

@@ -63,7 +63,7 @@ def test_escapes_come_back_as_text() -> None:
 
 
 def test_video_renditions_carry_height_and_codec_for_the_media_path() -> None:
-    [video] = run_case(FIXTURES / "share_video_bitrates")["post"]["media"]
+    [video, _cover] = run_case(FIXTURES / "share_video_bitrates")["post"]["media"]
     got = [(r["height"], r["codec"]) for r in video["renditions"]]
     assert got == [(1080, "hevc"), (720, "hevc"), (1080, "avc1"), (720, "avc1"), (540, "avc1"), (360, "avc1")]
     assert all(r["kind"] == "progressive" and len(r["alternates"]) == 2 for r in video["renditions"])
@@ -73,7 +73,7 @@ def test_video_renditions_carry_height_and_codec_for_the_media_path() -> None:
 def test_renditions_are_accepted_and_selected_by_the_media_path() -> None:
     from mediacrawler.media.manifests import manifest_from_renditions, select
 
-    [video] = run_case(FIXTURES / "detail_video")["post"]["media"]
+    [video, _cover] = run_case(FIXTURES / "detail_video")["post"]["media"]
     manifest = manifest_from_renditions(video["renditions"], duration=video["duration"])
     assert select(manifest, max_height=720, codec_preference=["hevc", "avc1"]).video.codec == "hevc"
     chosen = select(manifest, max_height=720, codec_preference=["avc1", "hevc"]).video
@@ -132,3 +132,35 @@ def test_classify_envelope() -> None:
     assert douyin.classify_envelope({"status_code": 2053}) == "ok"  # recorded as the item's reason
     assert douyin.classify_envelope([]) == "invalid"
     assert douyin.classify_envelope({"data": 1}) == "invalid"
+
+
+def _input(case: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / case / "input.json").read_text("utf-8"))
+
+
+def test_video_cover_is_the_larger_picture_original_first() -> None:
+    raw = _input("detail_video")["aweme_detail"]["video"]
+    media = run_case(FIXTURES / "detail_video")["post"]["media"]
+    assert [m["key"] for m in media] == ["video:7300000000000000001", "cover:7300000000000000001"]
+    cover = media[1]
+    # video.cover (720×1280) beats origin_cover (360×640); its crop (url_list[0]) goes after the originals.
+    assert (cover["kind"], cover["cover_of"], cover["width"], cover["height"]) == (
+        "image", "video:7300000000000000001", raw["cover"]["width"], raw["cover"]["height"])
+    assert [cover["url"], *cover["alternates"]] == [*raw["cover"]["url_list"][1:], raw["cover"]["url_list"][0]]
+
+
+def test_album_live_photo_clip_follows_its_still() -> None:
+    raw = _input("detail_album_live")["aweme_detail"]
+    aweme = raw["aweme_id"]
+    media = run_case(FIXTURES / "detail_album_live")["post"]["media"]
+    assert [(m["kind"], m["key"], m["live_of"]) for m in media] == [
+        ("image", f"{aweme}:1", None), ("image", f"{aweme}:2", None), ("video", f"live:{aweme}:2", f"{aweme}:2"),
+        ("image", f"{aweme}:3", None), ("audio", f"music:{raw['music']['id_str']}", None)]
+    clip, clip_raw = media[2], raw["images"][1]["video"]
+    # One file: bit_rate[0] and play_addr are the same url_key.
+    assert [(r["url"], r["alternates"], r["height"], r["codec"], r["size"]) for r in clip["renditions"]] == [
+        (clip_raw["play_addr"]["url_list"][0], clip_raw["play_addr"]["url_list"][1:], 1440, "avc1",
+         clip_raw["bit_rate"][0]["play_addr"]["data_size"])]
+    assert (clip["url"], clip["width"], clip["height"], clip["duration"]) == (
+        clip_raw["play_addr"]["url_list"][0], 1080, 1440, clip_raw["duration"] / 1000)
+    assert not any(m["cover_of"] for m in media)  # an album's video.cover is no video's cover

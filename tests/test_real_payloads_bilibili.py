@@ -87,6 +87,8 @@ def test_view_fields_and_parts(name: str, unwrap: bool) -> None:
     assert [p["cid"] for p in post.extra["parts"]] == [str(p["cid"]) for p in data["pages"]]
     [cover] = [m for m in post.media if m.kind == "image"]
     assert _no_scheme(cover.url) == _no_scheme(data["pic"])
+    # The cover names the first part's video, read from the payload's own bvid and first cid.
+    assert cover.key == f"cover:{data['bvid']}" and cover.cover_of == f"{data['bvid']}:{data['pages'][0]['cid']}"
     assert len([m for m in post.media if m.kind == "video"]) == len(data["pages"])
 
 

@@ -32,8 +32,16 @@ def test_web_post_list_aweme_is_read_with_every_file_and_its_codec() -> None:
     assert post.created_at == "2023-01-15T08:38:06Z"  # create_time 1673771886
     assert post.text == "艾特身边最像它的人来看"
     assert (post.metrics.likes, post.metrics.comments, post.metrics.shares) == (48559, 18165, 41916)
-    [video] = post.media
+    [video, cover] = post.media
     assert (video.kind, video.width, video.height, video.duration) == ("video", 1080, 1440, 13.095)
+    # video.cover (720×720, as large as origin_cover): url_list[0] is a centre crop
+    # (~tplv-dy-cropcenter:323:430), url_list[1:] the original on three hosts; the original comes first.
+    raw_cover = aweme["video"]["cover"]
+    assert (cover.kind, cover.key, cover.cover_of) == ("image", "cover:7188795449468259623",
+                                                       "video:7188795449468259623")
+    assert (cover.width, cover.height) == (raw_cover["width"], raw_cover["height"]) == (720, 720)
+    assert [cover.url, *cover.alternates] == [*raw_cover["url_list"][1:], raw_cover["url_list"][0]]
+    assert "cover" not in post.extra
     # bit_rate[]: 8 H.264 files (url_key …_h264_…, is_bytevc1 0), then 3 ByteVC1 ones (…_bytevc1_…, is_bytevc1 1);
     # play_addr_h264 is bit_rate[1]'s file and play_addr_265 bit_rate[9]'s: not listed twice.
     got = [(r["height"], r["codec"], r["bandwidth"], r["size"]) for r in video.renditions or []]
@@ -67,6 +75,10 @@ def test_app_search_aweme_fields(aweme: dict[str, Any]) -> None:
         # watermarked ("-water") and never used.
         assert [(m.url, m.width, m.height) for m in images] == [
             (i["url_list"][0], i["width"], i["height"]) for i in aweme["images"]]
+        # No image of these albums has a clip (no images[].video), and an album's video.cover (its first
+        # picture again) is no cover of a video.
+        assert not any("video" in i for i in aweme["images"])
+        assert [m.kind for m in post.media if m.kind != "audio"] == ["image"] * len(aweme["images"])
         assert all("water" not in u for m in images for u in [m.url, *m.alternates])
         assert post.url.endswith(f"/note/{aweme['aweme_id']}")
 
@@ -82,8 +94,16 @@ def test_app_search_times_are_utc() -> None:
                          ids=lambda a: a["aweme_id"])
 def test_app_search_video_codecs_are_the_platforms_own(aweme: dict[str, Any]) -> None:
     post = douyin.aweme_to_post(aweme)
-    [video] = post.media
+    [video, cover] = post.media
     video_raw = aweme["video"]
+    # The cover is video.cover (the ~noop original, 653×871 to 2160×3840), larger than origin_cover (a 360p
+    # resize): its url_list as listed, named after the video.
+    assert video_raw["cover"]["width"] * video_raw["cover"]["height"] > (
+        video_raw["origin_cover"]["width"] * video_raw["origin_cover"]["height"])
+    assert (cover.key, cover.cover_of, cover.width, cover.height) == (
+        f"cover:{aweme['aweme_id']}", f"video:{aweme['aweme_id']}", video_raw["cover"]["width"],
+        video_raw["cover"]["height"])
+    assert [cover.url, *cover.alternates] == video_raw["cover"]["url_list"]
     # Each file's codec is the word in its url_key; bit_rate[] first, then play_addr_h264 and play_addr_265
     # (play_addr is the play_addr_h264 file again).
     files = [e["play_addr"] for e in video_raw["bit_rate"]]

@@ -99,12 +99,27 @@ def test_legacy_feed_ids_authors_times_texts() -> None:
                                                                                   entry["from"]["name"])
 
 
-@pytest.mark.xfail(strict=True, reason="legacy Graph fields (type/picture/object_id, no attachments) are not "
-                                       "read: a photo post is recorded without its picture (parsers/facebook.py, "
-                                       "outside this branch; issue #23)")
 def test_legacy_photo_posts_are_refused_or_keep_their_photo() -> None:
     raw = _load("mbobot_feed_legacy_fields_2019.json")
     page = facebook.parse_posts({"data": raw})
     photos = {e["id"] for e in raw if e.get("type") == "photo"}
     assert len(photos) == 112
     assert all(p.media or p.post_id not in photos for p in page.posts)
+    by_id = {p.post_id: p for p in page.posts}
+    for entry in raw:
+        if entry.get("type") != "photo":
+            continue
+        # One image a photo post, named by its object_id, at the one size the 2019 answer gives (``picture``).
+        assert [(m.kind, m.key, m.url) for m in by_id[entry["id"]].media] == [
+            ("image", f"photo:{entry['object_id']}", entry["picture"])]
+    # A link's or a status's thumbnail is no photo of the post.
+    assert all(not by_id[e["id"]].media for e in raw if e.get("type") in ("link", "status"))
+
+
+def test_legacy_photo_post_prefers_full_picture() -> None:
+    raw = _load("mbobot_feed_legacy_fields_2019.json")
+    entry = dict(next(e for e in raw if e.get("type") == "photo"))
+    full = entry["picture"].replace("/p130x130/", "/").replace("/s130x130/", "/")
+    entry["full_picture"] = full
+    [post] = facebook.parse_posts({"data": [entry]}).posts
+    assert [(m.key, m.url) for m in post.media] == [(f"photo:{entry['object_id']}", full)]

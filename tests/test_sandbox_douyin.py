@@ -17,10 +17,11 @@ from typing import Any
 
 import av
 import pytest
+from PIL import Image
 
 from mediacrawler.media.manifests import manifest_from_renditions, select
 from mediacrawler.parsers import douyin as parser
-from mediacrawler.sandbox import douyin, video
+from mediacrawler.sandbox import douyin, media, video
 from mediacrawler.sandbox.process import SandboxProcess
 
 
@@ -55,7 +56,14 @@ def test_share_page_of_a_video_lists_h264_and_hevc_files_that_exist_at_their_hei
     assert "window._ROUTER_DATA = " in html and "\\u002F" in html and html.count("</script>") == 3
     post = parser.parse_share_page(html, aweme=aweme)
     assert post.text == douyin.AWEMES[aweme].desc  # "</script>" inside the description survived, escaped
-    [asset] = post.media
+    [asset, cover] = post.media
+    # The cover: the world's picture for this aweme, at its stated size, naming the video.
+    n = int(aweme[-3:])
+    assert (cover.key, cover.cover_of) == (f"cover:{aweme}", f"video:{aweme}")
+    status, headers, data = fetch(cover.url)
+    assert status == 200 and data == media.generic_image(n) and headers["Content-Type"] == "image/jpeg"
+    with Image.open(io.BytesIO(data)) as image:
+        assert (cover.width, cover.height) == image.size
     assert asset.renditions is not None
     assert [(r["height"], r["codec"]) for r in asset.renditions] == [
         (720, "hevc"), (720, "avc1"), (480, "hevc"), (480, "avc1"), (360, "avc1")]
@@ -90,8 +98,17 @@ def test_album_share_page_images_and_music(dy: SandboxProcess) -> None:
     status, _, body = fetch(f"{dy.url}/douyin/share/video/{douyin.ALBUM_AWEME}/")
     assert status == 200 and '"note_(id)\\u002Fpage"' in body.decode()
     post = parser.parse_share_page(body.decode("utf-8"), aweme=douyin.ALBUM_AWEME)
-    assert [a.kind for a in post.media] == ["image"] * douyin.ALBUM_IMAGES + ["audio"]
-    for asset in post.media[:-1]:
+    # Picture 2 is a Live Photo: its clip follows it, naming it; the clip is a real 360p MP4 of its own.
+    assert [(a.kind, a.live_of) for a in post.media] == [
+        ("image", None), ("image", None), ("video", f"{douyin.ALBUM_AWEME}:2"), ("image", None), ("audio", None)]
+    assert douyin.ALBUM_LIVE_IMAGES == (2,)
+    clip = post.media[2]
+    status, headers, data = fetch(clip.url)
+    assert status == 200 and headers["Content-Type"] == "video/mp4"
+    assert data == video.video_file(["progressive", douyin.live_clip_id(douyin.ALBUM_AWEME, 2), "360p.mp4"])[0]
+    with av.open(io.BytesIO(data)) as container:
+        assert container.streams.video[0].codec_context.height == 360 and container.streams.audio
+    for asset in [a for a in post.media if a.kind == "image"]:
         status, headers, data = fetch(asset.url)
         assert status == 200 and data[:3] == b"\xff\xd8\xff" and headers["Content-Type"] == "image/jpeg"
     status, headers, data = fetch(post.media[-1].url)

@@ -303,7 +303,8 @@ def _parts(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | None = None,
                max_parts: int | None = None) -> Post:
-    """A ``/x/web-interface/view`` answer as a :class:`Post`: the cover as an image asset (``cover:{bvid}``) and
+    """A ``/x/web-interface/view`` answer as a :class:`Post`: the cover as an image asset (``cover:{bvid}``, its
+    ``cover_of`` the first part's key) and
     one video asset per part (``{bvid}:{cid}``, ``url`` and ``renditions`` empty until the spider has the part's
     playurl: :func:`parse_playurl`). Raises :class:`PlatformError` for error envelopes (``not_found`` for gone videos).
 
@@ -324,7 +325,9 @@ def parse_view(payload: Any, *, source: Source | None = None, fetched_at: str | 
     media: list[MediaAsset] = []
     cover = https_url(data.get("pic"))
     if cover:
-        media.append(MediaAsset(kind="image", key=f"cover:{bvid}", url=cover))
+        # The cover is the whole post's, shown on its first part: it names that part's video (docs/records.md).
+        first = f"{bvid}:{parts[0]['cid']}" if parts else None
+        media.append(MediaAsset(kind="image", key=f"cover:{bvid}", url=cover, cover_of=first))
     for part in parts:
         media.append(MediaAsset(kind="video", key=f"{bvid}:{part['cid']}", url="",
                                 duration=None if part["duration"] is None else float(part["duration"]),

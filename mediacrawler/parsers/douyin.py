@@ -16,14 +16,17 @@ handled (see tests/fixtures/douyin/ and docs/platforms.md, "Douyin"):
   ``statistics{digg_count,comment_count,share_count,play_count}``,
   ``video{play_addr{uri,url_list},play_addr_h264,play_addr_265,bit_rate[{gear_name,quality_type,bit_rate,
   is_h265|is_bytevc1|codec_type|format,play_addr{url_list,url_key,width,height,data_size}}],width,height,
-  duration (ms)}``, ``images[{uri,url_list,width,
-  height}]``, ``music{id,title,author,play_url{url_list},duration}``.
+  duration (ms),cover|origin_cover{uri,url_list,width,height}}``, ``images[{uri,url_list,width,height,
+  video?}]`` (``video``: a Live Photo's clip, a video object of its own),
+  ``music{id,title,author,play_url{url_list},duration}``.
 
 A video is one ``video`` asset whose ``renditions`` are its ``bit_rate[]`` files (``kind`` ``progressive``:
 muxed MP4s), then ``play_addr_h264``/``play_addr_265`` when they are other files, ``play_addr`` when there are
 none; each ``codec`` is what Douyin says of that file (:func:`stream_codec`: ``avc1``, ``hevc``, ``bytevc2`` or
-``None``); the media path picks one by height and codec. An album is one ``image`` asset per picture and its
-background music as one ``audio`` asset. An item that is gone or filtered is a :class:`Post` with ``deleted=True`` and ``extra["unavailable"]`` saying why.
+``None``); the media path picks one by height and codec. The video is followed by its cover (:func:`_cover`). An
+album is one ``image`` asset per picture, each Live Photo's clip (``images[].video``) right after its still, and
+its background music as one ``audio`` asset. An item that is gone or filtered is a :class:`Post` with
+``deleted=True`` and ``extra["unavailable"]`` saying why.
 """
 
 from __future__ import annotations
@@ -391,6 +394,47 @@ def video_renditions(video: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+#: A ``~tplv-{template}`` suffix in a picture URL's path names a picture derived from the stored one (a crop or
+#: a resize: ``~tplv-dy-cropcenter:323:430``, ``~tplv-dy-360p``); ``/obj/{uri}`` and ``~noop`` are the original.
+_DERIVED_RE = re.compile(r"~tplv-")
+
+
+def _picture_area(picture: dict[str, Any]) -> int:
+    return (_dimension(picture.get("width")) or 0) * (_dimension(picture.get("height")) or 0)
+
+
+def _cover(post_id: str, video: dict[str, Any]) -> MediaAsset | None:
+    """A video's cover picture, key ``cover:{aweme id}``, ``cover_of`` its video's key: of ``video.cover`` and
+    ``video.origin_cover`` the larger by its stated size (``cover`` on a tie), its ``url_list`` with the
+    original-size entries first (a derived crop or resize only as a fallback); ``None`` when neither has a URL."""
+    pictures = [as_obj(video.get(name)) for name in ("cover", "origin_cover")]
+    pictures = [p for p in pictures if _urls(p.get("url_list"))]
+    if not pictures:
+        return None
+    best = max(pictures, key=_picture_area)  # max keeps the first of equals: ``cover``
+    urls = sorted(_urls(best.get("url_list")), key=lambda u: bool(_DERIVED_RE.search(urlsplit(u).path)))
+    return MediaAsset(kind="image", key=f"cover:{post_id}", url=urls[0], alternates=urls[1:],
+                      width=_dimension(best.get("width")), height=_dimension(best.get("height")),
+                      cover_of=f"video:{post_id}")
+
+
+def _live_clip(post_id: str, n: int, image: dict[str, Any], *, still: MediaAsset) -> MediaAsset | None:
+    """The motion clip of an album picture that is a Live Photo (``images[].video``, a video object of its own
+    with ``play_addr``/``bit_rate``), right after its still, which it names (``live_of``); key
+    ``live:{aweme id}:{n}``. ``None`` for a plain picture or a clip without a usable file."""
+    clip = as_obj(image.get("video"))
+    renditions = video_renditions(clip) if clip else []
+    if not renditions:
+        return None
+    first = renditions[0]
+    duration_ms = _count(clip.get("duration"))
+    return MediaAsset(kind="video", key=f"live:{post_id}:{n}", url=first["url"], alternates=[],
+                      width=_dimension(clip.get("width")) or first["width"],
+                      height=_dimension(clip.get("height")) or first["height"],
+                      duration=duration_ms / 1000 if duration_ms else None, renditions=renditions,
+                      live_of=still.key)
+
+
 def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetched_at: str | None = None) -> Post:
     """One aweme object (share page item or ``aweme_detail``) as a :class:`Post`. Raises ``ValueError`` when it
     has no valid ``aweme_id``."""
@@ -418,9 +462,12 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
         for n, image in enumerate(images, start=1):
             urls = _urls(image.get("url_list"))
             if urls:
-                media.append(MediaAsset(kind="image", key=f"{post_id}:{n}", url=urls[0], alternates=urls[1:],
-                                        width=_dimension(image.get("width")),
-                                        height=_dimension(image.get("height"))))
+                still = MediaAsset(kind="image", key=f"{post_id}:{n}", url=urls[0], alternates=urls[1:],
+                                   width=_dimension(image.get("width")), height=_dimension(image.get("height")))
+                media.append(still)
+                clip = _live_clip(post_id, n, image, still=still)
+                if clip is not None:
+                    media.append(clip)
         music = as_obj(aweme.get("music"))
         music_urls = _urls(as_obj(music.get("play_url")).get("url_list"))
         if music_urls:
@@ -440,9 +487,10 @@ def aweme_to_post(aweme: dict[str, Any], *, source: Source | None = None, fetche
                                     duration=duration_ms / 1000 if duration_ms else None, renditions=renditions))
         elif video:
             extra["video_unavailable"] = "no play_addr or bit_rate URL"
-    cover = _urls(as_obj(video.get("cover")).get("url_list"))
-    if cover:
-        extra["cover"] = cover[0]
+        # Kept even when the video has no file (``video_unavailable``), as Facebook's covers are.
+        cover = _cover(post_id, video)
+        if cover is not None:
+            media.append(cover)
     return Post(
         platform=PLATFORM,
         post_id=post_id,

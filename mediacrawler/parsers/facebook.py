@@ -9,6 +9,8 @@ Pure functions: a decoded JSON payload in, :class:`~mediacrawler.parsers._common
 - Attachments: ``photo`` (``media.image``, ``target.id`` = photo id), ``album`` (``subattachments.data[]``),
   ``video`` / ``video_inline`` / ``video_autoplay`` (``target.id`` = video id, ``media.source`` only sometimes),
   ``link`` / ``share`` (``url`` is an ``l.facebook.com/l.php?u=`` shim).
+- Legacy posts (older Graph versions, no ``attachments``): ``type`` (``photo``, ``video``, ``link``, ``status``),
+  ``object_id`` (the photo id), ``picture`` (a thumbnail), ``full_picture``; a photo post keeps its photo.
 - The video node ``/{video-id}?fields=source,length,format``.
 - Error envelopes ``{"error":{"message","type","code","error_subcode","fbtrace_id"}}`` (any HTTP status).
 
@@ -251,6 +253,15 @@ class _Media:
             self.add(MediaAsset(kind="image", key=f"cover:{video_id}", url=src, cover_of=f"video:{video_id}",
                                 width=_dimension(image.get("width")), height=_dimension(image.get("height"))))
 
+    def legacy_photo(self, raw: dict[str, Any]) -> None:
+        """A photo post in the legacy Graph fields (``type: "photo"``, ``object_id``, ``picture``, no
+        ``attachments``): its photo at the best size the post gives, ``full_picture`` (full size) else
+        ``picture`` (a 130 px thumbnail, all that older answers carry). Its signed URL is kept as it is."""
+        photo_id = clean_id(raw.get("object_id"))
+        src = _http_url(raw.get("full_picture")) or _http_url(raw.get("picture"))
+        if as_text(raw.get("type")) == "photo" and photo_id is not None and src:
+            self.add(MediaAsset(kind="image", key=f"photo:{photo_id}", url=src))
+
     def _photo(self, media: dict[str, Any], target: dict[str, Any]) -> None:
         photo_id = clean_id(target.get("id"))
         image = as_obj(media.get("image"))
@@ -285,6 +296,8 @@ def _build(
     found = _Media()
     for att in _list(raw.get("attachments")):
         found.attachment(att)
+    if not found.assets:
+        found.legacy_photo(raw)
     unresolved: list[str] = []
     media: list[MediaAsset] = []
     for asset in found.assets:

@@ -21,8 +21,11 @@ Media are real sandbox media on the request's origin:
   ``url_key`` ``…_bytevc2_720p_…``, ``gear_name`` ``720_1_2``, as in real 2025 answers) on
   ``/douyin/media/bytevc2/…``, which answers 404 (no encoder here: a crawl must never need them); its H.264 file
   is ``video.play_addr_h264`` (= ``play_addr``), the 720p ``/media/progressive/{aweme}/720p.mp4``;
+- a video's cover (``video.cover``, with its ``width``/``height``) is ``/media/img/{last three digits}.jpg``;
 - an album's pictures are ``/media/img/{n}.jpg`` (:func:`album_image_numbers`) and its music an MP3
-  (``/douyin/media/music/{music id}.mp3``, :func:`music_file`, :data:`MUSIC_SECONDS` s of a tone).
+  (``/douyin/media/music/{music id}.mp3``, :func:`music_file`, :data:`MUSIC_SECONDS` s of a tone); the pictures
+  at :data:`ALBUM_LIVE_IMAGES` are Live Photos: ``images[].video`` is a clip of their own (``play_addr`` and one
+  ``bit_rate`` file, a real 360p H.264/AAC MP4 at ``/media/progressive/{live_clip_id}/360p.mp4``).
 
 Every ``url_list`` has a second URL (``?cdn=backup``, the same bytes), as Douyin lists several CDN hosts.
 
@@ -53,6 +56,7 @@ from .video import DURATION, FPS, RENDITIONS, encode_tone
 __all__ = [
     "ALBUM_AWEME",
     "ALBUM_IMAGES",
+    "ALBUM_LIVE_IMAGES",
     "BYTEVC2_AWEME",
     "AWEMES",
     "GONE_AWEME",
@@ -66,6 +70,7 @@ __all__ = [
     "aweme_object",
     "detail_response",
     "hevc_file",
+    "live_clip_id",
     "music_file",
     "router_json",
     "share_page",
@@ -79,6 +84,8 @@ BYTEVC2_AWEME = "7300000000000000103"
 BYTEVC2_HEIGHTS: tuple[int, ...] = (720, 480)
 GONE_AWEME = "7300000000000000404"
 ALBUM_IMAGES = 3
+#: Positions (from 1) of the album's pictures that are Live Photos, each with a motion clip of its own.
+ALBUM_LIVE_IMAGES: tuple[int, ...] = (2,)
 MUSIC_ID = "7200000000000000201"
 MUSIC_SECONDS = 3
 #: ``status_code`` of the detail API for an id the world does not have.
@@ -115,6 +122,33 @@ def album_image_numbers(aweme_id: str) -> list[int]:
     """The ``/media/img/{n}.jpg`` numbers of an album's pictures, in order."""
     base = int(aweme_id[-3:]) * 1000
     return [base + i for i in range(1, ALBUM_IMAGES + 1)]
+
+
+def live_clip_id(aweme_id: str, n: int) -> str:
+    """The sandbox video id of the motion clip of picture ``n`` (from 1) of an album: its file is
+    ``/media/progressive/{id}/360p.mp4`` (:func:`mediacrawler.sandbox.video.video_file`)."""
+    return f"live{aweme_id}_{n}"
+
+
+def _live_clip(aweme_id: str, n: int, base: str) -> dict[str, Any]:
+    """``images[].video`` of a Live Photo, as the web detail API lists it: ``play_addr`` and one ``bit_rate``
+    file (the same ``url_key``), its size and duration."""
+    spec = RENDITIONS[0]
+    clip = live_clip_id(aweme_id, n)
+    addr = {"uri": f"v0300fg10000{clip}",
+            "url_list": _url_list(f"{base}/media/progressive/{clip}/{spec.name}.mp4"),
+            "width": spec.width, "height": spec.height,
+            "url_key": f"v0300fg10000{clip}_h264_{spec.height}p_300000"}
+    return {"play_addr": addr, "width": spec.width, "height": spec.height, "duration": int(DURATION * 1000),
+            "bit_rate": [{"gear_name": f"adapt_{spec.height}_0", "quality_type": 24, "bit_rate": 300_000,
+                          "is_h265": 0, "is_bytevc1": 0, "FPS": FPS, "format": "mp4", "play_addr": dict(addr)}]}
+
+
+def _cover(aweme_id: str, base: str) -> dict[str, Any]:
+    n = int(aweme_id[-3:])
+    width, height = _image_size(n)
+    return {"uri": f"tos-cn-p-0015/sbxcover{n}", "url_list": _url_list(f"{base}/media/img/{n}.jpg"),
+            "width": width, "height": height}
 
 
 def router_json(obj: Any) -> str:
@@ -171,7 +205,7 @@ def _bytevc2_video(aweme_id: str, base: str) -> dict[str, Any]:
             "width": top.width, "height": top.height, "url_key": f"{uri}_h264_720p_990524"}
     return {"play_addr": dict(h264), "play_addr_h264": h264, "bit_rate": bit_rate, "width": top.width,
             "height": top.height, "duration": int(DURATION * 1000), "is_h265": 0,
-            "cover": {"url_list": _url_list(f"{base}/media/img/{int(aweme_id[-3:])}.jpg")}}
+            "cover": _cover(aweme_id, base)}
 
 
 def aweme_object(aweme_id: str, base: str) -> dict[str, Any] | None:
@@ -193,7 +227,7 @@ def aweme_object(aweme_id: str, base: str) -> dict[str, Any] | None:
         obj["video"] = {
             "play_addr": {"uri": f"v0200fg10000{aweme_id}",
                           "url_list": _url_list(f"{base}/media/progressive/{aweme_id}/{top.name}.mp4")},
-            "cover": {"url_list": _url_list(f"{base}/media/img/{int(aweme_id[-3:])}.jpg")},
+            "cover": _cover(aweme_id, base),
             "width": top.width, "height": top.height, "ratio": top.name, "duration": int(DURATION * 1000),
             "bit_rate": _bit_rate(aweme_id, base),
         }
@@ -208,6 +242,8 @@ def aweme_object(aweme_id: str, base: str) -> dict[str, Any] | None:
         obj["images"] = [{"uri": f"tos-cn-i-0813/sbx{n}", "url_list": _url_list(f"{base}/media/img/{n}.jpg"),
                           "download_url_list": [], "width": w, "height": h}
                          for n in album_image_numbers(aweme_id) for w, h in [_image_size(n)]]
+        for position in ALBUM_LIVE_IMAGES:
+            obj["images"][position - 1]["video"] = _live_clip(aweme_id, position, base)
         obj["music"] = {"id": int(MUSIC_ID), "id_str": MUSIC_ID, "title": "轻快的歌", "author": "沙盒音乐人",
                         "play_url": {"uri": f"{base}/douyin/media/music/{MUSIC_ID}.mp3",
                                      "url_list": _url_list(f"{base}/douyin/media/music/{MUSIC_ID}.mp3")},
