@@ -61,7 +61,7 @@ def test_a_douyin_state_nested_100k_deep_is_a_failed_page_with_a_reason(sandbox:
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "RecursionError" not in log and "Traceback" not in log
     assert "window._ROUTER_DATA is nested deeper than 200 levels" in log
-    assert "1 listing page(s) failed for good (page 1: " in proc.stderr
+    assert "1 listing page(s) failed for good (the first at page 1: " in proc.stderr
     assert "nested deeper than 200 levels" in proc.stderr
     assert rows == []
 
