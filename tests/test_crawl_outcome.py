@@ -42,7 +42,7 @@ def test_a_failed_page_is_quoted_with_its_reason() -> None:
     spider.pages_failed = 1  # type: ignore[attr-defined]
     spider.failed_reasons[3] = "the listing stopped at a repeated cursor: page 2 gave 'c'"  # type: ignore[attr-defined]
     assert listing_outcome("weibo", crawler) == [  # type: ignore[arg-type]
-        "weibo: 1 listing page(s) failed for good (page 3: the listing stopped at a repeated cursor: page 2 gave "
+        "weibo: 1 listing page(s) failed for good (the first at page 3: the listing stopped at a repeated cursor: page 2 gave "
         "'c'; see the log); run the same command again to fetch them, the checkpoint keeps their place"]
 
 

@@ -251,8 +251,9 @@ def listing_outcome(name: str, crawler: Crawler) -> list[str]:
         # can help (not after a 404 at a wrong root: the reason names the setting to check).
         reasons = getattr(spider, "failed_reasons", {}) or {}
         first = f"the first at page {min(reasons)}: {reasons[min(reasons)]}; " if reasons else ""
-        advice = ("run the same command again to fetch them, the checkpoint keeps their place"
-                  if getattr(spider, "rerun_helps", True) else "fix that, then run the same command again")
+        hopeless = getattr(spider, "rerun_helps", None) is False  # None: not known (no failure said so)
+        advice = ("fix that, then run the same command again" if hopeless
+                  else "run the same command again to fetch them, the checkpoint keeps their place")
         lines.append(f"{name}: {failed} listing page(s) failed for good ({first}see the log); {advice}")
     elif (stats.get("finish_reason") == "finished" and spider is not None and hasattr(spider, "source_exhausted")
           and not (spider.source_exhausted or spider.stopped_at_mark or spider.stopped_at_max_pages

@@ -129,7 +129,7 @@ class PlatformSpider(Spider):
         self.pages_failed = 0
         #: Whether running the same command again can help the pages that failed (not after a 404 at a wrong
         #: root: commands/crawl.py says to fix the setting first).
-        self.rerun_helps = False
+        self.rerun_helps: bool | None = None
         self._failed_streak = 0
         self.close_reason: str | None = None
         #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
@@ -599,7 +599,7 @@ class PlatformSpider(Spider):
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value(f"{self.platform}/pages_failed")
         logger.error("%s: page %d failed for good: %s", self.job, page_no, reason)
-        self.rerun_helps |= rerun_helps
+        self.rerun_helps = bool(self.rerun_helps) or rerun_helps
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
         )
@@ -680,7 +680,7 @@ class PlatformSpider(Spider):
         self.source_exhausted = False
         self.pages_fetched = self.pages_failed = self._failed_streak = 0
         self.stopped_at_max_pages = False
-        self.rerun_helps = False
+        self.rerun_helps = None
         for per_job in (self.failed_reasons, self._cursors_used, self._listing_pending):
             per_job.clear()
         self._listing_dropped.clear()
