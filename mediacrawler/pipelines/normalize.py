@@ -14,7 +14,7 @@ from scrapy.exceptions import DropItem
 
 from mediacrawler.config import setting
 from mediacrawler.media.urls import allowed_schemes, media_url_problem, shown_url
-from mediacrawler.parsers._common import iso_utc, parse_count, strip_url, utc_now_iso
+from mediacrawler.parsers._common import iso_utc, read_count, strip_url, utc_now_iso
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REQUIRED = ("platform", "post_id", "url")
-#: The largest engagement count kept: beyond it (a 300-digit "count") the metric is unknown (``None``).
-MAX_COUNT = 10**15
-
 
 def to_utc_iso(value: Any) -> str | None:
     """An ISO 8601 timestamp (any offset) as UTC with ``Z``; ``None`` for empty; ValueError when unreadable."""
@@ -88,10 +85,9 @@ class NormalizePipeline:
         if metrics is not None:
             m = ItemAdapter(metrics)
             for name in m.field_names():
-                count = parse_count(m.get(name))
-                if count is not None and count > MAX_COUNT:
-                    self.stats.inc_value("normalize/count_out_of_range")
-                    count = None  # never a 300-digit number in a record or a log line
+                count, reason = read_count(m.get(name))
+                if reason is not None and reason.startswith("count over"):
+                    self.stats.inc_value("normalize/count_out_of_range")  # never a 300-digit number in a record
                 m[name] = count
         for asset in adapter.get("media") or []:
             self._check_media(ItemAdapter(asset))
