@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -79,6 +82,24 @@ def test_subtitles_danmaku_and_chapters_of_every_part(bili: Any, tmp_path: Path,
     assert len(extras) == 9 and not any(r["cookie"] for r in extras)
     assert CANARY not in log and CANARY not in json.dumps(rows)
     assert "Traceback" not in log
+    if comment_mount != "comment":
+        return
+    # The store with its documents verifies clean; a second run stores nothing new and records the same objects.
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    verify = subprocess.run([sys.executable, "-m", "mediacrawler", "verify", "--index", "sqlite",
+                             "--store", str(tmp_path / "files")], capture_output=True, text=True, env=env,
+                            timeout=120)
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+    assert "0 corrupt, 0 missing, 0 orphan" in verify.stdout, verify.stdout
+    before = {a["key"] + a["kind"]: (a["path"], a.get("derived")) for a in row["media"]}
+    (tmp_path / "out.jsonl").unlink()
+    proc, again = crawl(tmp_path, bili, "-a", f"bvid={BVID}", "-a", "max_height=360", "-a", "subtitles=true",
+                        "-a", "danmaku=true", "-a", "chapters=true", "-a", "full=true",
+                        "-s", f"BILIBILI_COMMENT_URL={bili.url}/bilibili/{comment_mount}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [row2] = again
+    assert {a["key"] + a["kind"]: (a["path"], a.get("derived")) for a in row2["media"]} == before
+    assert {a["status"] for a in row2["media"] if a["kind"] in ("subtitle", "danmaku")} == {"deduplicated"}
 
 
 def test_a_failed_player_answer_loses_no_video_and_a_bad_danmaku_fails_alone(bili: Any, tmp_path: Path) -> None:
