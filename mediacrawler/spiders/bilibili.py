@@ -203,8 +203,10 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         done = len(data.get("players_tried", ()))
         if not (self.args.subtitles or self.args.chapters) or done >= len(cids):
             return None
-        aid = (view.get("data") or {}).get("aid") if isinstance(view, dict) else None
-        return Step(f"player:{cids[done]}", self.signed("/x/player/wbi/v2", {"aid": aid, "cid": cids[done]}))
+        # The API takes the bvid as well; the aid is what the site sends (a view without one still gets its extras).
+        aid = data.get("aid")
+        target = {"aid": aid} if aid is not None else {"bvid": chain["post_id"]}
+        return Step(f"player:{cids[done]}", self.signed("/x/player/wbi/v2", {**target, "cid": cids[done]}))
 
     def _bound_parts(self, chain: dict[str, Any], view: Any) -> None:
         """Keep the first ``BILIBILI_MAX_PARTS`` parts of the video: their cids in ``data["cids"]``, the view (which
@@ -212,6 +214,7 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         data = chain["data"]
         extra = parser.parse_view(view, max_parts=setting(self.settings, "BILIBILI_MAX_PARTS")).extra
         data["cids"] = [str(part["cid"]) for part in extra["parts"]]
+        data["aid"] = extra.get("aid")
         if "parts_total" not in extra:
             return
         data["parts_total"] = extra["parts_total"]
