@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-MediaKind = Literal["image", "video", "audio"]
+MediaKind = Literal["image", "video", "audio", "subtitle", "danmaku"]
 MediaStatus = Literal["downloaded", "uptodate", "deduplicated", "failed"]
 
 
@@ -44,7 +44,7 @@ class Source:
 
 @dataclass
 class MediaAsset:
-    """One image, video or audio file attached to a post.
+    """One image, video, audio, subtitle or danmaku file attached to a post.
 
     ``key`` is a stable identity that survives signed or resized URLs (for Weibo the picture ``pid``), so the
     media store can recognise an asset it already holds before downloading it. ``url`` is the preferred source,
@@ -83,6 +83,9 @@ class MediaAsset:
     error: str | None = None
     # The rendition chosen from a manifest (height, codec, bitrate), set by the video path.
     rendition: dict[str, Any] | None = None
+    #: Objects derived from this one and stored beside it, by extension: a subtitle's SRT from its cue JSON
+    #: (``{"srt": {"sha256", "path", "size"}}``, docs/media.md "Documents"); ``None`` for other assets.
+    derived: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass

@@ -239,3 +239,36 @@ def test_check_body_of_a_file_rejects_like_bytes(tmp_path: Path, body: bytes, re
     with pytest.raises(MediaRejected) as exc:
         check_body(path, kind="image")
     assert exc.value.reason == reason
+
+
+# --- documents (subtitle, danmaku): docs/media.md "Documents" ----------------------------------------------------
+@pytest.mark.parametrize(("body", "kind", "ext"), [
+    (b'{"body": [{"from": 0, "to": 1, "content": "x"}]}', "subtitle", ".json"),
+    (b"\xef\xbb\xbf1\n00:00:00,000 --> 00:00:01,000\nx\n", "subtitle", ".srt"),
+    ('<?xml version="1.0" encoding="UTF-8"?><i><d p="0,1">喵</d></i>'.encode(), "danmaku", ".xml"),
+])
+def test_check_body_accepts_well_formed_documents(body: bytes, kind: str, ext: str) -> None:
+    checked = check_body(body, kind=kind)
+    assert checked.sniffed.ext == ext and checked.size == len(body)
+    assert object_relpath(sha256=SHA, ext=ext).endswith(ext)
+
+
+@pytest.mark.parametrize(("body", "kind"), [
+    (b'{"body": [', "subtitle"),                       # cut short
+    (b"<html><body>403</body></html>", "subtitle"),   # an error page
+    (b"\x89PNG\r\n\x1a\n", "subtitle"),
+    (b"<i><d>unclosed</i>", "danmaku"),
+    (b'<?xml version="1.0"?><!DOCTYPE i [<!ENTITY a "aaaa">]><i>&a;</i>', "danmaku"),  # entity expansion
+    (b'{"a": 1}', "danmaku"),
+    (b"\xff\xfe<\x00i\x00>\x00", "danmaku"),          # not UTF-8
+])
+def test_check_body_refuses_broken_documents(body: bytes, kind: str) -> None:
+    with pytest.raises(MediaRejected) as exc:
+        check_body(body, kind=kind)
+    assert exc.value.reason == "not-document"
+
+
+def test_a_document_extension_is_never_an_image_or_video_asset() -> None:
+    # sniff never returns a document extension: a JSON body declared as an image stays refused.
+    with pytest.raises(MediaRejected, match="not-media"):
+        check_body(b'{"body": []}', kind="image")

@@ -2,7 +2,8 @@
 WBI signing against vectors computed here from the documented algorithm.
 
 input.json is the raw payload as api.bilibili.com sends it (Go's ``\\u0026`` escapes included); the case name's
-prefix says which parser reads it (``arc_search_``, ``search_``, ``view_``, ``playurl_``, ``nav_``).
+prefix says which parser reads it (``arc_search_``, ``search_``, ``view_``, ``playurl_``, ``nav_``, ``player_``,
+``subtitle_``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def run_case(case_dir: Path) -> Any:
             return {"post": dataclasses.asdict(bilibili.parse_view(payload, source=SOURCE, fetched_at=FETCHED))}
         if name.startswith("playurl_"):
             return {"renditions": bilibili.parse_playurl(payload), "duration": bilibili.playurl_duration(payload)}
+        if name.startswith("player_"):
+            return bilibili.parse_player(payload)
+        if name.startswith("subtitle_"):
+            return {"srt": bilibili.subtitle_srt((case_dir / "input.json").read_bytes()).decode("utf-8")}
         if name.startswith("nav_"):
             keys = bilibili.wbi_keys(payload)
             return {"keys": list(keys), "mixin_key": bilibili.mixin_key(*keys)}
@@ -188,3 +193,33 @@ def test_a_segmented_durl_is_one_rendition_with_its_segments_in_order() -> None:
     broken = _durl_payload(3)
     broken["data"]["durl"][1]["url"] = "javascript:alert(1)"
     assert bilibili.parse_playurl(broken) == []
+
+
+# ------------------------------------------------------------------------- subtitles, danmaku (extras)
+
+
+@pytest.mark.parametrize("body", [b"{}", b'{"body": []}', b'{"body": [{"from": 1, "to": 2, "content": " "}]}',
+                                  b"[1, 2]", b"<html>", b"\xff\xfe"])
+def test_subtitle_srt_refuses_a_body_without_cues(body: bytes) -> None:
+    with pytest.raises(ValueError):
+        bilibili.subtitle_srt(body)
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    import zlib
+
+    c = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return c.compress(data) + c.flush()
+
+
+def test_inflate_danmaku_takes_raw_deflate_or_plain_xml_within_the_bound() -> None:
+    xml = '<?xml version="1.0" encoding="UTF-8"?><i><chatid>1</chatid><d p="0.5,1,25">喵</d></i>'.encode()
+    assert bilibili.inflate_danmaku(_raw_deflate(xml), max_bytes=len(xml)) == xml
+    assert bilibili.inflate_danmaku(b"\n" + xml, max_bytes=len(xml) + 1) == b"\n" + xml  # inflated in transit
+    with pytest.raises(ValueError, match="BILIBILI_DANMAKU_MAX_BYTES"):
+        bilibili.inflate_danmaku(_raw_deflate(xml), max_bytes=len(xml) - 1)
+    bomb = _raw_deflate(b"<i>" + b" " * 50_000_000 + b"</i>")  # 50 MB inflated from ~50 kB: never all in memory
+    with pytest.raises(ValueError, match="over 1000 bytes"):
+        bilibili.inflate_danmaku(bomb, max_bytes=1000)
+    with pytest.raises(ValueError, match="neither XML nor raw deflate"):
+        bilibili.inflate_danmaku(b"\x00garbage\xff" * 10, max_bytes=1000)

@@ -5,13 +5,17 @@ checks".
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from io import BytesIO
+from pathlib import Path
 from typing import BinaryIO
+from xml.etree import ElementTree
 
 from PIL import Image
 
@@ -80,6 +84,8 @@ def check_body(body: bytes | str | os.PathLike[str], *, kind: str,
     """Check that ``body`` (the bytes, or a file holding them) is media of the declared ``kind`` (``image``,
     ``video``, ``audio``) and, for an image, the checks of docs/media.md, "Image checks": ``not-media``,
     ``kind-mismatch``, ``image-too-large``, ``corrupt-image``."""
+    if kind in ("subtitle", "danmaku"):
+        return check_document(body if isinstance(body, bytes) else Path(body).read_bytes(), kind=kind)
     if isinstance(body, bytes):
         head, tail, size = body, body[-1024:], len(body)
     else:
@@ -101,6 +107,34 @@ def check_body(body: bytes | str | os.PathLike[str], *, kind: str,
     width, height = _check_image(body, head=head, tail=tail, sniffed=sniffed, max_image_pixels=max_image_pixels,
                                  max_image_decode_bytes=max_image_decode_bytes)
     return BodyCheck(sniffed=sniffed, size=size, width=width, height=height)
+
+
+_SRT_CUE = re.compile(rb"\A\d+\r?\n\d\d:\d\d:\d\d,\d{3} --> \d\d:\d\d:\d\d,\d{3}\r?\n")
+_DOCUMENTS = {".json": Sniffed("application/json", ".json", "text"), ".xml": Sniffed("application/xml", ".xml", "text"),
+              ".srt": Sniffed("application/x-subrip", ".srt", "text")}
+
+
+def check_document(body: bytes, *, kind: str) -> BodyCheck:
+    """A ``subtitle`` (cue JSON or SRT) or ``danmaku`` (XML) body that is well-formed UTF-8 of that format, else
+    ``not-document`` (docs/media.md, "Documents"). XML with a DTD is refused (entity expansion)."""
+    text = body.lstrip(b"\xef\xbb\xbf").lstrip()
+    try:
+        text.decode("utf-8")
+        if kind == "danmaku":
+            if b"<!DOCTYPE" in text[:4096].upper() or b"<!ENTITY" in text.upper():
+                raise ValueError("XML with a DTD")
+            ElementTree.fromstring(text)
+            ext = ".xml"
+        elif text.startswith((b"{", b"[")):
+            json.loads(text)
+            ext = ".json"
+        elif _SRT_CUE.match(text):
+            ext = ".srt"
+        else:
+            raise ValueError("neither cue JSON nor SRT")
+    except (ValueError, ElementTree.ParseError, RecursionError) as exc:
+        raise MediaRejected("not-document", f"a {kind} asset holds no well-formed document ({exc})") from None
+    return BodyCheck(sniffed=_DOCUMENTS[ext], size=len(body))
 
 
 # Pillow stores 8-bit single-band modes in 1 byte a pixel and I;16* in 2; every other mode (LA, RGB, I, F...) in 4.

@@ -35,6 +35,10 @@ MEDIA_EXTENSIONS = frozenset({
     ".mkv", ".ts", ".flv", ".avi", ".wav", ".ogg", ".flac", ".mp3", ".aac",
 })
 
+#: Documents stored beside media (subtitles, danmaku): accepted only for those kinds, after their checks
+#: (media/integrity.py); :func:`sniff` never returns them.
+DOCUMENT_EXTENSIONS = frozenset({".json", ".xml", ".srt"})
+
 # ISO base media file brands (the four bytes after "ftyp"). Anything else with an ftyp box is still MP4-family
 # video; these only refine the type.
 _FTYP_BRANDS: dict[bytes, Sniffed] = {

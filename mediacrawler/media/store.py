@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from mediacrawler.media.sniff import MEDIA_EXTENSIONS, SNIFF_BYTES, sniff
+from mediacrawler.media.sniff import DOCUMENT_EXTENSIONS, MEDIA_EXTENSIONS, SNIFF_BYTES, sniff
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def object_relpath(*, sha256: str, ext: str) -> str:
     ``ext`` empty or a sniffed media extension (nothing else ever becomes a path)."""
     if not _SHA256_RE.fullmatch(sha256):
         raise StoreError(f"not a sha256 hex digest: {sha256!r}")
-    if ext and ext not in MEDIA_EXTENSIONS:
+    if ext and ext not in MEDIA_EXTENSIONS | DOCUMENT_EXTENSIONS:
         raise StoreError(f"not an object extension: {ext!r}")
     return f"{OBJECTS_DIR}/{sha256[:2]}/{sha256[2:4]}/{sha256}{ext}"
 
@@ -81,7 +81,7 @@ def parse_object_relpath(relpath: str) -> tuple[str, str]:
     makes (``../``, absolute paths and encoded tricks never pass)."""
     m = _RELPATH_RE.fullmatch(relpath)
     if (not m or m.group(1) != m.group(3)[:2] or m.group(2) != m.group(3)[2:4]
-            or (m.group(4) and m.group(4) not in MEDIA_EXTENSIONS)):
+            or (m.group(4) and m.group(4) not in MEDIA_EXTENSIONS | DOCUMENT_EXTENSIONS)):
         raise StoreError(f"not an object path: {relpath!r}")
     return m.group(3), m.group(4)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import zlib
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -32,6 +33,7 @@ from mediacrawler.parsers._common import (
     Page,
     PlatformError,
     as_int,
+    as_list,
     as_obj,
     as_text,
     clean_id,
@@ -39,6 +41,7 @@ from mediacrawler.parsers._common import (
     https_url,
     is_http_url,
     iso_from_timestamp,
+    load_json,
     parse_count,
 )
 
@@ -46,14 +49,17 @@ __all__ = [
     "MIXIN_KEY_ENC_TAB",
     "classify_envelope",
     "duration_seconds",
+    "inflate_danmaku",
     "mixin_key",
     "parse_arc_search",
+    "parse_player",
     "parse_playurl",
     "parse_search",
     "parse_view",
     "playurl_duration",
     "raise_for_envelope",
     "sign_params",
+    "subtitle_srt",
     "video_url",
     "wbi_keys",
 ]
@@ -502,3 +508,73 @@ def post_from_listing(entry: dict[str, Any], *, source: Source | None = None, fe
         fetched_at=fetched_at,
         extra={"title": as_text(entry.get("title")), "aid": as_int(entry.get("aid"))},
     )
+
+
+# ------------------------------------------------------------------------- subtitles, chapters, danmaku
+#: Subtitle tracks and chapters kept per part (a video has a handful; the caps bound a hostile answer).
+MAX_SUBTITLES = 16
+MAX_CHAPTERS = 500
+
+
+def parse_player(payload: Any, *, scheme: str = "https") -> dict[str, Any]:
+    """A ``/x/player/wbi/v2?aid=&cid=`` answer: ``{"subtitles": [{"lan", "lan_doc", "url"}], "chapters": [{"from",
+    "to", "content"}]}`` (``data.subtitle.subtitles[]``, ``data.view_points[]``). A protocol-relative subtitle URL
+    (``//aisubtitle.hdslb.com/…``) takes ``scheme``. Raises :class:`PlatformError` for error envelopes."""
+    raise_for_envelope(payload)
+    data = as_obj(payload.get("data"))
+    subtitles = []
+    for entry in as_list(as_obj(data.get("subtitle")).get("subtitles"), MAX_SUBTITLES):
+        entry = as_obj(entry)
+        raw = as_text(entry.get("subtitle_url")).strip()
+        url = https_url(raw) if not raw.startswith("//") else (f"{scheme}:{raw}" if is_http_url(f"{scheme}:{raw}")
+                                                              else "")
+        lan = clean_id(entry.get("lan"))
+        if url and lan and re.fullmatch(r"[A-Za-z0-9_-]{1,32}", lan):
+            subtitles.append({"lan": lan, "lan_doc": as_text(entry.get("lan_doc")) or None, "url": url})
+    chapters = []
+    for point in as_list(data.get("view_points"), MAX_CHAPTERS):
+        point = as_obj(point)
+        start, end = as_int(point.get("from")), as_int(point.get("to"))
+        if start is not None and end is not None and 0 <= start <= end:
+            chapters.append({"from": start, "to": end, "content": as_text(point.get("content"))})
+    return {"subtitles": subtitles, "chapters": chapters}
+
+
+def _srt_time(seconds: float) -> str:
+    ms = max(0, round(seconds * 1000))
+    return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
+
+
+def subtitle_srt(body: bytes | str) -> bytes:
+    """Bilibili's subtitle JSON (``body[]`` of ``{"from", "to", "content"}`` in seconds) as SRT, UTF-8, cues in
+    the order given. ``ValueError`` for a body that is not that JSON or has no cue."""
+    payload = load_json(body)
+    cues = []
+    for cue in as_list(as_obj(payload).get("body"), 100_000):
+        cue = as_obj(cue)
+        start, end = cue.get("from"), cue.get("to")
+        text = as_text(cue.get("content")).replace("\r\n", "\n").strip()
+        if not isinstance(start, int | float) or not isinstance(end, int | float) or not text or end < start:
+            continue
+        # A blank line ends an SRT cue: one inside the text would split it.
+        text = re.sub(r"\n\s*\n", "\n", text)
+        cues.append(f"{len(cues) + 1}\n{_srt_time(float(start))} --> {_srt_time(float(end))}\n{text}\n")
+    if not cues:
+        raise ValueError("subtitle JSON without a cue")
+    return "\n".join(cues).encode("utf-8")
+
+
+def inflate_danmaku(body: bytes, *, max_bytes: int) -> bytes:
+    """The XML of ``comment.bilibili.com/<cid>.xml``: raw-deflate compressed when the answer had no
+    ``Content-Encoding`` (else already inflated), at most ``max_bytes`` inflated; ``ValueError`` otherwise."""
+    if body.lstrip(b"\xef\xbb\xbf").lstrip().startswith(b"<"):
+        xml = body
+    else:
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            xml = inflater.decompress(body, max_bytes + 1)
+        except zlib.error as exc:
+            raise ValueError(f"danmaku body is neither XML nor raw deflate ({exc})") from None
+    if len(xml) > max_bytes:
+        raise ValueError(f"danmaku XML over {max_bytes} bytes (BILIBILI_DANMAKU_MAX_BYTES)")
+    return xml

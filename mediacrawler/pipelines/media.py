@@ -68,6 +68,8 @@ class MediaResult(FileInfo, total=False):
     # Video path (mediacrawler.media.video): the chosen rendition and the measured duration.
     rendition: dict[str, Any] | None
     duration: float | None
+    # Document path: objects derived from the body, by extension (a subtitle's SRT).
+    derived: dict[str, dict[str, Any]] | None
 
 
 class MediaDownloadFailed(FileException):
@@ -251,7 +253,8 @@ class MediaStorePipeline(FilesPipeline):
             self.stats.inc_value("media/index/errors")
             logger.warning("Media index lookup failed for %s (%s); downloading", request.url, exc)
             stored = None
-        if stored is not None:
+        if stored is not None and ident.get("kind") not in _DOCUMENT_KINDS:
+            # A document is read again (it is small): what is derived from it (a subtitle's SRT) needs its bytes.
             logger.debug("Media up to date: %s is %s", request.url, stored.path)
             return result_from_record(url=request.url, obj=stored, status="uptodate")
         await self._acquire_slot(request)
@@ -371,6 +374,9 @@ class MediaStorePipeline(FilesPipeline):
         try:
             check_http(status=response.status, body_size=len(body), content_length=content_length,
                        content_range=_header(response, "Content-Range"), flags=response.flags)
+            derived: dict[str, bytes] = {}
+            if kind in _DOCUMENT_KINDS:
+                body, derived = self._document_bodies(kind, body)
             checked = None
             if len(body) > self.inline_check_bytes:
                 # A big decode would hold up the committer's whole round: checked in a worker thread first.
@@ -397,8 +403,35 @@ class MediaStorePipeline(FilesPipeline):
         if job.created:
             self.stats.inc_value("media/stored_bytes", obj.size)
         result = result_from_record(url=url, obj=obj, status="downloaded" if job.created else "deduplicated")
+        if derived:
+            result["derived"] = await self._store_derived(derived, kind=kind, key=ident.get("index_key"), url=url)
         logger.debug("Media %s: %s -> %s", result["status"], url, obj.path)
         return result
+
+    def _document_bodies(self, kind: str, body: bytes) -> tuple[bytes, dict[str, bytes]]:
+        """The body to store for a document asset and the objects derived from it, by extension, from the spider's
+        :meth:`~mediacrawler.spiders._base.PlatformSpider.document_bodies` (the platform's formats live there)."""
+        hook = getattr(self.crawler.spider, "document_bodies", None)
+        if hook is None:
+            return body, {}
+        try:
+            return cast(tuple[bytes, dict[str, bytes]], hook(kind=kind, body=body))
+        except ValueError as exc:
+            raise MediaRejected("not-document", str(exc)) from None
+
+    async def _store_derived(self, derived: dict[str, bytes], *, kind: str, key: str | None,
+                             url: str) -> dict[str, dict[str, Any]]:
+        """Store each derived object like any body (checked, content-addressed, indexed as ``<key>#<ext>``); a
+        refused one is left out of the record (the original is stored)."""
+        out: dict[str, dict[str, Any]] = {}
+        for ext, data in derived.items():
+            job = CommitJob(data, kind=kind, key=f"{key}#{ext}" if key else None, url=f"{url}#{ext}")
+            await self._commit(job)
+            if job.error is not None or job.obj is None:
+                logger.warning("Media: the %s derived from %s was not stored: %s", ext, url, job.error)
+                continue
+            out[ext] = {"sha256": job.obj.sha256, "path": job.obj.path, "size": job.obj.size}
+        return out
 
     def media_failed(self, failure: Failure, request: Request,
                      info: _ScrapyMediaPipeline.SpiderInfo) -> NoReturn:
@@ -526,9 +559,15 @@ class MediaStorePipeline(FilesPipeline):
             asset["rendition"] = result.get("rendition")
         if result.get("duration") is not None:
             asset["duration"] = result.get("duration")
+        if result.get("derived"):
+            asset["derived"] = result.get("derived")
         self.stats.inc_value(f"media/{status}")
         if status == "deduplicated":
             self.stats.inc_value("media/dedup/content")
+
+
+#: Asset kinds stored as documents, not media (media/integrity.py check_document).
+_DOCUMENT_KINDS = ("subtitle", "danmaku")
 
 
 def _resolve(jobs: list[CommitJob]) -> None:

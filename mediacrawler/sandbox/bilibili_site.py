@@ -8,6 +8,9 @@ Routes (``BILIBILI_API_URL`` = ``{sandbox}/bilibili``)::
     GET /bilibili/x/web-interface/nav                                   logged-out nav (WBI key images)
     GET /bilibili/x/space/wbi/arc/search?mid=N&pn=1&ps=30               a creator's uploads
     GET /bilibili/x/web-interface/wbi/search/type?search_type=video&keyword=KW&page=1   keyword search
+    GET /bilibili/x/player/wbi/v2?aid=N&cid=N                           subtitle tracks + chapters (view_points)
+    GET /bilibili/subtitle/<cid>/<lan>.json                             a subtitle track's cue JSON
+    GET /bilibili/comment/<cid>.xml                                     danmaku (raw deflate; comment-bare/: no header)
 
 WBI: ``arc/search`` and ``search/type`` require a valid ``w_rid``/``wts`` (signed with the nav keys) and answer
 ``{"code":-403,"message":"访问权限不足"}`` otherwise; ``/x/player/wbi/playurl`` accepts unsigned requests unless the
@@ -23,12 +26,13 @@ With the ``bilibili_stream_url_uses`` knob every playurl answer adds a fresh ``&
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
 from twisted.web import server
 
-from . import bilibili, comments
+from . import bilibili, bilibili_extras, comments
 from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["BilibiliResource"]
@@ -97,6 +101,17 @@ class BilibiliResource(SandboxResource):
             return self._json(request, comments.bilibili_reply(
                 self.state.world.comments, video or "", aid, query_arg(request, b"root") or "",
                 pn=query_int(request, b"pn") or 1, ps=query_int(request, b"ps") or 20, base=origin_of(request)))
+        if path == "x/player/wbi/v2":
+            fault = self._fault(request, "player", bilibili.bvid_of_aid(query_int(request, b"aid") or 0))
+            if fault is not None:
+                return fault
+            if not self._signed(request, "player"):
+                return self._json(request, bilibili.WBI_REJECTED)
+            return self._json(request, bilibili_extras.player_response(
+                query_int(request, b"aid"), query_int(request, b"cid"), base=origin_of(request)))
+        extra = self._extras(request, path)
+        if extra is not None:
+            return extra
         if path == "x/web-interface/nav":
             fault = self._fault(request, "nav", None)
             if fault is not None:
@@ -105,6 +120,22 @@ class BilibiliResource(SandboxResource):
         request.setResponseCode(404)
         request.setHeader(b"content-type", b"text/html; charset=utf-8")
         return b"<html><body>404 Not Found</body></html>"
+
+    def _extras(self, request: server.Request, path: str) -> bytes | None:
+        """``subtitle/<cid>/<lan>.json`` (a track's cues) and ``comment/<cid>.xml`` (danmaku, raw deflate with
+        ``Content-Encoding: deflate``; ``comment-bare/…`` the same bytes without the header, as the CDN sometimes
+        sends them); ``None`` for any other path."""
+        m = re.fullmatch(r"subtitle/(\d{1,12})/([A-Za-z-]{1,16})\.json", path)
+        if m:
+            body = bilibili_extras.subtitle_body(int(m.group(1)), m.group(2))
+            return self._json(request, body) if body is not None else None
+        m = re.fullmatch(r"(comment|comment-bare)/(\d{1,12})\.xml", path)
+        if not m:
+            return None
+        request.setHeader(b"content-type", b"text/xml")
+        if m.group(1) == "comment":
+            request.setHeader(b"content-encoding", b"deflate")
+        return bilibili_extras.deflated(bilibili_extras.danmaku_xml(int(m.group(2))))
 
     def _with_tokens(self, value: Any, tokens: dict[str, int]) -> Any:
         """``value`` with every ``/media/bili/`` URL carrying its path's token for this answer (``&trid=N``)."""

@@ -49,7 +49,7 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
 
                                 {"kind": "-352" | "-412" | "-404" | "412" | "5xx",
                                  "endpoint": "playurl" (default) | "view" | "nav" | "arc_search" | "search"
-                                             | "any",
+                                             | "player" (x/player/wbi/v2) | "any",
                                  "bvid": BVID | null, "after": N (default 0: the first N matching requests
                                  pass untouched, e.g. a playurl that works once and then no more),
                                  "times": K | null, "rate": 0..1 | null, "status": 503 (for "5xx")}
@@ -175,7 +175,7 @@ class FaultError(ValueError):
 
 
 _BILIBILI_KINDS = {"-352", "-412", "-404", "412", "5xx"}
-_BILIBILI_ENDPOINTS = {"playurl", "view", "nav", "arc_search", "search", "any"}
+_BILIBILI_ENDPOINTS = {"playurl", "view", "nav", "arc_search", "search", "player", "any"}
 _BILIBILI_WBI = ("lists", "all", "off")
 _SEGMENT_SUFFIXES = (".ts", ".m4s", ".mp4")
 _FACEBOOK_KINDS = {"4", "17", "32", "613", "190", "100", "5xx"}

@@ -701,6 +701,12 @@ class PlatformSpider(Spider):
             self._media_posts.popitem(last=False)
         return post
 
+    def document_bodies(self, *, kind: str, body: bytes) -> tuple[bytes, dict[str, bytes]]:
+        """The body to store for a ``subtitle``/``danmaku`` asset as downloaded, and the objects derived from it by
+        extension (a subtitle's SRT); ``ValueError`` refuses it. Called by the media pipeline (docs/media.md,
+        "Documents"); platforms with document assets override it."""
+        return body, {}
+
     async def refresh_media_url(self, *, key: str, url: str) -> str | None:
         """A fresh URL for media asset ``key`` whose ``url`` stopped working (403/410, an expired signature), or
         ``None``.

@@ -31,7 +31,7 @@ from scrapy_spider_metadata import Args
 
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.config import setting
-from mediacrawler.items import Post, Source
+from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
 from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
@@ -50,6 +50,9 @@ class BilibiliParams(SpiderParams):
     mid: str | None = Field(default=None, description="Numeric id of the creator whose uploads to crawl.")
     keyword: str | None = Field(default=None, description="Search keyword (video results).")
     bvid: str | None = Field(default=None, description="One or more video ids, comma-separated (BV…).")
+    subtitles: bool = Field(default=False, description="Also store each part's subtitle tracks (JSON and SRT).")
+    danmaku: bool = Field(default=False, description="Also store each part's danmaku (XML).")
+    chapters: bool = Field(default=False, description="Keep each part's chapters (view points) in the record.")
 
     @field_validator("mid", mode="before")
     @classmethod
@@ -82,7 +85,7 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     name = "bilibili"
     platform = "bilibili"
-    root_settings = ("BILIBILI_API_URL", "BILIBILI_WEB_URL")
+    root_settings = ("BILIBILI_API_URL", "BILIBILI_WEB_URL", "BILIBILI_COMMENT_URL")
     params_model = BilibiliParams
     args: BilibiliParams
     classify_envelope = staticmethod(parser.classify_envelope)
@@ -194,8 +197,16 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         # One playurl per kept part, in order: the next is the first not tried (O(1) a step, so the cost of a
         # video stays linear in its parts; re-parsing the view at every step made it quadratic).
         cids, done = data["cids"], len(data.get("tried", ()))
-        return Step(f"playurl:{cids[done]}", self._playurl(chain["post_id"], cids[done])) if done < len(cids) \
-            else None
+        if done < len(cids):
+            return Step(f"playurl:{cids[done]}", self._playurl(chain["post_id"], cids[done]))
+        # Then, when subtitles or chapters are asked, one player/wbi/v2 per part (both come in its answer).
+        done = len(data.get("players_tried", ()))
+        if not (self.args.subtitles or self.args.chapters) or done >= len(cids):
+            return None
+        # The API takes the bvid as well; the aid is what the site sends (a view without one still gets its extras).
+        aid = data.get("aid")
+        target = {"aid": aid} if aid is not None else {"bvid": chain["post_id"]}
+        return Step(f"player:{cids[done]}", self.signed("/x/player/wbi/v2", {**target, "cid": cids[done]}))
 
     def _bound_parts(self, chain: dict[str, Any], view: Any) -> None:
         """Keep the first ``BILIBILI_MAX_PARTS`` parts of the video: their cids in ``data["cids"]``, the view (which
@@ -203,6 +214,7 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         data = chain["data"]
         extra = parser.parse_view(view, max_parts=setting(self.settings, "BILIBILI_MAX_PARTS")).extra
         data["cids"] = [str(part["cid"]) for part in extra["parts"]]
+        data["aid"] = extra.get("aid")
         if "parts_total" not in extra:
             return
         data["parts_total"] = extra["parts_total"]
@@ -233,6 +245,14 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
             data["view"] = payload
             return
         cid = step.split(":", 1)[1]
+        if step.startswith("player:"):
+            data.setdefault("players_tried", []).append(cid)
+            try:
+                data.setdefault("players", {})[cid] = parser.parse_player(payload, scheme=urlsplit(self.api).scheme)
+            except PlatformError as e:
+                # The part's video goes on; its record says what could not be read.
+                data.setdefault("player_errors", {})[cid] = str(e)
+            return
         data.setdefault("tried", []).append(cid)
         try:
             data.setdefault("streams", {})[cid] = parser.parse_playurl(payload)
@@ -269,9 +289,44 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                 else:
                     asset.status = "failed"
                     asset.error = f"no-streams: {errors.get(cid) or missing or 'playurl not read'}"
+            self._add_extras(post, data, missing=missing)
         if missing is not None:
             post.extra["incomplete"] = missing
         return post
+
+    def _add_extras(self, post: Post, data: dict[str, Any], *, missing: str | None) -> None:
+        """Per part, what ``-a subtitles``/``danmaku``/``chapters`` asked: subtitle and danmaku assets, and in
+        ``extra.parts[]`` the ``chapters`` and ``subtitles`` (languages) or the ``extras_error`` (docs/records.md)."""
+        players, errors = data.get("players", {}), data.get("player_errors", {})
+        comment_root = str(self.settings.get("BILIBILI_COMMENT_URL")).rstrip("/")
+        for part in post.extra.get("parts", ()):
+            cid = str(part["cid"])
+            if self.args.subtitles or self.args.chapters:
+                found = players.get(cid)
+                if found is None:
+                    part["extras_error"] = errors.get(cid) or missing or "player/wbi/v2 not read"
+                else:
+                    if self.args.chapters:
+                        part["chapters"] = found["chapters"]
+                    if self.args.subtitles:
+                        part["subtitles"] = [t["lan"] for t in found["subtitles"]]
+                        post.media.extend(MediaAsset(kind="subtitle", key=f"{post.post_id}:{cid}:{t['lan']}",
+                                                     url=t["url"]) for t in found["subtitles"])
+            if self.args.danmaku:
+                post.media.append(MediaAsset(kind="danmaku", key=f"{post.post_id}:{cid}",
+                                             url=f"{comment_root}/{cid}.xml"))
+
+    def document_bodies(self, *, kind: str, body: bytes) -> tuple[bytes, dict[str, bytes]]:
+        """A subtitle's JSON is stored as it came, with its SRT derived (:func:`parser.subtitle_srt`; none when it
+        has no cue); a danmaku XML inflated when it came raw-deflated (:func:`parser.inflate_danmaku`)."""
+        if kind == "danmaku":
+            return parser.inflate_danmaku(body, max_bytes=setting(self.settings, "BILIBILI_DANMAKU_MAX_BYTES")), {}
+        if kind == "subtitle":
+            try:
+                return body, {"srt": parser.subtitle_srt(body)}
+            except ValueError:
+                return body, {}  # the JSON's own check (media/integrity.py) decides whether it is stored
+        return body, {}
 
     # --- expired stream URLs ----------------------------------------------------------------------------------
     async def refresh_media_url(self, *, key: str, url: str) -> str | None:
