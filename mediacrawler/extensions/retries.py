@@ -146,7 +146,7 @@ class RetryExtension:
         self.ignore = frozenset(settings.getlist("RETRY_MEDIA_IGNORE_REASONS"))
         self.max_attempts = settings.getint("RETRY_MEDIA_MAX_ATTEMPTS")
         if self.max_attempts < 1:
-            raise NotConfigured("RETRY_MEDIA_MAX_ATTEMPTS must be at least 1")
+            raise ValueError(f"RETRY_MEDIA_MAX_ATTEMPTS={self.max_attempts!r}: expected an integer >= 1")
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.set: RetrySet | None = None
