@@ -44,7 +44,8 @@ from scrapy.exceptions import NotConfigured
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
-from mediacrawler.extensions.docstore import DocumentStore, FileDocumentStore, document_store_from_settings
+from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
+                                             quarantine_document)
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets
 
@@ -190,7 +191,9 @@ class RetryExtension:
         try:
             self.set = self.store.load(key)
         except RetryCorrupt as e:
-            logger.warning("%s: retry set %s is unusable (%s); starting a new one", key, self.store.location(key), e)
+            logger.warning("%s: retry set %s is unusable (%s); moved aside to %s, starting a new one", key,
+                           self.store.location(key), e, quarantine_document(self.store, key))
+            self.stats.inc_value("retry/corrupt")
             self.set = None
         except OSError as e:  # the store is out of reach: recording now would overwrite what it holds
             logger.error("%s: cannot read the retry set %s (%s); no media are retried or recorded in this run",
