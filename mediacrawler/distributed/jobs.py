@@ -34,7 +34,7 @@ from scrapy.settings import BaseSettings
 
 from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base
-from mediacrawler.distributed.queue import BURY_LUA, LeasedQueue, dead_key, letter_header
+from mediacrawler.distributed.queue import BURY_LUA, LeasedQueue, dead_key, letter_header, stamp_generation
 from mediacrawler.fsutil import loads_bounded
 
 logger = logging.getLogger(__name__)
@@ -124,6 +124,8 @@ class Job:
     seed: bool
     #: The message as stored (to dead-letter exactly this one).
     message: str = ""
+    #: The job's generation stamp when it was taken (:func:`.queue.stamp_generation`); None: not stamped.
+    generation: bytes | None = None
 
 
 class JobBoard:
@@ -168,6 +170,7 @@ class JobBoard:
             message, key = _text(got[0]), _text(got[2])
             job = self._checked(message, key, seed=bool(int(got[1])))
             if job is not None:
+                job.generation = stamp_generation(self.server, key_base(self.prefix, self.spider_name, job.key))
                 return job
         return None
 
@@ -202,11 +205,13 @@ class JobBoard:
             self.worker]))
 
     def state(self, job: Job, spider: Spider) -> str:
-        """``done`` (finished, keys deleted), ``seed`` (nobody seeded it: the caller must), or ``busy``."""
+        """``done`` (finished, keys deleted), ``seed`` (nobody seeded it: the caller must), ``busy``, or ``lost``:
+        the job's generation stamp is gone, Redis lost its data (restarted without persistence) and the job's
+        missing keys say nothing about whether it finished."""
         queue = LeasedQueue(self.server, spider, key_base(self.prefix, self.spider_name, job.key))
         result = queue.finish(require_seeded=True, worker=self.worker, seeding_ms=self.seeding_ms,
-                              active=self.keys[1], job=job.key)
-        return {1: "done", 2: "seed"}.get(result, "busy")
+                              active=self.keys[1], job=job.key, generation=job.generation)
+        return {1: "done", 2: "seed", 3: "lost"}.get(result, "busy")
 
 
 def _now() -> str:

@@ -24,6 +24,7 @@ reason and the first :data:`DEAD_SAMPLE` bytes of it; the list keeps the newest 
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -164,18 +165,24 @@ return 1
 """
 
 _SUFFIXES = ("q", "req", "score", "fp", "lease", "owner", "pending", "seen", "seq", "seeded", "seeding")
+#: How long a finished job's generation stamp stays (ms): the job's other workers still check it on their next
+#: poll, and must read "finished", not "lost"; a later run of the job takes it over (and keeps it).
+STAMP_LINGER_MS = 86_400_000
 
-# ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key
-# Returns 1: finished (deleted, or already gone), 2: nobody seeds it (the caller does now), 0: busy.
+# ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key, generation stamp
+# ('' = none). Returns 1: finished (deleted, or already gone), 2: nobody seeds it (the caller does now), 0: busy,
+# 3: the stamp is not the one given (Redis lost its data: an empty queue there is no finished job).
 FINISH = """
 local b, active, key = ARGV[1], ARGV[5], ARGV[6]
+if ARGV[7] ~= '' and redis.call('GET', b..':generation') ~= ARGV[7] then return 3 end
 if active ~= '' and redis.call('HEXISTS', active, key) == 0 then return 1 end
 if ARGV[2] == '1' and redis.call('EXISTS', b..':seeded') == 0 then
   if redis.call('SET', b..':seeding', ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then return 2 end
   return 0
 end
 if redis.call('ZCARD', b..':q') > 0 or redis.call('ZCARD', b..':lease') > 0 then return 0 end
-""" + "\n".join(f"redis.call('DEL', b..':{s}')" for s in _SUFFIXES) + """
+""" + "\n".join(f"redis.call('DEL', b..':{s}')" for s in _SUFFIXES) + f"""
+redis.call('PEXPIRE', b..':generation', {STAMP_LINGER_MS})
 if active ~= '' then redis.call('HDEL', active, key) end
 return 1
 """
@@ -236,9 +243,11 @@ class LeasedQueue(Base):
         return int(self._scripts["release"](args=[self.key, worker, *rids])) if rids else 0
 
     def finish(self, *, require_seeded: bool, worker: str = "", seeding_ms: int = 0, active: str = "",
-               job: str = "") -> int:
+               job: str = "", generation: bytes | None = None) -> int:
+        """The FINISH script's answer (above); with *generation*, 3 when the job's stamp is not that one."""
         return int(self._scripts["finish"](args=[self.key, "1" if require_seeded else "0", worker, seeding_ms,
-                                                 active, job]))
+                                                 active, job, generation or ""]))
+
 
     def bury(self, rid: str, reason: str, *, dead: str, keep: int) -> bool:
         """Move entry ``rid`` to the dead-letter list ``dead`` (:func:`dead_key`) with ``reason``; False when it
@@ -249,6 +258,18 @@ class LeasedQueue(Base):
     def clear(self) -> None:
         """Never called by the scheduler (a closing worker does not flush shared state); kept for the interface."""
         self.server.delete(*(f"{self.key}:{s}" for s in _SUFFIXES))
+
+
+def stamp_generation(server: redis.Redis, base: str) -> bytes | None:
+    """The generation stamp of the job at *base* (``<base>:generation``): written when there is none, else the one
+    there (a run of the job wrote it). It is gone only if Redis lost its data (restarted without persistence,
+    flushed): whoever holds it checks it before reading an empty queue as a finished job (FINISH). RedisError
+    when Redis cannot be reached."""
+    key = f"{base}:generation"
+    server.set(key, uuid.uuid4().hex, nx=True)
+    server.persist(key)  # taken over from a finished run: it lingers no more
+    token: bytes | None = server.get(key)
+    return token
 
 
 def dead_key(prefix: str, spider: str) -> str:

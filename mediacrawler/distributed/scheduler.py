@@ -46,7 +46,8 @@ from mediacrawler.config import setting
 from mediacrawler.distributed.connection import (client_from_settings, is_auth_error, key_base, masked_url,
                                                  workers_key)
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
-from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue, dead_key
+from mediacrawler.distributed.jobs import job_finished, job_started
+from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue, dead_key, stamp_generation
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
 from mediacrawler.feeds import sync_feeds
 from mediacrawler.scrub import mask_url, scrub
@@ -158,19 +159,29 @@ class RedisScheduler(Scheduler):
                 waiting = 0
             if waiting:
                 logger.info("Resuming crawl (%d requests queued in Redis for %s)", waiting, queue.key)
-            self._stamp(queue.key)
+            self._stamp(queue)
+        # A worker: each job it serves has the stamp the job board wrote or found when it took the job.
+        sig.connect(self.job_started, signal=job_started)
+        sig.connect(self.job_finished, signal=job_finished)
 
-    def _stamp(self, base: str) -> None:
+    def _stamp(self, queue: LeasedQueue) -> None:
         """Write (or take over, when a run of this job left one) the job's generation stamp."""
-        key = f"{base}:generation"
         try:
-            self.server.set(key, uuid.uuid4().hex, nx=True)
-            token = self.server.get(key)
+            token = stamp_generation(self.server, queue.key)
         except redis.RedisError as e:
-            logger.warning("scheduler: could not stamp %s (%s): a Redis losing its data goes unnoticed", key, e)
+            logger.warning("scheduler: could not stamp %s:generation (%s): a Redis losing its data goes "
+                           "unnoticed", queue.key, e)
             return
         if token is not None:
-            self._generation = (key, token)
+            self._generation = (f"{queue.key}:generation", token)
+
+    def job_started(self, spider: Spider, job: str, generation: bytes | None = None) -> None:
+        """Check the stamp of the job a worker now serves on every heartbeat and before it reads as finished."""
+        base = key_base(self.prefix, spider.name, job)
+        self._generation = None if generation is None else (f"{base}:generation", generation)
+
+    def job_finished(self, spider: Spider, job: str) -> None:
+        self._generation = None  # the job ended everywhere: its stamp lingers, then goes (queue.STAMP_LINGER_MS)
 
     def _check_generation(self) -> None:
         """RedisDataLost when the generation stamp is no longer the one this run wrote or found."""
@@ -581,7 +592,11 @@ class RedisScheduler(Scheduler):
             # An empty queue in a Redis that lost its data is no finished job.
             self._check_generation()
             queue.reap()
-            finished = queue.finish(require_seeded=False)
+            stamp = self._generation
+            # The stamp is checked again in the same script: Redis may restart between two calls.
+            finished = queue.finish(require_seeded=False, generation=None if stamp is None else stamp[1])
+            if finished == 3:
+                raise RedisDataLost(f"{queue.key}:generation")
         except RedisDataLost as e:
             self._data_lost(str(e))
             raise DontCloseSpider from None
