@@ -18,7 +18,8 @@ refusing the password (changed while crawling) closes it at once with ``redis_au
 A one-job crawl writes a generation stamp (``<base>:generation``) when it opens and looks for it on every
 heartbeat and before it declares the job finished: a Redis restarted without persistence comes back empty, which
 would read as "nothing left to crawl". The stamp's absence closes the spider with ``redis_data_lost`` instead, so the checkpoint
-keeps its place and the high-water mark does not advance (commands/crawl.py exits 1).
+keeps its place and the high-water mark does not advance (commands/crawl.py exits 1). A worker checks the stamp of
+each job it serves, the one the job board wrote or found when it took the job (:data:`.jobs.job_started`).
 """
 
 from __future__ import annotations
