@@ -16,7 +16,9 @@ replaced). A message is checked before it is served (:class:`JobMessage`: a key,
 of string values, bounded size and depth); a bad one goes to the dead-letter list with its reason and the worker
 looks at the next. A job is finished when it has nothing queued or leased (:meth:`JobBoard.state`): its keys are deleted
 and every worker moves on. The signals :data:`job_started` and :data:`job_finished` (``spider``, ``job``) are the
-seam for per-job state (checkpoints) in a process that serves several jobs one after the other.
+seam for per-job state (checkpoints) in a process that serves several jobs one after the other; ``job_started``
+also gives the job's ``generation`` stamp, written or found when the job was taken (:func:`.queue.stamp_generation`:
+its absence means Redis lost the job's data, and :meth:`JobBoard.state` then answers ``lost``).
 """
 
 from __future__ import annotations
