@@ -126,8 +126,9 @@ class Job:
     seed: bool
     #: The message as stored (to dead-letter exactly this one).
     message: str = ""
-    #: The job's generation stamp when it was taken (:func:`.queue.stamp_generation`); None: not stamped.
-    generation: bytes | None = None
+    #: (key, token) of the job board's generation stamp when the job was taken (:func:`.queue.stamp_generation`);
+    #: None: not stamped.
+    generation: tuple[str, bytes] | None = None
 
 
 class JobBoard:
@@ -142,6 +143,9 @@ class JobBoard:
         self.seeding_ms = int(settings.getfloat("DISTRIBUTED_LEASE_TTL") * 1000)
         base = f"{self.prefix}:{spider_name}"
         self.keys = [f"{base}:jobs", f"{base}:active", f"{base}:queued"]
+        #: The board's generation stamp, never deleted: one per spider (a job's keys all go when it finishes, and
+        #: its other workers must still tell "finished" from "lost").
+        self.stamp_key = f"{base}:generation"
         self._enqueue = self.server.register_script(ENQUEUE)
         self._take = self.server.register_script(TAKE)
         self._bury = self.server.register_script(BURY_JOB)
@@ -172,7 +176,7 @@ class JobBoard:
             message, key = _text(got[0]), _text(got[2])
             job = self._checked(message, key, seed=bool(int(got[1])))
             if job is not None:
-                job.generation = stamp_generation(self.server, key_base(self.prefix, self.spider_name, job.key))
+                job.generation = stamp_generation(self.server, self.stamp_key)
                 return job
         return None
 

@@ -165,24 +165,20 @@ return 1
 """
 
 _SUFFIXES = ("q", "req", "score", "fp", "lease", "owner", "pending", "seen", "seq", "seeded", "seeding")
-#: How long a finished job's generation stamp stays (ms): the job's other workers still check it on their next
-#: poll, and must read "finished", not "lost"; a later run of the job takes it over (and keeps it).
-STAMP_LINGER_MS = 86_400_000
 
-# ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key, generation stamp
-# ('' = none). Returns 1: finished (deleted, or already gone), 2: nobody seeds it (the caller does now), 0: busy,
-# 3: the stamp is not the one given (Redis lost its data: an empty queue there is no finished job).
+# ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key, generation stamp key
+# and token ('' = none). Returns 1: finished (deleted, or already gone), 2: nobody seeds it (the caller does now),
+# 0: busy, 3: the stamp is not the one given (Redis lost its data: an empty queue there is no finished job).
 FINISH = """
 local b, active, key = ARGV[1], ARGV[5], ARGV[6]
-if ARGV[7] ~= '' and redis.call('GET', b..':generation') ~= ARGV[7] then return 3 end
+if ARGV[8] ~= '' and redis.call('GET', ARGV[7]) ~= ARGV[8] then return 3 end
 if active ~= '' and redis.call('HEXISTS', active, key) == 0 then return 1 end
 if ARGV[2] == '1' and redis.call('EXISTS', b..':seeded') == 0 then
   if redis.call('SET', b..':seeding', ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then return 2 end
   return 0
 end
 if redis.call('ZCARD', b..':q') > 0 or redis.call('ZCARD', b..':lease') > 0 then return 0 end
-""" + "\n".join(f"redis.call('DEL', b..':{s}')" for s in _SUFFIXES) + f"""
-redis.call('PEXPIRE', b..':generation', {STAMP_LINGER_MS})
+""" + "\n".join(f"redis.call('DEL', b..':{s}')" for s in _SUFFIXES) + """
 if active ~= '' then redis.call('HDEL', active, key) end
 return 1
 """
@@ -243,10 +239,11 @@ class LeasedQueue(Base):
         return int(self._scripts["release"](args=[self.key, worker, *rids])) if rids else 0
 
     def finish(self, *, require_seeded: bool, worker: str = "", seeding_ms: int = 0, active: str = "",
-               job: str = "", generation: bytes | None = None) -> int:
-        """The FINISH script's answer (above); with *generation*, 3 when the job's stamp is not that one."""
+               job: str = "", generation: tuple[str, bytes] | None = None) -> int:
+        """The FINISH script's answer (above); with *generation* (stamp key, token), 3 when the stamp is not it."""
+        key, token = generation or ("", b"")
         return int(self._scripts["finish"](args=[self.key, "1" if require_seeded else "0", worker, seeding_ms,
-                                                 active, job, generation or ""]))
+                                                 active, job, key, token]))
 
 
     def bury(self, rid: str, reason: str, *, dead: str, keep: int) -> bool:
@@ -260,16 +257,14 @@ class LeasedQueue(Base):
         self.server.delete(*(f"{self.key}:{s}" for s in _SUFFIXES))
 
 
-def stamp_generation(server: redis.Redis, base: str) -> bytes | None:
-    """The generation stamp of the job at *base* (``<base>:generation``): written when there is none, else the one
-    there (a run of the job wrote it). It is gone only if Redis lost its data (restarted without persistence,
-    flushed): whoever holds it checks it before reading an empty queue as a finished job (FINISH). RedisError
-    when Redis cannot be reached."""
-    key = f"{base}:generation"
+def stamp_generation(server: redis.Redis, key: str) -> tuple[str, bytes] | None:
+    """The generation stamp at *key*, ``(key, token)``: written when there is none, else the one there (another
+    run or worker wrote it); None if it vanished at once. It is gone only if Redis lost its data (restarted
+    without persistence, flushed): whoever holds it checks it before reading an empty queue as a finished job
+    (FINISH). RedisError when Redis cannot be reached."""
     server.set(key, uuid.uuid4().hex, nx=True)
-    server.persist(key)  # taken over from a finished run: it lingers no more
     token: bytes | None = server.get(key)
-    return token
+    return None if token is None else (key, token)
 
 
 def dead_key(prefix: str, spider: str) -> str:

@@ -168,21 +168,21 @@ class RedisScheduler(Scheduler):
     def _stamp(self, queue: LeasedQueue) -> None:
         """Write (or take over, when a run of this job left one) the job's generation stamp."""
         try:
-            token = stamp_generation(self.server, queue.key)
+            stamp = stamp_generation(self.server, f"{queue.key}:generation")
         except redis.RedisError as e:
             logger.warning("scheduler: could not stamp %s:generation (%s): a Redis losing its data goes "
                            "unnoticed", queue.key, e)
             return
-        if token is not None:
-            self._generation = (f"{queue.key}:generation", token)
+        if stamp is not None:
+            self._generation = stamp
 
-    def job_started(self, spider: Spider, job: str, generation: bytes | None = None) -> None:
-        """Check the stamp of the job a worker now serves on every heartbeat and before it reads as finished."""
-        base = key_base(self.prefix, spider.name, job)
-        self._generation = None if generation is None else (f"{base}:generation", generation)
+    def job_started(self, spider: Spider, job: str, generation: tuple[str, bytes] | None = None) -> None:
+        """Check the stamp the job board gave the job a worker now serves, on every heartbeat and before the job
+        reads as finished."""
+        self._generation = generation
 
     def job_finished(self, spider: Spider, job: str) -> None:
-        self._generation = None  # the job ended everywhere: its stamp lingers, then goes (queue.STAMP_LINGER_MS)
+        self._generation = None  # the board's stamp stays: the next job checks it again
 
     def _check_generation(self) -> None:
         """RedisDataLost when the generation stamp is no longer the one this run wrote or found."""
@@ -595,9 +595,9 @@ class RedisScheduler(Scheduler):
             queue.reap()
             stamp = self._generation
             # The stamp is checked again in the same script: Redis may restart between two calls.
-            finished = queue.finish(require_seeded=False, generation=None if stamp is None else stamp[1])
-            if finished == 3:
-                raise RedisDataLost(f"{queue.key}:generation")
+            finished = queue.finish(require_seeded=False, generation=stamp)
+            if finished == 3 and stamp is not None:
+                raise RedisDataLost(stamp[0])
         except RedisDataLost as e:
             self._data_lost(str(e))
             raise DontCloseSpider from None
@@ -607,7 +607,7 @@ class RedisScheduler(Scheduler):
         if not finished:
             raise DontCloseSpider
         stamp, self._generation = self._generation, None
-        if stamp is not None:
+        if stamp is not None and stamp[0] == f"{queue.key}:generation":  # a worker's (the board's) stays
             try:
                 self.server.delete(stamp[0])  # the job is complete: its next run starts a new generation
             except redis.RedisError:
