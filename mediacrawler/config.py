@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 from urllib.parse import urlsplit
 
+from scrapy.utils.misc import load_object
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -106,7 +108,28 @@ class Relative:
         return f"{'<=' if self.at_most else '>'} {scaled}"
 
 
-Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative
+@dataclass(frozen=True)
+class Parsed:
+    """Each value of a dict setting (``RATE_BUDGET``) accepted by the function at the import path *parser* (the
+    component's own parser, which raises ValueError): named by a string, as settings.py names components."""
+
+    parser: str
+    what: str
+
+    def problem(self, value: Any, settings: BaseSettings) -> str | None:
+        parse = load_object(self.parser)
+        for key, each in (value or {}).items():
+            try:
+                parse(each)
+            except ValueError as e:
+                return f"{key!r}: {e}"
+        return None
+
+    def describe(self) -> str:
+        return self.what
+
+
+Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative | Parsed
 
 # Imported here, below the constraint classes: settings.py imports them from this module.
 from mediacrawler import settings as defaults  # noqa: E402
@@ -173,7 +196,10 @@ def settings_problem(settings: BaseSettings) -> str | None:
             for constraint in constraints:
                 if isinstance(constraint, Relative) != relative:
                     continue
-                if constraint.problem(value, settings) is not None:
+                problem = constraint.problem(value, settings)
+                if problem is not None:
+                    if isinstance(constraint, Parsed):
+                        return f"{name}={raw!r}: {problem}"  # the parser's own words name what it expects
                     what = _expected(hint, (constraint,) if isinstance(constraint, Range | Relative) else ())
                     return f"{name}={raw!r}: expected {what if hint in (int, float) else constraint.describe()}"
     return None

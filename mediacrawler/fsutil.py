@@ -65,6 +65,23 @@ def unlink_synced(path: str | os.PathLike[str]) -> bool:
     return True
 
 
+def move_aside(path: str | os.PathLike[str]) -> Path | None:
+    """Rename a damaged state file to ``<name>.corrupt`` (``.corrupt.2``… when taken), kept for inspection; the
+    new path, or None when there is no such file. Durable (the directory is synced)."""
+    path = Path(path)
+    target = path.with_name(path.name + ".corrupt")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.corrupt.{n}")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    fsync_dir(path.parent)
+    return target
+
+
 def remove_stray_temps(path: str | os.PathLike[str]) -> int:
     """Delete the temp files :func:`write_atomic` left beside ``path`` when a process was killed mid-write;
     returns how many. Only for a caller that owns ``path`` exclusively (e.g. holds the lock of the download it

@@ -14,7 +14,7 @@ import os
 from typing import Annotated
 
 # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Range, Relative
+from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
@@ -109,7 +109,8 @@ DOWNLOADER_MIDDLEWARES = {
 #: Requests per period shared by every worker (in Redis with REDIS_URL, else in this process), per key: a platform
 #: ("weibo": "2/s") for its API requests, "media:<host>" or "media" (each host at that rate) for media downloads;
 #: e.g. {"weibo": "2/s", "bilibili": "1/s", "media": "20/s"}. Rates: "N/s", "N/min", "N/h", "1/5s". Empty: off.
-RATE_BUDGET: dict[str, str] = {}
+RATE_BUDGET: Annotated[dict[str, str], Parsed("mediacrawler.distributed.limiter.parse_rate",
+                                             "each value a rate like '2/s', '30/min' or '1/5s'")] = {}
 #: Requests of one key that may start back to back after a quiet spell (1: evenly spaced, never a burst).
 RATE_BUDGET_BURST: Annotated[int, Range(1)] = 1
 #: Prefix of the limiter's Redis keys (<prefix>:<key>:tat, <prefix>:<key>:cool).

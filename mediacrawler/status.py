@@ -117,13 +117,15 @@ def _retry_entry(retry_set: RetrySet, now: datetime) -> dict[str, Any]:
 
 def documents_of(store: MarkStore | RetryStore, *, now: datetime | None = None) -> list[dict[str, Any]]:
     """One entry per mark or retry set of *store* (an empty retry set is left out); an unreadable one is
-    ``{"job", "location", "error"}``."""
+    ``{"job", "location", "error"}``, a damaged one a crawl moved aside ``{"job", "location", "moved_aside"}``."""
     now = now or datetime.now(UTC)
     entries: list[dict[str, Any]] = []
     try:
         keys = store.keys()
+        aside = store.set_aside()
     except OSError as e:
         return [{"job": "*", "location": type(store).__name__, "error": str(e)}]
+    entries += [{"job": key, "location": where, "moved_aside": True} for key, where in aside]
     for key in keys:
         try:
             doc = store.load(key)
@@ -190,24 +192,31 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
     return ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
+def _moved_aside(entries: list[dict[str, Any]]) -> list[str]:
+    return [f"  {e['job']}  DAMAGED, moved aside: {e['location']} (inspect it, then delete it)" for e in entries
+            if e.get("moved_aside")]
+
+
 def format_documents(documents: dict[str, list[dict[str, Any]]]) -> list[str]:
     """The marks and pending retries, one indented table each."""
     marks, retries = documents["marks"], documents["retries"]
-    lines = [f"high-water marks: {len(marks)}"]
+    lines = [f"high-water marks: {sum(1 for e in marks if not e.get('moved_aside'))}"]
     rows = [("JOB", "SPIDER", "POST", "CREATED", "UPDATED", "AGE", "WHERE")]
     rows += [(e["job"], e["spider"], e["post_id"], e["created_at"] or "?", e["updated_at"] or "?",
-              _age(e["age_seconds"]), e["location"]) for e in marks if "error" not in e]
+              _age(e["age_seconds"]), e["location"]) for e in marks if "error" not in e and "moved_aside" not in e]
     if len(rows) > 1:
         lines += _table(rows)
     lines += [f"  {e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in marks if "error" in e]
+    lines += _moved_aside(marks)
     lines.append(f"media pending retry: {sum(e.get('pending', 0) for e in retries)} assets")
     rows = [("JOB", "SPIDER", "ASSETS", "POSTS", "REASONS", "LAST FAILED", "WHERE")]
     rows += [(e["job"], e["spider"], str(e["pending"]), str(e["posts"]),
               ",".join(f"{r}:{n}" for r, n in e["reasons"].items()), e["last_failed"] or "?", e["location"])
-             for e in retries if "error" not in e]
+             for e in retries if "error" not in e and "moved_aside" not in e]
     if len(rows) > 1:
         lines += _table(rows)
     lines += [f"  {e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in retries if "error" in e]
+    lines += _moved_aside(retries)
     return lines
 
 

@@ -133,7 +133,7 @@ def test_endpoint_during_crawl_and_final_textfile_equals_stats(tmp_path: Path, f
 def test_off_without_metrics_port_and_refuses_a_bad_one() -> None:
     with pytest.raises(NotConfigured, match="METRICS_PORT is not set"):
         MetricsExtension(get_crawler(settings_dict={"METRICS_PORT": None}))
-    with pytest.raises(NotConfigured, match="not a port number"):
+    with pytest.raises(ValueError, match="METRICS_PORT='http': expected an integer"):
         MetricsExtension(get_crawler(settings_dict={"METRICS_PORT": "http"}))
 
 

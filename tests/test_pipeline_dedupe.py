@@ -122,7 +122,7 @@ def test_disabled() -> None:
 
 @pytest.mark.parametrize("settings", [{"DEDUPE_TTL": -1}, {"DEDUPE_CLAIM_TTL": 0}, {"DEDUPE_CLAIM_TTL": -5}])
 def test_bad_ttls_are_a_misconfiguration(settings: dict[str, Any]) -> None:
-    with pytest.raises(NotConfigured):
+    with pytest.raises(ValueError, match=next(iter(settings))):
         make_pipeline(**settings)
 
 

@@ -137,3 +137,36 @@ def test_password_set_while_crawling_exits_1_at_once(
     assert "redis_auth_failed" in text, text[-3000:]
     assert took < 30  # not DISTRIBUTED_REDIS_GIVE_UP (600 s)
     assert "n3w-Secret" not in text
+
+
+def test_a_worker_on_redis_restarted_without_aof_completes_no_job_and_moves_no_mark(
+        sb: SandboxProcess, tmp_path: Path, redis_server_factory: Callable[..., RedisServer]) -> None:
+    """Worker mode (jobs from the job board): the job's generation stamp is written when the worker takes it; an
+    emptied Redis reads as neither a finished job nor one to seed again, and no high-water mark is written."""
+    from tests.test_distributed_e2e import Worker, enqueue
+
+    sb.reset()
+    sb.set_faults(weibo_latency_ms=40)
+    server = redis_server_factory(aof=False)
+    enqueue(server.url, tmp_path)
+    worker = Worker(tmp_path, sb, server.url, "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
+                    "-s", "CONCURRENT_REQUESTS=2", "-s", "DISTRIBUTED_LEASE_TTL=5")
+    try:
+        client = server.client()
+        wait_for(lambda: int(client.get(f"{BASE}:seq") or 0) >= 6, "6 requests queued", 60)
+        assert client.get("mediacrawler:dist:weibo:generation")  # stamped when the worker took the job
+        server.stop()
+        server.start()  # empty: nothing was persisted
+        code = worker.wait(90)
+    finally:
+        if worker.proc.poll() is None:
+            worker.kill()
+        sb.set_faults(weibo_latency_ms=0)
+    text = worker.log()
+    assert code == 1, text[-3000:]
+    assert "redis_data_lost" in text and "Traceback" not in text, text[-3000:]
+    assert f"job {JOB} finished" not in text and "high-water mark at post" not in text
+    assert text.count(f"seeding job {JOB}") == 1, text[-3000:]  # never seeded again into the empty Redis
+    # Nothing in the new Redis claims the job was covered: no mark.
+    client = server.client()
+    assert client.keys("mediacrawler:marks:*") == [], client.keys("*")

@@ -12,9 +12,13 @@ import time
 import typing
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from scrapy.exceptions import NotConfigured
 from scrapy.settings import Settings
+from scrapy.utils.misc import build_from_crawler, load_object
+from scrapy.utils.test import get_crawler
 
 from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Range, declarations, settings_problem
 from mediacrawler.distributed.connection import masked_url
@@ -124,6 +128,12 @@ def status(tmp_path: Path, redis_url: str) -> tuple[int, str, str, float]:
     ("FILES_STORE", "s3://bucket/media"),
     ("MEDIA_INDEX", "redis"),
     ("DOWNLOAD_DELAY", "fast"),
+    # #20: the values a component refused by switching itself off; the rate format is the component's own parser.
+    ("RATE_BUDGET", '{"weibo": "fast"}'),
+    ("RATE_BUDGET", '{"weibo": "2/s", "media": "0/s"}'),
+    ("PLATFORM_BACKOFF_BASE", "500"),
+    ("METRICS_PORT", "70000"),
+    ("SHUTDOWN_POLL_INTERVAL", "0"),
 ])
 def test_scrapy_crawl_exits_2_naming_the_setting(tmp_path: Path, setting: str, value: str) -> None:
     code, out, err, _ = crawl(tmp_path, "-s", f"{setting}={value}")
@@ -188,3 +198,56 @@ def test_wrong_password_exits_2_at_start_without_the_password(tmp_path: Path, pa
             assert len(lines) == 1 and "REDIS_URL=" in lines[0], err[-2000:]
             assert "password" in lines[0]
             assert PASSWORD not in err + out
+
+
+# A crawl started without the crawl command (a script's CrawlerProcess) has no start-up check: each component
+# then refuses the value itself, failing the crawl with one line naming the setting; it never switches itself off.
+COMPONENT_MISCONFIGURATIONS = [
+    ("mediacrawler.middlewares.rate_budget.RateBudgetMiddleware", {"RATE_BUDGET": {"weibo": "fast"}}, "RATE_BUDGET"),
+    ("mediacrawler.middlewares.rate_budget.RateBudgetMiddleware", {"RATE_BUDGET": {"weibo": "1/s"},
+                                                                  "RATE_BUDGET_BURST": 0}, "RATE_BUDGET_BURST"),
+    ("mediacrawler.middlewares.platform_errors.PlatformErrorsMiddleware", {"PLATFORM_BACKOFF_BASE": 500},
+     "PLATFORM_BACKOFF_BASE"),
+    ("mediacrawler.middlewares.media_slots.MediaSlotMiddleware", {"MEDIA_DOWNLOAD_DELAY": -1}, "MEDIA_DOWNLOAD_DELAY"),
+    ("mediacrawler.middlewares.media_slots.MediaSlotMiddleware", {"MEDIA_SLOT_CONCURRENCY": 0},
+     "MEDIA_SLOT_CONCURRENCY"),
+    ("mediacrawler.middlewares.body_limits.BodyLimitsMiddleware", {"PLATFORM_API_MAXSIZE": -1}, "PLATFORM_API_MAXSIZE"),
+    ("mediacrawler.middlewares.body_limits.BodyLimitsMiddleware", {"MEDIA_MAXSIZE": -1}, "MEDIA_MAXSIZE"),
+    ("mediacrawler.middlewares.media_redirects.MediaRedirectMiddleware", {"MEDIA_MAX_REDIRECTS": -1},
+     "MEDIA_MAX_REDIRECTS"),
+    ("mediacrawler.pipelines.dedupe.DedupePipeline", {"DEDUPE_TTL": -1}, "DEDUPE_TTL"),
+    ("mediacrawler.pipelines.dedupe.DedupePipeline", {"DEDUPE_CLAIM_TTL": 0}, "DEDUPE_CLAIM_TTL"),
+    ("mediacrawler.extensions.metrics.MetricsExtension", {"METRICS_PORT": "http"}, "METRICS_PORT"),
+    ("mediacrawler.extensions.metrics.MetricsExtension", {"METRICS_PORT": 70000}, "METRICS_PORT"),
+    ("mediacrawler.extensions.retries.RetryExtension", {"RETRY_MEDIA_MAX_ATTEMPTS": 0}, "RETRY_MEDIA_MAX_ATTEMPTS"),
+    ("mediacrawler.extensions.shutdown.ShutdownGraceExtension", {"SHUTDOWN_GRACE": -1}, "SHUTDOWN_GRACE"),
+    ("mediacrawler.extensions.shutdown.ShutdownGraceExtension", {"SHUTDOWN_POLL_INTERVAL": 0},
+     "SHUTDOWN_POLL_INTERVAL"),
+]
+
+
+@pytest.mark.parametrize(("path", "values", "name"), COMPONENT_MISCONFIGURATIONS,
+                         ids=[f"{p.rsplit('.', 1)[1]}-{n}" for p, _, n in COMPONENT_MISCONFIGURATIONS])
+def test_a_component_refuses_a_bad_value_instead_of_switching_off(tmp_path: Path, path: str, values: dict[str, Any],
+                                                                   name: str) -> None:
+    settings = project_settings()
+    settings.set("FILES_STORE", str(tmp_path / "files"))
+    settings.set("CHECKPOINT_DIR", str(tmp_path / "cp"))
+    settings.set("EXTENSIONS", {}, priority="cmdline")  # get_crawler builds them: only the one under test here
+    settings.setdict(values, priority="cmdline")
+    crawler = get_crawler(settings_dict=dict(settings.copy_to_dict()))
+    with pytest.raises(ValueError) as caught:
+        build_from_crawler(load_object(path), crawler)
+    assert not isinstance(caught.value, NotConfigured)
+    message = str(caught.value)
+    assert message.startswith(f"{name}=") and "\n" not in message, message
+
+
+def test_a_switched_off_component_still_says_why() -> None:
+    from mediacrawler.middlewares.rate_budget import RateBudgetMiddleware
+    from mediacrawler.extensions.shutdown import ShutdownGraceExtension
+
+    with pytest.raises(NotConfigured, match="RATE_BUDGET is empty"):
+        RateBudgetMiddleware(get_crawler(settings_dict={"RATE_BUDGET": {}}))
+    with pytest.raises(NotConfigured, match="SHUTDOWN_GRACE is 0"):
+        ShutdownGraceExtension(get_crawler(settings_dict={"SHUTDOWN_GRACE": 0}))

@@ -15,7 +15,7 @@ from mediacrawler.checkpoints.model import KEY_RE, Checkpoint, CheckpointCorrupt
 from mediacrawler.config import setting
 from mediacrawler.contracts import backend_class
 from mediacrawler.feeds import FeedMark, repair_torn_tail
-from mediacrawler.fsutil import (STATE_MAX_DEPTH, TooLarge, fsync_dir, loads_bounded, read_bounded,
+from mediacrawler.fsutil import (STATE_MAX_DEPTH, TooLarge, loads_bounded, move_aside, read_bounded,
                                  remove_stray_temps, unlink_synced, write_atomic)
 
 if TYPE_CHECKING:
@@ -102,18 +102,8 @@ class FileCheckpointStore:
 
     def quarantine(self, key: str) -> str | None:
         """Move an unusable checkpoint aside (``<key>.json.corrupt``, numbered if taken); returns the new name."""
-        path = self.path(key)
-        target = path.with_name(path.name + ".corrupt")
-        n = 1
-        while target.exists():
-            n += 1
-            target = path.with_name(f"{path.name}.corrupt.{n}")
-        try:
-            os.replace(path, target)
-        except FileNotFoundError:
-            return None
-        fsync_dir(self.directory)
-        return str(target)
+        moved = move_aside(self.path(key))
+        return None if moved is None else str(moved)
 
     def keys(self) -> list[str]:
         if not self.directory.is_dir():

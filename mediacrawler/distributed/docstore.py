@@ -37,6 +37,8 @@ D = TypeVar("D")
 
 #: Tries of one :meth:`RedisDocumentStore.update` when other processes keep writing the same document.
 UPDATE_TRIES = 20
+#: Damaged copies of one document kept aside in Redis before quarantine refuses (the operator deletes them).
+QUARANTINE_SLOTS = 100
 
 
 class DocumentCodec(Generic[D]):
@@ -139,6 +141,30 @@ class RedisDocumentStore(DocumentCodec[D]):
             return bool(self.server.delete(self._key(key)))
         except redis.RedisError as e:
             raise OSError(f"Redis: {e}") from e
+
+    def quarantine(self, key: str) -> str | None:
+        """Rename a damaged document aside (``<prefix><job>:corrupt``, ``:corrupt:2``… when taken; no TTL, kept
+        for inspection), as a damaged checkpoint is; the new location, or None when there was none."""
+        name = self._key(key)
+        try:
+            for n in range(1, QUARANTINE_SLOTS + 1):
+                target = f"{name}:corrupt" + (f":{n}" if n > 1 else "")
+                if self.server.renamenx(name, target):
+                    self.server.persist(target)
+                    return f"redis:{target}"
+        except redis.ResponseError:  # no such key (deleted meanwhile)
+            return None
+        except redis.RedisError as e:
+            raise OSError(f"Redis: {e}") from e
+        raise OSError(f"Redis: {name}: {QUARANTINE_SLOTS} damaged copies kept already; delete some")
+
+    def set_aside(self) -> list[tuple[str, str]]:
+        """``(key, location)`` of every document :meth:`quarantine` moved aside and nobody has deleted yet."""
+        try:
+            found = [raw.decode() for raw in self.server.scan_iter(f"{self.prefix}*:corrupt*", count=1000)]
+        except redis.RedisError as e:
+            raise OSError(f"Redis: {e}") from e
+        return sorted((n[len(self.prefix):].partition(":")[0], f"redis:{n}") for n in found)
 
     def keys(self) -> list[str]:
         try:

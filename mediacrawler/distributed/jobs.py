@@ -16,7 +16,9 @@ replaced). A message is checked before it is served (:class:`JobMessage`: a key,
 of string values, bounded size and depth); a bad one goes to the dead-letter list with its reason and the worker
 looks at the next. A job is finished when it has nothing queued or leased (:meth:`JobBoard.state`): its keys are deleted
 and every worker moves on. The signals :data:`job_started` and :data:`job_finished` (``spider``, ``job``) are the
-seam for per-job state (checkpoints) in a process that serves several jobs one after the other.
+seam for per-job state (checkpoints) in a process that serves several jobs one after the other; ``job_started``
+also gives the job's ``generation`` stamp, written or found when the job was taken (:func:`.queue.stamp_generation`:
+its absence means Redis lost the job's data, and :meth:`JobBoard.state` then answers ``lost``).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from scrapy.settings import BaseSettings
 
 from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base
-from mediacrawler.distributed.queue import BURY_LUA, LeasedQueue, dead_key, letter_header
+from mediacrawler.distributed.queue import BURY_LUA, LeasedQueue, dead_key, letter_header, stamp_generation
 from mediacrawler.fsutil import loads_bounded
 
 logger = logging.getLogger(__name__)
@@ -124,6 +126,9 @@ class Job:
     seed: bool
     #: The message as stored (to dead-letter exactly this one).
     message: str = ""
+    #: (key, token) of the job board's generation stamp when the job was taken (:func:`.queue.stamp_generation`);
+    #: None: not stamped.
+    generation: tuple[str, bytes] | None = None
 
 
 class JobBoard:
@@ -138,6 +143,9 @@ class JobBoard:
         self.seeding_ms = int(settings.getfloat("DISTRIBUTED_LEASE_TTL") * 1000)
         base = f"{self.prefix}:{spider_name}"
         self.keys = [f"{base}:jobs", f"{base}:active", f"{base}:queued"]
+        #: The board's generation stamp, never deleted: one per spider (a job's keys all go when it finishes, and
+        #: its other workers must still tell "finished" from "lost").
+        self.stamp_key = f"{base}:generation"
         self._enqueue = self.server.register_script(ENQUEUE)
         self._take = self.server.register_script(TAKE)
         self._bury = self.server.register_script(BURY_JOB)
@@ -168,6 +176,7 @@ class JobBoard:
             message, key = _text(got[0]), _text(got[2])
             job = self._checked(message, key, seed=bool(int(got[1])))
             if job is not None:
+                job.generation = stamp_generation(self.server, self.stamp_key)
                 return job
         return None
 
@@ -202,11 +211,13 @@ class JobBoard:
             self.worker]))
 
     def state(self, job: Job, spider: Spider) -> str:
-        """``done`` (finished, keys deleted), ``seed`` (nobody seeded it: the caller must), or ``busy``."""
+        """``done`` (finished, keys deleted), ``seed`` (nobody seeded it: the caller must), ``busy``, or ``lost``:
+        the job's generation stamp is gone, Redis lost its data (restarted without persistence) and the job's
+        missing keys say nothing about whether it finished."""
         queue = LeasedQueue(self.server, spider, key_base(self.prefix, self.spider_name, job.key))
         result = queue.finish(require_seeded=True, worker=self.worker, seeding_ms=self.seeding_ms,
-                              active=self.keys[1], job=job.key)
-        return {1: "done", 2: "seed"}.get(result, "busy")
+                              active=self.keys[1], job=job.key, generation=job.generation)
+        return {1: "done", 2: "seed", 3: "lost"}.get(result, "busy")
 
 
 def _now() -> str:

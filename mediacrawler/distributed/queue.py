@@ -24,6 +24,7 @@ reason and the first :data:`DEAD_SAMPLE` bytes of it; the list keeps the newest 
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -165,10 +166,12 @@ return 1
 
 _SUFFIXES = ("q", "req", "score", "fp", "lease", "owner", "pending", "seen", "seq", "seeded", "seeding")
 
-# ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key
-# Returns 1: finished (deleted, or already gone), 2: nobody seeds it (the caller does now), 0: busy.
+# ARGV: base, require seeded ('1'/'0'), worker, seeding ms, active hash ('' = none), job key, generation stamp key
+# and token ('' = none). Returns 1: finished (deleted, or already gone), 2: nobody seeds it (the caller does now),
+# 0: busy, 3: the stamp is not the one given (Redis lost its data: an empty queue there is no finished job).
 FINISH = """
 local b, active, key = ARGV[1], ARGV[5], ARGV[6]
+if ARGV[8] ~= '' and redis.call('GET', ARGV[7]) ~= ARGV[8] then return 3 end
 if active ~= '' and redis.call('HEXISTS', active, key) == 0 then return 1 end
 if ARGV[2] == '1' and redis.call('EXISTS', b..':seeded') == 0 then
   if redis.call('SET', b..':seeding', ARGV[3], 'NX', 'PX', tonumber(ARGV[4])) then return 2 end
@@ -236,9 +239,12 @@ class LeasedQueue(Base):
         return int(self._scripts["release"](args=[self.key, worker, *rids])) if rids else 0
 
     def finish(self, *, require_seeded: bool, worker: str = "", seeding_ms: int = 0, active: str = "",
-               job: str = "") -> int:
+               job: str = "", generation: tuple[str, bytes] | None = None) -> int:
+        """The FINISH script's answer (above); with *generation* (stamp key, token), 3 when the stamp is not it."""
+        key, token = generation or ("", b"")
         return int(self._scripts["finish"](args=[self.key, "1" if require_seeded else "0", worker, seeding_ms,
-                                                 active, job]))
+                                                 active, job, key, token]))
+
 
     def bury(self, rid: str, reason: str, *, dead: str, keep: int) -> bool:
         """Move entry ``rid`` to the dead-letter list ``dead`` (:func:`dead_key`) with ``reason``; False when it
@@ -249,6 +255,16 @@ class LeasedQueue(Base):
     def clear(self) -> None:
         """Never called by the scheduler (a closing worker does not flush shared state); kept for the interface."""
         self.server.delete(*(f"{self.key}:{s}" for s in _SUFFIXES))
+
+
+def stamp_generation(server: redis.Redis, key: str) -> tuple[str, bytes] | None:
+    """The generation stamp at *key*, ``(key, token)``: written when there is none, else the one there (another
+    run or worker wrote it); None if it vanished at once. It is gone only if Redis lost its data (restarted
+    without persistence, flushed): whoever holds it checks it before reading an empty queue as a finished job
+    (FINISH). RedisError when Redis cannot be reached."""
+    server.set(key, uuid.uuid4().hex, nx=True)
+    token: bytes | None = server.get(key)
+    return None if token is None else (key, token)
 
 
 def dead_key(prefix: str, spider: str) -> str:

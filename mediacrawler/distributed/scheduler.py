@@ -18,7 +18,8 @@ refusing the password (changed while crawling) closes it at once with ``redis_au
 A one-job crawl writes a generation stamp (``<base>:generation``) when it opens and looks for it on every
 heartbeat and before it declares the job finished: a Redis restarted without persistence comes back empty, which
 would read as "nothing left to crawl". The stamp's absence closes the spider with ``redis_data_lost`` instead, so the checkpoint
-keeps its place and the high-water mark does not advance (commands/crawl.py exits 1).
+keeps its place and the high-water mark does not advance (commands/crawl.py exits 1). A worker checks the stamp of
+each job it serves, the one the job board wrote or found when it took the job (:data:`.jobs.job_started`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ from mediacrawler.config import setting
 from mediacrawler.distributed.connection import (client_from_settings, is_auth_error, key_base, masked_url,
                                                  workers_key)
 from mediacrawler.distributed.dupefilter import RedisDupeFilter, job_queue_of
-from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue, dead_key
+from mediacrawler.distributed.jobs import job_finished, job_started
+from mediacrawler.distributed.queue import SERVER_NOW, LeasedQueue, dead_key, stamp_generation
 from mediacrawler.distributed.serializer import UnserializableRequest, request_from_json, request_to_json
 from mediacrawler.feeds import sync_feeds
 from mediacrawler.scrub import mask_url, scrub
@@ -158,19 +160,29 @@ class RedisScheduler(Scheduler):
                 waiting = 0
             if waiting:
                 logger.info("Resuming crawl (%d requests queued in Redis for %s)", waiting, queue.key)
-            self._stamp(queue.key)
+            self._stamp(queue)
+        # A worker: each job it serves has the stamp the job board wrote or found when it took the job.
+        sig.connect(self.job_started, signal=job_started)
+        sig.connect(self.job_finished, signal=job_finished)
 
-    def _stamp(self, base: str) -> None:
+    def _stamp(self, queue: LeasedQueue) -> None:
         """Write (or take over, when a run of this job left one) the job's generation stamp."""
-        key = f"{base}:generation"
         try:
-            self.server.set(key, uuid.uuid4().hex, nx=True)
-            token = self.server.get(key)
+            stamp = stamp_generation(self.server, f"{queue.key}:generation")
         except redis.RedisError as e:
-            logger.warning("scheduler: could not stamp %s (%s): a Redis losing its data goes unnoticed", key, e)
+            logger.warning("scheduler: could not stamp %s:generation (%s): a Redis losing its data goes "
+                           "unnoticed", queue.key, e)
             return
-        if token is not None:
-            self._generation = (key, token)
+        if stamp is not None:
+            self._generation = stamp
+
+    def job_started(self, spider: Spider, job: str, generation: tuple[str, bytes] | None = None) -> None:
+        """Check the stamp the job board gave the job a worker now serves, on every heartbeat and before the job
+        reads as finished."""
+        self._generation = generation
+
+    def job_finished(self, spider: Spider, job: str) -> None:
+        self._generation = None  # the board's stamp stays: the next job checks it again
 
     def _check_generation(self) -> None:
         """RedisDataLost when the generation stamp is no longer the one this run wrote or found."""
@@ -581,7 +593,11 @@ class RedisScheduler(Scheduler):
             # An empty queue in a Redis that lost its data is no finished job.
             self._check_generation()
             queue.reap()
-            finished = queue.finish(require_seeded=False)
+            stamp = self._generation
+            # The stamp is checked again in the same script: Redis may restart between two calls.
+            finished = queue.finish(require_seeded=False, generation=stamp)
+            if finished == 3 and stamp is not None:
+                raise RedisDataLost(stamp[0])
         except RedisDataLost as e:
             self._data_lost(str(e))
             raise DontCloseSpider from None
@@ -591,7 +607,7 @@ class RedisScheduler(Scheduler):
         if not finished:
             raise DontCloseSpider
         stamp, self._generation = self._generation, None
-        if stamp is not None:
+        if stamp is not None and stamp[0] == f"{queue.key}:generation":  # a worker's (the board's) stays
             try:
                 self.server.delete(stamp[0])  # the job is complete: its next run starts a new generation
             except redis.RedisError:

@@ -20,7 +20,7 @@ from mediacrawler.distributed.docstore import DocumentCodec
 from scrapy.settings import Settings
 
 from mediacrawler.config import setting
-from mediacrawler.fsutil import TooLarge, fsync_dir, read_bounded, write_atomic
+from mediacrawler.fsutil import TooLarge, fsync_dir, move_aside, read_bounded, write_atomic
 
 if TYPE_CHECKING:
     from typing import Self
@@ -52,6 +52,10 @@ class DocumentStore(Protocol[D]):
     def update(self, key: str, change: Callable[[D | None], D | None]) -> D | None: ...
 
     def delete(self, key: str) -> bool: ...
+
+    def quarantine(self, key: str) -> str | None: ...
+
+    def set_aside(self) -> list[tuple[str, str]]: ...
 
     def keys(self) -> list[str]: ...
 
@@ -114,10 +118,32 @@ class FileDocumentStore(DocumentCodec[D]):
         fsync_dir(self.directory)
         return True
 
+    def quarantine(self, key: str) -> str | None:
+        """Move a damaged document aside (``<key>.json.corrupt``, numbered if taken), as a damaged checkpoint is;
+        the new path, or None when there was none."""
+        moved = move_aside(self.path(key))
+        return None if moved is None else str(moved)
+
+    def set_aside(self) -> list[tuple[str, str]]:
+        """``(key, location)`` of every document :meth:`quarantine` moved aside and nobody has deleted yet."""
+        if not self.directory.is_dir():
+            return []
+        found = (p for p in self.directory.glob(f"*{self.suffix}.corrupt*") if p.is_file())
+        return sorted((p.name.partition(self.suffix)[0], str(p)) for p in found)
+
     def keys(self) -> list[str]:
         if not self.directory.is_dir():
             return []
         return sorted(p.name[: -len(self.suffix)] for p in self.directory.glob(f"*{self.suffix}"))
+
+
+def quarantine_document(store: DocumentStore[Any], key: str) -> str:
+    """Move the damaged document of *key* aside (kept for inspection, out of the job's way); where it went, for the
+    one WARNING that reports it. A store out of reach leaves it in place (``update`` reads it as absent)."""
+    try:
+        return store.quarantine(key) or "nowhere (it is gone already)"
+    except OSError as e:
+        return f"nowhere ({e})"
 
 
 def document_store_from_settings(settings: BaseSettings, setting: str, backends: dict[str, str]) -> Any:

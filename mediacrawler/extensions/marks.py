@@ -52,7 +52,8 @@ from mediacrawler.checkpoints.model import check_key
 from mediacrawler.checkpoints.store import store_from_settings
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
-from mediacrawler.extensions.docstore import DocumentStore, FileDocumentStore, document_store_from_settings
+from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
+                                             quarantine_document)
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import HighWaterMark
 
@@ -215,7 +216,12 @@ class MarkExtension:
             return
         try:
             self.old = self.store.load(self.key)
-        except (MarkCorrupt, OSError) as e:
+        except MarkCorrupt as e:
+            # Kept for inspection, out of the way: the run's complete end writes a fresh mark in its place.
+            logger.warning("%s: high-water mark %s is unusable (%s); moved aside to %s, every page is walked",
+                           self.key, self.store.location(self.key), e, quarantine_document(self.store, self.key))
+            self.stats.inc_value("incremental/mark_corrupt")
+        except OSError as e:
             logger.warning("%s: high-water mark %s is unusable (%s); every page is walked", self.key,
                            self.store.location(self.key), e)
             self.stats.inc_value("incremental/mark_corrupt")

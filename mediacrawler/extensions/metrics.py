@@ -210,9 +210,9 @@ class MetricsExtension:
         try:
             self.port = int(port)
         except (TypeError, ValueError):
-            raise NotConfigured(f"METRICS_PORT={port!r} is not a port number") from None
+            raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535") from None
         if not 0 <= self.port <= 65535:
-            raise NotConfigured(f"METRICS_PORT={port!r} is not a port number")
+            raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535")
         self.host: str = settings.get("METRICS_HOST") or "127.0.0.1"
         self.textfile: str | None = settings.get("METRICS_TEXTFILE") or None
         self.crawler = crawler

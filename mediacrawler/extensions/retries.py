@@ -44,7 +44,8 @@ from scrapy.exceptions import NotConfigured
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
-from mediacrawler.extensions.docstore import DocumentStore, FileDocumentStore, document_store_from_settings
+from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
+                                             quarantine_document)
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets
 
@@ -146,7 +147,7 @@ class RetryExtension:
         self.ignore = frozenset(settings.getlist("RETRY_MEDIA_IGNORE_REASONS"))
         self.max_attempts = settings.getint("RETRY_MEDIA_MAX_ATTEMPTS")
         if self.max_attempts < 1:
-            raise NotConfigured("RETRY_MEDIA_MAX_ATTEMPTS must be at least 1")
+            raise ValueError(f"RETRY_MEDIA_MAX_ATTEMPTS={self.max_attempts!r}: expected an integer >= 1")
         assert crawler.stats is not None
         self.stats = crawler.stats
         self.set: RetrySet | None = None
@@ -190,7 +191,9 @@ class RetryExtension:
         try:
             self.set = self.store.load(key)
         except RetryCorrupt as e:
-            logger.warning("%s: retry set %s is unusable (%s); starting a new one", key, self.store.location(key), e)
+            logger.warning("%s: retry set %s is unusable (%s); moved aside to %s, starting a new one", key,
+                           self.store.location(key), e, quarantine_document(self.store, key))
+            self.stats.inc_value("retry/corrupt")
             self.set = None
         except OSError as e:  # the store is out of reach: recording now would overwrite what it holds
             logger.error("%s: cannot read the retry set %s (%s); no media are retried or recorded in this run",

@@ -36,11 +36,13 @@ class ShutdownGraceExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         self.grace = crawler.settings.getfloat("SHUTDOWN_GRACE")
-        if self.grace <= 0:
+        if self.grace < 0:
+            raise ValueError(f"SHUTDOWN_GRACE={self.grace!r}: expected a number >= 0 (0: no bound)")
+        if self.grace == 0:
             raise NotConfigured("SHUTDOWN_GRACE is 0: a graceful stop waits for everything in flight")
         self.poll_interval = crawler.settings.getfloat("SHUTDOWN_POLL_INTERVAL")
         if self.poll_interval <= 0:
-            raise NotConfigured("SHUTDOWN_POLL_INTERVAL must be > 0")
+            raise ValueError(f"SHUTDOWN_POLL_INTERVAL={self.poll_interval!r}: expected a number > 0")
         self.crawler = crawler
         self._watch: task.LoopingCall | None = None
         self._deadline: IDelayedCall | None = None

@@ -45,7 +45,9 @@ class BodyLimitsMiddleware(HttpCompressionMiddleware):
         self.api_maxsize = settings.getint("PLATFORM_API_MAXSIZE")
         self.media_maxsize = settings.getint("MEDIA_MAXSIZE")
         if self.api_maxsize < 0 or self.media_maxsize < 0:
-            raise NotConfigured("PLATFORM_API_MAXSIZE and MEDIA_MAXSIZE must be >= 0")
+            name, value = (("PLATFORM_API_MAXSIZE", self.api_maxsize) if self.api_maxsize < 0
+                           else ("MEDIA_MAXSIZE", self.media_maxsize))
+            raise ValueError(f"{name}={value!r}: expected an integer >= 0")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> BodyLimitsMiddleware:

@@ -18,7 +18,6 @@ import logging
 from typing import TYPE_CHECKING
 from urllib.parse import urljoin
 
-from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 from w3lib.url import safe_url_string
 
@@ -47,7 +46,7 @@ class MediaRedirectMiddleware:
         self.crawler = crawler
         self.max_redirects: int = setting(settings, "MEDIA_MAX_REDIRECTS")
         if self.max_redirects < 0:
-            raise NotConfigured("MEDIA_MAX_REDIRECTS must be >= 0")
+            raise ValueError(f"MEDIA_MAX_REDIRECTS={self.max_redirects!r}: expected an integer >= 0")
         self.allowed_schemes = allowed_schemes(settings)
 
     @classmethod

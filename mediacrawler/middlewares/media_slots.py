@@ -37,7 +37,9 @@ class MediaSlotMiddleware:
         self.delay = setting(settings, "MEDIA_DOWNLOAD_DELAY")
         self.concurrency = setting(settings, "MEDIA_SLOT_CONCURRENCY")
         if self.delay < 0 or self.concurrency < 1:
-            raise NotConfigured("MEDIA_DOWNLOAD_DELAY must be >= 0 and MEDIA_SLOT_CONCURRENCY >= 1")
+            if self.delay < 0:
+                raise ValueError(f"MEDIA_DOWNLOAD_DELAY={self.delay!r}: expected a number >= 0")
+            raise ValueError(f"MEDIA_SLOT_CONCURRENCY={self.concurrency!r}: expected an integer >= 1")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> MediaSlotMiddleware:

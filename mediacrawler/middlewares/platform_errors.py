@@ -78,7 +78,8 @@ class PlatformErrorsMiddleware:
         self.cap = s.getfloat("PLATFORM_BACKOFF_MAX")
         self.rate_limit_codes = {int(c) for c in s.getlist("PLATFORM_RATE_LIMIT_HTTP_CODES")}
         if self.base < 0 or self.cap < self.base:
-            raise NotConfigured("PLATFORM_BACKOFF_BASE must be >= 0 and <= PLATFORM_BACKOFF_MAX")
+            raise ValueError(f"PLATFORM_BACKOFF_BASE={self.base!r}: expected a number >= 0 and <= PLATFORM_BACKOFF_MAX "
+                             f"({self.cap!r})")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> PlatformErrorsMiddleware:

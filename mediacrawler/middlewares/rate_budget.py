@@ -65,10 +65,10 @@ class RateBudgetMiddleware:
         try:
             self.rates: dict[str, Rate] = {str(k): parse_rate(v) for k, v in budget.items()}
         except ValueError as e:
-            raise NotConfigured(f"RATE_BUDGET: {e}") from None
+            raise ValueError(f"RATE_BUDGET={budget!r}: {e}") from None
         self.burst = s.getint("RATE_BUDGET_BURST")
         if self.burst < 1:
-            raise NotConfigured("RATE_BUDGET_BURST must be >= 1")
+            raise ValueError(f"RATE_BUDGET_BURST={self.burst!r}: expected an integer >= 1")
         self.crawler = crawler
         self.stats = crawler.stats
         self.local: LocalLimiter = LocalLimiter()

@@ -94,11 +94,11 @@ class DedupePipeline:
             raise NotConfigured("DEDUPE_ENABLED is off")
         ttl = settings.getfloat("DEDUPE_TTL")
         if ttl < 0:
-            raise NotConfigured(f"DEDUPE_TTL must be >= 0 seconds (0: never forget), got {ttl!r}")
+            raise ValueError(f"DEDUPE_TTL={ttl!r}: expected a number of seconds >= 0 (0: never forget)")
         self.ttl: float | None = ttl or None
         claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL")
         if not claim_ttl > 0:
-            raise NotConfigured(f"DEDUPE_CLAIM_TTL must be > 0 seconds, got {claim_ttl!r}")
+            raise ValueError(f"DEDUPE_CLAIM_TTL={claim_ttl!r}: expected a number of seconds > 0")
         self.claim_ttl = claim_ttl
         assert crawler.stats is not None
         self.stats = crawler.stats
@@ -123,7 +123,8 @@ class DedupePipeline:
         if settings.get("REDIS_URL") and settings.getbool("DISTRIBUTED_ENABLED", True) and self.heartbeat > 0:
             self.alive_ttl = settings.getfloat("DISTRIBUTED_LEASE_TTL") - self.heartbeat
             if not self.alive_ttl > self.heartbeat:
-                raise NotConfigured("DISTRIBUTED_LEASE_TTL must be more than twice DISTRIBUTED_HEARTBEAT")
+                raise ValueError(f"DISTRIBUTED_LEASE_TTL={self.alive_ttl + self.heartbeat!r}: expected > 2 x "
+                                 f"DISTRIBUTED_HEARTBEAT ({self.heartbeat!r})")
             crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
 
     @classmethod

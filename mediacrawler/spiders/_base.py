@@ -641,7 +641,8 @@ class PlatformSpider(Spider):
                 await in_thread(board.bury, job, format_validation_error(self.name, e))
                 continue
             self._adopt(job.key)
-            self.crawler.signals.send_catch_log(signal=jobs.job_started, spider=self, job=job.key)
+            self.crawler.signals.send_catch_log(signal=jobs.job_started, spider=self, job=job.key,
+                                                generation=job.generation)
             seed = job.seed
             while True:
                 if seed:
@@ -656,9 +657,15 @@ class PlatformSpider(Spider):
                     state = await in_thread(board.state, job, self)
                 except redis.RedisError:
                     continue
-                if state == "done":
+                if state in ("done", "lost"):
                     break
                 seed = state == "seed"
+            if state == "lost":
+                # Neither finished nor failed: its data is gone. No job_finished (no mark moves); the scheduler
+                # finds the stamp gone and closes the spider with redis_data_lost (exit status 1).
+                logger.error("%s: job %s: its generation stamp is gone from Redis (restarted without "
+                             "persistence?); the worker stops serving jobs", self.name, job.key)
+                return
             logger.info("%s: job %s finished", self.name, job.key)
             self.crawler.signals.send_catch_log(signal=jobs.job_finished, spider=self, job=job.key)
             self.job_queue = None
