@@ -24,7 +24,8 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "1669879400"}),
     ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
     ("weibo", {"keyword": "猫"}),
-    ("bilibili", {"mid": "2"}),
+    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters (sandbox.bilibili_extras).
+    ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true"}),
     ("facebook", {"page": "100000000000001"}),
     ("xhs", {"user": "5f0e1d2c3b4a596877665544"}),
     ("douyin", {"aweme": "7300000000000000101,7300000000000000201,https://v.douyin.com/iSbxV101/"}),
@@ -39,6 +40,7 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
     overrides = {
         "WEIBO_BASE_URL": f"{sandbox_url}/weibo",
         "BILIBILI_API_URL": f"{sandbox_url}/bilibili",
+        "BILIBILI_COMMENT_URL": f"{sandbox_url}/bilibili/comment",
         "FACEBOOK_GRAPH_URL": f"{sandbox_url}/facebook/v19.0",
         "XHS_WEB_URL": f"{sandbox_url}/xhs",
         "DOUYIN_SHARE_URL": f"{sandbox_url}/douyin",

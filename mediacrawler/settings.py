@@ -133,7 +133,7 @@ BILIBILI_WBI_KEY_TTL: Annotated[int, Range(0)] = 3600
 #: Referer of Bilibili media requests (the stream CDNs refuse requests without one).
 BILIBILI_MEDIA_REFERER = "https://www.bilibili.com/"
 #: Root of a part's danmaku (``<root>/<cid>.xml``, with ``-a danmaku=true``).
-BILIBILI_COMMENT_URL = "https://comment.bilibili.com"
+BILIBILI_COMMENT_URL: str = "https://comment.bilibili.com"
 #: Largest danmaku XML stored, inflated (bytes); a larger one fails that asset alone.
 BILIBILI_DANMAKU_MAX_BYTES: Annotated[int, Range(1)] = 32 * 1024 * 1024
 FACEBOOK_GRAPH_URL = "https://graph.facebook.com/v19.0"

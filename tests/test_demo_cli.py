@@ -49,6 +49,8 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     # Every distinct content stored exactly once, and every asset pointing at a stored file with its hash.
     assets = [m for r in records for post in (r, r.get("reposted") or {}) for m in post.get("media") or []]
     stored = {m["sha256"]: m["path"] for m in assets if m["status"] in ("downloaded", "deduplicated", "uptodate")}
+    # A subtitle's SRT is a file of its own, recorded on its asset (derived).
+    stored.update({d["sha256"]: d["path"] for m in assets for d in (m.get("derived") or {}).values()})
     assert len(stored) == len(objects) and all((out / "files" / p).is_file() for p in stored.values())
     assert all(Path(p).name.startswith(sha) for sha, p in stored.items())
     # Every media kind is in the demo, stored: pictures, videos, audio, Live Photo clips and covers, and
