@@ -29,6 +29,7 @@ from mediacrawler.parsers._common import (
     clean_id,
     https_url,
     iso_from_timestamp,
+    parse_count,
 )
 from mediacrawler.parsers.bilibili import PLATFORM, _code, raise_for_envelope
 
@@ -79,16 +80,12 @@ def parse_reply(raw: Any, *, post_id: str, source: Source | None = None, fetched
         root_id=rpid if top_level else root,  # type: ignore[arg-type] (root is set when not top level)
         author=Author(id=author_id, name=as_text(member.get("uname")) or None) if author_id else None,
         text=text, created_at=iso_from_timestamp(raw.get("ctime")),
-        metrics=CommentMetrics(likes=_count(raw.get("like")),
-                               replies=_count(raw.get("rcount") if "rcount" in raw else raw.get("count"))),
+        metrics=CommentMetrics(likes=parse_count(raw.get("like")),
+                               replies=parse_count(raw.get("rcount") if "rcount" in raw else raw.get("count"))),
         media=_pictures(rpid, content), pinned=pinned,
         deleted=author_id is None and not text, source=source, fetched_at=fetched_at, extra=extra,
     )
 
-
-def _count(value: Any) -> int | None:
-    n = as_int(value)
-    return n if n is not None and 0 <= n <= 10**15 else None
 
 
 def _closed(payload: Any) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mediacrawler.items import Author, Comment, CommentMetrics, MediaAsset, Source
-from mediacrawler.parsers._common import CommentPage, as_int, as_obj, as_text, clean_id
+from mediacrawler.parsers._common import CommentPage, as_int, as_obj, as_text, clean_id, parse_count
 from mediacrawler.parsers.facebook import (
     PLATFORM,
     _http_url,
@@ -65,12 +65,8 @@ def parse_comments(payload: Any, *, post_id: str, root_id: str | None = None,
             platform=PLATFORM, comment_id=comment_id, post_id=post_id, parent_id=parent, root_id=root,
             author=Author(id=author_id, name=as_text(author.get("name")) or None) if author_id else None,
             text=as_text(raw.get("message")), created_at=parse_created_time(raw.get("created_time")),
-            metrics=CommentMetrics(likes=_count(raw.get("like_count")), replies=_count(raw.get("comment_count"))),
+            metrics=CommentMetrics(likes=parse_count(raw.get("like_count")),
+                                   replies=parse_count(raw.get("comment_count"))),
             media=_attachment(comment_id, raw.get("attachment")), source=source, fetched_at=fetched_at,
         ))
     return page
-
-
-def _count(value: Any) -> int | None:
-    n = as_int(value)
-    return n if n is not None and 0 <= n <= 10**15 else None
