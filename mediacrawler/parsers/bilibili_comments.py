@@ -47,7 +47,8 @@ def _pictures(rpid: str, content: dict[str, Any]) -> list[MediaAsset]:
         url = https_url(picture.get("img_src"))
         if url:
             assets.append(MediaAsset(kind="image", key=f"reply:{rpid}:{n}", url=url,
-                                     width=as_int(picture.get("img_width")), height=as_int(picture.get("img_height"))))
+                                     width=as_int(picture.get("img_width")),
+                                     height=as_int(picture.get("img_height"))))
     return assets
 
 
