@@ -1,4 +1,5 @@
-"""Comment threads in the sandbox: one deterministic model, rendered as Weibo, Bilibili and the Graph API serve them.
+"""Comment threads in the sandbox: one deterministic model, rendered as Weibo, Bilibili and the Graph API serve
+them.
 
 Pure (no Twisted): tests import it to compute exactly what the sandbox serves. docs/sandbox.md, "Comments".
 
@@ -221,7 +222,8 @@ def _bilibili_reply(c: ThreadComment, aid: int, base: str) -> dict[str, Any]:
     mid = 0 if c.author is None else int(c.author[0])
     content: dict[str, Any] = {"message": c.text, "members": [], "jump_url": {}, "max_line": 6}
     if c.picture is not None:
-        content["pictures"] = [{"img_src": f"{base}/media/img/{c.picture}.jpg", "img_width": 640, "img_height": 480,
+        content["pictures"] = [{"img_src": f"{base}/media/img/{c.picture}.jpg", "img_width": 640,
+                                "img_height": 480,
                                 "img_size": 42.0}]
     root = int(c.root or 0)
     return {"rpid": int(c.id), "oid": aid, "type": 1, "mid": mid, "root": root, "parent": int(c.parent or 0),
@@ -233,7 +235,8 @@ def _bilibili_reply(c: ThreadComment, aid: int, base: str) -> dict[str, Any]:
             "folder": {"has_folded": c.folded, "is_folded": c.folded, "rule": ""}}
 
 
-def bilibili_main(world: CommentWorld, bvid: str, aid: int, *, pagination: str | None, base: str) -> dict[str, Any]:
+def bilibili_main(world: CommentWorld, bvid: str, aid: int, *, pagination: str | None,
+                  base: str) -> dict[str, Any]:
     """One page of a video's replies (``12002`` from the page :meth:`CommentWorld.close_from` names on)."""
     try:
         offset = json.loads(json.loads(pagination or "{}").get("offset") or "{}").get("data", {}).get("pn", 0)
