@@ -1,5 +1,6 @@
 """End to end: ``-a subtitles/danmaku/chapters=true`` on the sandbox's Bilibili (docs/platforms.md, "Bilibili
-extras"): per part, the subtitle JSON stored with its SRT, the danmaku inflated XML, the chapters in the record."""
+extras"): per part, the subtitle JSON stored with its SRT, the danmaku inflated XML, the chapters in the record and
+in the part's MP4."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import av
 import pytest
 
-from mediacrawler.sandbox import bilibili, bilibili_extras
+from mediacrawler.sandbox import bilibili, bilibili_extras, video
 from tests.test_crawl_bilibili import CANARY, crawl
 
 pytestmark = pytest.mark.slow
@@ -73,6 +75,17 @@ def test_subtitles_danmaku_and_chapters_of_every_part(bili: Any, tmp_path: Path,
         assert part["subtitles"] == ["zh-CN", "en-US"]
         assert [c["content"] for c in part["chapters"]] == ["开场", "结尾 & 彩蛋"]
         assert part["chapters"][0]["from"] == 0 and part["chapters"][-1]["to"] == 4
+    # The chapters are on each part's video and in its MP4, where a player reads them (titles and times).
+    half = video.DURATION / 2
+    for asset in by_kind["video"]:
+        assert asset["chapters"] == [{"start": 0, "end": half, "title": "开场"},
+                                     {"start": half, "end": video.DURATION, "title": "结尾 & 彩蛋"}]
+        _stored(tmp_path, asset)
+        with av.open(str(tmp_path / "files" / asset["path"])) as container:
+            assert container.streams.video and container.streams.audio
+            got = [(c["metadata"]["title"], float(c["start"] * c["time_base"]), float(c["end"] * c["time_base"]))
+                   for c in container.chapters()]
+        assert got == [("开场", 0.0, half), ("结尾 & 彩蛋", half, video.DURATION)], got
     # The player/wbi/v2 requests were signed and accepted (bilibili_wbi="all").
     requests = bili.requests()
     players = [r for r in requests if r["path"].endswith("/x/player/wbi/v2")]
@@ -114,6 +127,7 @@ def test_a_failed_player_answer_loses_no_video_and_a_bad_danmaku_fails_alone(bil
     parts = row["extra"]["parts"]
     assert "chapters" in parts[0] and len(parts[0]["subtitles"]) == 2
     assert all("extras_error" in p and "chapters" not in p for p in parts[1:]), parts
+    assert videos[0]["chapters"] and [v["chapters"] for v in videos[1:]] == [None, None]
     assert len([a for a in row["media"] if a["kind"] == "subtitle"]) == 2
     dms = [a for a in row["media"] if a["kind"] == "danmaku"]
     assert len(dms) == 3 and all(a["status"] == "failed" and a["path"] is None for a in dms)
@@ -126,6 +140,7 @@ def test_extras_are_off_by_default(bili: Any, tmp_path: Path) -> None:
     [row] = rows
     assert {a["kind"] for a in row["media"]} == {"image", "video"}
     assert all("chapters" not in p and "subtitles" not in p for p in row["extra"]["parts"])
+    assert all(a["chapters"] is None for a in row["media"])
     assert not [r for r in bili.requests() if r["path"].endswith("/x/player/wbi/v2")]
 
 

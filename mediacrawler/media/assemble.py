@@ -149,7 +149,8 @@ def chapter_entries(chapters: Sequence[Mapping[str, Any]] | None, *,
                    and abs(t) <= _MAX_CHAPTER_SECONDS for t in (start, end)):
             continue
         title = title.strip()[:MAX_CHAPTER_TITLE] if isinstance(title, str) else ""  # untitled: still a chapter
-        spans.append((round(start * 1000), round(end * 1000), title))
+        if 0 <= round(start * 1000) < round(end * 1000):
+            spans.append((round(start * 1000), round(end * 1000), title))
     limit = round(duration * 1000) if duration and math.isfinite(duration) and duration > 0 else None
     spans.sort(key=lambda span: (span[0], span[1]))
     out: list[dict[str, Any]] = []
@@ -158,7 +159,7 @@ def chapter_entries(chapters: Sequence[Mapping[str, Any]] | None, *,
             end = min(end, spans[n + 1][0])
         if limit is not None:
             end = min(end, limit)
-        if start < 0 or end <= start:
+        if end <= start:  # starts at or past the end of the video
             continue
         out.append({"id": len(out) + 1, "start": start, "end": end, "time_base": _CHAPTER_TIME_BASE,
                     "metadata": {"title": title}})
@@ -225,6 +226,7 @@ def concat_mp4(files: Sequence[Path], out: Path, *, chapters: Sequence[Mapping[s
         with av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as output:
             mapping: dict[str, Any] = {}
             ends: dict[str, float] = {}  # per stream type: end time (s) of what is muxed so far
+            last: dict[str, Fraction] = {}  # per stream type: the last dts muxed (s)
             for n, path in enumerate(files):
                 if not _nonempty(Path(path)):
                     raise AssemblyError(f"empty or missing file {n + 1} of {len(files)}")
@@ -240,6 +242,12 @@ def concat_mp4(files: Sequence[Path], out: Path, *, chapters: Sequence[Mapping[s
                         shift = round(start / stream.time_base)
                         packet.pts += shift
                         packet.dts += shift
+                        if stream.type in last and packet.dts * stream.time_base <= last[stream.type]:
+                            # A file's first packets can reach back before its 0 (an AAC priming packet, B-frame
+                            # delay) onto the previous file's last: one tick later, as ffmpeg's muxing does.
+                            packet.dts = math.floor(last[stream.type] / stream.time_base) + 1
+                            packet.pts = max(packet.pts, packet.dts)
+                        last[stream.type] = packet.dts * stream.time_base
                         end = float((packet.pts + (packet.duration or 0)) * stream.time_base)
                         ends[stream.type] = max(ends.get(stream.type, 0.0), end)
                         packet.stream = mapping[stream.type]
