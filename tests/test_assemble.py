@@ -314,15 +314,15 @@ def test_copy_of_clip_is_stable(media_clip: Clip, tmp_path: Path) -> None:
     assert a.read_bytes() == b.read_bytes()
 
 
-# --- chapters (Bilibili's view_points, MediaAsset.chapters) -------------------------------------------------------
+# --- chapters (Bilibili's view_points, MediaAsset.chapters) ------------------------------------------------------
 TWO_CHAPTERS = [{"start": 1, "end": 2, "title": "结尾 & 彩蛋"}, {"start": 0, "end": 1, "title": "开场"}]
 
 
 def chapters_of(path: Path) -> list[tuple[str, float, float]]:
     """``(title, start s, end s)`` of each chapter, as a player reads them from the file."""
     with av.open(str(path)) as container:
-        return [(c["metadata"].get("title", ""), float(c["start"] * c["time_base"]), float(c["end"] * c["time_base"]))
-                for c in container.chapters()]
+        return [(c["metadata"].get("title", ""), float(c["start"] * c["time_base"]),
+                 float(c["end"] * c["time_base"])) for c in container.chapters()]
 
 
 def test_chapters_are_written_into_the_remuxed_mp4_the_same_bytes_every_time(media_clip: Clip,
