@@ -168,3 +168,20 @@ def test_the_player_step_follows_the_playurls_and_names_the_video_by_aid_or_bvid
     del chain["data"]["aid"]
     chain["data"]["players_tried"] = []
     assert f"bvid={BVID}&cid={cids[0]}" in str(spider.next_step(chain).url)  # type: ignore[union-attr]
+
+
+def test_a_single_durl_file_is_remuxed_to_carry_the_chapters(bili: Any, tmp_path: Path) -> None:
+    # A faststart MP4 that would be stored byte for byte is remuxed (stream copy) when it has chapters to carry.
+    bili.set_faults(bilibili_wbi="all", bilibili_durl_segments=1)
+    bvid = bilibili.BVIDS[0]
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bvid}", "-a", "chapters=true")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [row] = rows
+    [asset] = [a for a in row["media"] if a["kind"] == "video"]
+    assert asset["status"] == "downloaded" and [r["kind"] for r in asset["renditions"]] == ["progressive"]
+    served = [r for r in bili.requests() if r["path"].startswith("/media/bili/") and r["method"] == "GET"]
+    assert served and all(r["path"].endswith(".mp4") for r in served)
+    with av.open(str(tmp_path / "files" / asset["path"])) as container:
+        assert [c["metadata"]["title"] for c in container.chapters()] == ["开场", "结尾 & 彩蛋"]
+        assert container.streams.video and container.streams.audio
+        assert abs(container.duration / 1_000_000 - video.DURATION) < 0.2
