@@ -296,9 +296,11 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     def _add_extras(self, post: Post, data: dict[str, Any], *, missing: str | None) -> None:
         """Per part, what ``-a subtitles``/``danmaku``/``chapters`` asked: subtitle and danmaku assets, and in
-        ``extra.parts[]`` the ``chapters`` and ``subtitles`` (languages) or the ``extras_error`` (docs/records.md)."""
+        ``extra.parts[]`` the ``chapters`` (also on the part's video asset, for its MP4) and ``subtitles``
+        (languages) or the ``extras_error`` (docs/records.md)."""
         players, errors = data.get("players", {}), data.get("player_errors", {})
         comment_root = str(self.settings.get("BILIBILI_COMMENT_URL")).rstrip("/")
+        videos = {a.key: a for a in post.media if a.kind == "video"}
         for part in post.extra.get("parts", ()):
             cid = str(part["cid"])
             if self.args.subtitles or self.args.chapters:
@@ -308,6 +310,10 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                 else:
                     if self.args.chapters:
                         part["chapters"] = found["chapters"]
+                        video = videos.get(f"{post.post_id}:{cid}")
+                        if video is not None and found["chapters"]:  # written into the part's MP4 (media.md)
+                            video.chapters = [{"start": c["from"], "end": c["to"], "title": c["content"]}
+                                              for c in found["chapters"]]
                     if self.args.subtitles:
                         part["subtitles"] = [t["lan"] for t in found["subtitles"]]
                         post.media.extend(MediaAsset(kind="subtitle", key=f"{post.post_id}:{cid}:{t['lan']}",
