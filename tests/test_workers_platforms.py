@@ -1,5 +1,5 @@
-"""Every platform spider as a worker: a job queued with ``mediacrawler enqueue`` is run by one worker (``scrapy crawl
-<platform>`` with REDIS_URL and no target, a real redis-server) and by a plain crawl of the same arguments, both
+"""Every platform spider as a worker: a job queued with ``mediacrawler enqueue`` is run by one worker (``scrapy
+crawl <platform>`` with REDIS_URL and no target, a real redis-server) and by a plain crawl of the same arguments, both
 against the sandbox over HTTP; the records must agree: the same posts, each with the same fields and media
 hashes, every media file stored in the worker's own FILES_STORE.
 
@@ -37,8 +37,9 @@ JOBS: dict[str, dict[str, str]] = {
     "weibo": {"uid": "7365120894", "max_pages": "1"},
     "bilibili": {"bvid": f"{bilibili.BVIDS[0]},{bilibili.BVIDS[1]}", "max_height": "480"},
     "facebook": {"page": PAGE_ID, "max_pages": "1"},
-    "xhs": {"note": ",".join(f"https://www.xiaohongshu.com/explore/{n.id}?xsec_token={quote(n.xsec_token, safe='')}"
-                             "&xsec_source=pc_feed" for n in XHS_NOTES), "max_height": "480"},
+    "xhs": {"note": ",".join(f"https://www.xiaohongshu.com/explore/{n.id}?xsec_token="
+                             f"{quote(n.xsec_token, safe='')}&xsec_source=pc_feed" for n in XHS_NOTES),
+            "max_height": "480"},
     "douyin": {"aweme": f"{douyin.VIDEO_AWEMES[0]},https://v.douyin.com/iSbxA201/", "max_height": "480"},
 }
 
@@ -48,7 +49,8 @@ def roots(sandbox: SandboxProcess) -> list[str]:
     values = {
         "WEIBO_BASE_URL": sandbox.weibo_url, "BILIBILI_API_URL": f"{url}/bilibili",
         "FACEBOOK_GRAPH_URL": f"{url}/facebook/v19.0", "FACEBOOK_PAGE_SIZE": "4", "XHS_WEB_URL": f"{url}/xhs",
-        "DOUYIN_SHARE_URL": f"{url}/douyin", "DOUYIN_WEB_URL": f"{url}/douyin", "DOUYIN_SHORT_URL": f"{url}/douyin/v",
+        "DOUYIN_SHARE_URL": f"{url}/douyin", "DOUYIN_WEB_URL": f"{url}/douyin",
+        "DOUYIN_SHORT_URL": f"{url}/douyin/v",
     }
     return [arg for name, value in values.items() for arg in ("-s", f"{name}={value}")]
 

@@ -1,5 +1,5 @@
-"""Worker mode: one process serves the jobs queued in Redis (``mediacrawler enqueue``), one after the other, through
-the spider it drives (docs/operations.md, "Many workers on one Redis").
+"""Worker mode: one process serves the jobs queued in Redis (``mediacrawler enqueue``), one after the other,
+through the spider it drives (docs/operations.md, "Many workers on one Redis").
 
 A worker is ``scrapy crawl <platform>`` with ``REDIS_URL`` and no target: its spider is built without a job, and
 :class:`Worker` (run by the spider's ``start()``) takes jobs from the :class:`~.jobs.JobBoard`. For each job the

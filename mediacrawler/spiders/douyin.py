@@ -88,7 +88,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
         #: ``[(kind, value)]``: ``("id", digits)`` or ``("short", code)``, in the order given.
         self.targets: list[tuple[str, str]] = [(t.split(":", 1)[0], t.split(":", 1)[1])
                                                for t in str(self.args.aweme).split(",")]
-        #: aweme id → the entry of the job's list that named it first in this run (an id, or ``short link <code>``).
+        #: aweme id → the entry of the job's list that named it first (an id, or ``short link <code>``).
         self._named: dict[str, str] = {}
         super().setup_job()
 
