@@ -41,7 +41,7 @@ class JobSpider(Protocol):
 
     def take_job(self, args: Mapping[str, str]) -> None:
         """Serve a job with these arguments: validate them and build the job's state as a one-job crawl does;
-        ``ValueError`` (one line, without the arguments' secrets) when they are refused."""
+        ``ValueError`` (the one line that says why) when they are refused."""
 
     def seed_requests(self) -> Iterable[Request]:
         """The job's first requests: its posts with media pending retry, then its first listing page."""
