@@ -54,6 +54,8 @@ def test_each_xhs_job_opens_its_own_notes_with_their_tokens(tmp_path: Path) -> N
 
 def test_each_bilibili_and_douyin_job_has_its_own_targets(tmp_path: Path) -> None:
     bili = worker(BilibiliSpider, tmp_path)
+    # Its constructor ran: no WBI key read yet (start() reads it), so URLs go unsigned rather than fail.
+    assert bili.signed("/x/player/wbi/playurl", {"cid": 1}).endswith("/x/player/wbi/playurl?cid=1")
     bili.take_job({"bvid": "BV1Sbx411A01,BV1Sbx411A02"})
     assert bili.bvids == ["BV1Sbx411A01", "BV1Sbx411A02"] and bili.page_count() == 2
     bili.take_job({"mid": "2"})

@@ -3,8 +3,8 @@ crawl <platform>`` with REDIS_URL and no target, a real redis-server) and by a p
 against the sandbox over HTTP; the records must agree: the same posts, each with the same fields and media
 hashes, every media file stored in the worker's own FILES_STORE.
 
-The jobs are small (one listing page, or two given items) and the two crawls of a job run at the same time, so the
-five tests stay within a few seconds each. XHS and Bilibili are the spiders whose per-job state comes from their
+The jobs are small (one listing page, or two given items) and the two crawls of a job run at the same time: about
+6 s a test here (two process start-ups of CPU), 15 s on a busy machine. XHS and Bilibili are the spiders whose per-job state comes from their
 arguments (note references with their tokens; the WBI key signing every playurl, asked by ``bilibili_wbi=all``).
 """
 
