@@ -239,15 +239,16 @@ class VideoDownloader:
         self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
         self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
         VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
-        self._config: VideoSettings | None = None
+        #: The settings with the arguments they were made with (a worker's spider gets new ones with each job).
+        self._config: tuple[Any, VideoSettings] | None = None
 
     @property
     def config(self) -> VideoSettings:
-        """The settings with the running spider's ``args`` applied (read once, when the first video comes)."""
-        if self._config is None:
-            spider = getattr(self.crawler, "spider", None)
-            self._config = VideoSettings.from_settings(self.settings, spider_args=getattr(spider, "args", None))
-        return self._config
+        """The settings with the running spider's ``args`` applied (read again when the spider's job changes)."""
+        args = getattr(getattr(self.crawler, "spider", None), "args", None)
+        if self._config is None or self._config[0] is not args:
+            self._config = (args, VideoSettings.from_settings(self.settings, spider_args=args))
+        return self._config[1]
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.crawler.stats is not None:

@@ -27,14 +27,13 @@ from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
 from scrapy.utils.asyncio import run_in_thread
-from scrapy_spider_metadata import Args
 
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 logger = logging.getLogger(__name__)
@@ -92,8 +91,14 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: The WBI mixin key and when it was read: one per process, whatever job it serves.
         self._mixin: str | None = None
         self._mixin_at = 0.0
+
+    def setup_job(self) -> None:
+        #: The videos of ``-a bvid``, in order (empty with ``-a mid`` or ``-a keyword``).
+        self.bvids: list[str] = str(self.args.bvid).split(",") if self.args.bvid else []
+        super().setup_job()
 
     def lists_items(self) -> bool:
         return self.args.bvid is not None
@@ -109,9 +114,6 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
     def api(self) -> str:
         return str(self.settings.get("BILIBILI_API_URL")).rstrip("/")
 
-    @property
-    def bvids(self) -> list[str]:
-        return str(self.args.bvid).split(",") if self.args.bvid else []
 
     def page_count(self) -> int | None:
         return len(self.bvids) if self.args.bvid else None

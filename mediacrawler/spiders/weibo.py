@@ -18,12 +18,11 @@ from urllib.parse import urlencode
 from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
-from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers._common import Page, http_date, job_slug
-from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 
