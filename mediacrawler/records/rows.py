@@ -12,8 +12,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from mediacrawler.contracts import REFRESH_ONLY
+
 #: Keys of a record's ``extra`` that are instructions to the pipelines, never data: not stored.
-PRIVATE_EXTRA = frozenset({"refresh_only"})
+PRIVATE_EXTRA = frozenset({REFRESH_ONLY})
 #: The counts of a post, in the order of the ``posts`` and ``metrics_history`` columns.
 POST_COUNTS = ("likes", "comments", "shares", "views")
 #: The results of the media pipeline kept on a ``media`` row (a later sighting without them keeps the earlier).
@@ -51,6 +53,14 @@ def _author(rows: Rows, platform: str, author: Any) -> str | None:
     return author_id
 
 
+def _put_media(rows: Rows, key: tuple[str, str, str], row: dict[str, Any]) -> None:
+    # A sighting without results (before the media pipeline) never hides the results of one in the same batch.
+    earlier = rows.media.get(key)
+    if earlier is not None and row["status"] is None:
+        row.update({name: earlier[name] for name in MEDIA_RESULTS})
+    rows.media[key] = row
+
+
 def add_post(rows: Rows, post: dict[str, Any], *, with_results: bool = True) -> None:
     """Add the rows of ``post`` (and of the post it reposts) to ``rows``. ``with_results=False``: the media rows
     carry no download results (the post has not been through the media pipeline yet)."""
@@ -76,13 +86,13 @@ def add_post(rows: Rows, post: dict[str, Any], *, with_results: bool = True) -> 
             if not isinstance(asset, dict) or not asset.get("kind") or not asset.get("key"):
                 continue
             kind, key = str(asset["kind"]), str(asset["key"])
-            rows.media[(platform, kind, key)] = {
+            _put_media(rows, (platform, kind, key), {
                 "platform": platform, "kind": kind, "key": key, "url": asset.get("url"),
                 "width": asset.get("width"), "height": asset.get("height"), "duration": asset.get("duration"),
                 "live_of": asset.get("live_of"), "cover_of": asset.get("cover_of"),
                 "derived": None if asset.get("derived") is None else _json(asset["derived"]),
                 **{name: asset.get(name) if with_results else None for name in MEDIA_RESULTS},
-            }
+            })
             rows.post_media[(platform, post_id, position)] = {
                 "platform": platform, "post_id": post_id, "position": position, "kind": kind, "key": key}
         if not isinstance(reposted, dict):
