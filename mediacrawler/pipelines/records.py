@@ -73,6 +73,51 @@ def records_problem(settings: Any) -> str | None:
     return None
 
 
+class _Writer:
+    """The one writer of a database in this process (a thread and a store), shared by the crawlers of one process
+    (`mediacrawler demo`, several targets of one `scrapy crawl`) that write to the same database."""
+
+    def __init__(self, uri: str, connect_timeout: float) -> None:
+        self.uri = uri
+        self.pool = ThreadPool(minthreads=1, maxthreads=1, name="records")
+        self.pool.start()
+        from twisted.internet import reactor
+
+        # A crawl stopped hard never reaches close_spider: the thread must not keep the process alive.
+        reactor.addSystemEventTrigger("during", "shutdown", self.stop)  # type: ignore[attr-defined]
+        self.users = 0
+        self.store: RecordStore | None = None
+        self.error: BaseException | None = None
+        self._opened: Deferred[Any] = self.call(open_store, uri, now=utc_now_iso(),
+                                                connect_timeout=connect_timeout)
+        self._opened.addCallbacks(self._set_store, self._set_error)
+
+    def _set_store(self, store: RecordStore) -> None:
+        self.store = store
+
+    def _set_error(self, failure: Any) -> None:
+        self.error = failure.value
+
+    def ready(self) -> Deferred[None]:
+        """Fires once the store is open (or failed to open: :attr:`error`), for each user that asks."""
+        d: Deferred[None] = Deferred()
+        self._opened.addBoth(lambda _: d.callback(None))
+        return d
+
+    def stop(self) -> None:
+        if not self.pool.joined:
+            self.pool.stop()
+
+    def call(self, func: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        from twisted.internet import reactor
+
+        return deferToThreadPool(reactor, self.pool, func, *args, **kwargs)  # type: ignore[arg-type]
+
+
+#: uri → the writer of this process.
+_WRITERS: dict[str, _Writer] = {}
+
+
 class RecordsPipeline:
     """Upserts records into ``RECORDS_DB`` (see the module docstring)."""
 
@@ -87,8 +132,7 @@ class RecordsPipeline:
         self.stats = crawler.stats
         #: This process's run: one ``metrics_history`` row per post per run.
         self.run_id = f"{utc_now_iso()}-{uuid.uuid4().hex[:8]}"
-        self.pool = ThreadPool(minthreads=1, maxthreads=1, name="records")
-        self.store: RecordStore | None = None
+        self.writer: _Writer | None = None
         self._pending: list[tuple[Any, bool]] = []  # (item, media results only)
         self._waiters: list[Deferred[None]] = []
         self._scheduled: Any = None
@@ -100,18 +144,17 @@ class RecordsPipeline:
     def from_crawler(cls, crawler: Crawler) -> Self:
         return cls(crawler)
 
-    def _in_thread(self, func: Any, *args: Any) -> Deferred[Any]:
-        from twisted.internet import reactor
-
-        return deferToThreadPool(reactor, self.pool, func, *args)  # type: ignore[arg-type]
-
     async def open_spider(self, spider: Any = None) -> None:
-        self.pool.start()
-        self.store = await maybe_deferred_to_future(self._in_thread(self._open))
+        writer = _WRITERS.get(self.uri)
+        if writer is None:
+            writer = _WRITERS[self.uri] = _Writer(self.uri, self.connect_timeout)
+        writer.users += 1
+        self.writer = writer
+        await maybe_deferred_to_future(writer.ready())
+        if writer.error is not None:
+            await self._release()
+            raise writer.error
         logger.info("Records database: %s (run %s)", shown(self.uri), self.run_id)
-
-    def _open(self) -> RecordStore:
-        return open_store(self.uri, now=utc_now_iso(), connect_timeout=self.connect_timeout)
 
     async def process_item(self, item: Any) -> Any:
         if not is_item(item):
@@ -145,13 +188,16 @@ class RecordsPipeline:
         self._pending, self._waiters = [], []
         if not entries:
             return
-        d = self._in_thread(self._write, entries)
+        assert self.writer is not None
+        d = self.writer.call(self._write, entries)
         self._writing.add(d)
         d.addBoth(self._written, d, waiters, len(entries))
 
     def _write(self, entries: list[tuple[Any, bool]]) -> Written:
         """Worker thread: the entries as rows, ``RECORDS_BATCH_MAX`` records per transaction."""
-        assert self.store is not None
+        store = self.writer.store if self.writer is not None else None
+        if store is None:
+            raise RuntimeError("the records database is not open")
         total = Written()
         for start in range(0, len(entries), self.batch_max):
             rows = Rows()
@@ -165,7 +211,7 @@ class RecordsPipeline:
                             rows.media[key] = row
                 else:
                     add_record(rows, record, with_results=False)
-            written = self.store.write(rows, run_id=self.run_id, seen_at=seen_now())
+            written = store.write(rows, run_id=self.run_id, seen_at=seen_now())
             for name in ("posts", "media", "comments", "history"):
                 setattr(total, name, getattr(total, name) + getattr(written, name))
         return total
@@ -192,7 +238,17 @@ class RecordsPipeline:
             self._flush()
         if self._writing:
             await maybe_deferred_to_future(DeferredList(list(self._writing)))
-        if self.store is not None:
-            store, self.store = self.store, None
-            await maybe_deferred_to_future(self._in_thread(store.close))
-        self.pool.stop()
+        await self._release()
+
+    async def _release(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is None:
+            return
+        writer.users -= 1
+        if writer.users > 0:
+            return
+        if _WRITERS.get(writer.uri) is writer:
+            del _WRITERS[writer.uri]
+        if writer.store is not None:
+            await maybe_deferred_to_future(writer.call(writer.store.close))
+        writer.stop()
