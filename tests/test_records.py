@@ -127,6 +127,42 @@ def test_two_processes_writing_one_postgres_lose_and_duplicate_nothing(postgres_
         store.close()
 
 
+def test_refresh_keeps_young_posts_below_the_mark_and_walks_on_while_there_are_any(tmp_path: Path) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from scrapy.utils.test import get_crawler
+
+    from mediacrawler.contracts import REFRESH_ONLY, HighWaterMark
+    from mediacrawler.items import Post, Source
+    from mediacrawler.parsers._common import Page, iso_utc
+    from mediacrawler.spiders.weibo import WeiboSpider
+
+    def ago(days: float) -> str:
+        return iso_utc(datetime.now(UTC) - timedelta(days=days))
+
+    def post(post_id: str, created_at: str) -> Post:
+        return Post(platform="weibo", post_id=post_id, url=f"https://weibo.com/1/{post_id}", author=None,
+                    created_at=created_at, source=Source(spider="weibo", job="weibo-uid-1", page=1))
+
+    settings = {"CHECKPOINT_DIR": str(tmp_path), "WEIBO_BASE_URL": "http://127.0.0.1:9"}
+    spider = WeiboSpider.from_crawler(get_crawler(WeiboSpider, settings), uid="1",
+                                      refresh="7")
+    spider.mark = HighWaterMark(post_id="100")
+    page = Page(posts=[post("120", ago(0.5)), post("100", ago(2)), post("90", ago(8))], incomplete={"95": {
+        "created_at": ago(3)}})
+    assert spider._apply_mark(page, 1) is False  # a young post below the mark: the walk goes on
+    assert [(p.post_id, p.extra.get(REFRESH_ONLY)) for p in page.posts] == [("120", None), ("100", True)]
+    assert list(page.incomplete) == ["95"]  # flagged when its chain ends
+    mblog = {"id": "95", "bid": "x", "user": {"id": 1, "screen_name": "a"}, "text": "hi", "isLongText": True,
+             "created_at": "Sat Nov 28 10:00:00 +0800 2026"}
+    chain = spider.start_chain("95", mblog, page.posts[0].source)  # a request for its long text...
+    assert not isinstance(chain, Post) and chain.meta["mc_chain"]["refresh"] is True
+    chained = spider._advance_chain(chain.meta["mc_chain"], page.posts[0].source, missing="test")
+    assert isinstance(chained, Post) and chained.extra.get(REFRESH_ONLY) is True
+    page = Page(posts=[post("80", ago(8)), post("70", ago(9))])
+    assert spider._apply_mark(page, 2) is True and page.posts == []  # all older than 7 days: stop here
+
+
 # --- Real crawls ----------------------------------------------------------------------------------------------
 
 #: Columns that differ between two databases of the same crawls (times, run ids).
@@ -182,3 +218,29 @@ def test_two_runs_with_grown_counts_into_sqlite_and_postgres(tmp_path: Path, sb:
     for post_id, (_, _, likes) in grown.items():
         assert sorted(history[post_id]) == [likes - 7, likes]  # two runs, two history rows
     assert got["media"] and all(m["sha256"] and m["status"] == "downloaded" for m in got["media"])
+
+
+@pytest.mark.slow
+def test_dedupe_no_longer_hides_a_reseen_post_from_the_database(tmp_path: Path, sb: SandboxProcess,
+                                                                redis_url: str) -> None:
+    sb.reset()
+    uri = str(tmp_path / "records.sqlite3")
+
+    def crawl(name: str, *args: str) -> list[dict[str, Any]]:
+        code, log = run(crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", "-s", f"RECORDS_DB={uri}", *args,
+                                      run=name), tmp_path, name=name, redis_url=redis_url)
+        assert code == 0, log[-3000:]
+        return records(tmp_path / name / "weibo" / f"{KEY}.jsonl")
+
+    first = crawl("run1")
+    grown = control(sb, "weibo/engage", {"uid": UID, "likes": 1})["counts"]
+    assert crawl("run2", "-a", "full=true") == []  # every post dropped by dedupe (seen in Redis)...
+    store = open_store(uri, now=NOW)
+    try:
+        likes = {p["post_id"]: p["likes"] for p in store.table("posts")}
+        history = store.select("SELECT post_id, COUNT(*) AS n FROM metrics_history GROUP BY post_id")
+    finally:
+        store.close()
+    assert sorted(r["post_id"] for r in first) == sorted(grown)
+    assert {i: likes[i] for i in grown} == {i: c[2] for i, c in grown.items()}  # ...after the database saw it
+    assert {h["post_id"]: h["n"] for h in history if h["post_id"] in grown} == dict.fromkeys(grown, 2)

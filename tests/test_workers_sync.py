@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 
 def only_records_db(directory: Path) -> bool:
     """Nothing in ``directory`` but the default SQLite records database (docs/records.md)."""
-    return {p.name for p in directory.iterdir()} <= {"records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm"}
+    allowed = {"records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm"}
+    return {p.name for p in directory.iterdir()} <= allowed
 
 
 UID = 7365120894

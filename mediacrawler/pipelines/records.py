@@ -59,7 +59,7 @@ def seen_now() -> str:
 def records_problem(settings: Any) -> str | None:
     """One line when the records database of ``settings`` cannot be opened (unreachable, refused, made by a newer
     mediacrawler), else None; checked by the crawl command before any crawler exists. Blocking."""
-    if not settings.getbool("RECORDS_ENABLED"):
+    if not setting(settings, "RECORDS_ENABLED"):
         return None
     uri = records_uri(settings)
     try:
@@ -123,7 +123,7 @@ class RecordsPipeline:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("RECORDS_ENABLED"):
+        if not setting(settings, "RECORDS_ENABLED"):
             raise NotConfigured("RECORDS_ENABLED is off")
         self.uri = records_uri(settings)
         self.batch_max: int = setting(settings, "RECORDS_BATCH_MAX")

@@ -49,7 +49,8 @@ def _author(rows: Rows, platform: str, author: Any) -> str | None:
     if not isinstance(author, dict) or not author.get("id"):
         return None
     author_id = str(author["id"])
-    rows.authors[(platform, author_id)] = {"platform": platform, "author_id": author_id, "name": author.get("name")}
+    rows.authors[(platform, author_id)] = {"platform": platform, "author_id": author_id,
+                                           "name": author.get("name")}
     return author_id
 
 

@@ -25,6 +25,7 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
+from mediacrawler.config import setting
 from mediacrawler.contracts import (REFRESH_ONLY, AlreadyStored, HighWaterMark, PlatformRefused, Resume,
                                     asset_key_of, walk_assets)
 from mediacrawler.items import Post, Source
@@ -408,7 +409,7 @@ class PlatformSpider(Spider):
         pipeline upserts their counts and drops them (:data:`~mediacrawler.contracts.REFRESH_ONLY`). A post still
         waiting for its steps is flagged when its chain ends."""
         days = getattr(self.args, "refresh", None)
-        if not days or self.mark is None or not self.settings.getbool("RECORDS_ENABLED"):
+        if not days or self.mark is None or not setting(self.settings, "RECORDS_ENABLED"):
             return
         horizon = iso_utc(datetime.now(UTC) - timedelta(days=days))
         for post in page.posts:
