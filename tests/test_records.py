@@ -91,6 +91,12 @@ def test_a_newer_schema_is_refused_in_one_line(store_uri: str, tmp_path: Path) -
     assert f"schema version {SCHEMA_VERSION + 1}, newer than this mediacrawler reads" in problem
 
 
+def test_an_unreachable_postgres_is_one_line_without_its_password() -> None:
+    problem = records_problem(project_crawler(RECORDS_DB="postgresql://crawler:s3cret-pw@127.0.0.1:1/db").settings)
+    assert problem is not None and "\n" not in problem and "s3cret-pw" not in problem
+    assert problem.startswith("RECORDS_DB=postgresql://crawler:***@127.0.0.1:1/db cannot be opened: ")
+
+
 WRITER = """
 import sys
 from mediacrawler.records.rows import Rows, add_record
