@@ -40,6 +40,8 @@ class JobState:
     mark: HighWaterMark | None = None
     #: True once a page was all at or below the mark (the run stopped paginating there).
     stopped_at_mark: bool = False
+    #: Posts at or below the mark read again only to refresh their counts (``-a refresh``).
+    refresh_ids: set[str] = field(default_factory=set)
     #: True once ``-a max_pages`` stopped the walk.
     stopped_at_max_pages: bool = False
     #: Posts with media that failed in earlier runs, read again first.

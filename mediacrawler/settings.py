@@ -163,9 +163,23 @@ ITEM_PIPELINES = {
     # First: drops posts that an interrupted earlier run of the same job already stored.
     "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
+    # Before dedupe: a post seen again (and one read again by -a refresh) still updates its counts.
+    "mediacrawler.pipelines.records.RecordsPipeline": 150,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
     "mediacrawler.pipelines.media.MediaStorePipeline": 300,
 }
+
+# --- Records database (pipelines/records.py, records/; docs/records.md, "Records database") --------------------
+#: Upsert every post, author, media asset and comment into the records database.
+RECORDS_ENABLED: bool = True
+#: Where: empty → CHECKPOINT_DIR/records.sqlite3; a path (or sqlite:///path) → that SQLite file (WAL);
+#: postgresql://user:password@host/db → PostgreSQL, for many workers on several machines. From the environment
+#: too, so the `mediacrawler` commands read the same database; its password is never logged.
+RECORDS_DB: str = os.environ.get("RECORDS_DB") or ""
+#: Most records written in one transaction (the records of one reactor turn go together, up to this many).
+RECORDS_BATCH_MAX: Annotated[int, Range(1)] = 500
+#: Seconds PostgreSQL may take to accept a connection (the crawl then fails with one line).
+RECORDS_CONNECT_TIMEOUT: Annotated[float, Range(0, above=True)] = 10.0
 
 # --- Dedupe (pipelines/dedupe.py) -------------------------------------------------------------------------------
 #: Drop posts already emitted (same platform and post_id) within DEDUPE_TTL.

@@ -34,6 +34,7 @@ from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.jobstate import job_state
 from mediacrawler.media.store import store_scheme
+from mediacrawler.pipelines.records import records_problem
 from mediacrawler.spiders._args import is_worker_mode, target_names, validate_args
 from mediacrawler.spiders._base import FATAL_CLOSE_REASONS
 
@@ -153,6 +154,9 @@ class Command(ScrapyCrawlCommand):
             error = self._unwritable_dir()
         else:
             error = validate_args(spidercls, opts.spargs) or self._unwritable_dir()
+        if error:
+            self._fail(error)
+        error = records_problem(self.settings)
         if error:
             self._fail(error)
 

@@ -10,6 +10,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -22,13 +23,14 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import AlreadyStored, PlatformRefused, asset_key_of, walk_assets
+from mediacrawler.config import setting
+from mediacrawler.contracts import REFRESH_ONLY, AlreadyStored, PlatformRefused, asset_key_of, walk_assets
 from mediacrawler.distributed.scheduler import worker_id
 from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
 from mediacrawler.jobstate import JobState
 from mediacrawler.media.urls import strip_userinfo
-from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+from mediacrawler.parsers._common import Page, PlatformError, iso_utc, utc_now_iso
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
 from mediacrawler.spiders._args import (WORKER_KWARG, SpiderParams, format_validation_error, is_distributed,
@@ -364,10 +366,16 @@ class PlatformSpider(Spider):
         mark = self.job_state.mark
         if mark is None:
             return False
-        regular = [mark.covers(p.post_id, p.created_at) for p in page.posts if not is_pinned(p)]
-        regular += [mark.covers(post_id, self.listed_time(raw)) for post_id, raw in page.incomplete.items()]
-        kept = [p for p in page.posts if not mark.covers(p.post_id, p.created_at)]
-        kept_incomplete = {i: raw for i, raw in page.incomplete.items() if not mark.covers(i, self.listed_time(raw))}
+        self._refresh_below_mark(page)
+        # Posts read again for their counts (-a refresh) are kept, and keep the listing going past the mark.
+        again = self.job_state.refresh_ids
+        regular = [mark.covers(p.post_id, p.created_at) and p.post_id not in again
+                   for p in page.posts if not is_pinned(p)]
+        regular += [mark.covers(post_id, self.listed_time(raw)) and post_id not in again
+                    for post_id, raw in page.incomplete.items()]
+        kept = [p for p in page.posts if p.post_id in again or not mark.covers(p.post_id, p.created_at)]
+        kept_incomplete = {i: raw for i, raw in page.incomplete.items()
+                           if i in again or not mark.covers(i, self.listed_time(raw))}
         below = len(page.posts) + len(page.incomplete) - len(kept) - len(kept_incomplete)
         if below:
             assert self.crawler.stats is not None
@@ -375,6 +383,30 @@ class PlatformSpider(Spider):
             logger.debug("%s page %d: %d posts at or below the mark", self.job, page_no, below)
         page.posts, page.incomplete = kept, kept_incomplete
         return bool(regular) and all(regular)
+
+    # --- Counts kept current: -a refresh (docs/records.md, "Counts kept current") ------------------------------
+
+    def _refresh_below_mark(self, page: Page) -> None:
+        """Flag the posts of ``page`` at or below the mark and published within ``-a refresh`` days: the records
+        pipeline upserts their counts and drops them (:data:`~mediacrawler.contracts.REFRESH_ONLY`). A post still
+        waiting for its steps is flagged when its chain ends."""
+        days = getattr(self.args, "refresh", None)
+        mark, again = self.job_state.mark, self.job_state.refresh_ids
+        if not days or mark is None or not setting(self.settings, "RECORDS_ENABLED"):
+            return
+        horizon = iso_utc(datetime.now(UTC) - timedelta(days=days))
+        for post in page.posts:
+            if post.created_at and post.created_at >= horizon and mark.covers(post.post_id, post.created_at):
+                post.extra[REFRESH_ONLY] = True
+                again.add(post.post_id)
+        for post_id, raw in page.incomplete.items():
+            listed = self.listed_time(raw)
+            if listed and listed >= horizon and mark.covers(post_id, listed):
+                again.add(post_id)
+        assert self.crawler.stats is not None
+        flagged = sum(p.post_id in again for p in page.posts) + sum(i in again for i in page.incomplete)
+        if flagged:
+            self.crawler.stats.inc_value("incremental/refresh", flagged)
 
     # --- Media left behind by earlier runs (docs/operations.md, "Incremental sync and retries") --------------
 
@@ -411,7 +443,10 @@ class PlatformSpider(Spider):
 
     def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
-        return self._advance_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None}, source)
+        chain: dict[str, Any] = {"post_id": post_id, "raw": raw, "data": {}, "step": None}
+        if post_id in self.job_state.refresh_ids:
+            chain["refresh"] = True
+        return self._advance_chain(chain, source)
 
     def _advance_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None = None) -> Request | Post:
         step = None if missing is not None else self.next_step(chain)
@@ -420,7 +455,10 @@ class PlatformSpider(Spider):
                 assert self.crawler.stats is not None
                 self.crawler.stats.inc_value(f"{self.platform}/incomplete_posts")
                 logger.warning("%s: post %s is emitted without %s", self.job, chain["post_id"], missing)
-            return self.remember_media(self.post_from_chain(chain, source, missing=missing))
+            post = self.post_from_chain(chain, source, missing=missing)
+            if chain.get("refresh"):
+                post.extra[REFRESH_ONLY] = True
+            return self.remember_media(post)
         chain["step"] = step.name
         # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
         # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.
