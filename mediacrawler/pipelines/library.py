@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 from itemadapter import is_item
 from scrapy.exceptions import NotConfigured
-from scrapy.utils.defer import maybe_deferred_to_future
-from twisted.internet.threads import deferToThread
+from scrapy.utils.asyncio import run_in_thread
 
 from mediacrawler.config import setting
 from mediacrawler.library import library_from_settings
@@ -46,7 +45,7 @@ class LibraryPipeline:
         if not is_item(item):
             return item
         try:
-            counts = await maybe_deferred_to_future(deferToThread(self.library.place, item))
+            counts = await run_in_thread(self.library.place, item)
         except (OSError, ValueError) as exc:
             # The store holds the files and the record goes on: the library is a view (rebuild it later).
             self.stats.inc_value("library/errors")
