@@ -339,15 +339,41 @@ class Library:
     def comment_entries(self, item: Any, post_folder: tuple[str, ...]) -> list[Entry]:
         """The files of a comment's media in its post's ``comments/`` folder: ``<comment id> <file name>``."""
         comment = ItemAdapter(item)
-        fields = post_fields(comment)
         date = publish_time(comment.get("created_at"))
         media = [ItemAdapter(m) for m in comment.get("media") or []]
-        prefix = safe_value(comment.get("comment_id") or "unknown")
         out = []
-        for asset, names in zip(media, file_names(self.template, fields, media)):
-            out.extend(Entry((*post_folder, COMMENTS_DIR), safe_component(f"{prefix} {name}", keep_ext=True), obj,
-                             date.timestamp() if date else None) for name, obj in zip(names, _objects(asset)))
+        for asset, names in zip(media, self._comment_names(comment, media)):
+            out.extend(Entry((*post_folder, COMMENTS_DIR), name, obj, date.timestamp() if date else None)
+                       for name, obj in zip(names, _objects(asset)))
         return out
+
+    def _comment_names(self, comment: ItemAdapter, media: list[ItemAdapter]) -> list[list[str]]:
+        prefix = safe_value(comment.get("comment_id") or "unknown")
+        return [[safe_component(f"{prefix} {name}", keep_ext=True) for name in names]
+                for names in file_names(self.template, post_fields(comment), media)]
+
+    def media_paths(self, item: Any, *, lookup: bool = False) -> list[list[str]]:
+        """The library paths (relative to the root, ``/``-separated) of each asset of *item*'s own media (not its
+        reposted original's): the asset's object first, then its derived ones; ``[]`` for an asset with nothing
+        stored. A comment's need its post's folder: known when the post came before (this instance saw it), or
+        found on disk with *lookup*; else ``[]``. What :meth:`place` makes, but for the rename of an author folder
+        (the record's author name is the one shown)."""
+        adapter = ItemAdapter(item)
+        media = [ItemAdapter(m) for m in adapter.get("media") or []]
+        with self._lock:
+            if is_comment(item):
+                key = (str(adapter.get("platform")), str(adapter.get("post_id")))
+                folder = self._posts.get(key)
+                if folder is None and lookup and media:
+                    folder = self._post_folder(*key)
+                if folder is None:
+                    return [[] for _ in media]
+                return [["/".join((*folder, COMMENTS_DIR, name)) for name in names]
+                        for names in self._comment_names(adapter, media)]
+            fields = post_fields(adapter)
+            folder = tuple(self.template.render_dirs(fields))
+            self._posts[(str(fields["platform"]), str(fields["post_id"]))] = folder
+        return [["/".join((*folder, name)) for name in names] for names in file_names(self.template, fields, media)]
 
     # --- file work -------------------------------------------------------------------------------------------
     def place(self, item: Any) -> dict[str, int]:

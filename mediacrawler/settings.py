@@ -196,6 +196,8 @@ FEED_EXPORTERS = {
     "jsonl": "mediacrawler.exporters.JsonLinesExporter",
     "jl": "mediacrawler.exporters.JsonLinesExporter",
     "json": "mediacrawler.exporters.JsonExporter",
+    # Flat columns (posts; comments or media with item_export_kwargs), UTF-8 with a BOM: docs/records.md.
+    "csv": "mediacrawler.exporters.CsvExporter",
 }
 
 # --- Media store (pipelines/media.py, media/) -------------------------------------------------------------------
