@@ -110,9 +110,9 @@ class Relative:
 
 @dataclass(frozen=True)
 class Parsed:
-    """Each value of a dict setting (``RATE_BUDGET``), or the value of a string one (``LIBRARY_TEMPLATE``), accepted
-    by the function at the import path *parser* (the component's own parser, which raises ValueError): named by a
-    string, as settings.py names components."""
+    """Each value of a dict setting (``RATE_BUDGET``), or the value of a string one (``LIBRARY_TEMPLATE``),
+    accepted by the function at the import path *parser* (the component's own parser, which raises ValueError):
+    named by a string, as settings.py names components."""
 
     parser: str
     what: str

@@ -1,9 +1,10 @@
 """The library: a browsable view of the media store, one readable path per stored file (docs/records.md,
 "Library").
 
-Paths come from ``LIBRARY_TEMPLATE`` (``{platform}/{author_name} ({author_id})/{date:%Y-%m-%d} {post_id}/{index:02d}
-{kind}.{ext}``), made safe on every OS by :func:`safe_component`. Entries are hard links to the content-addressed
-objects (a symlink where the filesystem refuses one), never a second copy; their mtime is the post's publish time.
+Paths come from ``LIBRARY_TEMPLATE`` (``{platform}/{author_name} ({author_id})/{date:%Y-%m-%d}
+{post_id}/{index:02d} {kind}.{ext}``), made safe on every OS by :func:`safe_component`. Entries are hard links to
+the content-addressed objects (a symlink where the filesystem refuses one), never a second copy; their mtime is the
+post's publish time.
 The store stays the truth: the library can be deleted and rebuilt from the records at any time.
 """
 
@@ -125,7 +126,8 @@ class LibraryTemplate:
                 if name is None:
                     continue
                 if name not in FIELDS:
-                    raise ValueError(f"{template!r}: unknown field {{{name}}} (fields: {', '.join(sorted(FIELDS))})")
+                    known = ", ".join(sorted(FIELDS))
+                    raise ValueError(f"{template!r}: unknown field {{{name}}} (fields: {known})")
                 if conversion:
                     raise ValueError(f"{template!r}: no conversions (!r, !s) in a field")
         post = [n for n, part in enumerate(parts[:-1]) if "{post_id" in part]
@@ -373,7 +375,8 @@ class Library:
             fields = post_fields(adapter)
             folder = tuple(self.template.render_dirs(fields))
             self._posts[(str(fields["platform"]), str(fields["post_id"]))] = folder
-        return [["/".join((*folder, name)) for name in names] for names in file_names(self.template, fields, media)]
+        named = file_names(self.template, fields, media)
+        return [["/".join((*folder, name)) for name in names] for names in named]
 
     # --- file work -------------------------------------------------------------------------------------------
     def place(self, item: Any) -> dict[str, int]:

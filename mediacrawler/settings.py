@@ -259,7 +259,8 @@ MEDIA_COMMIT_BATCH: Annotated[int, Range(1)] = 256
 # --- Library (pipelines/library.py, library.py; docs/records.md, "Library") -------------------------------------
 #: Link every stored file under a readable path in LIBRARY_DIR (hard links into the store: no second copy).
 LIBRARY_ENABLED: bool = True
-#: Root of the library; empty: library/ beside FILES_STORE (files -> library, demo-output/files -> demo-output/library).
+#: Root of the library; empty: library/ beside FILES_STORE (files -> library, demo-output/files ->
+#: demo-output/library).
 LIBRARY_DIR: Annotated[str, LocalPath()] = ""
 #: Path of each file in the library. Fields: platform, author_name, author_id, date (the publish time, a datetime:
 #: {date:%Y-%m-%d}), post_id, index (the asset's number in its post), kind (image, video, audio, cover, live,

@@ -117,11 +117,12 @@ def write_jsonl(path: Path, items: list[Any]) -> None:
 @pytest.fixture
 def outputs(tmp_path: Path) -> Path:
     out = tmp_path / "output"
-    write_jsonl(out / "weibo" / "weibo-uid-1.jsonl", [post("1", likes=5), post("2", created="2025-01-01T00:00:00Z"),
-                                                     comment("c1", "1")])
+    write_jsonl(out / "weibo" / "weibo-uid-1.jsonl",
+                [post("1", likes=5), post("2", created="2025-01-01T00:00:00Z"), comment("c1", "1")])
     # A later run saw post 1 again with more likes: the export shows its latest record, once.
     write_jsonl(out / "weibo" / "weibo-uid-1.jsonl", [post("1", likes=50, fetched="2026-11-02T00:00:00Z")])
-    write_jsonl(out / "bilibili" / "bilibili-mid-2.jsonl", [post("BV1", platform="bilibili", job="bilibili-mid-2")])
+    write_jsonl(out / "bilibili" / "bilibili-mid-2.jsonl",
+                [post("BV1", platform="bilibili", job="bilibili-mid-2")])
     (out / "weibo" / "broken.jsonl").write_bytes(b'{"platform": "weibo", "post_id": \n[[[[\n')
     return out
 

@@ -14,8 +14,8 @@ from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
 
 from mediacrawler.items import Author, Comment, MediaAsset, Post
-from mediacrawler.library import (COMPONENT_MAX_BYTES, Library, LibraryTemplate, check_library, default_library_dir,
-                                  safe_component)
+from mediacrawler.library import (COMPONENT_MAX_BYTES, Library, LibraryTemplate, check_library,
+                                  default_library_dir, safe_component)
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.pipelines.library import LibraryPipeline
 from mediacrawler.sandbox.media import generic_image
@@ -105,7 +105,7 @@ def _tree(root: Path) -> dict[str, tuple[int, float]]:
             if p.is_file()}
 
 
-def test_a_post_is_linked_readably_same_inode_publish_time_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+def test_a_post_is_linked_same_inode_publish_time_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
     store, lib = _store_and_library(tmp_path)
     pic1, pic2 = _stored(store, 10), _stored(store, 11)
     video = MediaAsset(kind="video", key="v", url="https://cdn.example/v.mp4", status="failed", error="http-404")

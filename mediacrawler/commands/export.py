@@ -61,7 +61,8 @@ def _since(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"--since {text!r}: expected a date (2026-11-01) or a time (2026-11-01T08:00:00Z)") from None
+        raise UsageError(f"--since {text!r}: expected a date (2026-11-01) or a time (2026-11-01T08:00:00Z)"
+                         ) from None
     return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 

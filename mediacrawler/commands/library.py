@@ -58,7 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             counts = library.place(record)
         except (OSError, ValueError) as exc:
             failed += 1
-            print(f"mediacrawler library: {record.get('platform')} {record.get('post_id')}: {exc}", file=sys.stderr)
+            which = f"{record.get('platform')} {record.get('comment_id') or record.get('post_id')}"
+            print(f"mediacrawler library: {which}: {exc}", file=sys.stderr)
             continue
         for outcome, n in counts.items():
             totals[outcome] = totals.get(outcome, 0) + n
@@ -69,5 +70,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.unlink(library.root / rel)
             pruned += 1
     said = ", ".join(f"{n} {outcome}" for outcome, n in totals.items() if n) or "nothing to link"
-    print(f"library {library.root}: {len(records)} records: {said}" + (f"; {pruned} removed" if opts.prune else ""))
+    removed = f"; {pruned} removed" if opts.prune else ""
+    print(f"library {library.root}: {len(records)} records: {said}{removed}")
     return 1 if failed or totals.get("missing") else 0

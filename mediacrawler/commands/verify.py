@@ -1,6 +1,7 @@
 """``mediacrawler verify [--store PATH] [--repair]``: prove that the media store holds what the index says: re-hash
 every object, compare with the index, and with ``--repair`` fix what can be fixed (docs/media.md, "mediacrawler
-verify"); then that every file of the library links to a stored object (docs/records.md, "Library"). Exit 0 when all is well, 1 when anything is (still) wrong, 2 on usage errors.
+verify"); then that every file of the library links to a stored object (docs/records.md, "Library"). Exit 0
+when all is well, 1 when anything is (still) wrong, 2 on usage errors.
 """
 
 from __future__ import annotations
