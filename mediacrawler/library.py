@@ -36,20 +36,25 @@ COMPONENT_MAX_BYTES = 200
 FIELD_MAX_BYTES = 120
 #: The folder of a post's comment media.
 COMMENTS_DIR = "comments"
+#: Most post folders listed when a comment's post is looked for on disk.
+MAX_INDEXED = 1_000_000
 #: Characters no Windows name may hold, each replaced by its full-width twin (readable, and never a separator).
 _RESERVED = {c: chr(ord(c) + 0xFEE0) for c in '<>:"/\\|?*'}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _WINDOWS_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", *(f"COM{n}" for n in "123456789¹²³"),
                             *(f"LPT{n}" for n in "123456789¹²³")})
-#: Marks a field left open (:meth:`LibraryTemplate.pattern`); a control character, so never in a safe value.
-_WILD = "\x00"
+#: Mark the fields left open (:meth:`LibraryTemplate.pattern`), one each; control characters, never in a safe value.
+_WILDS = "\x01\x02\x03\x04\x05\x06\x07\x08"
 
 
 class _Wild:
-    """A field value that formats, whatever its spec, as :data:`_WILD`."""
+    """A field value that formats, whatever its spec, as its mark."""
+
+    def __init__(self, mark: str) -> None:
+        self.mark = mark
 
     def __format__(self, spec: str) -> str:
-        return _WILD
+        return self.mark
 
 
 class _Undated:
@@ -154,11 +159,20 @@ class LibraryTemplate:
         return safe_component(self.file.format_map(_values(fields)), keep_ext=True)
 
     def pattern(self, level: int, fields: dict[str, Any], *, open_fields: tuple[str, ...]) -> re.Pattern[str]:
-        """A regex matching folder component *level* for *fields* whatever the *open_fields* are."""
-        values = _values(fields)
-        values.update({name: _Wild() for name in open_fields})
-        rendered = safe_component(self.dirs[level].format_map(values), keep=_WILD)
-        return re.compile(".+".join(re.escape(piece) for piece in rendered.split(_WILD)))
+        """A regex matching folder component *level* for *fields* whatever the *open_fields* are, each a named
+        group (``(?P<author_id>.+)``)."""
+        marks = dict(zip(open_fields, _WILDS, strict=False))
+        values = {**_values(fields), **{name: _Wild(mark) for name, mark in marks.items()}}
+        rendered = safe_component(self.dirs[level].format_map(values), keep=_WILDS)
+        regex, seen = [], set()
+        for c in rendered:
+            name = next((n for n, m in marks.items() if m == c), None)
+            if name is None:
+                regex.append(re.escape(c))
+            else:
+                regex.append(f"(?P={name})" if name in seen else f"(?P<{name}>.+)")
+                seen.add(name)
+        return re.compile("".join(regex))
 
 
 def _values(fields: dict[str, Any]) -> dict[str, Any]:
@@ -315,7 +329,9 @@ class Library:
         self.template = template if isinstance(template, LibraryTemplate) else LibraryTemplate(template)
         self._lock = threading.Lock()
         self._authors: dict[tuple[str, ...], str] = {}  # author folder resolved this process (parent + id)
+        self._author_dirs: dict[tuple[str, ...], dict[str, list[str]]] = {}  # parent -> id -> folders on disk
         self._posts: dict[tuple[str, str], tuple[str, ...]] = {}  # (platform, post id) -> post folder
+        self._indexed: set[str] = set()  # platforms whose post folders on disk are in _posts
         self.symlinks = False  # hard links refused once: symlinks from then on (said once)
 
     # --- planning (no file work) -------------------------------------------------------------------------
@@ -418,37 +434,51 @@ class Library:
         parent = self.root.joinpath(*folder[:level])
         wanted = parent / folder[level]
         if not wanted.exists() and parent.is_dir():
+            # The folders of this level by author id, listed once per process (not once per new author).
+            by_id = self._author_dirs.get(key[:-1])
+            if by_id is None:
+                by_id = self._author_dirs[key[:-1]] = {}
+                both = self.template.pattern(level, fields, open_fields=("author_name", "author_id"))
+                for child in sorted(os.listdir(parent)):
+                    match = both.fullmatch(child)
+                    if match is not None:
+                        by_id.setdefault(match.group("author_id"), []).append(child)
             pattern = self.template.pattern(level, fields, open_fields=("author_name",))
-            for old in sorted(parent.iterdir()):
-                if old.name != wanted.name and pattern.fullmatch(old.name) and old.is_dir():
+            author_id = safe_value(fields["author_id"])
+            for old in by_id.get(author_id, []):
+                if old != wanted.name and pattern.fullmatch(old) and (parent / old).is_dir():
                     try:
-                        os.rename(old, wanted)
+                        os.rename(parent / old, wanted)
                     except OSError as exc:  # another worker renamed it first, or the name is taken
-                        logger.warning("Library: could not rename %s to %s: %s", old, wanted.name, exc)
+                        logger.warning("Library: could not rename %s to %s: %s", parent / old, wanted.name, exc)
                     else:
-                        logger.info("Library: author folder %s renamed to %s", old.name, wanted.name)
+                        logger.info("Library: author folder %s renamed to %s", old, wanted.name)
                         counts["moved"] += 1
                     break
+            by_id[author_id] = [wanted.name]
         self._authors[key] = folder[level]
         return tuple(folder)
 
     def _post_folder(self, platform: str, post_id: str) -> tuple[str, ...] | None:
-        """The folder of a post placed before: in this process, or found on disk by its id."""
+        """The folder of a post placed before: in this process, or found on disk by its id (the platform's post
+        folders are listed once per process, at the first comment whose post this process did not see)."""
         known = self._posts.get((platform, post_id))
-        if known is not None:
+        if known is not None or platform in self._indexed:
             return known
-        fields = {"platform": platform, "post_id": post_id}
-        unknown = ("author_name", "author_id", "date")
+        self._indexed.add(platform)
+        fields = {"platform": platform}
+        unknown = ("post_id", "author_name", "author_id", "date")
         found: list[Path] = [self.root]
         for level in range(self.template.post_level + 1):
             pattern = self.template.pattern(level, fields, open_fields=unknown)
             found = [child for parent in found if parent.is_dir() for child in sorted(parent.iterdir())
-                     if pattern.fullmatch(child.name) and child.is_dir()][:10_000]  # bounded
-        if not found:
-            return None
-        folder = found[0].relative_to(self.root).parts
-        self._posts[(platform, post_id)] = folder
-        return folder
+                     if pattern.fullmatch(child.name) and child.is_dir()][:MAX_INDEXED]
+        last = self.template.pattern(self.template.post_level, fields, open_fields=unknown)
+        for path in found:
+            match = last.fullmatch(path.name)
+            if match is not None:
+                self._posts.setdefault((platform, match.group("post_id")), path.relative_to(self.root).parts)
+        return self._posts.get((platform, post_id))
 
     def _link(self, entry: Entry) -> str:
         target = self.store_root / entry.object
@@ -458,9 +488,9 @@ class Library:
         except FileNotFoundError:
             logger.warning("Library: %s has no object %s in the store", entry.relpath, entry.object)
             return "missing"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if not _inside(dest.parent, self.root):
+        if not _inside(dest.parent, self.root):  # before anything is made: a symlinked folder pointing away
             raise ValueError(f"library path {entry.relpath!r} resolves outside {self.root}")
+        dest.parent.mkdir(parents=True, exist_ok=True)
         outcome = "kept"
         try:
             st = dest.lstat()

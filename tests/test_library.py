@@ -216,3 +216,75 @@ def test_the_pipeline_links_after_the_store_and_can_be_switched_off(tmp_path: Pa
     assert ItemAdapter(item)["media"][0].path.startswith("objects/")  # the record is left as it was
     with pytest.raises(NotConfigured):
         build_from_crawler(LibraryPipeline, get_crawler(settings_dict={"LIBRARY_ENABLED": False}))
+
+
+def test_another_device_gets_symlinks_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A library on another file system than the store (a real EXDEV: /dev/shm is a tmpfs where it exists)."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or shm.stat().st_dev == tmp_path.stat().st_dev:
+        pytest.skip("no second file system to put the library on")
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(dir=shm, prefix="mediacrawler-library-"))
+    try:
+        store = ContentAddressedStore(tmp_path / "files", fsync=False)
+        lib = Library(root, store_root=store.root, template=TEMPLATE)
+        with caplog.at_level("WARNING", logger="mediacrawler.library"):
+            lib.place(post(Author(id="1", name="a"), _stored(store, 90), _stored(store, 91)))
+        assert sum("symlinks from now on" in r.getMessage() for r in caplog.records) == 1
+        placed = sorted(root.rglob("*.jpg"))
+        assert len(placed) == 2 and all(p.is_symlink() and p.resolve().is_file() for p in placed)
+        assert lib.place(post(Author(id="1", name="a"), _stored(store, 90), _stored(store, 91)))["kept"] == 2
+        assert check_library(root, store_root=store.root).stray == []
+    finally:
+        shutil.rmtree(root)
+
+
+def test_a_symlinked_folder_pointing_out_of_the_library_is_refused(tmp_path: Path) -> None:
+    store, lib = _store_and_library(tmp_path)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    lib.root.mkdir()
+    (lib.root / "weibo").symlink_to(outside)
+    with pytest.raises(ValueError, match="outside"):
+        lib.place(post(Author(id="1", name="a"), _stored(store, 95)))
+    assert not any(outside.iterdir())
+
+
+def test_renamed_authors_among_many_are_found_by_id(tmp_path: Path) -> None:
+    store, lib = _store_and_library(tmp_path)
+    asset = _stored(store, 96)
+    for n in range(300):
+        (lib.root / "weibo" / f"someone {n} ({n})").mkdir(parents=True)
+    (lib.root / "weibo" / "x (1) (12)").mkdir()  # named like author 1, but the folder of author 12
+    assert lib.place(post(Author(id="1", name="renamed"), asset))["moved"] == 1
+    assert (lib.root / "weibo" / "renamed (1)").is_dir() and (lib.root / "weibo" / "x (1) (12)").is_dir()
+    assert not (lib.root / "weibo" / "someone 1 (1)").exists()
+    assert len(list((lib.root / "weibo").iterdir())) == 301
+
+
+def test_library_rebuild_from_the_json_lines_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mediacrawler.commands.library import main as library_main
+    from mediacrawler.exporters import JsonLinesExporter
+
+    store, lib = _store_and_library(tmp_path)
+    items: list[object] = [post(Author(id="1", name="a"), _stored(store, 100), _stored(store, 101), post_id="1")]
+    items.append(Comment(platform="weibo", comment_id="c9", post_id="1", parent_id=None, root_id="c9", author=None,
+                         text="", created_at=None, media=[_stored(store, 102)]))
+    out = tmp_path / "output" / "weibo"
+    out.mkdir(parents=True)
+    with (out / "weibo-uid-1.jsonl").open("wb") as f:
+        exporter = JsonLinesExporter(f)
+        for item in items:
+            exporter.export_item(item)
+    settings = ["-s", f"OUTPUT_DIR={tmp_path / 'output'}", "-s", f"FILES_STORE={store.root}"]
+    assert library_main(["rebuild", *settings]) == 0
+    assert "3 created" in capsys.readouterr().out
+    tree = _tree(lib.root)
+    assert sorted(tree) == ["weibo/a (1)/2026-03-04 1/01 image.jpg", "weibo/a (1)/2026-03-04 1/02 image.jpg",
+                            "weibo/a (1)/2026-03-04 1/comments/c9 01 image.jpg"]
+    (lib.root / "weibo" / "stray.txt").write_text("x")
+    assert library_main(["rebuild", "--prune", *settings]) == 0
+    assert "3 kept; 1 removed" in capsys.readouterr().out and _tree(lib.root) == tree
+    assert library_main([]) == 2
