@@ -67,10 +67,10 @@ class _Undated:
 def safe_component(name: str, *, max_bytes: int = COMPONENT_MAX_BYTES, keep_ext: bool = False,
                    keep: str = "") -> str:
     """*name* as one path component safe on Linux, macOS and Windows: NFC; reserved characters full-width, control
-    characters ``_``; no trailing spaces, trailing dots full-width (so never ``.``/``..``); never empty (``_``);
-    a reserved Windows name
-    (``CON``, ``com1.txt``) prefixed with ``_``; at most *max_bytes* UTF-8 bytes, cut at a character (*keep_ext*:
-    the cut spares the last ``.ext``). Characters in *keep* pass untouched (the wildcard of a pattern)."""
+    characters ``_``; no trailing spaces, trailing dots full-width (so never ``.``/``..``); never empty (``_``); a
+    reserved Windows name (``CON``, ``com1.txt``) prefixed with ``_``; at most *max_bytes* UTF-8 bytes, cut at a
+    character (*keep_ext*: the cut spares the last ``.ext``). Characters in *keep* pass untouched (the marks of a
+    pattern)."""
     name = unicodedata.normalize("NFC", name)
     name = "".join(c if c in keep else _RESERVED.get(c, c) for c in name)
     name = "".join("_" if _CONTROL.fullmatch(c) and c not in keep else c for c in name)
@@ -156,7 +156,11 @@ class LibraryTemplate:
         return [safe_component(part.format_map(values)) for part in self.dirs]
 
     def render_file(self, fields: dict[str, Any]) -> str:
-        return safe_component(self.file.format_map(_values(fields)), keep_ext=True)
+        """The file name; without an ``ext`` (an object stored without one) the template's ``.{ext}`` is left out."""
+        if fields.get("ext"):
+            return safe_component(self.file.format_map(_values(fields)), keep_ext=True)
+        name = safe_component(self.file.format_map(_values({**fields, "ext": "ext"})), keep_ext=True)
+        return name.removesuffix(".ext") or "_"
 
     def pattern(self, level: int, fields: dict[str, Any], *, open_fields: tuple[str, ...]) -> re.Pattern[str]:
         """A regex matching folder component *level* for *fields* whatever the *open_fields* are, each a named
@@ -269,7 +273,7 @@ def file_names(template: LibraryTemplate, fields: dict[str, Any], media: list[It
             stem = video_stem.get(video)
             if stem is None:
                 n += 1
-                stem = template.render_file({**fields, "index": n, "kind": kind, "ext": ""}).rstrip(".")
+                stem = template.render_file({**fields, "index": n, "kind": kind, "ext": ""})
             tail = safe_value(lang) if kind == "subtitle" and lang else kind
             own = safe_component(f"{stem}.{tail}.{_ext(path)}", keep_ext=True)
         else:

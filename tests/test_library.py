@@ -288,3 +288,13 @@ def test_library_rebuild_from_the_json_lines_records(tmp_path: Path, capsys: pyt
     assert library_main(["rebuild", "--prune", *settings]) == 0
     assert "3 kept; 1 removed" in capsys.readouterr().out and _tree(lib.root) == tree
     assert library_main([]) == 2
+
+
+def test_a_subtitle_without_its_video_and_an_object_without_extension(tmp_path: Path) -> None:
+    store, lib = _store_and_library(tmp_path)
+    sub = _stored(store, 110, kind="subtitle", key="BV9:1:en")
+    bare = store.persist_bytes(b"no extension sniffed", ext="")
+    odd = MediaAsset(kind="image", key="odd", url="https://cdn.example/odd", sha256=bare.sha256, path=bare.relpath,
+                     status="downloaded")
+    names = [e.name for e in lib.entries(post(Author(id="2", name="up"), odd, sub, post_id="BV9"))]
+    assert names == ["01 image", "02 subtitle.en.jpg"]
