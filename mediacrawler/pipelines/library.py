@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Self
 
-from itemadapter import is_item
+from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
@@ -58,7 +58,5 @@ class LibraryPipeline:
 
 
 def _name(item: Any) -> str:
-    from itemadapter import ItemAdapter
-
     adapter = ItemAdapter(item)
     return f"{adapter.get('platform')} {adapter.get('comment_id') or adapter.get('post_id')}"
