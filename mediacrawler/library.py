@@ -15,6 +15,7 @@ import errno
 import logging
 import os
 import re
+import secrets
 import string
 import threading
 import unicodedata
@@ -502,11 +503,14 @@ class Library:
             st = None
         if st is None or not self._same(dest, st, target, target_stat):
             outcome = "created" if st is None else "replaced"
-            tmp = dest.with_name(f".{dest.name[:40]}.{os.getpid()}.tmp")
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
-            self._make_link(target, tmp)
-            os.replace(tmp, dest)
+            # Unique to this call (workers on several machines may share the library and a pid).
+            tmp = dest.with_name(f".{dest.name[:40]}.{os.getpid()}.{secrets.token_hex(6)}.tmp")
+            try:
+                self._make_link(target, tmp)
+                os.replace(tmp, dest)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
         if entry.mtime is not None:
             # One inode, one mtime: a file shared by several posts carries the earliest of their publish times.
             st = dest.lstat()
