@@ -187,7 +187,8 @@ def csv_bytes(rows: list[dict[str, Any]], columns: tuple[str, ...], *, header: b
 class CsvExporter(BaseItemExporter):
     """``csv`` feeds (``FEED_EXPORTERS``; ``-O posts.csv``): flat documented columns, never Python reprs. The feed
     option ``item_export_kwargs: {"kind": "comments"|"media"}`` picks the rows (default ``posts``; items of
-    another kind are left out of the file). Library paths when LIBRARY_ENABLED, else the store's object paths."""
+    another kind are left out of the file); ``fields`` (FEED_EXPORT_FIELDS) picks and orders columns among ours.
+    Library paths when LIBRARY_ENABLED, else the store's object paths."""
 
     def __init__(self, file: Any, *, kind: str = "posts", library: Any = None, **kwargs: Any) -> None:
         super().__init__(dont_fail=True, **kwargs)
@@ -196,6 +197,12 @@ class CsvExporter(BaseItemExporter):
         self.file = file
         self.kind = kind
         self.columns = COLUMNS[kind]
+        if self.fields_to_export:  # FEED_EXPORT_FIELDS / the feed's "fields": some of our columns, in that order
+            wanted = tuple(self.fields_to_export)
+            unknown = [name for name in wanted if name not in self.columns]
+            if unknown:
+                raise ValueError(f"CSV {kind} columns {unknown}: expected some of {', '.join(self.columns)}")
+            self.columns = wanted
         self.library = library
 
     @classmethod

@@ -94,6 +94,13 @@ def test_comment_and_media_feeds_and_the_store_paths_without_a_library(tmp_path:
     assert row["first_image"] == f"objects/bb/bb/{'b' * 64}.jpg"
 
 
+def test_feed_fields_pick_and_order_the_columns(tmp_path: Path) -> None:
+    rows = read_csv(export_items(tmp_path, [post("1")], fields_to_export=["likes", "post_id"]))
+    assert rows == [{"likes": "5", "post_id": "1"}]
+    with pytest.raises(ValueError, match="author"):
+        export_items(tmp_path, [], fields_to_export=["author"])
+
+
 def test_an_appended_csv_gets_no_second_header(tmp_path: Path) -> None:
     path = tmp_path / "posts.csv"
     for post_id in ("1", "2"):
