@@ -39,6 +39,8 @@ FIELD_MAX_BYTES = 120
 COMMENTS_DIR = "comments"
 #: Most post folders listed when a comment's post is looked for on disk.
 MAX_INDEXED = 1_000_000
+#: Post folders remembered by one process (the oldest forgotten first: a worker runs for months).
+MAX_REMEMBERED = 200_000
 #: Characters no Windows name may hold, each replaced by its full-width twin (readable, and never a separator).
 _RESERVED = {c: chr(ord(c) + 0xFEE0) for c in '<>:"/\\|?*'}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -395,7 +397,7 @@ class Library:
                         for names in self._comment_names(adapter, media)]
             fields = post_fields(adapter)
             folder = tuple(self.template.render_dirs(fields))
-            self._posts[(str(fields["platform"]), str(fields["post_id"]))] = folder
+            self._remember((str(fields["platform"]), str(fields["post_id"])), folder)
         named = file_names(self.template, fields, media)
         return [["/".join((*folder, name)) for name in names] for names in named]
 
@@ -420,7 +422,7 @@ class Library:
                 for post in posts_of(item):
                     fields = post_fields(post)
                     folder = self._resolve(fields, counts)
-                    self._posts[(str(fields["platform"]), str(fields["post_id"]))] = folder
+                    self._remember((str(fields["platform"]), str(fields["post_id"])), folder)
                     entries.extend(self._post_entries(folder, fields, post))
             for entry in entries:
                 counts[self._link(entry)] += 1
@@ -481,9 +483,17 @@ class Library:
         last = self.template.pattern(self.template.post_level, fields, open_fields=unknown)
         for path in found:
             match = last.fullmatch(path.name)
-            if match is not None:
-                self._posts.setdefault((platform, match.group("post_id")), path.relative_to(self.root).parts)
+            if match is not None and (platform, match.group("post_id")) not in self._posts:
+                self._remember((platform, match.group("post_id")), path.relative_to(self.root).parts)
         return self._posts.get((platform, post_id))
+
+    def _remember(self, key: tuple[str, str], folder: tuple[str, ...]) -> None:
+        self._posts.pop(key, None)
+        self._posts[key] = folder
+        if len(self._posts) > MAX_REMEMBERED:
+            forgotten = next(iter(self._posts))
+            del self._posts[forgotten]
+            self._indexed.discard(forgotten[0])  # a later miss lists that platform's folders again
 
     def _link(self, entry: Entry) -> str:
         target = self.store_root / entry.object
