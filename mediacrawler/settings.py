@@ -167,6 +167,8 @@ ITEM_PIPELINES = {
     "mediacrawler.pipelines.records.RecordsPipeline": 150,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
     "mediacrawler.pipelines.media.MediaStorePipeline": 300,
+    # After the media store: links the stored files under readable paths (LIBRARY_ENABLED).
+    "mediacrawler.pipelines.library.LibraryPipeline": 400,
 }
 
 # --- Records database (pipelines/records.py, records/; docs/records.md, "Records database") --------------------
@@ -208,6 +210,8 @@ FEED_EXPORTERS = {
     "jsonl": "mediacrawler.exporters.JsonLinesExporter",
     "jl": "mediacrawler.exporters.JsonLinesExporter",
     "json": "mediacrawler.exporters.JsonExporter",
+    # Flat columns (posts; comments or media with item_export_kwargs), UTF-8 with a BOM: docs/records.md.
+    "csv": "mediacrawler.exporters.CsvExporter",
 }
 
 # --- Media store (pipelines/media.py, media/) -------------------------------------------------------------------
@@ -265,6 +269,18 @@ MEDIA_INLINE_CHECK_BYTES: Annotated[int, Range(0)] = 262_144
 MEDIA_COMMIT_PROCESS: bool = True
 #: Most bodies per committer round (media/committer.py).
 MEDIA_COMMIT_BATCH: Annotated[int, Range(1)] = 256
+
+# --- Library (pipelines/library.py, library.py; docs/records.md, "Library") -------------------------------------
+#: Link every stored file under a readable path in LIBRARY_DIR (hard links into the store: no second copy).
+LIBRARY_ENABLED: bool = True
+#: Root of the library; empty: library/ beside FILES_STORE (files -> library, demo-output/files ->
+#: demo-output/library).
+LIBRARY_DIR: Annotated[str, LocalPath()] = ""
+#: Path of each file in the library. Fields: platform, author_name, author_id, date (the publish time, a datetime:
+#: {date:%Y-%m-%d}), post_id, index (the asset's number in its post), kind (image, video, audio, cover, live,
+#: subtitle, danmaku), ext. A folder must hold {post_id}; each component is made safe on every OS.
+LIBRARY_TEMPLATE: Annotated[str, Parsed("mediacrawler.library.parse_template", "a library path template")] = (
+    "{platform}/{author_name} ({author_id})/{date:%Y-%m-%d} {post_id}/{index:02d} {kind}.{ext}")
 
 # --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
 #: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.

@@ -33,6 +33,7 @@ from mediacrawler.config import settings_problem
 from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.jobstate import job_state
+from mediacrawler.library import default_library_dir
 from mediacrawler.media.store import store_scheme
 from mediacrawler.pipelines.records import records_problem
 from mediacrawler.spiders._args import is_worker_mode, target_names, validate_args
@@ -167,6 +168,9 @@ class Command(ScrapyCrawlCommand):
         dirs = []
         if s.getbool("MEDIA_ENABLED") and store_scheme(str(s.get("FILES_STORE") or "files")) in ("", "file"):
             dirs.append(("FILES_STORE", str(s.get("FILES_STORE") or "files").removeprefix("file://")))
+            if s.getbool("LIBRARY_ENABLED"):
+                library = str(s.get("LIBRARY_DIR") or "").removeprefix("file://")
+                dirs.append(("LIBRARY_DIR", library or default_library_dir(str(s.get("FILES_STORE") or "files"))))
         if s.getbool("CHECKPOINT_ENABLED") and str(s.get("CHECKPOINT_BACKEND") or "file") == "file":
             dirs.append(("CHECKPOINT_DIR", str(s.get("CHECKPOINT_DIR") or "checkpoints")))
         if s.getbool("OUTPUT_ENABLED") and not s.getdict("FEEDS"):  # -o/-O or FEEDS replace the default output
