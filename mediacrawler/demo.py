@@ -34,11 +34,12 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
 ]
 
 
-def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
-    from mediacrawler.commands.options import command_settings
+def _settings(settings: Any, out: Path, sandbox_url: str, log_level: str) -> Any:
+    """The demo's settings over the command's: what ``-s`` gave (e.g. ``-s RECORDS_DB=postgresql://…``) wins."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
     from mediacrawler.sandbox.facebook import DEFAULT_TOKEN
 
-    settings = command_settings()
     overrides = {
         "WEIBO_BASE_URL": f"{sandbox_url}/weibo",
         "BILIBILI_API_URL": f"{sandbox_url}/bilibili",
@@ -62,7 +63,8 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
         "LOG_FILE_APPEND": False,
     }
     for key, value in overrides.items():
-        settings.set(key, value, priority="cmdline")
+        if (settings.getpriority(key) or 0) < SETTINGS_PRIORITIES["cmdline"]:
+            settings.set(key, value, priority="cmdline")
     return settings
 
 
@@ -115,11 +117,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mediacrawler demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="demo-output", help="output directory (default: demo-output)")
     parser.add_argument("--log-level", default="INFO", help="level of <out>/crawl.log (default: INFO)")
-    opts = parser.parse_args(argv)
 
     from scrapy.crawler import AsyncCrawlerProcess
 
+    from mediacrawler.commands.options import add_settings_option, checked_settings
     from mediacrawler.sandbox.process import start_sandbox
+
+    parsed = checked_settings(add_settings_option(parser), argv)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
 
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -129,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with start_sandbox() as sandbox:
         print(f"sandbox: {sandbox.url}  (the bundled platform double; all traffic stays on 127.0.0.1)")
-        process = AsyncCrawlerProcess(_settings(out, sandbox.url, opts.log_level))
+        process = AsyncCrawlerProcess(_settings(settings, out, sandbox.url, opts.log_level))
         crawlers = []
         for name, kwargs in DEMO_JOBS:
             crawler = process.create_crawler(name)

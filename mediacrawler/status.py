@@ -25,12 +25,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.exceptions import NotConfigured
 
 from mediacrawler.checkpoints.model import CheckpointCorrupt
-from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
 from mediacrawler.extensions.marks import (
     FileMarkStore,
     Mark,
@@ -256,19 +255,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       "settings)")
     add_settings_option(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    try:
-        opts = parser.parse_args(list(argv or []))
-        settings = command_settings(opts.set)
-    except SystemExit as e:
-        return int(e.code or 0)
-    except UsageError as e:
-        print(f"mediacrawler status: {e}", file=sys.stderr)
-        return 2
     # A bad setting or a REDIS_URL that cannot be used is one line, not a traceback halfway through the report.
-    problem = startup_problem(settings)
-    if problem:
-        print(f"mediacrawler status: error: {problem}", file=sys.stderr)
-        return 2
+    parsed = checked_settings(parser, argv, redis=True)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     store: CheckpointStore
     if opts.dir:
         store = FileCheckpointStore(opts.dir)

@@ -23,10 +23,8 @@ from mediacrawler.config import setting
 from mediacrawler.exporters import COLUMNS, csv_bytes, rows_of
 from mediacrawler.fsutil import loads_bounded
 from mediacrawler.library import library_from_settings, publish_time
-from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.pipelines.records import records_uri
-from mediacrawler.records.read import Selection, read_comments, read_posts
-from mediacrawler.records.store import RecordStore, is_postgres, open_store, shown
+from mediacrawler.records.read import Selection, open_records, read_comments, read_posts
+from mediacrawler.records.store import records_uri, shown
 
 #: Nesting a record may have (a post, its original, their media): deeper lines are skipped as unreadable.
 MAX_DEPTH = 64
@@ -86,18 +84,6 @@ def select(records: list[dict[str, Any]], *, platform: str | None, job: str | No
                 continue
         out.append(record)
     return out
-
-
-def open_records(settings: BaseSettings) -> tuple[RecordStore | None, str]:
-    """The records database of *settings*, or None where there is none to read (RECORDS_ENABLED off, a SQLite file
-    not made yet), with the line that says so. The driver's error when it cannot be opened."""
-    if not setting(settings, "RECORDS_ENABLED"):
-        return None, "RECORDS_ENABLED is off"
-    uri = records_uri(settings)
-    path = Path(uri.removeprefix("sqlite://"))
-    if not is_postgres(uri) and not path.is_file():
-        return None, f"no records database at {path.resolve()} (RECORDS_DB)"
-    return open_store(uri, now=utc_now_iso(), connect_timeout=setting(settings, "RECORDS_CONNECT_TIMEOUT")), shown(uri)
 
 
 def load(prog: str, settings: BaseSettings, kind: str, selection: Selection,

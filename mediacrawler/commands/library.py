@@ -1,6 +1,6 @@
 """``mediacrawler library rebuild [--prune] [-s NAME=VALUE]``: link every stored file of the records database
-(RECORDS_DB) into LIBRARY_DIR again, posts before comments (docs/records.md, "Library"). Where there is no database,
-the JSON Lines outputs (``--output-dir``, default OUTPUT_DIR) are read instead, said once. Exit 0 ok, 1 some files
+(RECORDS_DB) into LIBRARY_DIR again, posts before comments (docs/records.md, "Library"). Where there is no
+database, the JSON Lines outputs (``--output-dir``, default OUTPUT_DIR) are read instead, said once. Exit 0 ok, 1 some files
 could not be linked, 2 usage or nothing to read.
 """
 

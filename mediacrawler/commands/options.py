@@ -1,6 +1,6 @@
 """The settings of a ``mediacrawler`` command (``status``, ``checkpoints``, ``verify``, ``retry``, ``enqueue``,
-``export``, ``library``, ``demo``): the project's settings found from any directory, plus ``-s NAME=VALUE``, checked
-as a crawl checks them (:func:`checked_settings`; docs/operations.md, "Commands and settings")."""
+``export``, ``library``, ``demo``): the project's settings found from any directory, plus ``-s NAME=VALUE``,
+checked as a crawl checks them (:func:`checked_settings`; docs/operations.md, "Commands and settings")."""
 
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ def missing_dir(path: str | os.PathLike[str], *, setting: str, given: str | None
 
 
 def startup_problem(settings: Settings) -> str | None:
-    """One line for the first thing that keeps a crawl (or a command) from starting: a setting that does not fit its
-    declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
+    """One line for the first thing that keeps a crawl (or a command) from starting: a setting that does not fit
+    its declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
     REDIS_CONNECT_TIMEOUT); None when it may start."""
     return settings_problem(settings) or redis_connect_problem(settings)
 
@@ -71,10 +71,10 @@ def startup_problem(settings: Settings) -> str | None:
 def checked_settings(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, redis: bool = False,
                      options: Mapping[str, str] | None = None) -> tuple[argparse.Namespace, Settings] | int:
     """Parse *argv* with *parser* (which has :func:`add_settings_option`) and build the command's settings:
-    :func:`command_settings` of its ``-s`` pairs, then each of *options* (option dest → setting name) that was given,
-    at command-line priority; checked as a crawl checks them (:func:`startup_problem` with *redis*: the commands
-    that use Redis; else the declarations alone). ``(options, settings)``, or the exit status after one line on
-    stderr (``--help``: 0; usage, a bad setting, an unusable Redis: 2)."""
+    :func:`command_settings` of its ``-s`` pairs, then each of *options* (option dest → setting name) that was
+    given, at command-line priority; checked as a crawl checks them (:func:`startup_problem` with *redis*: the
+    commands that use Redis; else the declarations alone). ``(options, settings)``, or the exit status after one
+    line on stderr (``--help``: 0; usage, a bad setting, an unusable Redis: 2)."""
     try:
         opts = parser.parse_args(list(argv or []))
         settings = command_settings(getattr(opts, "set", None) or ())

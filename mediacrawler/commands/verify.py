@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.exceptions import NotConfigured
 
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
-from mediacrawler.config import setting, settings_problem
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
+from mediacrawler.config import setting
 from mediacrawler.fsutil import free_bytes
 from mediacrawler.library import check_library, default_library_dir
 from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQLiteMediaIndex, index_class,
@@ -315,21 +315,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return add_settings_option(parser)
 
 
-def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = None,
-                  out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``verify`` for parsed ``args``; return the exit status."""
+def run_from_args(args: argparse.Namespace, *, settings: BaseSettings, out: TextIO | None = None,
+                  err: TextIO | None = None) -> int:
+    """Run ``verify`` for parsed ``args`` and the settings of :func:`main` (checked there); the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
-    if settings is None:
-        try:
-            settings = command_settings(getattr(args, "set", None) or ())
-        except UsageError as exc:
-            err.write(f"verify: {exc}\n")
-            return 2
-    problem = settings_problem(settings)
-    if problem:
-        err.write(f"verify: error: {problem}\n")
-        return 2
     conf: dict[str, Any] = {
         "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
         "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
@@ -423,6 +413,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = add_arguments(argparse.ArgumentParser(
         prog="mediacrawler verify", description="Re-hash every stored media file; report corrupt, missing and "
         "orphan files (--repair: quarantine, re-download, adopt)."))
-    args = parser.parse_args(argv)
-    return run_from_args(args)
+    parsed = checked_settings(parser, argv)
+    if isinstance(parsed, int):
+        return parsed
+    args, settings = parsed
+    return run_from_args(args, settings=settings)
 

@@ -1,6 +1,6 @@
 """The records database read back as records: each post and comment as the plain dict its JSON Lines record is
-(``platform``, ``post_id``, ``author: {id, name}``, ``metrics``, ``media: [...]``, ``source: {spider, job}``…), with
-the latest counts and media results, for ``mediacrawler export`` and ``mediacrawler library rebuild``
+(``platform``, ``post_id``, ``author: {id, name}``, ``metrics``, ``media: [...]``, ``source: {spider, job}``…),
+with the latest counts and media results, for ``mediacrawler export`` and ``mediacrawler library rebuild``
 (docs/records.md, "Records database"). One shape in, one shape out: the CSV columns and the library paths are made
 from these dicts by the same code as from a crawl's items (exporters.py, library.py).
 
@@ -15,15 +15,31 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from mediacrawler.records.store import RecordStore
+from mediacrawler.config import setting
+from mediacrawler.parsers._common import utc_now_iso
+from mediacrawler.records.store import RecordStore, is_postgres, open_store, records_uri, shown
 
 #: Keys per ``IN (…)`` list (SQLite's default limit of host parameters is 999 on old builds).
 CHUNK = 400
 #: The columns of a ``media`` row that an asset of a record carries.
 ASSET_COLUMNS = ("kind", "key", "url", "width", "height", "duration", "live_of", "cover_of", "derived", "sha256",
                  "path", "size", "mime", "status", "error")
+
+
+def open_records(settings: Any) -> tuple[RecordStore | None, str]:
+    """The records database of *settings*, or None where there is none to read (RECORDS_ENABLED off, a SQLite file
+    not made yet), with the line that says so. The driver's error when it cannot be opened."""
+    if not setting(settings, "RECORDS_ENABLED"):
+        return None, "RECORDS_ENABLED is off"
+    uri = records_uri(settings)
+    path = Path(uri.removeprefix("sqlite://"))
+    if not is_postgres(uri) and not path.is_file():
+        return None, f"no records database at {path.resolve()} (RECORDS_DB)"
+    timeout = setting(settings, "RECORDS_CONNECT_TIMEOUT")
+    return open_store(uri, now=utc_now_iso(), connect_timeout=timeout), shown(uri)
 
 
 @dataclass(frozen=True)
@@ -133,11 +149,19 @@ def read_comments(store: RecordStore, selection: Selection = Selection()) -> lis
              "parent_id": r["parent_id"], "root_id": r["root_id"], "author": _author(r), "text": r["text"],
              "created_at": r["created_at"], "metrics": {"likes": r["likes"], "replies": r["replies"]},
              "media": media.get((r["platform"], r["comment_id"]), []), "pinned": bool(r["pinned"]),
-             "deleted": bool(r["deleted"]), "source": {"spider": r["spider"], "job": r["job"]} if r["job"] else None,
+             "deleted": bool(r["deleted"]),
+             "source": {"spider": r["spider"], "job": r["job"]} if r["job"] else None,
              "fetched_at": r["fetched_at"], "extra": json.loads(r["extra"])} for r in rows]
 
 
-def stored_objects(store: RecordStore) -> list[dict[str, Any]]:
-    """Every ``media`` row with a stored object (``sha256`` and ``path`` set), for ``verify``."""
-    return store.select("SELECT platform, kind, key, sha256, path FROM media WHERE sha256 IS NOT NULL AND path IS "
-                        "NOT NULL ORDER BY platform, kind, key")
+def stored_objects(store: RecordStore) -> Iterator[tuple[str, str]]:
+    """``(asset, object path)`` of every object the ``media`` rows say is stored (an asset's own and its derived
+    ones, e.g. a subtitle's SRT), for ``mediacrawler verify``; the asset as ``platform kind key``."""
+    rows = store.select("SELECT platform, kind, key, path, derived FROM media "
+                        "WHERE sha256 IS NOT NULL AND path IS NOT NULL ORDER BY platform, kind, key")
+    for row in rows:
+        asset = f"{row['platform']} {row['kind']} {row['key']}"
+        yield asset, row["path"]
+        for other in (json.loads(row["derived"]) if row["derived"] else {}).values():
+            if isinstance(other, dict) and other.get("path"):
+                yield asset, str(other["path"])

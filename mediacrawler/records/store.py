@@ -37,6 +37,11 @@ def resolve_uri(value: str | None, checkpoint_dir: str) -> str:
     return text
 
 
+def records_uri(settings: Any) -> str:
+    """The store URI that ``RECORDS_DB`` and ``CHECKPOINT_DIR`` of *settings* name."""
+    return resolve_uri(settings.get("RECORDS_DB"), str(settings.get("CHECKPOINT_DIR") or "checkpoints"))
+
+
 def is_postgres(uri: str) -> bool:
     return uri.startswith(POSTGRES_SCHEMES)
 
