@@ -98,8 +98,9 @@ def test_an_unreachable_postgres_is_one_line_without_its_password() -> None:
 
 
 def _comment(comment_id: str, *pictures: str, likes: int = 1) -> dict[str, Any]:
-    return {"platform": "weibo", "comment_id": comment_id, "post_id": "1", "parent_id": None, "root_id": comment_id,
-            "author": {"id": "9", "name": "评论者"}, "text": "好", "created_at": "2026-11-28T02:00:00Z",
+    return {"platform": "weibo", "comment_id": comment_id, "post_id": "1", "parent_id": None,
+            "root_id": comment_id, "author": {"id": "9", "name": "评论者"}, "text": "好",
+            "created_at": "2026-11-28T02:00:00Z",
             "metrics": {"likes": likes, "replies": 0}, "source": {"spider": "weibo", "job": KEY},
             "media": [{"kind": "image", "key": key, "url": f"https://m.test/{key}.jpg", "sha256": "cd" * 32,
                        "path": f"objects/cd/{key}.jpg", "status": "downloaded"} for key in pictures]}
@@ -135,7 +136,8 @@ def test_a_version_1_database_is_migrated_with_its_rows_kept(store_uri: str) -> 
         store._execute(statement)
     store._execute("INSERT INTO schema_version (version, applied_at) VALUES (1, ?)", (NOW,))
     store._execute("INSERT INTO comments (platform, comment_id, post_id, text, pinned, deleted, extra, "
-                   "first_seen_at, last_seen_at) VALUES ('weibo', 'old', '1', 'kept', 0, 0, '{}', ?, ?)", (NOW, NOW))
+                   "first_seen_at, last_seen_at) VALUES ('weibo', 'old', '1', 'kept', 0, 0, '{}', ?, ?)",
+                   (NOW, NOW))
     store._commit()
     store.close()
     store = open_store(store_uri, now=NOW)
