@@ -121,6 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from scrapy.crawler import AsyncCrawlerProcess
 
     from mediacrawler.commands.options import add_settings_option, checked_settings
+    from mediacrawler.records.store import records_uri, shown
     from mediacrawler.sandbox.process import start_sandbox
 
     parsed = checked_settings(add_settings_option(parser), argv)
@@ -158,6 +159,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stored = [p for p in objects.rglob("*") if p.is_file()] if objects.exists() else []
     print(f"records: {out}/<spider>/<job>.jsonl   media: {len(stored)} files in {objects}   log: {out / 'crawl.log'}")
     print(f"library: {out / 'library'}/<platform>/<author> (<id>)/<date> <post id>/ (the same files, readable names)")
+    given = "-s RECORDS_DB=…" if settings.get("RECORDS_DB") else f"-s CHECKPOINT_DIR={settings.get('CHECKPOINT_DIR')}"
+    print(f"records database: {shown(records_uri(settings))}   as a spreadsheet: mediacrawler export --format csv "
+          f"{given} -s FILES_STORE={settings.get('FILES_STORE')} --out posts.csv")
     failed = [c.spider.job for c in crawlers if c.stats.get_value("finish_reason") != "finished"]
     if failed:
         print(f"not finished: {', '.join(failed)}", file=sys.stderr)

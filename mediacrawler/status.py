@@ -50,7 +50,7 @@ from mediacrawler.extensions.retries import (
     RetryStore,
     retry_store_from_settings,
 )
-from mediacrawler.records.read import open_records
+from mediacrawler.records.read import RecordsUnreadable, open_records
 from mediacrawler.records.store import records_uri, shown
 
 if TYPE_CHECKING:
@@ -186,8 +186,8 @@ def records_status(settings: BaseSettings) -> dict[str, Any] | None:
     be read."""
     try:
         store, where = open_records(settings)
-    except Exception as exc:  # the drivers' errors (sqlite3.Error, psycopg.Error), a newer schema, OSError
-        return {"database": shown(records_uri(settings)), "error": " ".join(str(exc).split())}
+    except RecordsUnreadable as exc:
+        return {"database": shown(records_uri(settings)), "error": str(exc)}
     if store is None:
         return None
     try:

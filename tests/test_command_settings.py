@@ -102,3 +102,21 @@ def test_enqueue_queues_into_the_redis_of_s(elsewhere: Path, redis_url: str,
                          "-s", "REDIS_CONNECT_TIMEOUT=1"]) == 2  # refused by the start-up check, one line
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("mediacrawler enqueue: error: ")
+
+
+def test_a_records_database_that_cannot_be_read_is_one_line_for_each_command(
+        elsewhere: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from mediacrawler.commands import export, library
+
+    damaged = elsewhere / "damaged.sqlite3"
+    damaged.write_bytes(b"not a database" * 100)
+    s = ["-s", f"RECORDS_DB={damaged}", "-s", f"FILES_STORE={elsewhere}", "-s", f"CHECKPOINT_DIR={elsewhere}"]
+    line = f"RECORDS_DB={damaged} cannot be read: file is not a database"
+    assert export.main(s) == 2
+    assert capsys.readouterr().err.splitlines() == [f"mediacrawler export: error: {line}"]
+    assert library.main(["rebuild", *s]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"mediacrawler library: error: {line}"]
+    assert status.main(s) == 1
+    assert f"records database {damaged}: UNREADABLE: {line}" in capsys.readouterr().out
+    assert verify.main([*s, "--no-progress"]) == 1
+    assert f"records  unreadable: {line}" in capsys.readouterr().out

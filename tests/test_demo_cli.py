@@ -49,7 +49,10 @@ def library_tree(out: Path) -> dict[str, tuple[int, float]]:
 @pytest.mark.slow
 def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    first = mediacrawler("demo", "--out", str(out))
+    # The records database where -s says (every command takes the settings of a crawl, -s among them).
+    database = tmp_path / "demo-records.sqlite3"
+    db = ("-s", f"RECORDS_DB={database}")
+    first = mediacrawler("demo", "--out", str(out), *db)
     assert first.returncode == 0, first.stderr[-3000:]
     rows = summary(first.stdout)
     assert len(rows) == len(DEMO_JOBS) + 1
@@ -108,23 +111,25 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     weibo_authors = {p.split("/")[1] for p in library if p.startswith("weibo/")}
     assert any(a.endswith(" (7365120894)") for a in weibo_authors), weibo_authors
 
-    clean = mediacrawler("verify", "--store", str(out / "files"))
+    clean = mediacrawler("verify", "--store", str(out / "files"), *db)  # the records database's media rows too
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
-    # `mediacrawler export --format csv`: flat columns that the csv module reads back, the values of the records.
-    exported = mediacrawler("export", "--format", "csv", "--out", str(out / "posts.csv"),
-                            "-s", f"OUTPUT_DIR={out}", "-s", f"FILES_STORE={out / 'files'}")
-    assert exported.returncode == 0, exported.stderr
+    # `mediacrawler export --format csv`: flat columns that the csv module reads back, the values of the records,
+    # from the records database (one row per post; the original of a repost is a post of its own there).
+    exported = mediacrawler("export", "--format", "csv", "--out", str(out / "posts.csv"), *db,
+                            "-s", f"FILES_STORE={out / 'files'}")
+    assert exported.returncode == 0 and "JSON Lines" not in exported.stderr, exported.stderr
     raw = (out / "posts.csv").read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf")
     rows = list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
     latest = {(r["platform"], r["post_id"]): r for r in records}
-    assert len(rows) == len(latest)
+    originals = {(r["platform"], r["reposted"]["post_id"]): r["reposted"] for r in records if r.get("reposted")}
+    assert sorted((r["platform"], r["post_id"]) for r in rows) == sorted({*latest, *originals})
     for row in rows:
-        record = latest[(row["platform"], row["post_id"])]
+        record = latest.get((row["platform"], row["post_id"])) or originals[(row["platform"], row["post_id"])]
         author = record.get("author") or {}
         assert row["author_id"] == (author.get("id") or "") and row["author_name"] == (author.get("name") or "")
-        assert row["text"] == record["text"] and row["created_at"] == record["created_at"]
+        assert row["text"] == record["text"] and row["created_at"] == (record["created_at"] or "")
         assert row["likes"] == str(record["metrics"]["likes"] if record["metrics"]["likes"] is not None else "")
         paths = [p for p in row["media_paths"].split("|") if p]
         assert len(paths) == sum(1 for m in record["media"] if m["sha256"])
@@ -144,7 +149,7 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     # The second run is incremental: each source stops at its high-water mark, nothing is downloaded again.
     before = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}
     assert sum(map(len, before.values())) == posts
-    second = mediacrawler("demo", "--out", str(out))
+    second = mediacrawler("demo", "--out", str(out), *db)
     assert second.returncode == 0, second.stderr[-3000:]
     # ... and it keeps the first run's records: every file holds at least the lines it held (the same ids).
     after = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}

@@ -23,8 +23,7 @@ from mediacrawler.config import setting
 from mediacrawler.exporters import COLUMNS, csv_bytes, rows_of
 from mediacrawler.fsutil import loads_bounded
 from mediacrawler.library import library_from_settings, publish_time
-from mediacrawler.records.read import Selection, open_records, read_comments, read_posts
-from mediacrawler.records.store import records_uri, shown
+from mediacrawler.records.read import RecordsUnreadable, Selection, open_records, read_comments, read_posts
 
 #: Nesting a record may have (a post, its original, their media): deeper lines are skipped as unreadable.
 MAX_DEPTH = 64
@@ -93,9 +92,8 @@ def load(prog: str, settings: BaseSettings, kind: str, selection: Selection,
     records database, else from the JSON Lines under *output_dir* (default OUTPUT_DIR), said once on stderr."""
     try:
         store, where = open_records(settings)
-    except Exception as exc:  # the drivers' errors (sqlite3.Error, psycopg.Error), a newer schema, OSError
-        print(f"{prog}: error: RECORDS_DB={shown(records_uri(settings))} cannot be read: "
-              f"{' '.join(str(exc).split())}", file=sys.stderr)
+    except RecordsUnreadable as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     if store is not None:
         try:

@@ -30,8 +30,7 @@ from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQ
                                       is_corruption, object_record_of)
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
 from mediacrawler.media.urls import allowed_schemes
-from mediacrawler.records.read import open_records, stored_objects
-from mediacrawler.records.store import records_uri, shown
+from mediacrawler.records.read import RecordsUnreadable, open_records, stored_objects
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -408,8 +407,8 @@ def check_records(settings: BaseSettings, store_root: str | os.PathLike[str]) ->
     check where there is no database (RECORDS_ENABLED off, its SQLite file not made yet)."""
     try:
         db, _ = open_records(settings)
-    except Exception as exc:  # the drivers' errors (sqlite3.Error, psycopg.Error), a newer schema, OSError
-        return [], f"RECORDS_DB={shown(records_uri(settings))}: {' '.join(str(exc).split())}"
+    except RecordsUnreadable as exc:
+        return [], str(exc)
     if db is None:
         return [], None
     try:

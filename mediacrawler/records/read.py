@@ -21,6 +21,7 @@ from typing import Any
 from mediacrawler.config import setting
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.records.store import RecordStore, is_postgres, open_store, records_uri, shown
+from mediacrawler.scrub import scrub
 
 #: Keys per ``IN (…)`` list (SQLite's default limit of host parameters is 999 on old builds).
 CHUNK = 400
@@ -29,17 +30,27 @@ ASSET_COLUMNS = ("kind", "key", "url", "width", "height", "duration", "live_of",
                  "path", "size", "mime", "status", "error")
 
 
+class RecordsUnreadable(Exception):
+    """The records database cannot be opened (unreachable, refused, damaged, of a newer schema): one line, its
+    password masked."""
+
+
 def open_records(settings: Any) -> tuple[RecordStore | None, str]:
-    """The records database of *settings*, or None where there is none to read (RECORDS_ENABLED off, a SQLite file
-    not made yet), with the line that says so. The driver's error when it cannot be opened."""
+    """The records database of *settings* and where it is (its password masked), or None where there is none to
+    read (RECORDS_ENABLED off, a SQLite file not made yet) with the line that says so. Raises
+    :class:`RecordsUnreadable`."""
     if not setting(settings, "RECORDS_ENABLED"):
         return None, "RECORDS_ENABLED is off"
     uri = records_uri(settings)
     path = Path(uri.removeprefix("sqlite://"))
     if not is_postgres(uri) and not path.is_file():
         return None, f"no records database at {path.resolve()} (RECORDS_DB)"
-    timeout = setting(settings, "RECORDS_CONNECT_TIMEOUT")
-    return open_store(uri, now=utc_now_iso(), connect_timeout=timeout), shown(uri)
+    try:
+        store = open_store(uri, now=utc_now_iso(), connect_timeout=setting(settings, "RECORDS_CONNECT_TIMEOUT"))
+    except Exception as exc:  # the drivers' errors (sqlite3.Error, psycopg.Error), a newer schema, OSError
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise RecordsUnreadable(f"RECORDS_DB={shown(uri)} cannot be read: {scrub(reason)}") from exc
+    return store, shown(uri)
 
 
 @dataclass(frozen=True)
