@@ -1,0 +1,80 @@
+"""``mediacrawler web [--host 127.0.0.1] [--port 8080] [-s NAME=VALUE …]``: browse what was collected, watch and
+start crawls, in a browser (docs/web.md). Configured by the settings of a crawl (RECORDS_DB, FILES_STORE,
+CHECKPOINT_DIR, REDIS_URL…); the ``-s`` pairs are also given to every crawl it starts.
+
+It listens on 127.0.0.1 unless told otherwise; any other address needs ``WEB_AUTH=user:password`` in the
+environment (basic auth on every request) and says so. Exit status 2 on a usage error or a setting that does not
+fit its declaration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from collections.abc import Sequence
+
+from scrapy.exceptions import UsageError
+
+from mediacrawler.commands.options import add_settings_option, command_settings
+from mediacrawler.config import setting
+from mediacrawler.commands.crawl import startup_problem
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def auth_problem(host: str, auth: str | None) -> str | None:
+    """Why the app may not listen on ``host`` with this ``WEB_AUTH``; None when it may."""
+    if auth is not None and (":" not in auth or not auth.partition(":")[0] or not auth.partition(":")[2]):
+        return "WEB_AUTH must be user:password (both non-empty)"
+    if not is_loopback(host) and not auth:
+        return (f"--host {host} makes the page reachable from other machines: set WEB_AUTH=user:password in the "
+                f"environment (basic auth), or listen on 127.0.0.1")
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mediacrawler web", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", help="address to listen on (default: WEB_HOST, 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port (default: WEB_PORT, 8080; 0: a free one)")
+    add_settings_option(parser)
+    try:
+        opts = parser.parse_args(list(argv or []))
+        settings = command_settings(opts.set)
+    except SystemExit as e:
+        return int(e.code or 0)
+    except UsageError as e:
+        print(f"mediacrawler web: {e}", file=sys.stderr)
+        return 2
+    problem = startup_problem(settings)
+    if problem:
+        print(f"mediacrawler web: error: {problem}", file=sys.stderr)
+        return 2
+    host = opts.host or str(setting(settings, "WEB_HOST"))
+    port = opts.port if opts.port is not None else int(setting(settings, "WEB_PORT"))
+    auth = os.environ.get("WEB_AUTH") or None
+    problem = auth_problem(host, auth)
+    if problem:
+        print(f"mediacrawler web: error: {problem}", file=sys.stderr)
+        return 2
+    import uvicorn
+
+    from mediacrawler.web.app import build_app
+
+    app = build_app(settings, overrides=list(opts.set), auth=auth)
+    if auth:
+        print(f"mediacrawler web: basic auth on (WEB_AUTH, user {auth.partition(':')[0]!r})", file=sys.stderr)
+    if not is_loopback(host):
+        print(f"mediacrawler web: listening on {host}: reachable from other machines (basic auth required)",
+              file=sys.stderr)
+    print(f"mediacrawler web: http://{host}:{port}/ (records: {app.state.web.uri_shown})", file=sys.stderr)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    return 0

@@ -1,0 +1,20 @@
+// mediacrawler web: the little script the pages need (no build step).
+"use strict";
+document.addEventListener("DOMContentLoaded", () => {
+  // The start form shows the fields of the chosen spider.
+  const spider = document.getElementById("spider");
+  if (spider) spider.addEventListener("change", () => { location.search = "?spider=" + encodeURIComponent(spider.value); });
+  // Pages of a running crawl refresh themselves: progress comes from the crawl's own counters.
+  const jobs = document.getElementById("jobs");
+  const crawl = document.getElementById("crawl");
+  if ((jobs && jobs.dataset.running === "1") || (crawl && crawl.dataset.state === "running")) {
+    setTimeout(() => location.reload(), 1500);
+  }
+  const log = document.getElementById("log");
+  if (log) log.scrollTop = log.scrollHeight;
+  // A Live Photo's clip plays while the pointer is on it.
+  for (const clip of document.querySelectorAll("video.live-clip")) {
+    clip.addEventListener("mouseenter", () => clip.play().catch(() => {}));
+    clip.addEventListener("mouseleave", () => clip.pause());
+  }
+});
