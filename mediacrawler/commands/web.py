@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 from collections.abc import Sequence
 
@@ -69,12 +70,29 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mediacrawler.web.app import build_app
 
-    app = build_app(settings, overrides=list(opts.set), auth=auth)
+    try:
+        app = build_app(settings, overrides=list(opts.set), auth=auth)
+    except Exception as e:  # noqa: BLE001 - a records database that cannot be opened is one line
+        print(f"mediacrawler web: error: {e}", file=sys.stderr)
+        return 2
+    # The socket is bound here so that --port 0 can say which port it got (and a port in use is one line).
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        print(f"mediacrawler web: error: cannot listen on {host}:{port}: {e}", file=sys.stderr)
+        return 2
+    port = sock.getsockname()[1]
     if auth:
         print(f"mediacrawler web: basic auth on (WEB_AUTH, user {auth.partition(':')[0]!r})", file=sys.stderr)
     if not is_loopback(host):
         print(f"mediacrawler web: listening on {host}: reachable from other machines (basic auth required)",
               file=sys.stderr)
-    print(f"mediacrawler web: http://{host}:{port}/ (records: {app.state.web.uri_shown})", file=sys.stderr)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+    shown_host = f"[{host}]" if ":" in host else host
+    print(f"mediacrawler web: http://{shown_host}:{port}/ (records: {app.state.web.uri_shown})", file=sys.stderr,
+          flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server.run(sockets=[sock])
     return 0
