@@ -137,7 +137,8 @@ def test_posts_page_lists_the_crawled_posts_and_the_author_filter_narrows(browse
     assert set(showcase + [f"bilibili/{BVID}"]) <= set(listed) and len(listed) == 5
     if os.environ.get("MC_WRITE_SCREENSHOT") == "1":
         wait_for(lambda: browser.execute_script(
-            "return [...document.images].every(i => i.complete && i.naturalWidth > 0)"), "grid images")
+            "return [...document.images].filter(i => i.getBoundingClientRect().top < innerHeight)"
+            ".every(i => i.complete && i.naturalWidth > 0)"), "the grid's images in view")
         browser.save_screenshot(str(ROOT / "docs" / "web.png"))
     field = browser.find_element("css selector", "input[name=author]")
     field.send_keys(SHOWCASE_UID)

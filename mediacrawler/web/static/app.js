@@ -10,6 +10,16 @@ document.addEventListener("DOMContentLoaded", () => {
   if ((jobs && jobs.dataset.running === "1") || (crawl && crawl.dataset.state === "running")) {
     setTimeout(() => location.reload(), 1500);
   }
+  // A picture the store does not have (the database names an object since removed) says so instead.
+  for (const img of document.querySelectorAll(".card img")) {
+    const missing = () => {
+      const note = document.createElement("div");
+      note.className = "noimg";
+      note.textContent = "not in the store";
+      img.replaceWith(note);
+    };
+    if (img.complete && img.naturalWidth === 0) missing(); else img.addEventListener("error", missing);
+  }
   const log = document.getElementById("log");
   if (log) log.scrollTop = log.scrollHeight;
   // A Live Photo's clip plays while the pointer is on it.
