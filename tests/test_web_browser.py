@@ -17,7 +17,6 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,7 +56,8 @@ def server(web_data: WebData) -> Iterator[str]:
     for pair in web_data.settings:
         command += ["-s", pair]
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                            stderr=subprocess.PIPE)
     assert proc.stderr is not None
     url = None
     deadline = time.monotonic() + 60
@@ -167,7 +167,7 @@ def test_post_page_images_load_and_video_plays_and_seeks(browser: Any, server: s
           const t0 = Date.now();
           (function check() {
             if (v.currentTime > 0.3) return done({ok: true, t: v.currentTime, d: v.duration});
-            if (Date.now() - t0 > 15000) return done({ok: false, t: v.currentTime, err: String(v.error && v.error.code)});
+            if (Date.now() - t0 > 15000) return done({ok: false, t: v.currentTime, err: v.error && v.error.code});
             setTimeout(check, 100);
           })();
         }).catch(e => done({ok: false, err: String(e)}));""")
@@ -176,17 +176,20 @@ def test_post_page_images_load_and_video_plays_and_seeks(browser: Any, server: s
         const done = arguments[arguments.length - 1], v = document.querySelector('video.player');
         v.pause();
         const timer = setTimeout(() => done({ok: false, t: v.currentTime}), 15000);
-        v.addEventListener('seeked', () => { clearTimeout(timer); done({ok: true, t: v.currentTime}); }, {once: true});
+        v.addEventListener('seeked', () => { clearTimeout(timer); done({ok: true, t: v.currentTime}); },
+                           {once: true});
         v.currentTime = Math.min(2.5, v.duration - 0.5);""")
     assert seeked["ok"] and abs(seeked["t"] - min(2.5, played["d"] - 0.5)) < 0.5, seeked
-    tracks = browser.execute_script("return [...document.querySelector('video.player').textTracks].map(t => t.language)")
+    tracks = browser.execute_script(
+        "return [...document.querySelector('video.player').textTracks].map(t => t.language)")
     assert sorted(tracks) == ["en-US", "zh-CN"]
 
 
 def test_comments_render_as_a_thread(browser: Any, server: str) -> None:
     browser.get(f"{server}/posts/weibo/{THREAD_POST}")
     nested = browser.find_elements(
-        "xpath", "//ul[@class='thread']/li[@data-comment='1']/ul/li[@data-comment='11']/ul/li[@data-comment='111']")
+        "xpath", "//ul[@class='thread']/li[@data-comment='1']/ul/li[@data-comment='11']"
+                 "/ul/li[@data-comment='111']")
     assert len(nested) == 1 and "a reply to the reply" in nested[0].text
     top = browser.find_elements("xpath", "//ul[@class='thread']/li")
     assert [li.get_attribute("data-comment") for li in top] == ["1", "2"]

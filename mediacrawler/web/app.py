@@ -13,7 +13,7 @@ import binascii
 import json
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,22 +75,27 @@ class SameOrigin(BaseHTTPMiddleware):
         return await call_next(request)
 
 
+def _pretty(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, indent=1, default=str)
+
+
 class Web:
     """What the endpoints share: settings, the records database, the crawl runner, the templates."""
 
     def __init__(self, settings: BaseSettings, *, overrides: list[str], crawl_dir: str | None = None) -> None:
         self.settings = settings
-        self.uri = resolve_uri(setting(settings, "RECORDS_DB"), str(settings.get("CHECKPOINT_DIR") or "checkpoints"))
+        checkpoint_dir = str(settings.get("CHECKPOINT_DIR") or "checkpoints")
+        self.uri = resolve_uri(setting(settings, "RECORDS_DB"), checkpoint_dir)
         self.uri_shown = shown(self.uri)
         self.store_root = str(setting(settings, "FILES_STORE")).removeprefix("file://")
-        directory = crawl_dir or str(Path(str(settings.get("CHECKPOINT_DIR") or "checkpoints"), "web-crawls"))
+        directory = crawl_dir or str(Path(checkpoint_dir, "web-crawls"))
         self.runner = CrawlRunner(directory, settings=overrides)
         self.redis_url = settings.get("REDIS_URL") or None
         self._store: RecordStore | None = None
         self._lock = threading.Lock()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
         self.templates.globals.update(query=urlencode, sparkline=queries.sparkline, arrange=queries.arrange_media)
-        self.templates.filters["tojson_pretty"] = lambda v: json.dumps(v, ensure_ascii=False, indent=1, default=str)
+        self.templates.filters["tojson_pretty"] = _pretty
         self.spiders = self._spiders()
 
     def _spiders(self) -> dict[str, type[Spider]]:
@@ -140,7 +145,7 @@ def _spider_fields(spidercls: type[Spider]) -> list[dict[str, Any]]:
     return sorted(fields, key=lambda f: not f["own"])
 
 
-def build_app(settings: BaseSettings, *, overrides: list[str] = (), auth: str | None = None,  # type: ignore[assignment]
+def build_app(settings: BaseSettings, *, overrides: Sequence[str] = (), auth: str | None = None,
               crawl_dir: str | None = None) -> Starlette:
     """The application over these settings; ``overrides`` (the ``-s`` pairs) are passed on to crawls it starts;
     ``auth`` (``user:password``) turns basic auth on."""
@@ -166,7 +171,8 @@ def build_app(settings: BaseSettings, *, overrides: list[str] = (), auth: str | 
         if isinstance(f, JSONResponse):
             return f
         with web.db() as store:
-            author = queries.get_author(store, request.path_params["platform"], request.path_params["author_id"], f)
+            author = queries.get_author(store, request.path_params["platform"], request.path_params["author_id"],
+                                        f)
         if author is None:
             return JSONResponse({"error": "no such author"}, status_code=404)
         return JSONResponse(author)
@@ -261,7 +267,8 @@ def build_app(settings: BaseSettings, *, overrides: list[str] = (), auth: str | 
         except queries.BadFilter:
             f = queries.PostFilter()
         with web.db() as store:
-            author = queries.get_author(store, request.path_params["platform"], request.path_params["author_id"], f)
+            author = queries.get_author(store, request.path_params["platform"], request.path_params["author_id"],
+                                        f)
         if author is None:
             return web.page("missing.html", request, status_code=404, what="author")
         return web.page("author.html", request, data=author)
