@@ -232,6 +232,8 @@ def test_jobs_and_the_start_api(client: TestClient, web_data: WebData) -> None:
     assert crawl["state"] == "finished", crawl["log"][-3000:]
     assert crawl["job"] == f"weibo-uid-{SHOWCASE_UID}" and crawl["args"] == {"uid": SHOWCASE_UID, "full": "true"}
     assert crawl["progress"]["source"] == "textfile" and crawl["progress"]["pages"] >= 1
+    figures = crawl["progress"]
+    assert figures["posts_per_minute"] == pytest.approx(figures["posts"] / figures["minutes"], rel=0.01, abs=0.1)
     assert [c["id"] for c in client.get("/api/crawls").json()["crawls"]] == [crawl_id]
     # No credential is ever rendered: not the -s value given to the app, not in the log it shows.
     for text in (client.get("/api/crawls").text, client.get(f"/crawls/{crawl_id}").text, client.get("/jobs").text,
@@ -269,3 +271,73 @@ def test_another_address_requires_web_auth(monkeypatch: pytest.MonkeyPatch,
     assert "WEB_AUTH must be user:password" in capsys.readouterr().err
     assert web_command.auth_problem("127.0.0.1", None) is None and web_command.auth_problem("::1", None) is None
     assert web_command.auth_problem("10.0.0.1", "a:b") is None
+
+
+def test_postgresql_answers_as_sqlite(client: TestClient, web_data: WebData, postgres_url: str,
+                                      tmp_path: Path) -> None:
+    import psycopg
+
+    from mediacrawler.records.store import PRIMARY_KEYS, open_store
+
+    # The same rows in both: every table of the SQLite database copied into a PostgreSQL one of the same schema.
+    sqlite, pg_store = open_store(web_data.records_db, now="2026-12-01T00:00:00Z"), open_store(
+        postgres_url, now="2026-12-01T00:00:00Z")
+    pg_store.close()
+    try:
+        with psycopg.connect(postgres_url) as conn:
+            for table in PRIMARY_KEYS:
+                if table == "schema_version":
+                    continue
+                for row in sqlite.table(table):
+                    conn.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+                                 list(row.values()))
+    finally:
+        sqlite.close()
+    pairs = [*web_data.settings, f"RECORDS_DB={postgres_url}"]
+    with TestClient(build_app(command_settings(pairs), overrides=pairs, crawl_dir=str(tmp_path))) as pg:
+        for path in ("/api/posts", "/api/posts?q=SANDBOX&per_page=1", f"/api/posts?author={SHOWCASE_UID}",
+                     "/api/posts?since=2026-11-27&until=2026-11-27", f"/api/posts/weibo/{THREAD_POST}",
+                     f"/api/posts/bilibili/{BVID}", f"/api/authors/weibo/{SHOWCASE_UID}", "/api/posts?q=100%25"):
+            mine, theirs = client.get(path), pg.get(path)
+            assert mine.status_code == theirs.status_code == 200
+            assert theirs.json() == mine.json(), path
+        first = pg.get("/api/posts").json()["posts"][0]["first_image"]
+        assert pg.get(f"/files/{first['sha256']}").status_code == 200
+
+
+def test_with_redis_the_form_queues_a_job(web_data: WebData, redis_url: str, tmp_path: Path) -> None:
+    from mediacrawler.distributed.jobs import JobBoard
+
+    pairs = [*web_data.settings, f"REDIS_URL={redis_url}"]
+    settings = command_settings(pairs)
+    with TestClient(build_app(settings, overrides=pairs, crawl_dir=str(tmp_path))) as c:
+        answer = c.post("/api/crawls", json={"spider": "weibo", "args": {"uid": "7365120894", "max_pages": "1"}})
+        assert answer.status_code == 201 and answer.json() == {"queued": "weibo-uid-7365120894"}
+        again = c.post("/api/crawls", json={"spider": "weibo", "args": {"uid": "7365120894"}})
+        assert again.status_code == 400 and "already queued" in again.json()["errors"][""]
+        assert c.get("/api/jobs").json()["distributed"]["available"] is True
+        assert c.get("/api/crawls").json() == {"crawls": []}  # nothing runs here: a worker takes it
+    job = JobBoard(settings, "weibo", worker="test").take()
+    assert job is not None and job.key == "weibo-uid-7365120894" and job.args == {"uid": "7365120894",
+                                                                                   "max_pages": "1"}
+
+
+def test_a_running_crawl_shows_its_live_figures(sandbox_factory: Any, tmp_path: Path) -> None:
+    from tests.plugins.web_data import crawl_settings
+
+    slow = sandbox_factory(latency_ms=200)  # every answer 200 ms late: the crawl runs for seconds
+    pairs = crawl_settings(tmp_path, slow)
+    with TestClient(build_app(command_settings(pairs), overrides=pairs, crawl_dir=str(tmp_path / "c"))) as c:
+        crawl_id = c.post("/api/crawls", json={"spider": "weibo", "args": {"uid": "1669879400", "max_pages": "2"}}
+                          ).json()["crawl"]
+        live, deadline = [], time.monotonic() + 150
+        crawl = c.get(f"/api/crawls/{crawl_id}").json()
+        while crawl["state"] == "running" and time.monotonic() < deadline:
+            if crawl["progress"]:
+                live.append(crawl["progress"])
+            time.sleep(0.2)
+            crawl = c.get(f"/api/crawls/{crawl_id}").json()
+        assert crawl["state"] == "finished"
+        assert live and {p["source"] for p in live} == {"endpoint"} and all(p["up"] == 1 for p in live)
+        posts = [p["posts"] for p in live]
+        assert posts == sorted(posts) and posts[-1] <= crawl["progress"]["posts"] == 20

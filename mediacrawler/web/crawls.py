@@ -167,7 +167,7 @@ class CrawlRunner:
             meta["state"] = "finished" if meta["exit_status"] == 0 else "failed"
         else:
             meta["state"] = "running" if crawl_id in self._procs else "lost"  # started by another app process
-        meta["progress"] = self._figures(meta, log_path, prom)
+        meta["progress"] = _with_rates(self._figures(meta, log_path, prom), meta)
         if log:
             meta["log"] = _tail(log_path)
         return meta
@@ -214,6 +214,20 @@ def job_key(spidercls: type[Spider], kwargs: dict[str, str]) -> str:
     except Exception:  # noqa: BLE001 - the key is a label here; the crawl says itself what is wrong
         return str(spidercls.name)
     return (state.job if state is not None else None) or str(spidercls.name)
+
+
+def _with_rates(figures: dict[str, Any] | None, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """``figures`` with the crawl's rates since it started (posts and MiB per minute, as the progress line)."""
+    if figures is None:
+        return None
+    try:
+        start = datetime.fromisoformat(str(meta["started_at"]).replace("Z", "+00:00"))
+        end = datetime.fromisoformat(str(meta["ended_at"]).replace("Z", "+00:00")) if "ended_at" in meta else None
+    except (KeyError, ValueError):
+        return figures
+    minutes = max(1 / 60, ((end or datetime.now(UTC)) - start).total_seconds() / 60)
+    return {**figures, "minutes": round(minutes, 4), "posts_per_minute": round(figures["posts"] / minutes, 1),
+            "mib_per_minute": round(figures["bytes"] / 2**20 / minutes, 2)}
 
 
 def _tail(path: Path) -> str:
