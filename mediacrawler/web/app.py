@@ -25,7 +25,6 @@ from scrapy import Spider
 from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 from starlette.applications import Starlette
-from starlette.datastructures import MultiDict
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
@@ -283,7 +282,7 @@ def build_app(settings: BaseSettings, *, overrides: Sequence[str] = (), auth: st
         return web.page("crawl.html", request, crawl=crawl)
 
     async def start_page(request: Request) -> Response:
-        values: MultiDict | dict[str, str]
+        values: dict[str, str]
         if request.method == "POST":
             form = await request.form()
             spider = str(form.get("spider") or "")

@@ -36,7 +36,8 @@ class PostFilter:
     """The filters of the posts grid and of ``/api/posts``; times are ISO 8601 UTC text, as the rows hold them."""
 
     platform: str | None = None
-    author: str | None = None
+    author: str | None = None  # an author id or name
+    author_id: str | None = None  # an author id only (the author page)
     since: str | None = None
     until: str | None = None
     q: str | None = None
@@ -57,9 +58,7 @@ class PostFilter:
 
     def query(self) -> dict[str, str]:
         """The filters as query parameters (for links to other pages of the same list)."""
-        names = ("platform", "author", "q")
-        out = {n: getattr(self, n) for n in names if getattr(self, n)}
-        return {**out, **{n: getattr(self, n) for n in ("since", "until") if getattr(self, n)}}
+        return {n: getattr(self, n) for n in ("platform", "author", "since", "until", "q") if getattr(self, n)}
 
 
 def _int(value: Any, name: str, default: int, low: int, high: int) -> int:
@@ -102,6 +101,9 @@ def _where(f: PostFilter) -> tuple[str, list[Any]]:
     if f.author:
         clauses.append("(p.author_id = ? OR a.name = ?)")
         params += [f.author, f.author]
+    if f.author_id:
+        clauses.append("p.author_id = ?")
+        params.append(f.author_id)
     if f.since:
         clauses.append("p.created_at >= ?")
         params.append(f.since)
@@ -256,9 +258,8 @@ def get_author(store: RecordStore, platform: str, author_id: str, f: PostFilter)
         "SELECT SUBSTR(created_at, 1, 7) AS month, COUNT(*) AS posts FROM posts WHERE platform = ? AND "
         "author_id = ? AND created_at IS NOT NULL GROUP BY SUBSTR(created_at, 1, 7) ORDER BY month",
         [platform, author_id])
-    listing = list_posts(store, PostFilter(platform=platform, author=author_id, page=f.page, per_page=f.per_page))
-    # Another author whose *name* equals this id would match the author filter: keep this author's own posts.
-    listing["posts"] = [p for p in listing["posts"] if p["author"] and p["author"]["id"] == author_id]
+    listing = list_posts(store, PostFilter(platform=platform, author_id=author_id, page=f.page,
+                                           per_page=f.per_page))
     return {"author": rows[0], "months": [{"month": m["month"], "posts": int(m["posts"])} for m in months],
             **listing}
 
