@@ -128,8 +128,9 @@ class CrawlRunner:
             crawl_id = uuid.uuid4().hex
             meta_path, log_path, _ = self._paths(crawl_id)
             self.directory.mkdir(parents=True, exist_ok=True)
-            env = {k: v for k, v in os.environ.items() if k != "WEB_AUTH"}  # the page's password stays here
-            env.setdefault("SCRAPY_SETTINGS_MODULE", "mediacrawler.settings")
+            # The crawl finds the project's settings as this process did (command_settings); the page's password
+            # stays here.
+            env = {k: v for k, v in os.environ.items() if k != "WEB_AUTH"}
             with log_path.open("wb") as log:
                 proc = subprocess.Popen(self.command(spidercls.name, kwargs, crawl_id), stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.cwd,
