@@ -169,6 +169,7 @@ def test_script_text_is_escaped_everywhere(client: TestClient) -> None:
         html = client.get(page).text
         assert "<script>document" not in html and "onerror=alert" not in html.replace("onerror=alert(1)&gt;", "")
         assert "&lt;script&gt;" in html or page.startswith("/authors"), page
+        assert "javascript:" not in html  # a URL that is not http(s) is never a link
     assert HOSTILE_AUTHOR in client.get("/authors/weibo/..%2F..%2Fetc").text
 
 

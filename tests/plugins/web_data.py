@@ -5,7 +5,8 @@ test process, then a few rows no crawl makes yet, written through the records st
   ``bilibili -a bvid=BV1Up0002010 -a subtitles=true`` (a video with its cover and two subtitle tracks).
 - A comment thread on the showcase's newest post (the spiders do not walk comments yet): two top-level comments,
   a reply and a reply to the reply, one pinned.
-- A hostile post: ``<script>`` text, an author id and name with ``../``, a media row whose path leaves the store.
+- A hostile post: ``<script>`` text, a ``javascript:`` URL, an author id and name with ``../``, a media row whose
+  path leaves the store.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def _extra_rows(uri: str) -> None:
                    comment("111", "11", "1", "a reply to the reply"),
                    comment("2", None, "2", "second top-level comment <b>not bold</b>")):
         add_record(rows, record)
-    add_record(rows, {"platform": "weibo", "post_id": HOSTILE_ID, "url": "https://weibo.com/x/666",
+    add_record(rows, {"platform": "weibo", "post_id": HOSTILE_ID, "url": "javascript:alert(1)",
                       "author": {"id": HOSTILE_AUTHOR, "name": HOSTILE_AUTHOR}, "created_at": "2020-01-01T00:00:00Z",
                       "text": HOSTILE_TEXT, "text_html": HOSTILE_TEXT, "metrics": {"likes": 1},
                       "media": [{"kind": "image", "key": "weibo:hostile", "url": "https://x.invalid/a.jpg",
