@@ -84,7 +84,7 @@ def server(web_data: WebData) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def browser(server: str) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
     reason = _no_browser()
     if reason:
         pytest.skip(f"no browser for the web tests: {reason}")
