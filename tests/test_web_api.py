@@ -342,3 +342,13 @@ def test_a_running_crawl_shows_its_live_figures(sandbox_factory: Any, tmp_path: 
         assert live and {p["source"] for p in live} == {"endpoint"} and all(p["up"] == 1 for p in live)
         posts = [p["posts"] for p in live]
         assert posts == sorted(posts) and posts[-1] <= crawl["progress"]["posts"] == 20
+
+
+def test_a_records_database_that_cannot_be_opened_is_one_line(capsys: pytest.CaptureFixture[str],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WEB_AUTH", raising=False)
+    code = web_command.main(["--port", "0", "-s", "RECORDS_DB=postgresql://ann:pw-4711@127.0.0.1:1/media",
+                             "-s", "RECORDS_CONNECT_TIMEOUT=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "RECORDS_DB=postgresql://ann:***@127.0.0.1:1/media cannot be opened" in err
+    assert "pw-4711" not in err and len(err.strip().splitlines()) == 1

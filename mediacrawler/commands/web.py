@@ -15,11 +15,14 @@ import os
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from scrapy.exceptions import UsageError
 
 from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.config import setting
+from mediacrawler.pipelines.records import records_problem
+from mediacrawler.records.store import is_postgres
 from mediacrawler.commands.crawl import startup_problem
 
 
@@ -90,8 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not is_loopback(host):
         print(f"mediacrawler web: listening on {host}: reachable from other machines (basic auth required)",
               file=sys.stderr)
+    web = app.state.web
+    if is_postgres(web.uri) or Path(web.uri.removeprefix("sqlite://")).exists():
+        problem = records_problem(settings)  # unreachable, refused, a newer schema: one line, not a 500 later
+        if problem:
+            print(f"mediacrawler web: error: {problem}", file=sys.stderr)
+            sock.close()
+            return 2
+    else:
+        # Said once, where it looked: an empty page from the wrong directory is otherwise a puzzle.
+        print(f"mediacrawler web: no records database at {Path(web.uri).resolve()} yet (RECORDS_DB, else "
+              f"CHECKPOINT_DIR/records.sqlite3): the pages stay empty until a crawl writes it; run from the crawl's "
+              f"directory or give -s CHECKPOINT_DIR=…", file=sys.stderr)
     shown_host = f"[{host}]" if ":" in host else host
-    print(f"mediacrawler web: http://{shown_host}:{port}/ (records: {app.state.web.uri_shown})", file=sys.stderr,
+    print(f"mediacrawler web: http://{shown_host}:{port}/ (records: {web.uri_shown})", file=sys.stderr,
           flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     server.run(sockets=[sock])

@@ -15,7 +15,6 @@ import secrets
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -34,7 +33,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mediacrawler.config import setting
-from mediacrawler.records.store import RecordStore, open_store, resolve_uri, shown
+from mediacrawler.pipelines.records import records_uri, seen_now
+from mediacrawler.records.store import RecordStore, open_store, shown
 from mediacrawler.spiders._args import SpiderParams
 from mediacrawler.web import files, queries
 from mediacrawler.web.crawls import CrawlRunner, field_errors, job_key
@@ -84,7 +84,8 @@ class Web:
     def __init__(self, settings: BaseSettings, *, overrides: list[str], crawl_dir: str | None = None) -> None:
         self.settings = settings
         checkpoint_dir = str(settings.get("CHECKPOINT_DIR") or "checkpoints")
-        self.uri = resolve_uri(setting(settings, "RECORDS_DB"), checkpoint_dir)
+        self.uri = records_uri(settings)
+        self.connect_timeout = float(setting(settings, "RECORDS_CONNECT_TIMEOUT"))
         self.uri_shown = shown(self.uri)
         self.store_root = str(setting(settings, "FILES_STORE")).removeprefix("file://")
         directory = crawl_dir or str(Path(checkpoint_dir, "web-crawls"))
@@ -110,7 +111,7 @@ class Web:
     def db(self) -> Iterator[RecordStore]:
         with self._lock:
             if self._store is None:
-                self._store = open_store(self.uri, now=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+                self._store = open_store(self.uri, now=seen_now(), connect_timeout=self.connect_timeout)
             try:
                 yield self._store
             finally:
