@@ -352,3 +352,15 @@ def test_a_records_database_that_cannot_be_opened_is_one_line(capsys: pytest.Cap
     err = capsys.readouterr().err
     assert code == 2 and "RECORDS_DB=postgresql://ann:***@127.0.0.1:1/media cannot be opened" in err
     assert "pw-4711" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_srt_to_vtt_and_shown_settings() -> None:
+    from mediacrawler.web.crawls import shown_setting
+    from mediacrawler.web.files import srt_to_vtt
+
+    srt = "\ufeff1\r\n00:00:01,500 --> 00:00:02,000\r\nA & B <i>\r\n\r\n2\r\n01:02:03,004 --> 01:02:04,005\r\nend\r\n"
+    assert srt_to_vtt(srt) == ("WEBVTT\n\n1\n00:00:01.500 --> 00:00:02.000\nA &amp; B &lt;i&gt;\n\n2\n"
+                               "01:02:03.004 --> 01:02:04.005\nend\n")
+    assert shown_setting("WEIBO_COOKIE=SUB=abc") == "WEIBO_COOKIE=***"
+    assert shown_setting("REDIS_URL=redis://:pw@h:6379/0") == "REDIS_URL=redis://:***@h:6379/0"
+    assert shown_setting("FILES_STORE=/srv/files") == "FILES_STORE=/srv/files"
