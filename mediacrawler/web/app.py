@@ -14,7 +14,7 @@ import json
 import secrets
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
@@ -109,13 +109,19 @@ class Web:
 
     @contextmanager
     def db(self) -> Iterator[RecordStore]:
+        """The records database, for one request's reads (opened on first use)."""
         with self._lock:
             if self._store is None:
                 self._store = open_store(self.uri, now=seen_now(), connect_timeout=self.connect_timeout)
             try:
                 yield self._store
-            finally:
                 self._store.end_read()
+            except BaseException:
+                # A connection that failed (PostgreSQL restarted) is not used again: the next request reconnects.
+                with suppress(Exception):
+                    self._store.close()
+                self._store = None
+                raise
 
     def close(self) -> None:
         with self._lock:
