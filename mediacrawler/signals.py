@@ -11,3 +11,9 @@ page_parsed = object()
 #: A listing page failed for good (retries exhausted, unparseable, platform error). Arguments: ``spider``,
 #: ``page``, ``cursor``, ``reason`` (str).
 page_failed = object()
+
+#: A comment thread moved (spiders/_threads.py). Arguments: ``spider``, ``post_id``, ``state`` (the thread's
+#: ``ThreadState`` as plain JSON, the one that fetches the page just read again; ``None``: the thread ended),
+#: ``comment_ids`` (the comments that page emits, sent before any of them), ``mark`` (at the end of a complete
+#: walk: ``[id, created_at]`` of its newest top-level comment, else None).
+thread_progress = object()

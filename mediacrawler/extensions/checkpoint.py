@@ -23,7 +23,7 @@ from twisted.internet.task import LoopingCall
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
-from mediacrawler.contracts import AlreadyStored, Resume
+from mediacrawler.contracts import AlreadyStored, Resume, is_comment
 from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
 from mediacrawler.parsers._common import utc_now_iso
 
@@ -52,7 +52,7 @@ class _PageState:
 
 def _source_of(item: Any) -> tuple[str | None, int | None, str | None]:
     """(job, page, post_id) of an item, ``None`` parts when the item does not say."""
-    if not is_item(item):
+    if not is_item(item) or is_comment(item):
         return None, None, None
     adapter = ItemAdapter(item)
     source = adapter.get("source")
@@ -79,6 +79,7 @@ class CheckpointExtension:
         self.sync = settings.getbool("CHECKPOINT_SYNC_FEEDS", True)
         self.checkpoint: Checkpoint | None = None  # the state of the running job; None: not a checkpointed spider
         self.skip_ids: frozenset[str] = frozenset()
+        self.skip_comment_ids: frozenset[str] = frozenset()
         self.skip_pipeline = False
         self._pages: dict[int, _PageState] = {}
         self._stored: dict[int, set[str]] = {}

@@ -55,7 +55,7 @@ from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.contracts import HighWaterMark
+from mediacrawler.contracts import HighWaterMark, is_comment
 
 if TYPE_CHECKING:
     from typing import Self
@@ -154,7 +154,7 @@ def mark_store_from_settings(settings: BaseSettings) -> MarkStore:
 
 def _stored_post(item: Any) -> tuple[str, str | None, bool] | None:
     """(post_id, created_at, pinned) of a post listed by a page of the running job, else None."""
-    if not is_item(item):
+    if not is_item(item) or is_comment(item):
         return None
     adapter = ItemAdapter(item)
     source = adapter.get("source")

@@ -110,8 +110,6 @@ class PlatformSpider(Spider):
         "parse_listing", "listing_failed", "parse_retry_post", "retry_post_failed", "parse_chain_step",
         "chain_step_failed",
     })
-    #: The settings holding this platform's API/web roots: a queued request may only go to their hosts.
-    root_settings: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         for key in self.params_model.model_fields:
@@ -361,7 +359,7 @@ class PlatformSpider(Spider):
             # First: the next page is fetched while this page's posts go through the pipelines.
             yield from self._next_page(page_no, page.next_cursor)
         for post in page.posts:
-            yield self.remember_media(post)
+            yield self.emit_post(post, source)
         for post_id, raw in page.incomplete.items():
             yield self.start_chain(post_id, raw, source)
 
@@ -425,6 +423,10 @@ class PlatformSpider(Spider):
 
     # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
 
+    def emit_post(self, post: Post, source: Source) -> Request | Post:
+        """A listed post, complete: emitted (spiders/_threads.py holds it while its comments are walked)."""
+        return self.remember_media(post)
+
     def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
         return self._advance_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None}, source)
@@ -436,7 +438,7 @@ class PlatformSpider(Spider):
                 assert self.crawler.stats is not None
                 self.crawler.stats.inc_value(f"{self.platform}/incomplete_posts")
                 logger.warning("%s: post %s is emitted without %s", self.job, chain["post_id"], missing)
-            return self.remember_media(self.post_from_chain(chain, source, missing=missing))
+            return self.emit_post(self.post_from_chain(chain, source, missing=missing), source)
         chain["step"] = step.name
         # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
         # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.
