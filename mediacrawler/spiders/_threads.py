@@ -244,7 +244,7 @@ class CommentThreads(PlatformSpider):
                 if state.newest is None and not comment.pinned:
                     state.newest = [comment.comment_id, comment.created_at]
                 state.known[comment.comment_id] = comment.comment_id
-                if (comment.metrics.replies or 0) > 0 and reply_limit != 0:
+                if reply_limit != 0 and (self.replies_inline or (comment.metrics.replies or 0) > 0):
                     entry = [comment.comment_id, None, 0, comment.metrics.replies, 0]
                     state.roots.append(entry)
                     roots[comment.comment_id] = entry
