@@ -17,11 +17,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from scrapy import Request
+from scrapy import Request, signals
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
+from mediacrawler.contracts import is_comment
 from mediacrawler.items import Author, Comment, MediaAsset, Metrics, Post, Source
 from mediacrawler.parsers._common import CommentPage
 from mediacrawler.scrub import scrub
@@ -99,6 +100,24 @@ class CommentThreads(PlatformSpider):
     #: True when the top-level pages list replies too (Facebook's ``filter=stream``): the reply walks of comments
     #: with more replies than were listed wait until the top-level walk has ended.
     replies_inline: ClassVar[bool] = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        crawler.signals.connect(spider.comment_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(spider.comment_dropped, signal=signals.item_dropped)
+        return spider
+
+    def comment_scraped(self, item: Any, spider: Any, **kwargs: Any) -> None:
+        """``item_scraped``: comments are counted apart from posts (``comments/scraped``: metrics, the summary)."""
+        if spider is self and is_comment(item):
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("comments/scraped")
+
+    def comment_dropped(self, item: Any, spider: Any, **kwargs: Any) -> None:
+        if spider is self and is_comment(item):
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("comments/dropped")
 
     # --- What a platform provides ----------------------------------------------------------------------------
 
