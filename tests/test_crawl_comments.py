@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,9 +45,8 @@ def sandbox(sb: SandboxProcess) -> SandboxProcess:
     return sb
 
 
-def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False
-          ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], list[dict[str, Any]]]:
-    """``scrapy crawl`` with the default output (OUTPUT_DIR): the posts and the comments files it wrote."""
+def crawl_command(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False
+                  ) -> tuple[list[str], dict[str, str]]:
     cmd = [sys.executable, "-m", "scrapy", "crawl", spider, *args,
            "-s", f"WEIBO_BASE_URL={sandbox.weibo_url}", "-s", f"BILIBILI_API_URL={sandbox.url}/bilibili",
            "-s", f"FACEBOOK_GRAPH_URL={sandbox.url}/facebook/v19.0", "-s", "FACEBOOK_PAGE_SIZE=10",
@@ -54,6 +55,13 @@ def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, medi
            "-s", f"OUTPUT_DIR={tmp_path / 'output'}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
            "-s", "LOG_LEVEL=INFO", "-s", "PLATFORM_BACKOFF_BASE=0.05", "-s", "PLATFORM_BACKOFF_MAX=0.2"]
     env = {**{k: v for k, v in os.environ.items() if k != "REDIS_URL"}, "FACEBOOK_ACCESS_TOKEN": DEFAULT_TOKEN}
+    return cmd, env
+
+
+def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False
+          ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``scrapy crawl`` with the default output (OUTPUT_DIR): the posts and the comments files it wrote."""
+    cmd, env = crawl_command(tmp_path, sandbox, spider, *args, media=media)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     out = tmp_path / "output" / spider
     posts = [json.loads(line) for f in out.glob("*.jsonl") if not f.name.endswith(".comments.jsonl")
@@ -158,3 +166,43 @@ def test_xhs_and_douyin_refuse_comments(spider: str, target: str, tmp_path: Path
     assert proc.returncode == 2
     [line] = [x for x in proc.stderr.splitlines() if x.strip()]
     assert "comments" in line and "signatures" in line
+
+
+def _hotflow(sandbox: SandboxProcess, post: str) -> list[dict[str, Any]]:
+    return [r for r in sandbox.requests() if r["path"].endswith("/comments/hotflow")
+            and parse_qs(r["query"])["mid"] == [post]]
+
+
+def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    post = build_weibo_world(seed=1, users=(UID,), pages=1, per_page=3).timeline(UID)[0].id
+    sandbox.comments("weibo", post, size=300)  # 15 pages of 20, and a reply walk for most comments
+    sandbox.set_faults(weibo_latency_ms=30)
+    args = ["-a", f"uid={UID}", "-a", "comments=all", "-s", "CHECKPOINT_WRITE_INTERVAL=0.1"]
+    cmd, env = crawl_command(tmp_path, sandbox, "weibo", *args)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_hotflow(sandbox, post)) < 6 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the crawl ended before it could be interrupted"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    cp = json.loads((tmp_path / "checkpoints" / f"weibo-uid-{UID}.json").read_text("utf-8"))
+    stored = cp["threads"][post]["state"]
+    assert stored["cursor"] is not None and stored["fetched"] > 0
+    first_run = len(_hotflow(sandbox, post))
+    sandbox.set_faults(weibo_latency_ms=0)
+    done, posts, comments = crawl(tmp_path, sandbox, "weibo", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The second run started at the stored cursor: the first page was not asked for again.
+    again = _hotflow(sandbox, post)[first_run:]
+    assert again and "max_id" in parse_qs(again[0]["query"])
+    assert len(again) <= 15 - 1
+    thread = expected_thread("weibo", post, size=300)
+    assert_exactly(comments, thread)  # the union of both runs' output: every comment once
+    [record] = [p for p in posts if p["post_id"] == post]
+    assert record["extra"]["comments_fetched"] == len(thread.all())
+    assert not (tmp_path / "checkpoints" / f"weibo-uid-{UID}.json").exists()  # the job completed

@@ -44,6 +44,9 @@ class Checkpoint:
     #: Incremented on every write of this job's checkpoint (monotonic across runs).
     seq: int = 0
     updated_at: str | None = None
+    #: Comment threads open (their post not stored yet): post id → ``{"state": ThreadState as JSON (the one that
+    #: fetches the first page not all stored), "stored": [ids of that page's comments already stored]}``.
+    threads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def stored_ids(self) -> set[str]:
         return {post_id for ids in self.stored.values() for post_id in ids}
@@ -61,6 +64,7 @@ class Checkpoint:
             "feeds": [{"path": m.path, "size": m.size} for m in self.feeds if m.line_format],
             "seq": self.seq,
             "updated_at": self.updated_at,
+            **({"threads": self.threads} if self.threads else {}),
         }
 
     @classmethod
@@ -87,12 +91,21 @@ class Checkpoint:
                 feeds=[FeedMark(_typed(m["path"], str), _typed(m["size"], int)) for m in data.get("feeds") or []],
                 seq=_typed(data.get("seq", 0), int),
                 updated_at=_typed(data.get("updated_at"), str, optional=True),
+                threads={_typed(post, str): _thread(entry)
+                         for post, entry in dict(data.get("threads") or {}).items()},
             )
             if cp.watermark < 0 or cp.next_page != cp.watermark + 1:
                 raise ValueError(f"watermark {cp.watermark} and next page {cp.next_page} disagree")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointCorrupt(f"{type(e).__name__}: {e}") from None
         return cp
+
+
+def _thread(entry: Any) -> dict[str, Any]:
+    """One open thread of a checkpoint: its state (an object with a ``post_id``) and stored comment ids."""
+    state = _typed(_typed(entry, dict)["state"], dict)
+    _typed(state["post_id"], str)
+    return {"state": state, "stored": [_typed(i, str) for i in entry.get("stored") or []]}
 
 
 def _typed(value: Any, kind: type, *, optional: bool = False) -> Any:

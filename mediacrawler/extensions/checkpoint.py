@@ -50,6 +50,11 @@ class _PageState:
         return not self.failed and not +self.pending
 
 
+#: One page of a comment thread as the checkpoint follows it: the state that fetches it, its comments not yet out
+#: of the pipelines, and those out.
+_ThreadPage = tuple[dict[str, Any] | None, Counter[str], set[str]]
+
+
 def _source_of(item: Any) -> tuple[str | None, int | None, str | None]:
     """(job, page, post_id) of an item, ``None`` parts when the item does not say."""
     if not is_item(item) or is_comment(item):
@@ -82,6 +87,9 @@ class CheckpointExtension:
         self.skip_comment_ids: frozenset[str] = frozenset()
         self.skip_pipeline = False
         self._pages: dict[int, _PageState] = {}
+        #: Open comment threads: post id → ``[state, comments not yet out, comments out]`` per page read, oldest
+        #: first; the first with comments not yet out is the thread's resume point (``Checkpoint.threads``).
+        self._threads: dict[str, list[_ThreadPage]] = {}
         self._stored: dict[int, set[str]] = {}
         self._dirty = False
         # Writes are coalesced (CHECKPOINT_WRITE_INTERVAL) and happen after every item_scraped handler of the turn
@@ -97,6 +105,7 @@ class CheckpointExtension:
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
+        crawler.signals.connect(self.thread_progress, signal=mc_signals.thread_progress)
         #: Shared mode (a Redis store): events waiting for the next batch, and the run they belong to.
         self.shared = bool(getattr(self.store, "shared", False))
         self._events: list[dict[str, Any]] = []
@@ -173,13 +182,19 @@ class CheckpointExtension:
             # last_page is not carried over: only this run's own end-of-list signal may clear the checkpoint.
             cp.failed_pages = list(old.failed_pages)
             stored = {page: set(ids) for page, ids in old.stored.items()}
+            comments = {i for entry in old.threads.values() for i in entry["stored"]}
             # Records exported after the last checkpoint write, before the process died: stored all the same.
             for mark in old.feeds:
-                for page, ids in scan_feed_tail(mark, key).items():
+                for page, ids in scan_feed_tail(mark, key, comments=comments).items():
                     stored.setdefault(page, set()).update(ids)
             self._stored = {page: ids for page, ids in stored.items() if page > cp.watermark}
             self.skip_ids = frozenset(i for ids in stored.values() for i in ids)
-            spider.resume = Resume(page=cp.next_page, cursor=cp.next_cursor)  # type: ignore[attr-defined]
+            self.skip_comment_ids = frozenset(comments)
+            cp.threads = dict(old.threads)  # open until their posts are stored, in this run or a later one
+            spider.resume = Resume(page=cp.next_page, cursor=cp.next_cursor,  # type: ignore[attr-defined]
+                                   threads={post: entry["state"] for post, entry in old.threads.items()})
+            if old.threads:
+                logger.info("%s: %d comment threads resume at their stored cursors", key, len(old.threads))
             logger.info(
                 "%s: resuming at page %d%s from checkpoint %s (pages up to %d done; %d posts of later pages "
                 "already stored)", key, cp.next_page, f" (cursor {cp.next_cursor})" if cp.next_cursor else "",
@@ -266,11 +281,51 @@ class CheckpointExtension:
         self._dirty = True
         self.commit()
 
+    def thread_progress(self, spider: Spider, post_id: str, state: dict[str, Any] | None, comment_ids: list[str],
+                        done: bool, **kwargs: Any) -> None:
+        """A thread read a page (or ended): its resume point moves once the comments before it are out."""
+        if self.checkpoint is None or self.shared:
+            return
+        self._threads.setdefault(post_id, []).append((state, Counter(comment_ids), set()))
+        self._thread_moved(post_id)
+
+    def _comment_left(self, item: Any) -> None:
+        adapter = ItemAdapter(item)
+        comment_id, queue = str(adapter.get("comment_id")), self._threads.get(str(adapter.get("post_id")))
+        for _, pending, out in queue or ():
+            if pending[comment_id] > 0:
+                pending[comment_id] -= 1
+                out.add(comment_id)  # out of the pipelines (stored, or dropped for good): never emitted again
+                self._thread_moved(str(adapter.get("post_id")))
+                return
+
+    def _thread_moved(self, post_id: str) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        queue = self._threads[post_id]
+        while len(queue) > 1 and not +queue[0][1]:
+            queue.pop(0)
+        state, _, out = queue[0]
+        if state is None:
+            cp.threads.pop(post_id, None)
+        else:
+            cp.threads[post_id] = {"state": state, "stored": sorted(out)}
+        self._dirty = True
+        self._commit_later.schedule(self.write_interval)
+
     def _item_left(self, item: Any, *, stored: bool, failed: bool = False) -> None:
         cp = self.checkpoint
         if cp is None:
             return
+        if is_comment(item):
+            if not self.shared:
+                self._comment_left(item)
+            return
         job, page, post_id = _source_of(item)
+        if stored and post_id and not self.shared and (post_id in cp.threads or post_id in self._threads):
+            # A thread's post is emitted when the thread ended: once it is stored, the thread is closed.
+            cp.threads.pop(post_id, None)
+            self._threads.pop(post_id, None)
         if job != cp.key or page is None or post_id is None:
             return
         if self.shared:

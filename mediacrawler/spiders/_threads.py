@@ -201,9 +201,10 @@ class CommentThreads(PlatformSpider):
         if state.error:
             done.extra["comments_incomplete"] = state.error
             logger.warning("%s: post %s: comment thread incomplete: %s", self.job, state.post_id, state.error)
+        # The final state (a resume emits the post at once), or none after an error (the next run walks again).
         self.crawler.signals.send_catch_log(signal=mc_signals.thread_progress, spider=self, post_id=state.post_id,
-                                            state=None, comment_ids=[], mark=state.newest if not state.error
-                                            else None)
+                                            state=None if state.error else asdict(state), comment_ids=[],
+                                            mark=None if state.error else state.newest or state.since, done=True)
         return done
 
     def _thread_request(self, url: str, state: ThreadState, post: dict[str, Any], root: str | None) -> Request:
@@ -237,7 +238,8 @@ class CommentThreads(PlatformSpider):
         comments = self._take_top(state, page) if root is None else self._take_replies(state, page, root)
         # Sent before any comment leaves: the checkpoint holds this state until they are all stored.
         self.crawler.signals.send_catch_log(signal=mc_signals.thread_progress, spider=self, post_id=state.post_id,
-                                            state=before, comment_ids=[c.comment_id for c in comments], mark=None)
+                                            state=before, comment_ids=[c.comment_id for c in comments], mark=None,
+                                            done=False)
         state.fetched += len(comments)
         yield from comments
         yield self._thread_next(state, post)
