@@ -347,6 +347,8 @@ MARKS_ENABLED: bool = True
 MARKS_BACKEND: Annotated[str, OneOf(("", "file", "redis"), import_path=True), NeedsRedis()] = ""
 #: MARKS_BACKEND="redis": prefix of the key holding each job's mark (its JSON, as the file would hold it).
 MARKS_REDIS_PREFIX = "mediacrawler:marks:"
+#: MARKS_BACKEND="redis": prefix of the key holding each job's comment-thread marks (-a comments).
+MARKS_COMMENTS_REDIS_PREFIX = "mediacrawler:comment-marks:"
 #: Keep media assets that failed in a retry set per job (CHECKPOINT_DIR/retry/<job>.json): the next run of the job
 #: (or `mediacrawler retry`) reads their posts again first; dedupe never drops a post while it has one.
 RETRY_MEDIA_ENABLED: bool = True

@@ -45,25 +45,25 @@ def sandbox(sb: SandboxProcess) -> SandboxProcess:
     return sb
 
 
-def crawl_command(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False
-                  ) -> tuple[list[str], dict[str, str]]:
+def crawl_command(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False,
+                  output: str = "output") -> tuple[list[str], dict[str, str]]:
     cmd = [sys.executable, "-m", "scrapy", "crawl", spider, *args,
            "-s", f"WEIBO_BASE_URL={sandbox.weibo_url}", "-s", f"BILIBILI_API_URL={sandbox.url}/bilibili",
            "-s", f"FACEBOOK_GRAPH_URL={sandbox.url}/facebook/v19.0", "-s", "FACEBOOK_PAGE_SIZE=10",
            "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0", "-s", f"MEDIA_ENABLED={int(media)}",
            "-s", f"FILES_STORE={tmp_path / 'files'}", "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
-           "-s", f"OUTPUT_DIR={tmp_path / 'output'}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
+           "-s", f"OUTPUT_DIR={tmp_path / output}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
            "-s", "LOG_LEVEL=INFO", "-s", "PLATFORM_BACKOFF_BASE=0.05", "-s", "PLATFORM_BACKOFF_MAX=0.2"]
     env = {**{k: v for k, v in os.environ.items() if k != "REDIS_URL"}, "FACEBOOK_ACCESS_TOKEN": DEFAULT_TOKEN}
     return cmd, env
 
 
-def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False
-          ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], list[dict[str, Any]]]:
+def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False,
+          output: str = "output") -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], list[dict[str, Any]]]:
     """``scrapy crawl`` with the default output (OUTPUT_DIR): the posts and the comments files it wrote."""
-    cmd, env = crawl_command(tmp_path, sandbox, spider, *args, media=media)
+    cmd, env = crawl_command(tmp_path, sandbox, spider, *args, media=media, output=output)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
-    out = tmp_path / "output" / spider
+    out = tmp_path / output / spider
     posts = [json.loads(line) for f in out.glob("*.jsonl") if not f.name.endswith(".comments.jsonl")
              for line in f.read_text("utf-8").splitlines()] if out.exists() else []
     comments = [json.loads(line) for f in out.glob("*.comments.jsonl")
@@ -206,3 +206,34 @@ def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxP
     [record] = [p for p in posts if p["post_id"] == post]
     assert record["extra"]["comments_fetched"] == len(thread.all())
     assert not (tmp_path / "checkpoints" / f"weibo-uid-{UID}.json").exists()  # the job completed
+
+
+def test_weibo_rerun_fetches_only_the_new_comments(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    listed = [p.id for p in build_weibo_world(seed=1, users=(UID,), pages=1, per_page=3).timeline(UID)]
+    post = listed[0]
+    args = ["-a", f"uid={UID}", "-a", "comments=all", "-s", "COMMENTS_REFRESH_DAYS=36500"]
+    first, posts, comments = crawl(tmp_path, sandbox, "weibo", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert len(posts) == 3 and comments
+    added = sandbox.comments("weibo", post, add=2)["ids"]
+    before = len(sandbox.requests())
+    second, posts2, comments2 = crawl(tmp_path, sandbox, "weibo", *args, output="out2")
+    assert second.returncode == 0, second.stderr[-3000:]
+    world = CommentWorld()
+    world.publish("weibo", post, 2)
+    new = [c for c in world.thread("weibo", post).comments if c.id in added]
+    assert len(new) == 2
+    # Only those 2 (and their replies); the posts are stored already and not emitted again.
+    assert sorted(c["comment_id"] for c in comments2) == sorted(x.id for c in new for x in (c, *c.replies))
+    assert [c["comment_id"] for c in comments2 if c["parent_id"] is None] == added
+    assert posts2 == []
+    # One page of each thread: the first, which reaches the mark.
+    hotflow = [r for r in sandbox.requests()[before:] if r["path"].endswith("/comments/hotflow")]
+    assert sorted(parse_qs(r["query"])["mid"][0] for r in hotflow) == sorted(listed)
+    assert all("max_id" not in parse_qs(r["query"]) for r in hotflow)
+    # Posts published longer ago than COMMENTS_REFRESH_DAYS keep their threads as they are.
+    before = len(sandbox.requests())
+    third, _, comments3 = crawl(tmp_path, sandbox, "weibo", *args, "-s", "COMMENTS_REFRESH_DAYS=0",
+                                output="out3")
+    assert third.returncode == 0 and comments3 == []
+    assert not [r for r in sandbox.requests()[before:] if "/comments/" in r["path"]]

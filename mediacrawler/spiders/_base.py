@@ -333,6 +333,7 @@ class PlatformSpider(Spider):
         assert stats is not None
         for reason, count in page.skipped.items():
             stats.inc_value(f"{self.platform}/skipped/{reason}", count)
+        listed, waiting = list(page.posts), dict(page.incomplete)
         at_mark = self._apply_mark(page, page_no)
         post_ids = [p.post_id for p in page.posts] + list(page.incomplete)
         self.crawler.signals.send_catch_log(
@@ -360,6 +361,8 @@ class PlatformSpider(Spider):
             yield from self._next_page(page_no, page.next_cursor)
         for post in page.posts:
             yield self.emit_post(post, source)
+        yield from self.below_mark([p for p in listed if all(p is not kept for kept in page.posts)],
+                                   {i: raw for i, raw in waiting.items() if i not in page.incomplete}, source)
         for post_id, raw in page.incomplete.items():
             yield self.start_chain(post_id, raw, source)
 
@@ -426,6 +429,11 @@ class PlatformSpider(Spider):
     def emit_post(self, post: Post, source: Source) -> Request | Post:
         """A listed post, complete: emitted (spiders/_threads.py holds it while its comments are walked)."""
         return self.remember_media(post)
+
+    def below_mark(self, posts: list[Post], waiting: dict[str, Any], source: Source) -> Iterator[Request]:
+        """Requests for the listed posts at or below the mark (and those that would wait for a step), not emitted
+        again (spiders/_threads.py: their comment threads)."""
+        return iter(())
 
     def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""

@@ -30,6 +30,8 @@ from mediacrawler.spiders._base import UNREADABLE_ANSWER, PlatformSpider
 
 logger = logging.getLogger(__name__)
 
+#: The mark of a thread walked with nothing in it: any comment is newer.
+_EMPTY: list[str | None] = ["0", None]
 #: Comment id → root kept per thread for platforms whose pages list replies among comments (Facebook's stream).
 _KNOWN_ROOTS = 5_000
 
@@ -57,6 +59,8 @@ class ThreadState:
     error: str | None = None
     since: list[str | None] | None = None
     newest: list[str | None] | None = None
+    #: The post is stored already (below the mark): only its new comments are emitted, not the post.
+    refresh: bool = False
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ThreadState:
@@ -83,6 +87,11 @@ def _covers(since: list[str | None] | None, comment: Comment) -> bool:
     if mark_id and mark_id.isdigit() and comment.comment_id.isdigit():
         return int(comment.comment_id) <= int(mark_id)
     return bool(mark_time and comment.created_at and comment.created_at <= mark_time)
+
+
+def _present(found: Any) -> Iterator[Any]:
+    if found is not None:
+        yield found
 
 
 def _limit(value: Any) -> int | None:
@@ -155,14 +164,44 @@ class CommentThreads(PlatformSpider):
         if thread_id is None:
             post.extra["comments_closed"] = "no-thread"
             return post
-        stored = (getattr(self.resume, "threads", None) or {}).get(post.post_id)
-        if isinstance(stored, dict):
-            state = ThreadState.from_json(stored)
-            logger.info("%s: post %s: thread resumed at its stored cursor (%d comments emitted before)",
-                        self.job, post.post_id, state.fetched)
-        else:
-            state = ThreadState(post_id=post.post_id, thread_id=thread_id, since=self.thread_mark(post))
-        return self._thread_next(state, asdict(post))
+        state = self._resumed(post.post_id) or ThreadState(post_id=post.post_id, thread_id=thread_id,
+                                                           since=self.thread_mark(post))
+        found = self._thread_next(state, asdict(post))
+        assert found is not None  # only a refresh ends without its post
+        return found
+
+    def _resumed(self, post_id: str) -> ThreadState | None:
+        """The stored state of ``post_id``'s thread when the checkpoint kept it open (a resumed run)."""
+        stored = (getattr(self.resume, "threads", None) or {}).get(post_id)
+        if not isinstance(stored, dict):
+            return None
+        state = ThreadState.from_json(stored)
+        logger.info("%s: post %s: thread resumed at its stored cursor (%d comments emitted before)", self.job,
+                    post_id, state.fetched)
+        return state
+
+    def below_mark(self, posts: list[Post], waiting: dict[str, Any], source: Source) -> Iterator[Request]:
+        """The threads of posts below the mark published within ``COMMENTS_REFRESH_DAYS``, walked down to their
+        own marks (the posts are not emitted again: they are stored, so a post waiting for a step is read from
+        what the listing gave)."""
+        if self.args.comments is None:
+            return
+        for post_id, raw in waiting.items():
+            try:
+                posts.append(self.post_from_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None},
+                                                  source, missing="below the mark"))
+            except UNREADABLE_ANSWER as e:
+                logger.debug("%s: post %s below the mark: no thread to refresh (%s)", self.job, post_id, e)
+        for post in posts:
+            mark, thread_id = self.thread_mark(post), self.thread_id(post)
+            if mark is None or thread_id is None or not self.within_refresh(post.created_at):
+                continue
+            state = self._resumed(post.post_id) or ThreadState(post_id=post.post_id, thread_id=thread_id,
+                                                               since=mark, refresh=True)
+            logger.debug("%s: post %s is stored; refreshing its thread", self.job, post.post_id)
+            found = self._thread_next(state, asdict(post))
+            if isinstance(found, Request):
+                yield found
 
     def thread_mark(self, post: Post) -> list[str | None] | None:
         """The newest top-level comment of the last complete walk of ``post``'s thread (incremental; set by the
@@ -184,8 +223,8 @@ class CommentThreads(PlatformSpider):
             return False
         return datetime.now(UTC) - when <= timedelta(days=days)
 
-    def _thread_next(self, state: ThreadState, post: dict[str, Any]) -> Request | Post:
-        """The next request of the thread, or the post once it has ended."""
+    def _thread_next(self, state: ThreadState, post: dict[str, Any]) -> Request | Post | None:
+        """The next request of the thread, or the post once it has ended (``None`` for a refresh)."""
         if state.error is None and state.closed is None:
             if state.pages >= self.settings.getint("COMMENTS_MAX_PAGES"):
                 state.error = f"stopped after COMMENTS_MAX_PAGES={state.pages} pages"
@@ -194,17 +233,23 @@ class CommentThreads(PlatformSpider):
                 return self._thread_request(self.reply_page_url(state, root[0], root[1]), state, post, root[0])
             elif not state.top_done:
                 return self._thread_request(self.comment_page_url(state, state.cursor), state, post, None)
+        if state.error:
+            logger.warning("%s: post %s: comment thread incomplete: %s", self.job, state.post_id, state.error)
+        # The final state (a resume emits the post at once), or none after an error (the next run walks again)
+        # or for a refresh (no post follows to close it).
+        final = None if state.error or state.refresh else asdict(state)
+        self.crawler.signals.send_catch_log(signal=mc_signals.thread_progress, spider=self, post_id=state.post_id,
+                                            state=final, comment_ids=[], done=True,
+                                            mark=None if state.error else state.newest or state.since or _EMPTY)
+        if state.refresh:
+            logger.info("%s: post %s (stored before): %d new comments", self.job, state.post_id, state.fetched)
+            return None
         done = post_from_json(post)
         done.extra["comments_fetched"] = state.fetched
         if state.closed:
             done.extra["comments_closed"] = state.closed
         if state.error:
             done.extra["comments_incomplete"] = state.error
-            logger.warning("%s: post %s: comment thread incomplete: %s", self.job, state.post_id, state.error)
-        # The final state (a resume emits the post at once), or none after an error (the next run walks again).
-        self.crawler.signals.send_catch_log(signal=mc_signals.thread_progress, spider=self, post_id=state.post_id,
-                                            state=None if state.error else asdict(state), comment_ids=[],
-                                            mark=None if state.error else state.newest or state.since, done=True)
         return done
 
     def _thread_request(self, url: str, state: ThreadState, post: dict[str, Any], root: str | None) -> Request:
@@ -228,7 +273,7 @@ class CommentThreads(PlatformSpider):
                 page = self.parse_reply_page(response, state, root, source)
         except UNREADABLE_ANSWER as e:
             state.error = f"unreadable comment page: {scrub(str(e))}"
-            yield self._thread_next(state, post)
+            yield from _present(self._thread_next(state, post))
             return
         before = asdict(state)  # the state that fetches this page again (a resume starts here)
         state.pages += 1
@@ -242,7 +287,7 @@ class CommentThreads(PlatformSpider):
                                             done=False)
         state.fetched += len(comments)
         yield from comments
-        yield self._thread_next(state, post)
+        yield from _present(self._thread_next(state, post))
 
     def _take_top(self, state: ThreadState, page: CommentPage) -> list[Comment]:
         """The comments of a top-level page within ``-a comments`` (and replies within ``-a replies``, when the
@@ -311,4 +356,4 @@ class CommentThreads(PlatformSpider):
         state = ThreadState.from_json(request.meta["mc_thread"])
         state.error = scrub(failure.getErrorMessage())
         # The post is emitted all the same, saying its thread is incomplete (the next run walks it again).
-        yield self._thread_next(state, request.meta["mc_post"])
+        yield from _present(self._thread_next(state, request.meta["mc_post"]))
