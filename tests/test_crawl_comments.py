@@ -237,3 +237,20 @@ def test_weibo_rerun_fetches_only_the_new_comments(sandbox: SandboxProcess, tmp_
                                 output="out3")
     assert third.returncode == 0 and comments3 == []
     assert not [r for r in sandbox.requests()[before:] if "/comments/" in r["path"]]
+
+
+def test_weibo_comments_through_the_shared_queue_two_workers(sandbox: SandboxProcess, tmp_path: Path,
+                                                             redis_url: str) -> None:
+    from tests.sync_crawls import run_workers
+
+    listed = [p.id for p in build_weibo_world(seed=1, users=(UID,), pages=1, per_page=3).timeline(UID)]
+    sandbox.comments("weibo", listed[0], size=45)
+    records = run_workers(sandbox, tmp_path, redis_url, "run", f"weibo-uid-{UID}",
+                          {"uid": str(UID), "comments": "all"})
+    posts = [r for r in records if "comment_id" not in r]
+    comments = [r for r in records if "comment_id" in r]
+    assert sorted(p["post_id"] for p in posts) == sorted(listed)
+    for post in posts:
+        thread = expected_thread("weibo", post["post_id"], **({"size": 45} if post["post_id"] == listed[0] else {}))
+        assert_exactly(comments, thread)
+        assert post["extra"]["comments_fetched"] == len(thread.all())

@@ -310,7 +310,7 @@ class MarkExtension:
         args: Any = getattr(spider, "args", None)
         if getattr(args, "comments", None) is None:
             return
-        spider.thread_marks = {}  # type: ignore[attr-defined]  (a worker's next job starts without the last one's)
+        spider.thread_marks = {}  # type: ignore[attr-defined]  # a worker's next job: not the last one's
         try:
             self.threads = self.thread_store.load(key)
         except (MarkCorrupt, OSError) as e:
