@@ -166,6 +166,7 @@ class CommentThreads(PlatformSpider):
             return post
         state = self._resumed(post.post_id) or ThreadState(post_id=post.post_id, thread_id=thread_id,
                                                            since=self.thread_mark(post))
+        state.refresh = False  # this time the post is emitted (a stored state may be of a refresh)
         found = self._thread_next(state, asdict(post))
         assert found is not None  # only a refresh ends without its post
         return found
@@ -197,7 +198,8 @@ class CommentThreads(PlatformSpider):
             if mark is None or thread_id is None or not self.within_refresh(post.created_at):
                 continue
             state = self._resumed(post.post_id) or ThreadState(post_id=post.post_id, thread_id=thread_id,
-                                                               since=mark, refresh=True)
+                                                               since=mark)
+            state.refresh = True
             logger.debug("%s: post %s is stored; refreshing its thread", self.job, post.post_id)
             found = self._thread_next(state, asdict(post))
             if isinstance(found, Request):
