@@ -326,10 +326,13 @@ class CommentThreads(PlatformSpider):
         if not state.top_done:
             state.cursor = page.next_cursor
             state.top_done = page.is_last or page.next_cursor is None
-        if state.top_done and self.replies_inline:
-            # Only the comments with more replies than were listed need their own walk.
-            state.roots = [[*r[:4], r[2]] for r in state.roots if r[2] < (r[3] or 0) and (
-                reply_limit is None or r[2] < reply_limit)]
+        if self.replies_inline:
+            # Kept: the comments whose replies may still come (bounded, like ``known``); at the end of the walk
+            # those with more replies than were listed get their own walk, passing over the ones listed.
+            state.roots = [r for r in state.roots if r[2] < (r[3] or 0) and (
+                reply_limit is None or r[2] < reply_limit)][:_KNOWN_ROOTS]
+            if state.top_done:
+                state.roots = [[*r[:4], r[2]] for r in state.roots]
         return kept
 
     def _take_replies(self, state: ThreadState, page: CommentPage, root: str) -> list[Comment]:
