@@ -173,11 +173,23 @@ def _hotflow(sandbox: SandboxProcess, post: str) -> list[dict[str, Any]]:
             and parse_qs(r["query"])["mid"] == [post]]
 
 
-def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["file", "redis"])
+def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess, tmp_path: Path,
+                                                               backend: str, request: pytest.FixtureRequest) -> None:
     post = build_weibo_world(seed=1, users=(UID,), pages=1, per_page=3).timeline(UID)[0].id
     sandbox.comments("weibo", post, size=300)  # 15 pages of 20, and a reply walk for most comments
     sandbox.set_faults(weibo_latency_ms=30)
-    args = ["-a", f"uid={UID}", "-a", "comments=all", "-s", "CHECKPOINT_WRITE_INTERVAL=0.1"]
+    args = ["-a", f"uid={UID}", "-a", "comments=all", "-s", "CHECKPOINT_WRITE_INTERVAL=0.1",
+            "-s", "CHECKPOINT_REDIS_INTERVAL=0.1"]
+    store: Any = None
+    if backend == "redis":  # the shared checkpoint, without the shared queue
+        import redis
+
+        from mediacrawler.distributed.checkpoint import RedisCheckpointStore
+
+        url = request.getfixturevalue("redis_url")
+        args += ["-s", f"REDIS_URL={url}", "-s", "DISTRIBUTED_ENABLED=0", "-s", "CHECKPOINT_BACKEND=redis"]
+        store = RedisCheckpointStore(redis.Redis.from_url(url), "mediacrawler:checkpoint:")
     cmd, env = crawl_command(tmp_path, sandbox, "weibo", *args)
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -190,8 +202,11 @@ def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxP
     finally:
         if proc.poll() is None:
             proc.kill()
-    cp = json.loads((tmp_path / "checkpoints" / f"weibo-uid-{UID}.json").read_text("utf-8"))
-    stored = cp["threads"][post]["state"]
+    if store is None:
+        cp = json.loads((tmp_path / "checkpoints" / f"weibo-uid-{UID}.json").read_text("utf-8"))
+        stored = cp["threads"][post]["state"]
+    else:
+        stored = store.load(f"weibo-uid-{UID}").threads[post]["state"]
     assert stored["cursor"] is not None and stored["fetched"] > 0
     first_run = len(_hotflow(sandbox, post))
     sandbox.set_faults(weibo_latency_ms=0)
@@ -206,6 +221,7 @@ def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxP
     [record] = [p for p in posts if p["post_id"] == post]
     assert record["extra"]["comments_fetched"] == len(thread.all())
     assert not (tmp_path / "checkpoints" / f"weibo-uid-{UID}.json").exists()  # the job completed
+    assert store is None or store.load(f"weibo-uid-{UID}") is None
 
 
 def test_weibo_rerun_fetches_only_the_new_comments(sandbox: SandboxProcess, tmp_path: Path) -> None:

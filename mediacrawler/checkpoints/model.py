@@ -91,7 +91,7 @@ class Checkpoint:
                 feeds=[FeedMark(_typed(m["path"], str), _typed(m["size"], int)) for m in data.get("feeds") or []],
                 seq=_typed(data.get("seq", 0), int),
                 updated_at=_typed(data.get("updated_at"), str, optional=True),
-                threads={_typed(post, str): _thread(entry)
+                threads={_typed(post, str): thread_entry(entry)
                          for post, entry in dict(data.get("threads") or {}).items()},
             )
             if cp.watermark < 0 or cp.next_page != cp.watermark + 1:
@@ -101,7 +101,7 @@ class Checkpoint:
         return cp
 
 
-def _thread(entry: Any) -> dict[str, Any]:
+def thread_entry(entry: Any) -> dict[str, Any]:
     """One open thread of a checkpoint: its state (an object with a ``post_id``) and stored comment ids."""
     state = _typed(_typed(entry, dict)["state"], dict)
     _typed(state["post_id"], str)

@@ -6,6 +6,7 @@ really stored. The document and its stores are :mod:`mediacrawler.checkpoints`; 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -284,7 +285,7 @@ class CheckpointExtension:
     def thread_progress(self, spider: Spider, post_id: str, state: dict[str, Any] | None, comment_ids: list[str],
                         done: bool, **kwargs: Any) -> None:
         """A thread read a page (or ended): its resume point moves once the comments before it are out."""
-        if self.checkpoint is None or self.shared:
+        if self.checkpoint is None:
             return
         self._threads.setdefault(post_id, []).append((state, Counter(comment_ids), set()))
         self._thread_moved(post_id)
@@ -306,10 +307,19 @@ class CheckpointExtension:
         while len(queue) > 1 and not +queue[0][1]:
             queue.pop(0)
         state, _, out = queue[0]
-        if state is None:
+        self._thread_entry(post_id, None if state is None else {"state": state, "stored": sorted(out)})
+
+    def _thread_entry(self, post_id: str, entry: dict[str, Any] | None) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        if self.shared:
+            # As JSON text: the script stores it as it comes (its JSON library would write an empty list as {}).
+            self._events.append({"t": "th", "id": post_id, "e": None if entry is None else json.dumps(entry)})
+            return
+        if entry is None:
             cp.threads.pop(post_id, None)
         else:
-            cp.threads[post_id] = {"state": state, "stored": sorted(out)}
+            cp.threads[post_id] = entry
         self._dirty = True
         self._commit_later.schedule(self.write_interval)
 
@@ -318,14 +328,13 @@ class CheckpointExtension:
         if cp is None:
             return
         if is_comment(item):
-            if not self.shared:
-                self._comment_left(item)
+            self._comment_left(item)
             return
         job, page, post_id = _source_of(item)
-        if stored and post_id and not self.shared and (post_id in cp.threads or post_id in self._threads):
+        if stored and post_id and (post_id in cp.threads or post_id in self._threads):
             # A thread's post is emitted when the thread ended: once it is stored, the thread is closed.
-            cp.threads.pop(post_id, None)
             self._threads.pop(post_id, None)
+            self._thread_entry(post_id, None)
         if job != cp.key or page is None or post_id is None:
             return
         if self.shared:
@@ -443,6 +452,7 @@ class CheckpointExtension:
     def job_started(self, spider: Spider, job: str) -> None:
         """A worker starts serving *job*: start or join the run of its shared checkpoint (resume from it)."""
         self.checkpoint, self._token, self._events, self.skip_ids = None, None, [], frozenset()
+        self._threads, self.skip_comment_ids = {}, frozenset()
         store: Any = self.store
         try:
             token = store.run_token(spider.name, job)
@@ -487,8 +497,11 @@ class CheckpointExtension:
             return
         self.checkpoint = cp or Checkpoint(key=key, spider=spider.name)
         self.skip_ids = frozenset(self.checkpoint.stored_ids())
-        if page > 1 or cursor:
-            spider.resume = Resume(page=page, cursor=cursor)  # type: ignore[attr-defined]
+        threads = self.checkpoint.threads
+        self.skip_comment_ids = frozenset(i for entry in threads.values() for i in entry["stored"])
+        if page > 1 or cursor or threads:
+            spider.resume = Resume(page=page, cursor=cursor,  # type: ignore[attr-defined]
+                                   threads={post: entry["state"] for post, entry in threads.items()})
             self.stats.set_value("checkpoint/resumed_at", page)
         logger.info("%s: %s the run of shared checkpoint %s at page %d%s (%d posts of later pages already stored)",
                     key, "started" if started else "joined", store.location(key), page,
