@@ -143,7 +143,7 @@ class CommentThreads(PlatformSpider):
         raise NotImplementedError
 
     def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
-        """One top-level page (``state.pages == 0`` for the first); raises PlatformError or ValueError."""
+        """One top-level page (``state.cursor`` is ``None`` for the first); raises PlatformError or ValueError."""
         raise NotImplementedError
 
     def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
