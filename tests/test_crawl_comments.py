@@ -31,6 +31,7 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 UID = 7365120894
+Records = list[dict[str, Any]]
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def crawl_command(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: s
 
 
 def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, media: bool = False,
-          output: str = "output") -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], list[dict[str, Any]]]:
+          output: str = "output") -> tuple[subprocess.CompletedProcess[str], Records, Records]:
     """``scrapy crawl`` with the default output (OUTPUT_DIR): the posts and the comments files it wrote."""
     cmd, env = crawl_command(tmp_path, sandbox, spider, *args, media=media, output=output)
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
@@ -174,8 +175,8 @@ def _hotflow(sandbox: SandboxProcess, post: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("backend", ["file", "redis"])
-def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess, tmp_path: Path,
-                                                               backend: str, request: pytest.FixtureRequest) -> None:
+def test_weibo_sigkill_mid_thread_resumes_at_the_stored_cursor(
+        sandbox: SandboxProcess, tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     post = build_weibo_world(seed=1, users=(UID,), pages=1, per_page=3).timeline(UID)[0].id
     sandbox.comments("weibo", post, size=300)  # 15 pages of 20, and a reply walk for most comments
     sandbox.set_faults(weibo_latency_ms=30)
@@ -267,6 +268,7 @@ def test_weibo_comments_through_the_shared_queue_two_workers(sandbox: SandboxPro
     comments = [r for r in records if "comment_id" in r]
     assert sorted(p["post_id"] for p in posts) == sorted(listed)
     for post in posts:
-        thread = expected_thread("weibo", post["post_id"], **({"size": 45} if post["post_id"] == listed[0] else {}))
+        long_one = {"size": 45} if post["post_id"] == listed[0] else {}
+        thread = expected_thread("weibo", post["post_id"], **long_one)
         assert_exactly(comments, thread)
         assert post["extra"]["comments_fetched"] == len(thread.all())

@@ -46,7 +46,8 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
                for line in path.read_text().splitlines()]
     assert len(records) == posts
     # One job per platform with comments (Weibo, Bilibili, Facebook): every comment once, in its own file.
-    threads = [json.loads(line) for path in out.glob("*/*.comments.jsonl") for line in path.read_text().splitlines()]
+    threads = [json.loads(line) for path in out.glob("*/*.comments.jsonl")
+               for line in path.read_text().splitlines()]
     assert comments > 100 and len(threads) == comments == len({(c["platform"], c["comment_id"]) for c in threads})
     assert {c["platform"] for c in threads} == {"weibo", "bilibili", "facebook"}
     assert all(int(row[1]) > 0 for job, row in rows.items() if job in (
@@ -54,7 +55,8 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     objects = sorted(p for p in (out / "files" / "objects").rglob("*") if p.is_file())
     assert objects and any(p.suffix == ".mp4" for p in objects)
     # Every distinct content stored exactly once, and every asset pointing at a stored file with its hash.
-    assets = [m for r in records + threads for post in (r, r.get("reposted") or {}) for m in post.get("media") or []]
+    assets = [m for r in records + threads for post in (r, r.get("reposted") or {})
+              for m in post.get("media") or []]
     stored = {m["sha256"]: m["path"] for m in assets if m["status"] in ("downloaded", "deduplicated", "uptodate")}
     # A subtitle's SRT is a file of its own, recorded on its asset (derived).
     stored.update({d["sha256"]: d["path"] for m in assets for d in (m.get("derived") or {}).values()})
