@@ -331,8 +331,9 @@ class CheckpointExtension:
             self._comment_left(item)
             return
         job, page, post_id = _source_of(item)
-        if stored and post_id and (post_id in cp.threads or post_id in self._threads):
-            # A thread's post is emitted when the thread ended: once it is stored, the thread is closed.
+        if not failed and post_id and (post_id in cp.threads or post_id in self._threads):
+            # A thread's post is emitted when the thread ended: once it left the pipelines (stored, or dropped as
+            # stored before), the thread is closed; after an item error its final state stays, for the next run.
             self._threads.pop(post_id, None)
             self._thread_entry(post_id, None)
         if job != cp.key or page is None or post_id is None:
