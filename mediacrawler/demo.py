@@ -2,8 +2,9 @@
 
 Starts the bundled platform sandbox on 127.0.0.1, crawls it with every spider (each platform's demo jobs), writes
 records to ``<out>/<spider>/<job>.jsonl`` and media to ``<out>/files``, logs to ``<out>/crawl.log``, and prints a
-short summary. No account and no network beyond loopback. Run it twice: the second run appends no record and stores
-no new media ("0 new posts, 0 new media files"); the first run's records stay (docs/operations.md, "Output files").
+short summary; the stored files show under readable names in ``<out>/library``. No account and no network beyond
+loopback. Run it twice: the second run appends no record and stores no new media ("0 new posts, 0 new media
+files"); the first run's records stay (docs/operations.md, "Output files").
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "1669879400", "comments": "all"}),  # with every comment and reply (spiders/_threads.py)
     ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
     ("weibo", {"keyword": "猫"}),
-    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters (sandbox.bilibili_extras).
-    ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true", "comments": "all"}),
+    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4
+    # (sandbox.bilibili_extras); one upload has no DASH, only a durl in 3 segments, joined (sandbox.bilibili).
+    ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true",
+                  "comments": "all"}),
     ("facebook", {"page": "100000000000001", "comments": "all"}),
     ("xhs", {"user": "5f0e1d2c3b4a596877665544"}),
     ("douyin", {"aweme": "7300000000000000101,7300000000000000201,https://v.douyin.com/iSbxV101/"}),
@@ -158,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stored = [p for p in objects.rglob("*") if p.is_file()] if objects.exists() else []
     print(f"records: {out}/<spider>/<job>.jsonl (comments: <job>.comments.jsonl)   media: {len(stored)} files in "
           f"{objects}   log: {out / 'crawl.log'}")
+    print(f"library: {out / 'library'}/<platform>/<author> (<id>)/<date> <post id>/ (the same files, readable names)")
     failed = [c.spider.job for c in crawlers if c.stats.get_value("finish_reason") != "finished"]
     if failed:
         print(f"not finished: {', '.join(failed)}", file=sys.stderr)

@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +33,9 @@ class _Counting(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive
     connections = 0
     lock = threading.Lock()
+    #: Each wave's answers wait until all 16 of its requests arrived, so a wave's requests overlap however loaded
+    #: the machine is (a slow client would otherwise reuse a connection of its own wave and count fewer).
+    waves: dict[str, threading.Barrier] = {}
 
     def setup(self) -> None:
         super().setup()
@@ -41,7 +43,10 @@ class _Counting(BaseHTTPRequestHandler):
             _Counting.connections += 1
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        time.sleep(0.05)  # the requests of a wave overlap
+        try:
+            _Counting.waves[self.path.split("/")[1]].wait()
+        except threading.BrokenBarrierError:
+            pass  # a wave that never reached 16 at once: its count then shows it
         body = b"x" * 1000
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -101,6 +106,7 @@ print(json.dumps({"responses": crawler.stats.get_value("response_received_count"
 
 def _connections(base: str, pool: int) -> int:
     _Counting.connections = 0
+    _Counting.waves = {wave: threading.Barrier(16, timeout=20) for wave in ("a", "b")}
     done = subprocess.run([sys.executable, "-c", CRAWL, base, str(pool)], cwd=ROOT, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]

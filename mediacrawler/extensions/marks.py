@@ -10,8 +10,8 @@ item of it left the pipelines (media included; a media asset that failed is kept
 
 How it is used (:class:`MarkExtension`):
 
-- ``spider_opened``: the mark is handed to the spider (``spider.mark``) unless ``-a full=true``, an explicit
-  ``-a start`` without ``-a incremental=true`` (logged), or a list of items (``spider.lists_items()``: in the order
+- ``spider_opened``: the mark is handed to the spider (``JobState.mark``) unless ``-a full=true``, an explicit
+  ``-a start`` without ``-a incremental=true`` (logged), or a list of items (source kind ``items``: in the order
   given, not newest first; no mark is read or advanced for it). The spider then
   drops posts at or below it and stops paginating at the first page whose posts (pinned ones aside) are all at or
   below it (:meth:`mediacrawler.spiders._base.PlatformSpider._apply_mark`).
@@ -55,6 +55,7 @@ from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
+from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import HighWaterMark, is_comment
 
@@ -255,16 +256,17 @@ class MarkExtension:
         return cls(crawler)
 
     def spider_opened(self, spider: Spider) -> None:
-        if getattr(spider, "worker_id", None) or not hasattr(spider, "mark") or not getattr(spider, "job", None):
+        state = job_state(spider)
+        if getattr(spider, "worker_id", None) or state is None or not state.job:
             return  # not a platform spider, or a worker (marks per job: job_started)
-        self._open(spider, check_key(spider.job))  # type: ignore[attr-defined]
+        self._open(spider, check_key(state.job))
 
     def _open(self, spider: Spider, key: str) -> None:
         """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
         self.key, self.old, self.best, self.item_errors = key, None, None, 0
         self._open_threads(spider, key)
-        lists_items = getattr(spider, "lists_items", None)
-        if lists_items is not None and lists_items():
+        state = job_state(spider)
+        if state is not None and state.kind == "items":
             # A list is in the order given, not newest first: a mark would stop it at the first old item and
             # drop the rest unread. Each item is read; dedupe reports the ones already stored.
             logger.info("%s: a list of items: every item is read (a high-water mark applies to listings only)", key)
@@ -298,7 +300,8 @@ class MarkExtension:
         if start is not None:
             logger.info("%s: -a start=%d -a incremental=true: stopping at the high-water mark (post %s)", self.key,
                         start, self.old.post_id)
-        spider.mark = self.old.high_water()  # type: ignore[attr-defined]
+        if (state := job_state(spider)) is not None:
+            state.mark = self.old.high_water()
         self.stats.set_value("incremental/mark", self.old.post_id)
         logger.info("%s: incremental: posts up to %s (%s) are stored; stopping at the first page below it",
                     self.key, self.old.post_id, self.old.created_at or "time unknown")
@@ -310,14 +313,16 @@ class MarkExtension:
         args: Any = getattr(spider, "args", None)
         if getattr(args, "comments", None) is None:
             return
-        spider.thread_marks = {}  # type: ignore[attr-defined]  # a worker's next job: not the last one's
+        state = job_state(spider)
+        if state is None:
+            return
         try:
             self.threads = self.thread_store.load(key)
         except (MarkCorrupt, OSError) as e:
             logger.warning("%s: comment-thread marks %s are unusable (%s); every thread is walked whole", key,
                            self.thread_store.location(key), e)
         if self.threads is not None and not getattr(args, "full", False):
-            spider.thread_marks = dict(self.threads.threads)  # type: ignore[attr-defined]
+            state.thread_marks = dict(self.threads.threads)
             logger.info("%s: incremental: %d comment threads are walked down to their marks", key,
                         len(self.threads.threads))
 
@@ -347,7 +352,6 @@ class MarkExtension:
 
     def job_started(self, spider: Spider, job: str) -> None:
         """A worker starts serving *job*: read its mark, and note the run (the shared checkpoint opened it)."""
-        spider.mark, spider.stopped_at_mark = None, False  # type: ignore[attr-defined]
         self.key, self.token = None, None
         if not isinstance(self.store, RedisMarkStore):
             return  # a mark on this worker's disk would say nothing about the job
@@ -359,7 +363,8 @@ class MarkExtension:
                                "(CHECKPOINT_BACKEND=redis): it is what says a job completed")
             self.checkpoints = store or False
         self._open(spider, check_key(job))
-        if not self.checkpoints or spider.first_page()[0] != 1:  # type: ignore[attr-defined]
+        state = job_state(spider)
+        if not self.checkpoints or state is None or state.first_page()[0] != 1:
             return  # the run did not start at page 1: it can complete only the part after it, no mark
         try:
             self.token = self.checkpoints.run_token(spider.name, job)
@@ -429,13 +434,16 @@ class MarkExtension:
             return f"closed: {reason}"
         if getattr(spider.args, "retry_only", False):  # type: ignore[attr-defined]
             return "retry only"
-        if spider.first_page()[0] != 1:  # type: ignore[attr-defined]
+        state = job_state(spider)
+        if state is None:
+            return "not a platform spider"
+        if state.first_page()[0] != 1:
             return "the run did not start at page 1"
-        if getattr(spider, "pages_failed", 0):
+        if state.pages_failed:
             return "a listing page failed"
         if self.item_errors:
             return "an item failed in the pipelines"
-        if not (getattr(spider, "source_exhausted", False) or getattr(spider, "stopped_at_mark", False)):
+        if not (state.exhausted or state.stopped_at_mark):
             return "neither the last page nor the mark was reached"
         return None
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, Literal, TypeVar
 
+import scrapy_spider_metadata
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from scrapy import Spider
 
@@ -32,6 +33,11 @@ class SpiderParams(BaseModel):
     incremental: bool = Field(
         default=False, description="With -a start: stop at the high-water mark all the same (without it an explicit "
                                    "start walks on past the mark).",
+    )
+    refresh: int | None = Field(
+        default=None, ge=1, le=36500,
+        description="Also read again the posts published within this many days, past the high-water mark, to "
+                    "refresh their counts in the records database (no media download, no feed line).",
     )
     retry_only: bool = Field(
         default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
@@ -75,6 +81,23 @@ class SpiderParams(BaseModel):
 
 
 _M = TypeVar("_M", bound=BaseModel)
+_P = TypeVar("_P", bound=BaseModel)
+
+#: The keyword argument ``PlatformSpider.from_crawler`` gives a spider built as a worker: this worker's id.
+WORKER_KWARG = "_mc_worker"
+
+
+class Args(scrapy_spider_metadata.Args[_P]):
+    """scrapy-spider-metadata's ``Args`` (the keyword arguments validated into ``self.args``), except for a spider
+    built as a worker (``WORKER_KWARG``): a worker has no job of its own, and each job's arguments are validated
+    when it takes the job (``PlatformSpider.take_job``; docs/operations.md, "Many workers on one Redis")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get(WORKER_KWARG):
+            super(scrapy_spider_metadata.Args, self).__init__(*args, **kwargs)  # the rest of the MRO, unvalidated
+        else:
+            super().__init__(*args, **kwargs)
+
 
 
 # --- argument checks shared by the platforms' parameter models (called from their validators) -----------------
@@ -111,10 +134,16 @@ def keyword_arg(value: str | None, *, most: int = 100, message: str | None = Non
     return text
 
 
-def one_target(model: _M, *, names: tuple[str, ...], message: str) -> _M:
-    """``model`` if exactly one of its fields ``names`` is set, else ``ValueError(message)``."""
+def one_target(model: _M, *, names: tuple[str, ...], message: str, items: tuple[str, ...] = ()) -> _M:
+    """``model`` if exactly one of its fields ``names`` is set, else ``ValueError(message)``. ``items``: the
+    targets that are lists of items (source kind ``items``), which have no pages to start at or count."""
     if sum(getattr(model, name) is not None for name in names) != 1:
         raise ValueError(message)
+    given = next((name for name in items if getattr(model, name) is not None), None)
+    paged = [f"-a {name}" for name in ("start", "max_pages") if getattr(model, name, None) is not None]
+    if given is not None and paged:
+        raise ValueError(f"{' and '.join(paged)} apply to listings; -a {given} is a list of items, walked whole "
+                         f"(a run after an interrupted one fetches only the items its checkpoint has not done)")
     return model
 
 

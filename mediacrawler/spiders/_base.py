@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-import redis
 from itemadapter import ItemAdapter, is_item
 from pydantic import ValidationError
 from scrapy import Request, Spider, signals
@@ -24,15 +22,19 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import (AlreadyStored, HighWaterMark, PlatformRefused, Resume, asset_key_of,
-                                    walk_assets)
+from mediacrawler.config import setting
+from mediacrawler.contracts import REFRESH_ONLY, AlreadyStored, PlatformRefused, asset_key_of, walk_assets
+from mediacrawler.distributed.scheduler import worker_id
+from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import JobState, SourceKind
 from mediacrawler.media.urls import strip_userinfo
-from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+from mediacrawler.parsers._common import Page, PlatformError, iso_utc, utc_now_iso
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
-from mediacrawler.spiders._args import (SpiderParams, format_validation_error, is_distributed, is_worker_mode,
-                                       target_names)
+from mediacrawler.spiders._args import (WORKER_KWARG, SpiderParams, format_validation_error, is_distributed,
+                                       is_worker_mode, target_names)
+from mediacrawler.spiders._chain import Chain, Step
 
 logger = logging.getLogger(__name__)
 
@@ -64,16 +66,6 @@ FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
 LISTING_PRIORITY = 1
 
 
-@dataclass
-class Step:
-    """One request of a post's chain: a ``name`` for logs and records (``"extend"``, ``"playurl:123"``), the URL,
-    and extra headers (never credentials)."""
-
-    name: str
-    url: str
-    headers: dict[str, str] | None = None
-
-
 def is_pinned(post: Post) -> bool:
     """A post the platform pinned to the top of a listing (``extra["pinned"]``, set by the parsers): it is out of
     order, so it never stops pagination nor moves a high-water mark."""
@@ -95,77 +87,68 @@ class PlatformSpider(Spider):
     #: The settings naming this platform's roots (``WEIBO_BASE_URL``…): a listing answering HTTP 404 names the one
     #: its URL starts with, since a wrong root is the usual cause and running again would not help.
     root_settings: ClassVar[tuple[str, ...]] = ()
-    args: Any  # set by scrapy_spider_metadata.Args before our __init__ runs
+    args: Any  # set by Args (spiders/_args.py) before our __init__ runs; for a worker, by take_job
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
     media_posts_remembered: ClassVar[int] = 20_000
     #: True when requests go through the shared Redis queue (set in :meth:`from_crawler`): the queue, not this
     #: process, answers for every request, so pending listing pages are not tracked here.
     distributed: bool = False
-    #: Worker mode: the id of this worker, and the board it takes jobs from (see :meth:`start`).
+    #: Worker mode: the id of this worker, which takes its jobs from Redis (distributed/worker.py); None: a crawl
+    #: of the job its arguments name.
     worker_id: str | None = None
+    #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
+    job_queue: str | None
     #: The methods a request in the shared queue may name as callback or errback (checked when it is decoded:
     #: someone who can write to Redis must not make a worker call any other method; docs/operations.md).
     queue_callbacks: ClassVar[frozenset[str]] = frozenset({
-        "parse_listing", "listing_failed", "parse_retry_post", "retry_post_failed", "parse_chain_step",
-        "chain_step_failed",
+        "parse_listing", "listing_failed", "parse_item", "item_failed", "parse_retry_post", "retry_post_failed",
+        "parse_chain_step", "chain_step_failed",
     })
+    #: The class of this platform's chain state (spiders/_chain.py): what its steps keep, as typed fields.
+    chain_type: ClassVar[type[Chain]] = Chain
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.worker_id = kwargs.pop(WORKER_KWARG, None)
         for key in self.params_model.model_fields:
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
-        #: A worker has no job until it takes one: its own name keys its output file until then.
-        self.job: str = f"{self.name}-worker-{self.worker_id}" if self.worker_id else self.job_key()
-        #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
-        self.job_queue: str | None = None if self.worker_id else self.job
-        #: Set by the checkpoint extension on spider_opened when there is a checkpoint to resume from.
-        self.resume: Resume | None = None
-        #: True once the platform said the last page was reached (and that page was parsed).
-        self.source_exhausted = False
-        self.pages_fetched = 0
-        self.pages_failed = 0
-        #: Whether running the same command again can help the pages that failed (not after a 404 at a wrong
-        #: root: commands/crawl.py says to fix the setting first).
-        self.rerun_helps: bool | None = None
-        self._failed_streak = 0
-        self.close_reason: str | None = None
         #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
         self._media_posts: OrderedDict[str, str] = OrderedDict()
-        #: Listing pages requested and not yet parsed or failed: page → cursor (see :meth:`spider_idle`).
-        self._listing_pending: dict[int, str | None] = {}
-        #: The high-water mark of this source (set by the marks extension; ``None``: none, or ``-a full=true``).
-        self.mark: HighWaterMark | None = None
-        #: True once a page was all at or below the mark (the run stopped paginating there).
-        self.stopped_at_mark = False
-        #: Posts with media that failed in earlier runs, read again first (set by the retries extension).
-        self.retry_posts: list[str] = []
-        #: Posts of :attr:`retry_posts` that could not be read again in this run: post id → why.
-        self.retry_unreachable: dict[str, str] = {}
-        #: Why a pending page's request was dropped, when Scrapy said so (``request_dropped``).
-        self._listing_dropped: dict[int, str] = {}
-        #: Pages parsed or failed in this run. With JOBDIR a page's request can come out of the restored queue
-        #: before (or after) the same request is made afresh, which the duplicate filter then drops: either way the
-        #: page was answered, and is not pending.
-        self._listing_answered: set[int] = set()
-        #: Cursors asked for in this run (cursor → its page); an ``-a max_pages`` stop; why each page failed.
-        self._cursors_used: dict[str, int] = {}
-        self.stopped_at_max_pages = False
-        self.failed_reasons: dict[int, str] = {}
+        if self.worker_id is None:
+            self.setup_job()
+        else:
+            # No job until the worker takes one (take_job): its own name keys its output file until then.
+            self.job_state = JobState(job=f"{self.name}-worker-{self.worker_id}")
+            #: Which job's shared queue this process serves (the distributed scheduler reads it); None: none yet.
+            self.job_queue: str | None = None
+
+    def setup_job(self) -> None:
+        """Build this job's state from ``self.args``: run by ``__init__`` for a crawl of one job, and for every job
+        a worker takes (:meth:`take_job`), so both start a job the same way. Platforms whose state derives from
+        their arguments (note references, targets…) extend it: their own state first, then ``super()``."""
+        #: The state of the job walked (mediacrawler/jobstate.py), made afresh for each job.
+        self.job_state = self.new_state(self.job_key())
+        self.job_queue = self.job
+
+    def new_state(self, job: str) -> JobState:
+        """A fresh :class:`JobState` for job ``job`` (``self.args`` already set)."""
+        kind = self.source_kind()
+        return JobState(job=job, kind=kind, start=getattr(self.args, "start", None),
+                        items=list(self.requested_items()) if kind == "items" else [])
+
+    @property
+    def job(self) -> str:
+        """The key of the job this spider walks (:attr:`JobState.job`)."""
+        return self.job_state.job
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop(WORKER_KWARG, None)  # never from the user
         if is_worker_mode(cls, crawler.settings, kwargs):
-            # No target: the argument model would refuse; each job brings its own validated arguments (start()).
-            from mediacrawler.distributed.scheduler import worker_id
-
-            spider = cls.__new__(cls)
-            spider.worker_id = worker_id()
-            spider.args = cls.params_model.model_construct()
-            PlatformSpider.__init__(spider, *args, **kwargs)
-            spider._set_crawler(crawler)
-        else:
-            spider = super().from_crawler(crawler, *args, **kwargs)
+            # No target: a worker, built without a job; each job brings its own arguments (take_job).
+            kwargs[WORKER_KWARG] = worker_id()
+        spider = super().from_crawler(crawler, *args, **kwargs)
         spider.distributed = is_distributed(crawler.settings)
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
@@ -178,10 +161,24 @@ class PlatformSpider(Spider):
         """A stable, file-name-safe key for this job, e.g. ``weibo-uid-7365120894`` (checkpoints, output files)."""
         raise NotImplementedError
 
-    def lists_items(self) -> bool:
-        """Whether this job is a list of requested items (``-a bvid=A,B``), not a listing: each page is one
-        item, in the order given, so no high-water mark applies and every item is emitted or reported."""
-        return False
+    def source_kind(self) -> SourceKind:
+        """What this job walks (docs/architecture.md, "Sources"): ``listing`` (pages: :meth:`listing_url`,
+        :meth:`parse_listing_payload`) or ``items`` (the ones the user gave: :meth:`requested_items`,
+        :meth:`item_url`, :meth:`parse_item_payload`; in the order given, no page numbers, no high-water mark)."""
+        return "listing"
+
+    def requested_items(self) -> list[str]:
+        """The keys of the items an ``items`` job requested, in the order given (ids, or ``short:<code>``…)."""
+        return []
+
+    def item_url(self, item: str) -> str:
+        """The URL that fetches requested item ``item``."""
+        raise NotImplementedError
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """Parse the answer for requested item ``item`` into a :class:`Page` of its posts (raises PlatformError or
+        ValueError); ``Page.is_last`` is not read: the list ends with its last item."""
+        raise NotImplementedError
 
     def target_args(self) -> dict[str, str]:
         """The arguments that name this job's target (e.g. ``{"uid": "7365120894"}``), as ``-a`` would give them."""
@@ -192,26 +189,22 @@ class PlatformSpider(Spider):
         """The URL of listing page ``page`` (``cursor`` is what the previous page gave, when known)."""
         raise NotImplementedError
 
-    def page_count(self) -> int | None:
-        """The number of listing pages when known in advance (one per target of ``-a bvid=a,b``), else ``None``."""
-        return None
-
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
         """Parse one listing response into a :class:`Page` (raises PlatformError or ValueError)."""
         raise NotImplementedError
 
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
+    def next_step(self, chain: Any) -> Step | None:
         """The next request a post listed in ``Page.incomplete`` needs, or ``None`` when it is complete.
 
-        ``chain`` is plain JSON (it travels in ``meta``): ``post_id``, ``raw`` (what the listing gave) and ``data``
-        (what :meth:`parse_step` kept so far), ``step`` (the name of the step last sent)."""
+        ``chain`` is a :attr:`chain_type`: ``post_id``, ``raw`` (what the listing gave), ``step`` (the name of the
+        step last sent) and the platform's own fields (what :meth:`parse_step` kept so far)."""
         return None
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
-        """Keep what the answer to step ``chain["step"]`` says in ``chain["data"]`` (plain JSON); raise
+    def parse_step(self, response: Response, chain: Any) -> None:
+        """Keep what the answer to step ``chain.step`` says in the chain's fields (plain JSON values); raise
         PlatformError or ValueError when it says nothing usable (the chain then ends, marked)."""
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+    def post_from_chain(self, chain: Any, source: Source, *, missing: str | None) -> Post:
         """The post of a finished chain. ``missing`` says which step failed for good and why (``None``: none did);
         the post is emitted all the same, with whatever the platform has it record about what is missing."""
         raise NotImplementedError
@@ -269,34 +262,39 @@ class PlatformSpider(Spider):
     # --- Flow ------------------------------------------------------------------------------------------------
 
     def first_page(self) -> tuple[int, str | None]:
-        """``-a start`` wins; else the checkpoint's page; else 1."""
-        if self.args.start is not None:
-            return self.args.start, None
-        if self.resume is not None:
-            return self.resume.page, self.resume.cursor
-        return 1, None
+        """``-a start`` wins; else the checkpoint's page; else 1 (:meth:`JobState.first_page`)."""
+        return self.job_state.first_page()
 
     async def start(self) -> AsyncIterator[Any]:
         if self.worker_id:
-            async for request in self.worker_start():
+            async for request in Worker(self).requests():
                 yield request
             return
         for request in self.retry_requests():
             yield request
         if self.args.retry_only:
-            logger.info("%s: retry only: %d posts to read again, no listing", self.job, len(self.retry_posts))
+            logger.info("%s: retry only: %d posts to read again, no listing", self.job,
+                        len(self.job_state.retry_posts))
+            return
+        for request in self.first_requests():
+            yield request
+
+    def first_requests(self) -> Iterator[Request]:
+        """The first request of the job's source: its first listing page, or its first requested item not done."""
+        if self.job_state.kind == "items":
+            yield from self._next_item(None)
             return
         page, cursor = self.first_page()
         if self.args.start is not None:
             logger.info("%s: starting at page %d (-a start)", self.job, page)
-        elif self.resume is None:
+        elif self.job_state.resume is None:
             logger.info("%s: starting at page 1", self.job)
         yield self.listing_request(page, cursor)
 
     def listing_request(self, page: int, cursor: str | None) -> Request:
         """The request for one listing page; plain-data meta only, callbacks by method name (JOBDIR-safe)."""
-        if page not in self._listing_answered and not self.distributed:
-            self._listing_pending[page] = cursor
+        if page not in self.job_state.listing_answered and not self.distributed:
+            self.job_state.listing_pending[page] = cursor
         return Request(
             self.listing_url(page, cursor),
             callback=self.parse_listing,
@@ -316,11 +314,11 @@ class PlatformSpider(Spider):
     def parse_listing(self, response: Response) -> Iterator[Any]:
         page_no: int = response.meta["mc_page"]
         cursor: str | None = response.meta.get("mc_cursor")
-        self._listing_pending.pop(page_no, None)
-        self._listing_answered.add(page_no)
-        self.pages_fetched += 1
+        self.job_state.listing_pending.pop(page_no, None)
+        self.job_state.listing_answered.add(page_no)
+        self.job_state.pages_fetched += 1
         source = self.source_for(response)
-        self._listing_dropped.pop(page_no, None)
+        self.job_state.listing_dropped.pop(page_no, None)
         try:
             page = self.parse_listing_payload(response, source)
         except UNREADABLE_ANSWER as e:
@@ -328,7 +326,7 @@ class PlatformSpider(Spider):
             yield from self._page_failed(page_no, cursor, f"unparseable listing: {e}")
             yield from self.after_failed_page(page_no, cursor)
             return
-        self._failed_streak = 0
+        self.job_state.failed_streak = 0
         stats = self.crawler.stats
         assert stats is not None
         for reason, count in page.skipped.items():
@@ -349,13 +347,13 @@ class PlatformSpider(Spider):
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
         if page.is_last:
-            self.source_exhausted = True
+            self.job_state.exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
         elif at_mark:
-            self.stopped_at_mark = True
-            assert self.mark is not None
+            self.job_state.stopped_at_mark = True
+            assert self.job_state.mark is not None
             logger.info("%s: page %d is all at or below the high-water mark (post %s); stopping there", self.job,
-                        page_no, self.mark.post_id)
+                        page_no, self.job_state.mark.post_id)
         else:
             # First: the next page is fetched while this page's posts go through the pipelines.
             yield from self._next_page(page_no, page.next_cursor)
@@ -378,13 +376,19 @@ class PlatformSpider(Spider):
 
         Pinned posts are out of order: they never make the page count as below the mark. A post still waiting for
         a step is judged by its id and :meth:`listed_time`."""
-        mark = self.mark
+        mark = self.job_state.mark
         if mark is None:
             return False
-        regular = [mark.covers(p.post_id, p.created_at) for p in page.posts if not is_pinned(p)]
-        regular += [mark.covers(post_id, self.listed_time(raw)) for post_id, raw in page.incomplete.items()]
-        kept = [p for p in page.posts if not mark.covers(p.post_id, p.created_at)]
-        kept_incomplete = {i: raw for i, raw in page.incomplete.items() if not mark.covers(i, self.listed_time(raw))}
+        self._refresh_below_mark(page)
+        # Posts read again for their counts (-a refresh) are kept, and keep the listing going past the mark.
+        again = self.job_state.refresh_ids
+        regular = [mark.covers(p.post_id, p.created_at) and p.post_id not in again
+                   for p in page.posts if not is_pinned(p)]
+        regular += [mark.covers(post_id, self.listed_time(raw)) and post_id not in again
+                    for post_id, raw in page.incomplete.items()]
+        kept = [p for p in page.posts if p.post_id in again or not mark.covers(p.post_id, p.created_at)]
+        kept_incomplete = {i: raw for i, raw in page.incomplete.items()
+                           if i in again or not mark.covers(i, self.listed_time(raw))}
         below = len(page.posts) + len(page.incomplete) - len(kept) - len(kept_incomplete)
         if below:
             assert self.crawler.stats is not None
@@ -393,14 +397,112 @@ class PlatformSpider(Spider):
         page.posts, page.incomplete = kept, kept_incomplete
         return bool(regular) and all(regular)
 
+    # --- Counts kept current: -a refresh (docs/records.md, "Counts kept current") ------------------------------
+
+    def _refresh_below_mark(self, page: Page) -> None:
+        """Flag the posts of ``page`` at or below the mark and published within ``-a refresh`` days: the records
+        pipeline upserts their counts and drops them (:data:`~mediacrawler.contracts.REFRESH_ONLY`). A post still
+        waiting for its steps is flagged when its chain ends."""
+        days = getattr(self.args, "refresh", None)
+        mark, again = self.job_state.mark, self.job_state.refresh_ids
+        if not days or mark is None or not setting(self.settings, "RECORDS_ENABLED"):
+            return
+        horizon = iso_utc(datetime.now(UTC) - timedelta(days=days))
+        for post in page.posts:
+            if post.created_at and post.created_at >= horizon and mark.covers(post.post_id, post.created_at):
+                post.extra[REFRESH_ONLY] = True
+                again.add(post.post_id)
+        for post_id, raw in page.incomplete.items():
+            listed = self.listed_time(raw)
+            if listed and listed >= horizon and mark.covers(post_id, listed):
+                again.add(post_id)
+        assert self.crawler.stats is not None
+        flagged = sum(p.post_id in again for p in page.posts) + sum(i in again for i in page.incomplete)
+        if flagged:
+            self.crawler.stats.inc_value("incremental/refresh", flagged)
+
+    # --- Requested items (source kind ``items``; docs/architecture.md, "Sources") -------------------------------
+
+    def item_request(self, item: str) -> Request:
+        """The request for requested item ``item``. Never filtered as a duplicate: two entries may name one URL
+        (a short link and its target), and a requested item must be answered or failed, never dropped."""
+        state = self.job_state
+        state.items_requested.add(item)
+        if not self.distributed:  # distributed: another worker may answer it (the queue answers for it)
+            state.item_pending = item
+        return Request(self.item_url(item), callback=self.parse_item, errback=self.item_failed,
+                       headers=self.listing_headers() or None, dont_filter=True,
+                       meta={"mc_api": True, "mc_item": item}, priority=LISTING_PRIORITY)
+
+    def _next_item(self, after: str | None) -> Iterator[Request]:
+        """The request for the first item after ``after`` (``None``: from the start) neither done by an earlier
+        run nor requested in this one; none left: the list is walked to its end (``exhausted``)."""
+        state = self.job_state
+        index = state.items.index(after) + 1 if after in state.items else 0
+        rest = [i for i in state.items[index:] if i not in state.items_done and i not in state.items_requested]
+        if after is None and state.items_done:
+            logger.info("%s: %d of %d items done by an earlier run (checkpoint); %d left", self.job,
+                        len(state.items_done & set(state.items)), len(state.items), len(rest))
+        if not rest:
+            state.exhausted = True
+            return
+        yield self.item_request(rest[0])
+
+    def parse_item(self, response: Response) -> Iterator[Any]:
+        item: str = response.meta["mc_item"]
+        state = self.job_state
+        if state.item_pending == item:
+            state.item_pending = None
+        source = self.source_for(response)
+        try:
+            page = self.parse_item_payload(response, source, item)
+        except UNREADABLE_ANSWER as e:
+            self._item_failed(item, f"unparseable answer: {e}")
+            yield from self._next_item(item)
+            return
+        stats = self.crawler.stats
+        assert stats is not None
+        for reason, count in page.skipped.items():
+            stats.inc_value(f"{self.platform}/skipped/{reason}", count)
+        self.crawler.signals.send_catch_log(signal=mc_signals.requested_item_parsed, spider=self, item=item,
+                                            post_ids=[p.post_id for p in page.posts] + list(page.incomplete))
+        stats.inc_value(f"{self.platform}/items")
+        # First: the next item is fetched while this one's posts go through the pipelines.
+        yield from self._next_item(item)
+        for post in page.posts:
+            yield self.emit_post(post, source)
+        for post_id, raw in page.incomplete.items():
+            yield self.start_chain(post_id, raw, source)
+
+    def item_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        item: str = request.meta["mc_item"]
+        if self.job_state.item_pending == item:
+            self.job_state.item_pending = None
+        reason, rerun_helps = self.listing_failure_reason(failure)
+        self._item_failed(item, scrub(reason), rerun_helps=rerun_helps)
+        if failure.check(PlatformRefused):
+            return iter(())  # the platform refused the job itself (login required): the spider is closing
+        return self._next_item(item)
+
+    def _item_failed(self, item: str, reason: str, *, rerun_helps: bool = True) -> None:
+        state = self.job_state
+        state.items_failed.setdefault(item, reason)
+        state.rerun_helps = bool(state.rerun_helps) or rerun_helps
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(f"{self.platform}/items_failed")
+        logger.error("%s: item %s failed for good: %s", self.job, item, reason)
+        self.crawler.signals.send_catch_log(signal=mc_signals.requested_item_failed, spider=self, item=item,
+                                            reason=reason)
+
     # --- Media left behind by earlier runs (docs/operations.md, "Incremental sync and retries") --------------
 
     def retry_requests(self) -> Iterator[Request]:
-        """A fresh read of every post in :attr:`retry_posts` (as :meth:`refresh_media_url` reads one)."""
-        for post_id in self.retry_posts:
+        """A fresh read of every post in :attr:`JobState.retry_posts` (as :meth:`refresh_media_url` reads one)."""
+        for post_id in self.job_state.retry_posts:
             request = self.post_request(post_id)
             if request is None:
-                self.retry_unreachable[post_id] = f"{self.name} cannot read one post again"
+                self.job_state.retry_unreachable[post_id] = f"{self.name} cannot read one post again"
                 continue
             yield request.replace(callback=self.parse_retry_post, errback=self.retry_post_failed,
                                   meta={**request.meta, "mc_retry_post": post_id})
@@ -410,10 +512,10 @@ class PlatformSpider(Spider):
         try:
             post = self.parse_post_payload(response, self.source_for(response))
         except UNREADABLE_ANSWER as e:
-            self.retry_unreachable[post_id] = f"unreadable: {e}"
+            self.job_state.retry_unreachable[post_id] = f"unreadable: {e}"
             return
         if post is None:
-            self.retry_unreachable[post_id] = "the post is gone"
+            self.job_state.retry_unreachable[post_id] = "the post is gone"
             return
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value("retry/posts_read")
@@ -421,7 +523,7 @@ class PlatformSpider(Spider):
 
     def retry_post_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
-        self.retry_unreachable[request.meta["mc_retry_post"]] = scrub(failure.getErrorMessage())
+        self.job_state.retry_unreachable[request.meta["mc_retry_post"]] = scrub(failure.getErrorMessage())
         return iter(())
 
     # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
@@ -437,55 +539,58 @@ class PlatformSpider(Spider):
 
     def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
-        return self._advance_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None}, source)
+        chain = self.chain_type(post_id=post_id, raw=raw, refresh=post_id in self.job_state.refresh_ids)
+        return self._advance_chain(chain, source)
 
-    def _advance_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None = None) -> Request | Post:
+    def _advance_chain(self, chain: Chain, source: Source, *, missing: str | None = None) -> Request | Post:
         step = None if missing is not None else self.next_step(chain)
         if step is None:
             if missing is not None:
                 assert self.crawler.stats is not None
                 self.crawler.stats.inc_value(f"{self.platform}/incomplete_posts")
-                logger.warning("%s: post %s is emitted without %s", self.job, chain["post_id"], missing)
-            return self.emit_post(self.post_from_chain(chain, source, missing=missing), source)
-        chain["step"] = step.name
+                logger.warning("%s: post %s is emitted without %s", self.job, chain.post_id, missing)
+            post = self.post_from_chain(chain, source, missing=missing)
+            if chain.refresh:
+                post.extra[REFRESH_ONLY] = True
+            return self.emit_post(post, source)
+        chain.step = step.name
         # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
         # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.
         return Request(step.url, callback=self.parse_chain_step, errback=self.chain_step_failed,
                        headers=step.headers or None, dont_filter=True,
-                       meta={"mc_api": True, "mc_page": source.page, "mc_cursor": source.cursor, "mc_chain": chain})
+                       meta={"mc_api": True, "mc_page": source.page, "mc_cursor": source.cursor,
+                             "mc_chain": chain.to_json()})
 
     def parse_chain_step(self, response: Response) -> Iterator[Request | Post]:
-        chain: dict[str, Any] = response.meta["mc_chain"]
+        chain = self.chain_type.from_json(response.meta["mc_chain"])
         source = self.source_for(response)
         try:
             self.parse_step(response, chain)
         except UNREADABLE_ANSWER as e:
-            yield self._advance_chain(chain, source, missing=f"{chain['step']}: {e}")
+            yield self._advance_chain(chain, source, missing=f"{chain.step}: {e}")
             return
         yield self._advance_chain(chain, source)
 
     def chain_step_failed(self, failure: Failure) -> Iterator[Request | Post]:
         request = failure.request  # type: ignore[attr-defined]
-        chain: dict[str, Any] = request.meta["mc_chain"]
+        chain = self.chain_type.from_json(request.meta["mc_chain"])
         # Even when the platform refused the job (the spider is closing), the post the page announced is emitted.
         yield self._advance_chain(chain, self.source_for(request),
-                                  missing=f"{chain['step']}: {scrub(failure.getErrorMessage())}")
+                                  missing=f"{chain.step}: {scrub(failure.getErrorMessage())}")
 
     def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
         limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
-        if self._failed_streak >= limit:
+        if self.job_state.failed_streak >= limit:
             # Pages past the real end can look like failures on some platforms; never walk on forever.
-            logger.error("%s: %d pages in a row failed; stopping at page %d", self.job, self._failed_streak, page_no)
+            logger.error("%s: %d pages in a row failed; stopping at page %d", self.job,
+                         self.job_state.failed_streak, page_no)
             return
         # Distributed: consecutive pages land on different workers, so the count is the page number's distance
         # from the job's first page (the same figure as pages_fetched of a single process).
-        fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.pages_fetched
-        total = self.page_count()
-        if total is not None and page_no >= total:  # after a failed last target: no page past it
-            return
+        fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.job_state.pages_fetched
         if self.args.max_pages is not None and fetched >= self.args.max_pages:
             logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
-            self.stopped_at_max_pages = True
+            self.job_state.stopped_at_max_pages = True
             return
         if self.pagination == "cursor":
             stop = self._cursor_stop(page_no, next_cursor)
@@ -494,24 +599,24 @@ class PlatformSpider(Spider):
                 yield from self._page_failed(page_no + 1, next_cursor, stop)
                 return
             if next_cursor is not None:
-                self._cursors_used.setdefault(next_cursor, page_no + 1)
+                self.job_state.cursors_used.setdefault(next_cursor, page_no + 1)
         yield self.listing_request(page_no + 1, next_cursor)
 
     def _cursor_stop(self, page_no: int, next_cursor: str | None) -> str | None:
         """Why a cursor listing cannot go on after page ``page_no`` (not its last), or ``None`` when it can."""
         if next_cursor is None:
             return f"the listing stopped: page {page_no} is not the last but gave no usable cursor (none, or refused)"
-        earlier = self._cursors_used.get(next_cursor)
+        earlier = self.job_state.cursors_used.get(next_cursor)
         return None if earlier is None else (f"the listing stopped at a repeated cursor: page {page_no} gave "
                                              f"{next_cursor[:40]!r}, the cursor page {earlier} was asked for with")
 
     def listing_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
         page_no = request.meta.get("mc_page", 0)
-        self._listing_pending.pop(page_no, None)
-        self._listing_dropped.pop(page_no, None)
-        self._listing_answered.add(page_no)
-        self.pages_fetched += 1
+        self.job_state.listing_pending.pop(page_no, None)
+        self.job_state.listing_dropped.pop(page_no, None)
+        self.job_state.listing_answered.add(page_no)
+        self.job_state.pages_fetched += 1
         reason, rerun_helps = self.listing_failure_reason(failure)
         # The reason goes to the log, the checkpoint and the exit message: masked (mediacrawler/scrub.py).
         yield from self._page_failed(page_no, request.meta.get("mc_cursor"), scrub(reason), rerun_helps=rerun_helps)
@@ -551,7 +656,7 @@ class PlatformSpider(Spider):
 
     def item_dropped(self, item: Any, spider: Spider, exception: BaseException, **kwargs: Any) -> None:
         """``item_dropped``: a requested item of a list is never dropped silently; one INFO line names it."""
-        if spider is not self or not self.lists_items() or not is_item(item):
+        if spider is not self or self.job_state.kind != "items" or not is_item(item):
             return
         adapter = ItemAdapter(item)
         source = adapter.get("source")
@@ -568,31 +673,46 @@ class PlatformSpider(Spider):
         """``request_dropped``: the scheduler refused a request (the duplicate filter). A listing page redirected
         to a URL already fetched is lost (its reason is kept for :meth:`spider_idle`)."""
         page_no = request.meta.get("mc_page")
-        if spider is not self or request.callback != self.parse_listing or page_no not in self._listing_pending:
+        state = self.job_state
+        if spider is not self or request.callback != self.parse_listing or page_no not in state.listing_pending:
             return
         if request.meta.get("redirect_urls"):  # redirected to a URL already fetched (a 302 to itself)
-            self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
+            state.listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
         else:
             # A same request may answer for it: JOBDIR's restored queue, or an earlier run of that JOBDIR when this
             # one goes on past the page. Else by spider_idle it is lost (a repeated URL, a forced stop's JOBDIR).
-            self._listing_dropped[page_no] = (
+            state.listing_dropped[page_no] = (
                 f"{_SEEN_DUPLICATE} ({request.url}) and never answered: a repeated URL, or a JOBDIR kept from a "
                 f"forced stop (run again without that JOBDIR)")
 
     def spider_idle(self, spider: Spider) -> None:
         """``spider_idle``: nothing is in flight, so a listing page still pending is lost: each is failed (the
         checkpoint keeps it, the exit status says so) and the crawl goes on past it as after any failed page."""
-        if spider is not self or not self._listing_pending or self.close_reason is not None:
+        state = self.job_state
+        if spider is not self or state.close_reason is not None:
             return
-        past = max(self._listing_answered, default=0)
-        lost = [(page_no, cursor) for page_no, cursor in sorted(self._listing_pending.items()) if not (
-            page_no < past and self._listing_dropped.get(page_no, "").startswith(_SEEN_DUPLICATE))]
-        self._listing_pending.clear()
+        if state.item_pending is not None:
+            # A requested item's request that reached neither callback nor errback (a middleware dropped it).
+            item, state.item_pending = state.item_pending, None
+            self._item_failed(item, "the request was dropped before it reached the spider")
+            follow_items = list(self._next_item(item))
+            assert self.crawler.engine is not None
+            for request in follow_items:
+                self.crawler.engine.crawl(request)
+            if follow_items:
+                raise DontCloseSpider
+            return
+        if not state.listing_pending:
+            return
+        past = max(state.listing_answered, default=0)
+        lost = [(page_no, cursor) for page_no, cursor in sorted(state.listing_pending.items()) if not (
+            page_no < past and state.listing_dropped.get(page_no, "").startswith(_SEEN_DUPLICATE))]
+        state.listing_pending.clear()
         follow: list[Request] = []
         for page_no, cursor in lost:
-            self._listing_answered.add(page_no)
-            reason = self._listing_dropped.pop(page_no, "the request was dropped before it reached the spider")
-            self.pages_fetched += 1
+            state.listing_answered.add(page_no)
+            reason = state.listing_dropped.pop(page_no, "the request was dropped before it reached the spider")
+            state.pages_fetched += 1
             self._page_failed(page_no, cursor, reason)
             follow.extend(self.after_failed_page(page_no, cursor))
         assert self.crawler.engine is not None
@@ -603,106 +723,34 @@ class PlatformSpider(Spider):
 
     def _page_failed(self, page_no: int, cursor: str | None, reason: str, *, rerun_helps: bool = True
                      ) -> Iterator[Any]:
-        self.failed_reasons.setdefault(page_no, reason)
-        self.pages_failed += 1
-        self._failed_streak += 1
+        state = self.job_state
+        state.failed_reasons.setdefault(page_no, reason)
+        state.pages_failed += 1
+        state.failed_streak += 1
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value(f"{self.platform}/pages_failed")
         logger.error("%s: page %d failed for good: %s", self.job, page_no, reason)
-        self.rerun_helps = bool(self.rerun_helps) or rerun_helps
+        state.rerun_helps = bool(state.rerun_helps) or rerun_helps
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
         )
         return iter(())
 
-    # --- Worker mode (docs/operations.md, "Many workers on one Redis") ------------------------------------------
+    # --- Worker mode (distributed/worker.py; docs/operations.md, "Many workers on one Redis") -----------------
 
-    async def worker_start(self) -> AsyncIterator[Request]:
-        """Serve jobs from Redis, one at a time, until none came for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
+    def take_job(self, args: Mapping[str, str]) -> None:
+        """Serve a job a worker took: ``args`` validated with the argument model, as a crawl of one job validates
+        its ``-a`` (``ValueError``: the one-line refusal), then the job's state built by :meth:`setup_job`."""
+        try:
+            self.args = self.params_model(**args)
+        except ValidationError as e:
+            raise ValueError(format_validation_error(self.name, e)) from None
+        self.setup_job()
 
-        Each job's arguments are validated again with the argument model; the first worker on a job yields its first
-        page (the others serve the job's queue). A job ends when nothing of it is queued or leased anywhere."""
-        from mediacrawler.distributed import jobs
-        from mediacrawler.distributed.scheduler import in_thread, sleep
-
-        settings = self.settings
-        board = jobs.JobBoard(settings, self.name, worker=str(self.worker_id))
-        idle_close = settings.getfloat("DISTRIBUTED_IDLE_CLOSE")
-        poll = settings.getfloat("DISTRIBUTED_JOB_POLL")
-        logger.info("%s: worker %s waiting for jobs (mediacrawler enqueue %s key=value…)", self.name,
-                    self.worker_id, self.name)
-        idle_since = time.monotonic()
-        while True:
-            try:
-                job = await in_thread(board.take)
-            except redis.RedisError as e:
-                logger.warning("%s: cannot read the job list (%s); retrying", self.name, e)
-                job = None
-                idle_since = time.monotonic()  # an outage is not idleness
-            if job is None:
-                if time.monotonic() - idle_since >= idle_close:
-                    logger.info("%s: no job for %.0f s; the worker closes", self.name, idle_close)
-                    return
-                await sleep(poll)
-                continue
-            try:
-                self.args = self.params_model(**job.args)
-            except ValidationError as e:
-                await in_thread(board.bury, job, format_validation_error(self.name, e))
-                continue
-            self._adopt(job.key)
-            self.crawler.signals.send_catch_log(signal=jobs.job_started, spider=self, job=job.key,
-                                                generation=job.generation)
-            seed = job.seed
-            while True:
-                if seed:
-                    logger.info("%s: seeding job %s", self.name, job.key)
-                    for request in self.retry_requests():  # the job's posts with media pending retry, first
-                        yield request
-                    page, cursor = self.first_page()
-                    yield self.listing_request(page, cursor)
-                    seed = False
-                await sleep(poll)
-                try:
-                    state = await in_thread(board.state, job, self)
-                except redis.RedisError:
-                    continue
-                if state in ("done", "lost"):
-                    break
-                seed = state == "seed"
-            if state == "lost":
-                # Neither finished nor failed: its data is gone. No job_finished (no mark moves); the scheduler
-                # finds the stamp gone and closes the spider with redis_data_lost (exit status 1).
-                logger.error("%s: job %s: its generation stamp is gone from Redis (restarted without "
-                             "persistence?); the worker stops serving jobs", self.name, job.key)
-                return
-            logger.info("%s: job %s finished", self.name, job.key)
-            self.crawler.signals.send_catch_log(signal=jobs.job_finished, spider=self, job=job.key)
-            self.job_queue = None
-            idle_since = time.monotonic()
-
-    def queue_hosts(self) -> frozenset[str]:
-        """The hosts of this platform's configured roots (:attr:`root_settings`): the only ones a request decoded
-        from the shared queue may go to."""
-        hosts = (urlsplit(str(self.settings.get(name) or "")).hostname for name in self.root_settings)
-        return frozenset(h.lower() for h in hosts if h)
-
-    def _adopt(self, job_key: str) -> None:
-        """Serve job ``job_key`` (``self.args`` already set): per-job state starts afresh."""
-        self.job = self.job_key()
-        if self.job != job_key:
-            logger.warning("%s: job key %s computed as %s here", self.name, job_key, self.job)
-        self.job_queue = job_key
-        self.resume = None
-        self.source_exhausted = False
-        self.pages_fetched = self.pages_failed = self._failed_streak = 0
-        self.stopped_at_max_pages = False
-        self.rerun_helps = None
-        for per_job in (self.failed_reasons, self._cursors_used, self._listing_pending):
-            per_job.clear()
-        self._listing_dropped.clear()
-        self._listing_answered.clear()
-        logger.info("%s: worker %s serves job %s", self.name, self.worker_id, job_key)
+    def seed_requests(self) -> Iterator[Request]:
+        """A job's first requests: its posts with media pending retry, then its first listing page or item."""
+        yield from self.retry_requests()
+        yield from self.first_requests()
 
     # --- Expired media URLs ----------------------------------------------------------------------------------
 
@@ -770,7 +818,7 @@ class PlatformSpider(Spider):
         return found
 
     def closed(self, reason: str) -> None:
-        self.close_reason = reason
+        self.job_state.close_reason = reason
 
     def now_iso(self) -> str:
         return utc_now_iso()

@@ -173,7 +173,8 @@ class CommentThreads(PlatformSpider):
 
     def _resumed(self, post_id: str) -> ThreadState | None:
         """The stored state of ``post_id``'s thread when the checkpoint kept it open (a resumed run)."""
-        stored = (getattr(self.resume, "threads", None) or {}).get(post_id)
+        resume = self.job_state.resume
+        stored = resume.threads.get(post_id) if resume is not None else None
         if not isinstance(stored, dict):
             return None
         state = ThreadState.from_json(stored)
@@ -189,8 +190,8 @@ class CommentThreads(PlatformSpider):
             return
         for post_id, raw in waiting.items():
             try:
-                posts.append(self.post_from_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None},
-                                                  source, missing="below the mark"))
+                posts.append(self.post_from_chain(self.chain_type(post_id=post_id, raw=raw), source,
+                                                  missing="below the mark"))
             except UNREADABLE_ANSWER as e:
                 logger.debug("%s: post %s below the mark: no thread to refresh (%s)", self.job, post_id, e)
         for post in posts:
@@ -207,11 +208,10 @@ class CommentThreads(PlatformSpider):
 
     def thread_mark(self, post: Post) -> list[str | None] | None:
         """The newest top-level comment of the last complete walk of ``post``'s thread (incremental; set by the
-        marks extension as ``thread_marks``), ``None`` for a full walk."""
-        marks = getattr(self, "thread_marks", None)
-        if not marks or getattr(self.args, "full", False):
+        marks extension in :attr:`JobState.thread_marks`), ``None`` for a full walk."""
+        if getattr(self.args, "full", False):
             return None
-        mark = marks.get(post.post_id)
+        mark = self.job_state.thread_marks.get(post.post_id)
         return list(mark) if isinstance(mark, list) else None
 
     def within_refresh(self, created_at: str | None) -> bool:

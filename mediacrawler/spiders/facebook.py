@@ -15,19 +15,19 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
-from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers import facebook_comments
 from mediacrawler.parsers._common import CommentPage, Page, PlatformError
-from mediacrawler.spiders._args import SpiderParams, digits_arg, matched_arg, one_target
-from mediacrawler.spiders._base import Step
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
+from mediacrawler.spiders._chain import Chain, Step
 from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
@@ -58,11 +58,21 @@ class FacebookParams(SpiderParams):
         return one_target(self, names=("page", "video"), message="give exactly one of -a page=<id> or -a video=<id>")
 
 
+@dataclass
+class FacebookChain(Chain):
+    """A post with videos whose attachment has no source: the video nodes asked, and the sources found
+    (video id → ``[url, length]``)."""
+
+    tried: list[str] = field(default_factory=list)
+    sources: dict[str, list[Any]] = field(default_factory=dict)
+
+
 class FacebookSpider(Args[FacebookParams], CommentThreads):
     """Crawls a Facebook page's posts (or one video) into :class:`~mediacrawler.items.Post` records."""
 
     name = "facebook"
     platform = "facebook"
+    chain_type = FacebookChain
     root_settings = ("FACEBOOK_GRAPH_URL",)
     params_model = FacebookParams
     args: FacebookParams
@@ -123,39 +133,37 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
         return parser.parse_created_time(raw.get("created_time")) if isinstance(raw, dict) else None
 
     # --- videos without a source: one video node per step -----------------------------------------------------
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
-        data = chain["data"]
-        tried = set(data.get("tried", ()))
-        post = parser.post_from_raw(chain["raw"], video_sources=self._sources(chain))
+    def next_step(self, chain: FacebookChain) -> Step | None:
+        tried = set(chain.tried)
+        post = parser.post_from_raw(chain.raw, video_sources=self._sources(chain))
         for video_id in post.extra.get("videos_unavailable", ()):
             if video_id not in tried:
                 return Step(f"video:{video_id}", self._video_url(video_id))
         return None
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
-        video_id = str(chain["step"]).split(":", 1)[1]
-        data = chain["data"]
-        data.setdefault("tried", []).append(video_id)
+    def parse_step(self, response: Response, chain: FacebookChain) -> None:
+        video_id = str(chain.step).split(":", 1)[1]
+        chain.tried.append(video_id)
         try:
             url, length = parser.parse_video_node(json.loads(response.text), secrets=self._secrets())
         except PlatformError as e:
             if e.kind != "not_found":
                 raise
             # The token may not download this video: the post keeps it listed under videos_unavailable.
-            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain["post_id"], e)
+            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain.post_id, e)
             return
-        data.setdefault("sources", {})[video_id] = [url, length]
+        chain.sources[video_id] = [url, length]
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
-        post = parser.post_from_raw(chain["raw"], source=source, fetched_at=self.now_iso(),
+    def post_from_chain(self, chain: FacebookChain, source: Source, *, missing: str | None) -> Post:
+        post = parser.post_from_raw(chain.raw, source=source, fetched_at=self.now_iso(),
                                     video_sources=self._sources(chain))
         if missing is not None:
             post.extra["incomplete"] = missing
         return post
 
     @staticmethod
-    def _sources(chain: dict[str, Any]) -> dict[str, tuple[str, float | None]]:
-        return {vid: (str(found[0]), found[1]) for vid, found in chain["data"].get("sources", {}).items()}
+    def _sources(chain: FacebookChain) -> dict[str, tuple[str, float | None]]:
+        return {vid: (str(found[0]), found[1]) for vid, found in chain.sources.items()}
 
     # --- comments: /{post}/comments?filter=stream (replies listed too), /{comment}/comments for the rest -------
     # The next page is asked for with the cursor ``after`` alone: paging.next carries the token, never followed.
