@@ -11,3 +11,17 @@ page_parsed = object()
 #: A listing page failed for good (retries exhausted, unparseable, platform error). Arguments: ``spider``,
 #: ``page``, ``cursor``, ``reason`` (str).
 page_failed = object()
+
+#: A requested item of an ``items`` job was answered and parsed. Arguments: ``spider``, ``item`` (its key, as in
+#: ``JobState.items``), ``post_ids`` (list[str]: every post it will emit; none when it names a post already named).
+requested_item_parsed = object()
+
+#: A requested item failed for good. Arguments: ``spider``, ``item``, ``reason`` (str).
+requested_item_failed = object()
+
+#: A comment thread moved (spiders/_threads.py). Arguments: ``spider``, ``post_id``, ``state`` (the thread's
+#: ``ThreadState`` as plain JSON: the one that fetches the page just read again; at the end its final state, or
+#: ``None`` after an error), ``comment_ids`` (the comments that page emits, sent before any of them), ``done``
+#: (the thread ended: its post is emitted next), ``mark`` (at the end of a complete walk: ``[id, created_at]`` of
+#: the thread's newest top-level comment, else None).
+thread_progress = object()

@@ -6,6 +6,7 @@ really stored. The document and its stores are :mod:`mediacrawler.checkpoints`; 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from twisted.internet.task import LoopingCall
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
-from mediacrawler.contracts import AlreadyStored, Resume
+from mediacrawler.contracts import AlreadyStored, Resume, is_comment
 from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
@@ -51,9 +52,14 @@ class _PageState:
         return not self.failed and not +self.pending
 
 
+#: One page of a comment thread as the checkpoint follows it: the state that fetches it, its comments not yet out
+#: of the pipelines, and those out.
+_ThreadPage = tuple[dict[str, Any] | None, Counter[str], set[str]]
+
+
 def _source_of(item: Any) -> tuple[str | None, int | None, str | None]:
     """(job, page, post_id) of an item, ``None`` parts when the item does not say."""
-    if not is_item(item):
+    if not is_item(item) or is_comment(item):
         return None, None, None
     adapter = ItemAdapter(item)
     source = adapter.get("source")
@@ -80,9 +86,18 @@ class CheckpointExtension:
         self.sync = settings.getbool("CHECKPOINT_SYNC_FEEDS", True)
         self.checkpoint: Checkpoint | None = None  # the state of the running job; None: not a checkpointed spider
         self.skip_ids: frozenset[str] = frozenset()
+        self.skip_comment_ids: frozenset[str] = frozenset()
         self.skip_pipeline = False
         self._pages: dict[int, _PageState] = {}
+        #: Open comment threads: post id → ``[state, comments not yet out, comments out]`` per page read, oldest
+        #: first; the first with comments not yet out is the thread's resume point (``Checkpoint.threads``).
+        self._threads: dict[str, list[_ThreadPage]] = {}
         self._stored: dict[int, set[str]] = {}
+        #: ``items`` jobs: the items requested, the posts each answered item still has in the pipelines, and the
+        #: item each such post belongs to.
+        self._requested: list[str] = []
+        self._items: dict[str, Counter[str]] = {}
+        self._post_items: dict[str, str] = {}
         self._dirty = False
         # Writes are coalesced (CHECKPOINT_WRITE_INTERVAL) and happen after every item_scraped handler of the turn
         # (the feed exporter's included) has run, so the flush before the write covers every item it counts.
@@ -94,9 +109,12 @@ class CheckpointExtension:
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.page_parsed, signal=mc_signals.page_parsed)
         crawler.signals.connect(self.page_failed, signal=mc_signals.page_failed)
+        crawler.signals.connect(self.requested_item_parsed, signal=mc_signals.requested_item_parsed)
+        crawler.signals.connect(self.requested_item_failed, signal=mc_signals.requested_item_failed)
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
+        crawler.signals.connect(self.thread_progress, signal=mc_signals.thread_progress)
         #: Shared mode (a Redis store): events waiting for the next batch, and the run they belong to.
         self.shared = bool(getattr(self.store, "shared", False))
         self._events: list[dict[str, Any]] = []
@@ -131,6 +149,10 @@ class CheckpointExtension:
             self._flusher.start(self.interval, now=False)
             if getattr(spider, "worker_id", None):
                 return  # a worker opens each job's checkpoint on job_started
+            if state.kind == "items":
+                logger.info("%s: a list of items keeps no shared checkpoint (the shared dedupe cache answers for "
+                            "the items stored)", key)
+                return
             # A one-job crawl: several processes may share its queue; one whose queue is seeded joins the run.
             store: Any = self.store
             try:
@@ -142,19 +164,13 @@ class CheckpointExtension:
         key = check_key(key)
         if isinstance(self.store, FileCheckpointStore):
             self.store.remove_stale_temps(key)
-        old: Checkpoint | None = None
-        if getattr(args, "reset_checkpoint", False):
-            if self.store.delete(key):
-                logger.info("%s: checkpoint reset (%s deleted)", key, self.store.location(key))
-            self.stats.set_value("checkpoint/reset", True)
-        else:
-            try:
-                old = self.store.load(key)
-            except CheckpointCorrupt as e:
-                moved = self.store.quarantine(key)
-                logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from page 1",
-                               key, self.store.location(key), e, moved)
-                self.stats.inc_value("checkpoint/corrupt")
+        if state.kind == "items":
+            self._open_items(spider, key, args)
+            return
+        old = self._load(key, args, start_at="page 1")
+        if old is not None and old.kind != "listing":
+            logger.info("%s: checkpoint %s is not a listing's; not resumed", key, self.store.location(key))
+            old = None
         if old is not None and old.last_page is not None and old.watermark >= old.last_page:
             # A complete run's checkpoint (left by a version that wrote it back after clearing it): the source was
             # covered, so this run starts where any run after a complete one does (page 1, or -a start).
@@ -175,13 +191,19 @@ class CheckpointExtension:
             # last_page is not carried over: only this run's own end-of-list signal may clear the checkpoint.
             cp.failed_pages = list(old.failed_pages)
             stored = {page: set(ids) for page, ids in old.stored.items()}
+            comments = {i for entry in old.threads.values() for i in entry["stored"]}
             # Records exported after the last checkpoint write, before the process died: stored all the same.
             for mark in old.feeds:
-                for page, ids in scan_feed_tail(mark, key).items():
+                for page, ids in scan_feed_tail(mark, key, comments=comments).items():
                     stored.setdefault(page, set()).update(ids)
             self._stored = {page: ids for page, ids in stored.items() if page > cp.watermark}
             self.skip_ids = frozenset(i for ids in stored.values() for i in ids)
-            state.resume = Resume(page=cp.next_page, cursor=cp.next_cursor)
+            self.skip_comment_ids = frozenset(comments)
+            cp.threads = dict(old.threads)  # open until their posts are stored, in this run or a later one
+            state.resume = Resume(page=cp.next_page, cursor=cp.next_cursor,
+                                  threads={post: entry["state"] for post, entry in old.threads.items()})
+            if old.threads:
+                logger.info("%s: %d comment threads resume at their stored cursors", key, len(old.threads))
             logger.info(
                 "%s: resuming at page %d%s from checkpoint %s (pages up to %d done; %d posts of later pages "
                 "already stored)", key, cp.next_page, f" (cursor {cp.next_cursor})" if cp.next_cursor else "",
@@ -197,6 +219,48 @@ class CheckpointExtension:
             # Write the absorbed ids now: the feed marks they came from are replaced by this run's.
             self._dirty = True
             self.commit()
+
+    def _load(self, key: str, args: Any, *, start_at: str) -> Checkpoint | None:
+        """The job's checkpoint (``None``: none, reset with ``-a reset_checkpoint``, or unusable: moved aside)."""
+        if getattr(args, "reset_checkpoint", False):
+            if self.store.delete(key):
+                logger.info("%s: checkpoint reset (%s deleted)", key, self.store.location(key))
+            self.stats.set_value("checkpoint/reset", True)
+            return None
+        try:
+            return self.store.load(key)
+        except CheckpointCorrupt as e:
+            moved = self.store.quarantine(key)
+            logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from %s",
+                           key, self.store.location(key), e, moved, start_at)
+            self.stats.inc_value("checkpoint/corrupt")
+            return None
+
+    def _open_items(self, spider: Spider, key: str, args: Any) -> None:
+        """An ``items`` job: its checkpoint says which requested items are done; only the others are fetched."""
+        state = job_state(spider)
+        assert state is not None
+        self._requested = list(state.items)
+        old = self._load(key, args, start_at="the first item")
+        if old is not None and old.kind != "items":
+            # Left by a version that walked a list as pages: its page numbers say nothing of which item is done.
+            logger.info("%s: checkpoint %s is not an items checkpoint; not resumed", key, self.store.location(key))
+            old = None
+        done = [i for i in old.done if i in set(self._requested)] if old is not None else []
+        if old is not None and set(self._requested) <= set(done):
+            self.store.delete(key)  # a completed list's (its clearing failed): a run after it starts afresh
+            logger.info("%s: checkpoint %s is of a completed run; deleted, not resumed", key,
+                        self.store.location(key))
+            old, done = None, []
+        self.checkpoint = Checkpoint(key=key, spider=spider.name, kind="items", seq=old.seq if old else 0,
+                                     done=done)
+        state.items_done = set(done)
+        if old is not None:
+            total = len(self._requested)
+            logger.info("%s: resuming from checkpoint %s: %d of %d items done, the other %d are fetched", key,
+                        self.store.location(key), len(done), total, total - len(done))
+            self.stats.set_value("checkpoint/items_done_before", len(done))
+        self._check_feeds(key)
 
     def _check_feeds(self, key: str) -> None:
         if not self.sync:
@@ -249,6 +313,27 @@ class CheckpointExtension:
         logger.info("%s: page %d failed; the checkpoint stays before it (next run fetches it again)", cp.key, page)
         self._changed()
 
+    def requested_item_parsed(self, spider: Spider, item: str, post_ids: Sequence[str]) -> None:
+        cp = self.checkpoint
+        if cp is None or cp.kind != "items":
+            return
+        pending = Counter(str(i) for i in post_ids)
+        self._items[item] = pending
+        for post_id in pending:
+            self._post_items[post_id] = item
+        self._changed()
+
+    def requested_item_failed(self, spider: Spider, item: str, reason: str) -> None:
+        cp = self.checkpoint
+        if cp is None or cp.kind != "items":
+            return
+        self._items.pop(item, None)
+        if item not in cp.failed_items:
+            cp.failed_items.append(item)
+        logger.info("%s: item %s failed; the checkpoint keeps it undone (the next run fetches it again)", cp.key,
+                    item)
+        self._changed()
+
     def item_scraped(self, item: Any, spider: Spider) -> None:
         self._item_left(item, stored=True)
 
@@ -268,12 +353,66 @@ class CheckpointExtension:
         self._dirty = True
         self.commit()
 
+    def thread_progress(self, spider: Spider, post_id: str, state: dict[str, Any] | None, comment_ids: list[str],
+                        done: bool, **kwargs: Any) -> None:
+        """A thread read a page (or ended): its resume point moves once the comments before it are out."""
+        if self.checkpoint is None:
+            return
+        self._threads.setdefault(post_id, []).append((state, Counter(comment_ids), set()))
+        self._thread_moved(post_id)
+
+    def _comment_left(self, item: Any) -> None:
+        adapter = ItemAdapter(item)
+        comment_id, queue = str(adapter.get("comment_id")), self._threads.get(str(adapter.get("post_id")))
+        for _, pending, out in queue or ():
+            if pending[comment_id] > 0:
+                pending[comment_id] -= 1
+                out.add(comment_id)  # out of the pipelines (stored, or dropped for good): never emitted again
+                self._thread_moved(str(adapter.get("post_id")))
+                return
+
+    def _thread_moved(self, post_id: str) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        queue = self._threads[post_id]
+        while len(queue) > 1 and not +queue[0][1]:
+            queue.pop(0)
+        state, _, out = queue[0]
+        self._thread_entry(post_id, None if state is None else {"state": state, "stored": sorted(out)})
+
+    def _thread_entry(self, post_id: str, entry: dict[str, Any] | None) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        if self.shared:
+            # As JSON text: the script stores it as it comes (its JSON library would write an empty list as {}).
+            self._events.append({"t": "th", "id": post_id, "e": None if entry is None else json.dumps(entry)})
+            return
+        if entry is None:
+            cp.threads.pop(post_id, None)
+        else:
+            cp.threads[post_id] = entry
+        self._dirty = True
+        self._commit_later.schedule(self.write_interval)
+
     def _item_left(self, item: Any, *, stored: bool, failed: bool = False) -> None:
         cp = self.checkpoint
         if cp is None:
             return
+        if is_comment(item):
+            self._comment_left(item)
+            return
         job, page, post_id = _source_of(item)
-        if job != cp.key or page is None or post_id is None:
+        if not failed and post_id and (post_id in cp.threads or post_id in self._threads):
+            # A thread's post is emitted when the thread ended: once it left the pipelines (stored, or dropped as
+            # stored before), the thread is closed; after an item error its final state stays, for the next run.
+            self._threads.pop(post_id, None)
+            self._thread_entry(post_id, None)
+        if job != cp.key or post_id is None:
+            return
+        if cp.kind == "items":
+            self._requested_post_left(post_id, failed=failed)
+            return
+        if page is None:
             return
         if self.shared:
             self._events.append({"t": "d", "p": page, "id": post_id, "s": int(stored), "f": int(failed)})
@@ -293,6 +432,22 @@ class CheckpointExtension:
                 cp.failed_pages.append(page)
         self._changed()
 
+    def _requested_post_left(self, post_id: str, *, failed: bool) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        item = self._post_items.get(post_id)
+        pending = self._items.get(item) if item is not None else None
+        if item is None or pending is None:
+            return  # a post of no item answered in this run (a retried post)
+        if pending[post_id] > 0:
+            pending[post_id] -= 1
+        if failed:
+            # A pipeline error: the item stays undone, so the next run fetches it again.
+            del self._items[item]
+            if item not in cp.failed_items:
+                cp.failed_items.append(item)
+        self._changed()
+
     def already_stored(self, post_id: str) -> bool:
         """Whether an earlier, interrupted run of this job stored *post_id* (the skip pipeline asks)."""
         return post_id in self.skip_ids
@@ -305,6 +460,14 @@ class CheckpointExtension:
     def _advance(self) -> None:
         cp = self.checkpoint
         assert cp is not None
+        if cp.kind == "items":
+            for item, pending in list(self._items.items()):
+                if not +pending:  # answered, and every post it announced is out of the pipelines
+                    del self._items[item]
+                    if item not in cp.done:
+                        cp.done.append(item)
+            self.stats.set_value("checkpoint/items_done", len(cp.done))
+            return
         while (state := self._pages.get(cp.watermark + 1)) is not None and state.done:
             page = cp.watermark + 1
             cp.watermark, cp.next_page, cp.next_cursor = page, page + 1, state.next_cursor
@@ -338,8 +501,11 @@ class CheckpointExtension:
         self.stats.inc_value("checkpoint/writes")
 
     def completed(self) -> bool:
-        """The source is done: its last page was reached and every page up to it is stored."""
+        """The source is done: its last page was reached and every page up to it is stored (``items``: every item
+        requested is done)."""
         cp = self.checkpoint
+        if cp is not None and cp.kind == "items":
+            return set(self._requested) <= set(cp.done)
         return cp is not None and cp.last_page is not None and cp.watermark >= cp.last_page
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
@@ -367,7 +533,10 @@ class CheckpointExtension:
                 self.stats.inc_value("checkpoint/write_errors")
                 return
             self.stats.set_value("checkpoint/cleared", True)
-            logger.info("%s: source completed (last page %d stored); checkpoint cleared", cp.key, cp.last_page)
+            if cp.kind == "items":
+                logger.info("%s: source completed (all %d items done); checkpoint cleared", cp.key, len(cp.done))
+            else:
+                logger.info("%s: source completed (last page %d stored); checkpoint cleared", cp.key, cp.last_page)
             # The job's state ends here: a feed opened later (an empty export is created at close) must not
             # write the cleared checkpoint back, which would make the next run resume past page 1.
             self.checkpoint = None
@@ -376,6 +545,12 @@ class CheckpointExtension:
         self.commit()
         self.checkpoint = None
         why = f"closed: {reason}"
+        if cp.kind == "items":
+            left = len(set(self._requested) - set(cp.done))
+            logger.info("%s: checkpoint kept: %d of %d items done (%s); the next run fetches the other %d", cp.key,
+                        len(cp.done), len(self._requested), why if reason != "finished" else
+                        f"{len(cp.failed_items)} failed", left)
+            return
         if reason == "finished":
             why = (f"page {min(cp.failed_pages)} failed" if cp.failed_pages else
                    "the last page was not reached" if cp.last_page is None else "not every page was stored")
@@ -390,6 +565,7 @@ class CheckpointExtension:
     def job_started(self, spider: Spider, job: str) -> None:
         """A worker starts serving *job*: start or join the run of its shared checkpoint (resume from it)."""
         self.checkpoint, self._token, self._events, self.skip_ids = None, None, [], frozenset()
+        self._threads, self.skip_comment_ids = {}, frozenset()
         store: Any = self.store
         try:
             token = store.run_token(spider.name, job)
@@ -399,6 +575,11 @@ class CheckpointExtension:
             return
         if token is None:
             return  # finished meanwhile by another worker: opening a run now would undo the end of the last one
+        state = job_state(spider)
+        if state is not None and state.kind == "items":
+            logger.info("%s: a list of items keeps no shared checkpoint (the shared dedupe cache answers for the "
+                        "items stored)", job)
+            return
         self._open_shared(spider, check_key(job), token=token, join=False)
 
     def job_finished(self, spider: Spider, job: str) -> None:
@@ -434,9 +615,12 @@ class CheckpointExtension:
             return
         self.checkpoint = cp or Checkpoint(key=key, spider=spider.name)
         self.skip_ids = frozenset(self.checkpoint.stored_ids())
-        if page > 1 or cursor:
+        threads = self.checkpoint.threads
+        self.skip_comment_ids = frozenset(i for entry in threads.values() for i in entry["stored"])
+        if page > 1 or cursor or threads:
             if (state := job_state(spider)) is not None:
-                state.resume = Resume(page=page, cursor=cursor)
+                state.resume = Resume(page=page, cursor=cursor,
+                                      threads={post: entry["state"] for post, entry in threads.items()})
             self.stats.set_value("checkpoint/resumed_at", page)
         logger.info("%s: %s the run of shared checkpoint %s at page %d%s (%d posts of later pages already stored)",
                     key, "started" if started else "joined", store.location(key), page,

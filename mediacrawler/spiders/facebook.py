@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -23,9 +24,11 @@ from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
-from mediacrawler.parsers._common import Page, PlatformError
+from mediacrawler.parsers import facebook_comments
+from mediacrawler.parsers._common import CommentPage, Page, PlatformError
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._chain import Chain, Step
+from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
 #: The fields of a post the parser reads (parsers/facebook.py).
@@ -55,16 +58,27 @@ class FacebookParams(SpiderParams):
         return one_target(self, names=("page", "video"), message="give exactly one of -a page=<id> or -a video=<id>")
 
 
-class FacebookSpider(Args[FacebookParams], PlatformSpider):
+@dataclass
+class FacebookChain(Chain):
+    """A post with videos whose attachment has no source: the video nodes asked, and the sources found
+    (video id → ``[url, length]``)."""
+
+    tried: list[str] = field(default_factory=list)
+    sources: dict[str, list[Any]] = field(default_factory=dict)
+
+
+class FacebookSpider(Args[FacebookParams], CommentThreads):
     """Crawls a Facebook page's posts (or one video) into :class:`~mediacrawler.items.Post` records."""
 
     name = "facebook"
     platform = "facebook"
+    chain_type = FacebookChain
     root_settings = ("FACEBOOK_GRAPH_URL",)
     params_model = FacebookParams
     args: FacebookParams
     pagination = "cursor"
     credential_env = "FACEBOOK_ACCESS_TOKEN"
+    replies_inline = True  # filter=stream lists replies among the comments
 
     def credential_headers(self, secret: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"}
@@ -119,36 +133,62 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
         return parser.parse_created_time(raw.get("created_time")) if isinstance(raw, dict) else None
 
     # --- videos without a source: one video node per step -----------------------------------------------------
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
-        data = chain["data"]
-        tried = set(data.get("tried", ()))
-        post = parser.post_from_raw(chain["raw"], video_sources=self._sources(chain))
+    def next_step(self, chain: FacebookChain) -> Step | None:
+        tried = set(chain.tried)
+        post = parser.post_from_raw(chain.raw, video_sources=self._sources(chain))
         for video_id in post.extra.get("videos_unavailable", ()):
             if video_id not in tried:
                 return Step(f"video:{video_id}", self._video_url(video_id))
         return None
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
-        video_id = str(chain["step"]).split(":", 1)[1]
-        data = chain["data"]
-        data.setdefault("tried", []).append(video_id)
+    def parse_step(self, response: Response, chain: FacebookChain) -> None:
+        video_id = str(chain.step).split(":", 1)[1]
+        chain.tried.append(video_id)
         try:
             url, length = parser.parse_video_node(json.loads(response.text), secrets=self._secrets())
         except PlatformError as e:
             if e.kind != "not_found":
                 raise
             # The token may not download this video: the post keeps it listed under videos_unavailable.
-            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain["post_id"], e)
+            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain.post_id, e)
             return
-        data.setdefault("sources", {})[video_id] = [url, length]
+        chain.sources[video_id] = [url, length]
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
-        post = parser.post_from_raw(chain["raw"], source=source, fetched_at=self.now_iso(),
+    def post_from_chain(self, chain: FacebookChain, source: Source, *, missing: str | None) -> Post:
+        post = parser.post_from_raw(chain.raw, source=source, fetched_at=self.now_iso(),
                                     video_sources=self._sources(chain))
         if missing is not None:
             post.extra["incomplete"] = missing
         return post
 
     @staticmethod
-    def _sources(chain: dict[str, Any]) -> dict[str, tuple[str, float | None]]:
-        return {vid: (str(found[0]), found[1]) for vid, found in chain["data"].get("sources", {}).items()}
+    def _sources(chain: FacebookChain) -> dict[str, tuple[str, float | None]]:
+        return {vid: (str(found[0]), found[1]) for vid, found in chain.sources.items()}
+
+    # --- comments: /{post}/comments?filter=stream (replies listed too), /{comment}/comments for the rest -------
+    # The next page is asked for with the cursor ``after`` alone: paging.next carries the token, never followed.
+    def _comments_url(self, node: str, cursor: str | None, *, stream: bool, limit: int) -> str:
+        query: dict[str, Any] = {"fields": facebook_comments.COMMENT_FIELDS, "order": "chronological",
+                                 "limit": limit}
+        if stream:
+            query["filter"] = "stream"
+        if cursor:
+            query["after"] = cursor
+        return f"{self.base_url}/{quote(node)}/comments?{urlencode(query)}"
+
+    def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
+        return self._comments_url(state.thread_id, cursor, stream=True,
+                                  limit=self.settings.getint("FACEBOOK_PAGE_SIZE"))
+
+    def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
+        return self._comments_url(root_id, cursor, stream=False,
+                                  limit=self.settings.getint("COMMENTS_REPLY_PAGE_SIZE"))
+
+    def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
+        return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, roots=state.known,
+                                                source=source, fetched_at=self.now_iso(), secrets=self._secrets())
+
+    def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
+                         ) -> CommentPage:
+        return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, root_id=root_id,
+                                                source=source, fetched_at=self.now_iso(), secrets=self._secrets())

@@ -12,6 +12,7 @@ and expire (``Expires``/``ssig``); a download that outlives its URL reads the po
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,9 +22,11 @@ from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
-from mediacrawler.parsers._common import Page, http_date, job_slug
+from mediacrawler.parsers import weibo_comments
+from mediacrawler.parsers._common import CommentPage, Page, http_date, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._chain import Chain, Step
+from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 
 class WeiboParams(SpiderParams):
@@ -48,11 +51,20 @@ class WeiboParams(SpiderParams):
                           message="give exactly one of -a uid=<digits> or -a keyword=<text>")
 
 
-class WeiboSpider(Args[WeiboParams], PlatformSpider):
+@dataclass
+class WeiboChain(Chain):
+    """A post marked isLongText: its full text, once ``/statuses/extend`` answered (``None``: it had none)."""
+
+    extended: bool = False
+    long_text: str | None = None
+
+
+class WeiboSpider(Args[WeiboParams], CommentThreads):
     """Crawls a Weibo user timeline or keyword search into :class:`~mediacrawler.items.Post` records."""
 
     name = "weibo"
     platform = "weibo"
+    chain_type = WeiboChain
     root_settings = ("WEIBO_BASE_URL",)
     params_model = WeiboParams
     args: WeiboParams
@@ -95,27 +107,26 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
             now=http_date(response.headers.get(b"Date")),  # "5分钟前" is relative to when Weibo wrote the answer
         )
 
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
+    def next_step(self, chain: WeiboChain) -> Step | None:
         # One step: the full text of a post marked isLongText.
-        if "long_text" in chain["data"]:
+        if chain.extended:
             return None
-        return Step("extend", f"{self.base_url}/statuses/extend?{urlencode({'id': chain['post_id']})}",
+        return Step("extend", f"{self.base_url}/statuses/extend?{urlencode({'id': chain.post_id})}",
                     headers=self.listing_headers())
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+    def parse_step(self, response: Response, chain: WeiboChain) -> None:
         try:
             long_text = parser.parse_long_text(json.loads(response.text))
         except ValueError:
             long_text = None
         if long_text is None:
-            self.logger.warning("weibo: no long text for post %s; keeping the truncated text", chain["post_id"])
-        chain["data"]["long_text"] = long_text
+            self.logger.warning("weibo: no long text for post %s; keeping the truncated text", chain.post_id)
+        chain.extended, chain.long_text = True, long_text
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+    def post_from_chain(self, chain: WeiboChain, source: Source, *, missing: str | None) -> Post:
         # The record is never lost for want of its full text: without it, it is the truncated text, marked
         # extra.long_text = "truncated" by the parser.
-        return parser.parse_mblog(chain["raw"], source=source, fetched_at=self.now_iso(),
-                                  long_text=chain["data"].get("long_text"))
+        return parser.parse_mblog(chain.raw, source=source, fetched_at=self.now_iso(), long_text=chain.long_text)
 
     def post_request(self, post_id: str) -> Request | None:
         return Request(
@@ -129,3 +140,25 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         mblog = parser.parse_show(json.loads(response.text))
         return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
                                                              now=http_date(response.headers.get(b"Date")))
+
+    # --- comments: /comments/hotflow, then /comments/hotFlowChild per comment with replies --------------------
+    def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
+        max_id, max_id_type = weibo_comments.split_cursor(cursor)
+        query = {"id": state.thread_id, "mid": state.thread_id, "max_id_type": max_id_type}
+        if cursor:
+            query["max_id"] = max_id
+        return f"{self.base_url}/comments/hotflow?{urlencode(query)}"
+
+    def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
+        query = {"cid": root_id, "max_id": weibo_comments.split_cursor(cursor)[0], "max_id_type": 0}
+        return f"{self.base_url}/comments/hotFlowChild?{urlencode(query)}"
+
+    def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
+        return weibo_comments.parse_hotflow(json.loads(response.text), post_id=state.post_id, source=source,
+                                            fetched_at=self.now_iso(), now=http_date(response.headers.get(b"Date")))
+
+    def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
+                         ) -> CommentPage:
+        return weibo_comments.parse_hotflow_child(json.loads(response.text), post_id=state.post_id,
+                                                  root_id=root_id, source=source, fetched_at=self.now_iso(),
+                                                  now=http_date(response.headers.get(b"Date")))
