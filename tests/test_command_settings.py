@@ -2,7 +2,8 @@
 (commands/options.py ``checked_settings``; docs/operations.md, "Commands and settings"), run from a directory with
 no scrapy.cfg, where the defaults (``checkpoints/``, ``files/``) point at nothing. ``export`` and ``library`` are
 in tests/test_export.py and tests/test_library.py (``-s RECORDS_DB``, ``-s FILES_STORE``), ``retry`` in
-tests/test_retry.py, ``demo`` in tests/test_demo_cli.py (``-s RECORDS_DB``)."""
+tests/test_retry.py, ``demo`` in tests/test_demo_cli.py (``-s RECORDS_DB``), ``web`` here (refusing the database
+of ``-s``) and in tests/test_web_api.py."""
 
 from __future__ import annotations
 
@@ -120,3 +121,8 @@ def test_a_records_database_that_cannot_be_read_is_one_line_for_each_command(
     assert f"records database {damaged}: UNREADABLE: {line}" in capsys.readouterr().out
     assert verify.main([*s, "--no-progress"]) == 1
     assert f"records  unreadable: {line}" in capsys.readouterr().out
+    from mediacrawler.commands import web
+
+    assert web.main(["--port", "0", *s]) == 2  # refused before it listens
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"mediacrawler web: error: RECORDS_DB={damaged} cannot be opened")

@@ -144,6 +144,25 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
         assert len(paths) == sum(1 for m in record["media"] if m["sha256"])
         assert all(p in library for p in paths) and (not row["first_image"] or row["first_image"] in paths)
         assert "Author(" not in row["author_name"] and "MediaAsset(" not in row["media_paths"]
+    # The comments of the crawl in the database: one row each, their pictures linked (comment_media), exported
+    # with their library paths under their posts' folders.
+    exported = mediacrawler("export", "--kind", "comments", "--out", str(out / "comments.csv"), *db,
+                            "-s", f"FILES_STORE={out / 'files'}")
+    assert exported.returncode == 0 and "JSON Lines" not in exported.stderr, exported.stderr
+    rows = list(csv.DictReader(io.StringIO((out / "comments.csv").read_text("utf-8-sig"), newline="")))
+    by_id = {(c["platform"], c["comment_id"]): c for c in threads}
+    assert sorted((r["platform"], r["comment_id"]) for r in rows) == sorted(by_id)
+    pictured = 0
+    for row in rows:
+        thread = by_id[(row["platform"], row["comment_id"])]
+        assert (row["post_id"], row["text"], row["likes"]) == (
+            thread["post_id"], thread["text"], str(thread["metrics"]["likes"] if thread["metrics"]["likes"] is not
+                                                   None else ""))
+        paths = [p for p in row["media_paths"].split("|") if p]
+        assert len(paths) == sum(1 for m in thread["media"] if m["sha256"]) and all(p in library for p in paths)
+        assert all(f"/comments/{row['comment_id']} " in p for p in paths)
+        pictured += bool(paths)
+    assert pictured > 0, "no comment with a picture in the demo"
 
     victim = next(p for p in objects if p.suffix == ".jpg")
     original, touched = victim.read_bytes(), victim.stat()
