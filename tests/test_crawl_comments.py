@@ -272,3 +272,62 @@ def test_weibo_comments_through_the_shared_queue_two_workers(sandbox: SandboxPro
         thread = expected_thread("weibo", post["post_id"], **long_one)
         assert_exactly(comments, thread)
         assert post["extra"]["comments_fetched"] == len(thread.all())
+
+
+def _published(platform: str, post: str, added: list[str], **change: int) -> list[str]:
+    """The ids of the comments ``added`` to ``post``'s thread and of their replies (what a re-run emits)."""
+    world = CommentWorld()
+    if "size" in change:
+        world.set_size(platform, post, change["size"])
+    world.publish(platform, post, len(added))
+    new = [c for c in world.thread(platform, post).comments if c.id in added]
+    assert len(new) == len(added) == 2
+    return sorted(x.id for c in new for x in (c, *c.replies))
+
+
+def test_bilibili_rerun_asks_newest_first_down_to_the_mark(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    from mediacrawler.sandbox.bilibili import aid_for
+
+    bvid = BVIDS[0]
+    sandbox.comments("bilibili", bvid, size=30)  # the pinned one, then 2 pages, hot first
+    args = ["-a", f"bvid={bvid}", "-a", "comments=all", "-s", "COMMENTS_REFRESH_DAYS=36500"]
+    first, _, comments = crawl(tmp_path, sandbox, "bilibili", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert_exactly(comments, expected_thread("bilibili", bvid, size=30))
+    main = [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith("/x/v2/reply/wbi/main")]
+    assert len(main) == 2 and all(q["mode"] == ["3"] for q in main)  # a first walk: hot first
+    added = sandbox.comments("bilibili", bvid, add=2)["ids"]
+    before = len(sandbox.requests())
+    second, _, comments2 = crawl(tmp_path, sandbox, "bilibili", *args, output="out2")
+    assert second.returncode == 0, second.stderr[-3000:]
+    # Exactly the 2 new ones and their replies: not the pinned one again, nothing below the mark.
+    assert sorted(c["comment_id"] for c in comments2) == _published("bilibili", bvid, added, size=30)
+    main = [parse_qs(r["query"]) for r in sandbox.requests()[before:]
+            if r["path"].endswith("/x/v2/reply/wbi/main")]
+    assert len(main) == 1 and main[0]["mode"] == ["2"] and main[0]["oid"] == [str(aid_for(bvid))]
+
+
+def test_facebook_rerun_starts_at_the_stored_cursor(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    post = f"{PAGE_ID}_1000000000001"
+    sandbox.comments("facebook", post, size=20)  # with its replies, more than 3 pages of 10
+    args = ["-a", f"page={PAGE_ID}", "-a", "comments=all", "-s", "COMMENTS_REFRESH_DAYS=36500"]
+    first, _, comments = crawl(tmp_path, sandbox, "facebook", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    prefix = post.rsplit("_", 1)[1] + "_"
+    assert_exactly(comments, expected_thread("facebook", post, size=20), prefix=prefix)
+    stream = f"/{post}/comments"
+    walked = [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith(stream)]
+    assert len(walked) > 3
+    [marks] = (tmp_path / "checkpoints" / "marks" / "comments").glob("*.json")
+    assert DEFAULT_TOKEN not in marks.read_text("utf-8")
+    cursor = json.loads(marks.read_text("utf-8"))["threads"][post][2]
+    added = sandbox.comments("facebook", post, add=2)["ids"]
+    before = len(sandbox.requests())
+    second, _, comments2 = crawl(tmp_path, sandbox, "facebook", *args, output="out2")
+    assert second.returncode == 0, second.stderr[-3000:]
+    # One page, asked after the last walk's end: the 2 new comments and their replies, nothing walked before.
+    again = [parse_qs(r["query"]) for r in sandbox.requests()[before:] if r["path"].endswith(stream)]
+    assert len(again) == 1 and again[0]["after"] == [cursor]
+    want = [prefix + c for c in _published("facebook", post, added, size=20)]
+    assert sorted(c["comment_id"] for c in comments2) == sorted(want)
+    assert DEFAULT_TOKEN not in marks.read_text("utf-8")
