@@ -331,3 +331,42 @@ def test_facebook_rerun_starts_at_the_stored_cursor(sandbox: SandboxProcess, tmp
     want = [prefix + c for c in _published("facebook", post, added, size=20)]
     assert sorted(c["comment_id"] for c in comments2) == sorted(want)
     assert DEFAULT_TOKEN not in marks.read_text("utf-8")
+
+
+def test_bilibili_items_job_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess,
+                                                                           tmp_path: Path) -> None:
+    bvid = BVIDS[0]
+    sandbox.comments("bilibili", bvid, size=300)  # 15 pages of 20, and a reply walk for most comments
+    sandbox.set_faults(bilibili_latency_ms=30)
+    args = ["-a", f"bvid={bvid}", "-a", "comments=all", "-s", "CHECKPOINT_WRITE_INTERVAL=0.1"]
+
+    def main_pages() -> list[dict[str, list[str]]]:
+        return [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith("/x/v2/reply/wbi/main")]
+
+    cmd, env = crawl_command(tmp_path, sandbox, "bilibili", *args)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(main_pages()) < 5 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the crawl ended before it could be interrupted"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [cp_file] = (tmp_path / "checkpoints").glob("bilibili-bvid-*.json")
+    cp = json.loads(cp_file.read_text("utf-8"))
+    assert cp["kind"] == "items" and cp["threads"][bvid]["state"]["cursor"] is not None
+    first_run = len(main_pages())
+    sandbox.set_faults(bilibili_latency_ms=0)
+    done, posts, comments = crawl(tmp_path, sandbox, "bilibili", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    again = main_pages()[first_run:]
+    assert again and json.loads(again[0]["pagination_str"][0])["offset"]  # not the first page again
+    assert len(again) <= 15 - 4
+    thread = expected_thread("bilibili", bvid, size=300)
+    assert_exactly(comments, thread)  # the union of both runs' output: every comment once
+    [record] = [p for p in posts if p["post_id"] == bvid]
+    assert record["extra"]["comments_fetched"] == len(thread.all())
+    assert not cp_file.exists()  # the job completed
