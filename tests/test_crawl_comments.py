@@ -331,6 +331,23 @@ def test_facebook_rerun_starts_at_the_stored_cursor(sandbox: SandboxProcess, tmp
     want = [prefix + c for c in _published("facebook", post, added, size=20)]
     assert sorted(c["comment_id"] for c in comments2) == sorted(want)
     assert DEFAULT_TOKEN not in marks.read_text("utf-8")
+    # A mark without its cursor (written before marks kept one): the thread is walked from its start, the comments
+    # at or below the mark passed over, only the new ones emitted; the mark gets its cursor again.
+    doc = json.loads(marks.read_text("utf-8"))
+    doc["threads"] = {p: m[:2] for p, m in doc["threads"].items()}
+    marks.write_text(json.dumps(doc), "utf-8")
+    added = sandbox.comments("facebook", post, add=2)["ids"]
+    third, _, comments3 = crawl(tmp_path, sandbox, "facebook", *args, output="out3")
+    assert third.returncode == 0, third.stderr[-3000:]
+    world = CommentWorld()
+    world.set_size("facebook", post, 20)
+    world.publish("facebook", post, 2)
+    world.publish("facebook", post, 2)
+    new = [c for c in world.thread("facebook", post).comments if c.id in added]
+    assert len(new) == 2 and comments3
+    want = sorted(prefix + x.id for c in new for x in (c, *c.replies))
+    assert sorted(c["comment_id"] for c in comments3) == want
+    assert len(json.loads(marks.read_text("utf-8"))["threads"][post]) == 3
 
 
 def test_bilibili_items_job_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess,

@@ -216,7 +216,10 @@ class CommentThreads(PlatformSpider):
         resumes at the mark)."""
         state = ThreadState(post_id=post.post_id, thread_id=thread_id, since=mark[:2] if mark else None)
         if mark and self.resume_at_mark and len(mark) > 2 and mark[2]:
+            # All the platform serves after the cursor is newer: nothing to stop at; the mark stays the newest
+            # until a newer comment comes.
             state.cursor = state.end_cursor = mark[2]
+            state.since, state.newest = None, mark[:2]
         return state
 
     def thread_mark(self, post: Post) -> list[str | None] | None:
@@ -324,8 +327,10 @@ class CommentThreads(PlatformSpider):
                     state.top_done = limited = True
                     break
                 if _covers(state.since, comment):
-                    if comment.pinned:
-                        continue  # pinned comments come first whatever their age: one never ends the walk
+                    if comment.pinned or self.resume_at_mark:
+                        # Pinned comments come first whatever their age, and oldest-first pages (a mark without
+                        # its cursor) list the older ones before the new: passed over, they never end the walk.
+                        continue
                     state.top_done = True  # the rest of the thread was walked by an earlier run
                     break
                 state.top_level += 1
