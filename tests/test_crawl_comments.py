@@ -2,7 +2,9 @@
 
 Every comment and reply exactly once (with its parent and root), pinned replies once, a closed thread's reason on
 its post, comment pictures in the media store, comments in ``<job>.comments.jsonl`` beside the posts; XHS and
-Douyin refuse the argument. Expectations come from the sandbox's pure model (mediacrawler/sandbox/comments.py).
+Douyin refuse the argument; a SIGKILLed thread (a listing's, an items job's) resumes at its stored cursor; a re-run
+asks one page per thread and emits only the new comments (Weibo from the top, Bilibili ``mode=2``, Facebook from
+the stored ``after``). Expectations come from the sandbox's pure model (mediacrawler/sandbox/comments.py).
 """
 
 from __future__ import annotations
