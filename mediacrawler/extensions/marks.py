@@ -153,8 +153,7 @@ class ThreadMarks:
     """The comment threads of one job walked completely (``-a comments``): post id → ``[id, created_at]`` of the
     thread's newest top-level comment then, and for oldest-first threads (Facebook) the cursor after the last
     page walked, ``[id, created_at, cursor]``. A re-run's walk of the thread ends at the comment, or starts at the
-    cursor (spiders/_threads.py). File
-    backend: ``CHECKPOINT_DIR/marks/comments/<job>.json``."""
+    cursor (spiders/_threads.py). File backend: ``CHECKPOINT_DIR/marks/comments/<job>.json``."""
 
     key: str
     spider: str
