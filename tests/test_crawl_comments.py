@@ -2,7 +2,9 @@
 
 Every comment and reply exactly once (with its parent and root), pinned replies once, a closed thread's reason on
 its post, comment pictures in the media store, comments in ``<job>.comments.jsonl`` beside the posts; XHS and
-Douyin refuse the argument. Expectations come from the sandbox's pure model (mediacrawler/sandbox/comments.py).
+Douyin refuse the argument; a SIGKILLed thread (a listing's, an items job's) resumes at its stored cursor; a re-run
+asks one page per thread and emits only the new comments (Weibo from the top, Bilibili ``mode=2``, Facebook from
+the stored ``after``). Expectations come from the sandbox's pure model (mediacrawler/sandbox/comments.py).
 """
 
 from __future__ import annotations
@@ -272,3 +274,118 @@ def test_weibo_comments_through_the_shared_queue_two_workers(sandbox: SandboxPro
         thread = expected_thread("weibo", post["post_id"], **long_one)
         assert_exactly(comments, thread)
         assert post["extra"]["comments_fetched"] == len(thread.all())
+
+
+def _published(platform: str, post: str, added: list[str], **change: int) -> list[str]:
+    """The ids of the comments ``added`` to ``post``'s thread and of their replies (what a re-run emits)."""
+    world = CommentWorld()
+    if "size" in change:
+        world.set_size(platform, post, change["size"])
+    world.publish(platform, post, len(added))
+    new = [c for c in world.thread(platform, post).comments if c.id in added]
+    assert len(new) == len(added) == 2
+    return sorted(x.id for c in new for x in (c, *c.replies))
+
+
+def test_bilibili_rerun_asks_newest_first_down_to_the_mark(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    from mediacrawler.sandbox.bilibili import aid_for
+
+    bvid = BVIDS[0]
+    sandbox.comments("bilibili", bvid, size=30)  # the pinned one, then 2 pages, hot first
+    args = ["-a", f"bvid={bvid}", "-a", "comments=all", "-s", "COMMENTS_REFRESH_DAYS=36500"]
+    first, _, comments = crawl(tmp_path, sandbox, "bilibili", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert_exactly(comments, expected_thread("bilibili", bvid, size=30))
+    main = [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith("/x/v2/reply/wbi/main")]
+    assert len(main) == 2 and all(q["mode"] == ["3"] for q in main)  # a first walk: hot first
+    added = sandbox.comments("bilibili", bvid, add=2)["ids"]
+    before = len(sandbox.requests())
+    second, _, comments2 = crawl(tmp_path, sandbox, "bilibili", *args, output="out2")
+    assert second.returncode == 0, second.stderr[-3000:]
+    # Exactly the 2 new ones and their replies: not the pinned one again, nothing below the mark.
+    assert sorted(c["comment_id"] for c in comments2) == _published("bilibili", bvid, added, size=30)
+    main = [parse_qs(r["query"]) for r in sandbox.requests()[before:]
+            if r["path"].endswith("/x/v2/reply/wbi/main")]
+    assert len(main) == 1 and main[0]["mode"] == ["2"] and main[0]["oid"] == [str(aid_for(bvid))]
+
+
+def test_facebook_rerun_starts_at_the_stored_cursor(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    post = f"{PAGE_ID}_1000000000001"
+    sandbox.comments("facebook", post, size=20)  # with its replies, more than 3 pages of 10
+    args = ["-a", f"page={PAGE_ID}", "-a", "comments=all", "-s", "COMMENTS_REFRESH_DAYS=36500"]
+    first, _, comments = crawl(tmp_path, sandbox, "facebook", *args)
+    assert first.returncode == 0, first.stderr[-3000:]
+    prefix = post.rsplit("_", 1)[1] + "_"
+    assert_exactly(comments, expected_thread("facebook", post, size=20), prefix=prefix)
+    stream = f"/{post}/comments"
+    walked = [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith(stream)]
+    assert len(walked) > 3
+    [marks] = (tmp_path / "checkpoints" / "marks" / "comments").glob("*.json")
+    assert DEFAULT_TOKEN not in marks.read_text("utf-8")
+    cursor = json.loads(marks.read_text("utf-8"))["threads"][post][2]
+    added = sandbox.comments("facebook", post, add=2)["ids"]
+    before = len(sandbox.requests())
+    second, _, comments2 = crawl(tmp_path, sandbox, "facebook", *args, output="out2")
+    assert second.returncode == 0, second.stderr[-3000:]
+    # One page, asked after the last walk's end: the 2 new comments and their replies, nothing walked before.
+    again = [parse_qs(r["query"]) for r in sandbox.requests()[before:] if r["path"].endswith(stream)]
+    assert len(again) == 1 and again[0]["after"] == [cursor]
+    want = [prefix + c for c in _published("facebook", post, added, size=20)]
+    assert sorted(c["comment_id"] for c in comments2) == sorted(want)
+    assert DEFAULT_TOKEN not in marks.read_text("utf-8")
+    # A mark without its cursor (written before marks kept one): the thread is walked from its start, the comments
+    # at or below the mark passed over, only the new ones emitted; the mark gets its cursor again.
+    doc = json.loads(marks.read_text("utf-8"))
+    doc["threads"] = {p: m[:2] for p, m in doc["threads"].items()}
+    marks.write_text(json.dumps(doc), "utf-8")
+    added = sandbox.comments("facebook", post, add=2)["ids"]
+    third, _, comments3 = crawl(tmp_path, sandbox, "facebook", *args, output="out3")
+    assert third.returncode == 0, third.stderr[-3000:]
+    world = CommentWorld()
+    world.set_size("facebook", post, 20)
+    world.publish("facebook", post, 2)
+    world.publish("facebook", post, 2)
+    new = [c for c in world.thread("facebook", post).comments if c.id in added]
+    assert len(new) == 2 and comments3
+    want = sorted(prefix + x.id for c in new for x in (c, *c.replies))
+    assert sorted(c["comment_id"] for c in comments3) == want
+    assert len(json.loads(marks.read_text("utf-8"))["threads"][post]) == 3
+
+
+def test_bilibili_items_job_sigkill_mid_thread_resumes_at_the_stored_cursor(sandbox: SandboxProcess,
+                                                                           tmp_path: Path) -> None:
+    bvid = BVIDS[0]
+    sandbox.comments("bilibili", bvid, size=300)  # 15 pages of 20, and a reply walk for most comments
+    sandbox.set_faults(bilibili_latency_ms=30)
+    args = ["-a", f"bvid={bvid}", "-a", "comments=all", "-s", "CHECKPOINT_WRITE_INTERVAL=0.1"]
+
+    def main_pages() -> list[dict[str, list[str]]]:
+        return [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith("/x/v2/reply/wbi/main")]
+
+    cmd, env = crawl_command(tmp_path, sandbox, "bilibili", *args)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(main_pages()) < 5 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the crawl ended before it could be interrupted"
+        proc.send_signal(signal.SIGKILL)
+        assert proc.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [cp_file] = (tmp_path / "checkpoints").glob("bilibili-bvid-*.json")
+    cp = json.loads(cp_file.read_text("utf-8"))
+    assert cp["kind"] == "items" and cp["threads"][bvid]["state"]["cursor"] is not None
+    first_run = len(main_pages())
+    sandbox.set_faults(bilibili_latency_ms=0)
+    done, posts, comments = crawl(tmp_path, sandbox, "bilibili", *args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    again = main_pages()[first_run:]
+    assert again and json.loads(again[0]["pagination_str"][0])["offset"]  # not the first page again
+    assert len(again) <= 15 - 4
+    thread = expected_thread("bilibili", bvid, size=300)
+    assert_exactly(comments, thread)  # the union of both runs' output: every comment once
+    [record] = [p for p in posts if p["post_id"] == bvid]
+    assert record["extra"]["comments_fetched"] == len(thread.all())
+    assert not cp_file.exists()  # the job completed

@@ -56,3 +56,10 @@ def test_fixture(case: str) -> None:
 def test_no_token_in_anything_the_parser_returns(case: str) -> None:
     out = json.dumps(run_case(FIXTURES / case), ensure_ascii=False)
     assert TOKEN not in out and "access_token" not in out
+
+
+def test_the_last_page_still_gives_its_end_cursor() -> None:
+    # Where a re-run starts (incremental): paging.cursors.after of the last page, not paging.next.
+    last = run_case(FIXTURES / "stream_last")
+    assert last["is_last"] and last["next_cursor"] is None and last["end_cursor"] == "QVFIUmE"
+    assert run_case(FIXTURES / "empty")["end_cursor"] is None

@@ -161,3 +161,35 @@ def test_facebook_stream_nests_replies_and_needs_the_token(fresh_sandbox: Sandbo
     _, body = get(f"{fresh_sandbox.url}/facebook/v19.0/{top.comment_id}/comments", headers)
     replies = facebook_comments.parse_comments(json.loads(body), post_id=FB_POST, root_id=top.comment_id)
     assert len(replies.comments) == top.metrics.replies and all(r.root_id == top.comment_id for r in replies.comments)
+
+
+def test_bilibili_mode_2_is_newest_first_and_mode_3_hot_first() -> None:
+    from mediacrawler.sandbox.comments import bilibili_main
+
+    world = CommentWorld()
+    world.set_size("bilibili", BVIDS[0], 15)
+    aid = aid_for(BVIDS[0])
+    newest = bilibili_main(world, BVIDS[0], aid, pagination=None, base="http://x", mode=2)["data"]["replies"]
+    hot = bilibili_main(world, BVIDS[0], aid, pagination=None, base="http://x", mode=3)["data"]["replies"]
+    assert [r["ctime"] for r in newest] == sorted((r["ctime"] for r in newest), reverse=True)
+    assert [r["like"] for r in hot] == sorted((r["like"] for r in hot), reverse=True)
+    assert sorted(r["rpid"] for r in hot) == sorted(r["rpid"] for r in newest) and hot != newest
+
+
+def test_facebook_after_names_the_end_on_the_last_page_and_published_comments_follow_it() -> None:
+    from mediacrawler.sandbox.comments import facebook_comments as fb_page
+
+    world = CommentWorld()
+    world.set_size("facebook", FB_POST, 4)
+    listed = len(world.thread("facebook", FB_POST).all())
+    last = fb_page(world, FB_POST, node=FB_POST, after=None, limit=100, stream=True, base="http://x")
+    assert "next" not in last["paging"] and len(last["data"]) == listed
+    before = {c["id"]: c["created_time"] for c in last["data"]}
+    world.publish("facebook", FB_POST, 2)
+    after = fb_page(world, FB_POST, node=FB_POST, after=last["paging"]["cursors"]["after"], limit=100,
+                    stream=True, base="http://x")
+    new = [c for c in after["data"] if "parent" not in c]
+    assert len(new) == 2 and not set(before) & {c["id"] for c in after["data"]}
+    again = fb_page(world, FB_POST, node=FB_POST, after=None, limit=100, stream=True, base="http://x")
+    assert {c["id"]: c["created_time"] for c in again["data"][:listed]} == before  # earlier ones unmoved
+    assert min(c["created_time"] for c in new) > max(before.values())

@@ -31,7 +31,8 @@ class Checkpoint:
     """What one job's checkpoint says. ``watermark`` 0 means no page is done yet.
 
     A ``listing`` checkpoint keeps a watermark of pages; an ``items`` checkpoint (a list the user gave) keeps the
-    items done and failed instead, and none of the page fields (docs/architecture.md, "Sources")."""
+    items done and failed instead, and none of the page fields (docs/architecture.md, "Sources"); both keep the
+    comment threads open."""
 
     key: str
     spider: str
@@ -64,7 +65,8 @@ class Checkpoint:
             return {"schema": SCHEMA_VERSION, "key": self.key, "spider": self.spider, "kind": "items",
                     "done": sorted(self.done), "failed": sorted(self.failed_items),
                     "feeds": [{"path": m.path, "size": m.size} for m in self.feeds if m.line_format],
-                    "seq": self.seq, "updated_at": self.updated_at}
+                    "seq": self.seq, "updated_at": self.updated_at,
+                    **({"threads": self.threads} if self.threads else {})}
         return {
             "schema": SCHEMA_VERSION,
             "key": self.key,
@@ -99,7 +101,9 @@ class Checkpoint:
                            feeds=[FeedMark(_typed(m["path"], str), _typed(m["size"], int))
                                   for m in data.get("feeds") or []],
                            seq=_typed(data.get("seq", 0), int),
-                           updated_at=_typed(data.get("updated_at"), str, optional=True))
+                           updated_at=_typed(data.get("updated_at"), str, optional=True),
+                           threads={_typed(post, str): thread_entry(entry)
+                                    for post, entry in dict(data.get("threads") or {}).items()})
             if kind != "listing":
                 raise ValueError(f"kind {kind!r}, this version reads listing and items")
             nxt = data["next"]

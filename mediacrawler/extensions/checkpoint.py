@@ -256,6 +256,15 @@ class CheckpointExtension:
                                      done=done)
         state.items_done = set(done)
         if old is not None:
+            # The threads of items not done yet resume at their stored cursors, as a listing's do.
+            self.checkpoint.threads = dict(old.threads)
+            comments = {i for entry in old.threads.values() for i in entry["stored"]}
+            for mark in old.feeds:  # comments exported after the last checkpoint write: stored all the same
+                scan_feed_tail(mark, key, comments=comments)
+            self.skip_comment_ids = frozenset(comments)
+            state.resume = Resume(page=1, threads={post: entry["state"] for post, entry in old.threads.items()})
+            if old.threads:
+                logger.info("%s: %d comment threads resume at their stored cursors", key, len(old.threads))
             total = len(self._requested)
             logger.info("%s: resuming from checkpoint %s: %d of %d items done, the other %d are fetched", key,
                         self.store.location(key), len(done), total, total - len(done))

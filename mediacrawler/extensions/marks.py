@@ -151,8 +151,9 @@ class RedisMarkStore(RedisDocumentStore[Mark]):
 @dataclass
 class ThreadMarks:
     """The comment threads of one job walked completely (``-a comments``): post id → ``[id, created_at]`` of the
-    thread's newest top-level comment then. A re-run's walk of the thread ends there (spiders/_threads.py). File
-    backend: ``CHECKPOINT_DIR/marks/comments/<job>.json``."""
+    thread's newest top-level comment then, and for oldest-first threads (Facebook) the cursor after the last
+    page walked, ``[id, created_at, cursor]``. A re-run's walk of the thread ends at the comment, or starts at the
+    cursor (spiders/_threads.py). File backend: ``CHECKPOINT_DIR/marks/comments/<job>.json``."""
 
     key: str
     spider: str
@@ -169,7 +170,8 @@ class ThreadMarks:
         try:
             if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or data.get("key") != key:
                 raise ValueError("another schema or key")
-            threads = {str(post): [str(m[0]), None if m[1] is None else str(m[1])]
+            threads = {str(post): [str(m[0]), None if m[1] is None else str(m[1]),
+                                   *[str(c) for c in m[2:3] if c]]
                        for post, m in dict(data["threads"]).items()}
             return cls(key=key, spider=str(data["spider"]), threads=threads, seq=int(data.get("seq") or 0),
                        updated_at=data.get("updated_at"))

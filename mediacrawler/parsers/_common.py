@@ -83,10 +83,13 @@ class Page:
 class CommentPage:
     """What a parser makes of one page of a comment thread: the comments in order, the platform's cursor of the
     next page (``None`` when it gives none), its end-of-thread signal, and ``closed``: why the thread cannot be
-    read at all (comments turned off, the post gone), a reason for the post, not an error."""
+    read at all (comments turned off, the post gone), a reason for the post, not an error. ``end_cursor``: the
+    cursor just after this page's last comment, given on the last page too (Graph's ``paging.cursors.after``),
+    where a later walk of an oldest-first thread starts (incremental)."""
 
     comments: list[Comment] = field(default_factory=list)
     next_cursor: str | None = None
+    end_cursor: str | None = None
     is_last: bool = False
     closed: str | None = None
     skipped: dict[str, int] = field(default_factory=dict)

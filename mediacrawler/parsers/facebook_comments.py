@@ -50,6 +50,8 @@ def parse_comments(payload: Any, *, post_id: str, root_id: str | None = None,
     page = CommentPage(next_cursor=None if params is None else (params.get("after") or after or None))
     page.is_last = page.next_cursor is None
     data = as_obj(payload).get("data")
+    if after and isinstance(data, list) and data and len(after) <= 512:
+        page.end_cursor = after  # a page with no comments keeps the cursor it was asked with
     for raw in data if isinstance(data, list) else []:
         raw = as_obj(raw)
         comment_id = clean_id(raw.get("id"))

@@ -94,7 +94,7 @@ class BilibiliResource(SandboxResource):
                 return self._json(request, bilibili.WBI_REJECTED)
             return self._json(request, comments.bilibili_main(
                 self.state.world.comments, video, aid, pagination=query_arg(request, b"pagination_str"),
-                base=origin_of(request)))
+                base=origin_of(request), mode=query_int(request, b"mode") or 3))
         if path == "x/v2/reply/reply":
             aid = query_int(request, b"oid") or 0
             video = bilibili.bvid_of_aid(aid)

@@ -5,15 +5,16 @@ Pure (no Twisted): tests import it to compute exactly what the sandbox serves. d
 
 Model
 =====
-``CommentWorld(seed).thread(platform, post_id)`` is the :class:`Thread` of one post: its top-level comments,
-newest first, each with its replies, oldest first. The size follows from the post id (0 to 12 comments, 0 to 4
-replies each; a post id ending in ``0`` has none, so "no comments" is served too); ``set_size(platform, post_id,
-n)`` makes a long thread (control ``POST /_sandbox/comments`` ``{"platform", "post_id", "size": N}``) and
-``publish(platform, post_id, n)`` adds ``n`` new comments at its top (``{"add": N}``), newest first, with ids above
-every earlier one. In every thread of two or more comments, comment 1 is by the author and pinned, comment 2 has
-a picture (sandbox image ``/media/img/{n}.jpg``) and emoji, comment 3 is deleted (no author, no text) and, on
-Bilibili, folded; the first reply of a thread answers the one before it when there are two or more. The count a
-platform announces is the served count plus 3 (counts that disagree with what is served, as they do).
+``CommentWorld(seed).thread(platform, post_id)`` is the :class:`Thread` of one post: its top-level
+comments, newest first, each with its replies, oldest first. The size follows from the post id (0 to 12 comments, 0
+to 4 replies each; a post id ending in ``0`` has none, so "no comments" is served too); ``set_size(platform,
+post_id, n)`` makes a long thread (control ``POST /_sandbox/comments`` ``{"platform", "post_id", "size": N}``) and
+``publish(platform, post_id, n)`` adds ``n`` new comments at its top (``{"add": N}``), newest first, with ids and
+times above every earlier one (which keep theirs). In every thread of two or more comments, comment 1 is by the
+author and pinned, comment 2 has a picture (sandbox image ``/media/img/{n}.jpg``) and emoji, comment 3 is deleted
+(no author, no text) and, on Bilibili, folded; the first reply of a thread answers the one before it when there are
+two or more. The count a platform announces is the served count plus 3 (counts that disagree with what is served,
+as they do).
 
 Payloads
 ========
@@ -21,10 +22,12 @@ Payloads
   from the third page on, ``max_id`` 0 on the last; ``{"ok":0,"msg":"快来发表你的评论吧"}`` without comments) and
   :func:`weibo_child` (``/comments/hotFlowChild?cid=``, 10 a page).
 - :func:`bilibili_main` (``/x/v2/reply/wbi/main``, 20 a page, ``pagination_str`` offset as Bilibili's JSON
-  ``next_offset``; the pinned comment as ``upper.top`` on every page, as Bilibili repeats it) and
+  ``next_offset``; ``mode=3`` hot first, ``mode=2`` newest first; the pinned comment as ``upper.top`` on every
+  page, as Bilibili repeats it) and
   :func:`bilibili_reply` (``/x/v2/reply/reply?root&pn&ps``).
 - :func:`facebook_comments` (``/{post}/comments`` with ``filter=stream``: comments and replies in time order, each
-  reply naming its ``parent``; ``/{comment}/comments``: its replies; ``limit``, ``after`` a base64 offset).
+  reply naming its ``parent``; ``/{comment}/comments``: its replies; ``limit``, ``after`` a base64 offset,
+  ``paging.cursors.after`` on every page, the last one too).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from .det import stable_int
 __all__ = ["CommentWorld", "Thread", "ThreadComment", "bilibili_main", "bilibili_reply", "facebook_comments",
            "weibo_child", "weibo_hotflow"]
 
-#: The threads' "now": every comment is older.
+#: The threads' "now": every comment is older, but those published (``{"add": N}``).
 COMMENTS_NOW = datetime(2026, 11, 28, 12, 0, 0, tzinfo=UTC)
 _TEXTS = ["说得好", "哈哈哈哈", "太美了吧", "同意楼上", "学到了，谢谢分享", "第一次来，支持一下", "Nice one!",
           "这是哪里？", "期待下一期", "收藏了"]
@@ -128,7 +131,9 @@ class CommentWorld:
         # Oldest first, so published comments (the newest) get the highest ids and leave the others unchanged.
         for n in range(total):
             cid = str(start + (n + 1) * 100)
-            created = COMMENTS_NOW - timedelta(minutes=10 * (total - n) + 1)
+            # 10 minutes apart; published comments come after the others without moving them (their times,
+            # as their ids, stay what an earlier walk saw), past COMMENTS_NOW.
+            created = COMMENTS_NOW - timedelta(minutes=10 * (base - n) + 1)
             name = _NAMES[stable_int("who", post_id, n, bits=8) % len(_NAMES)]
             comment = ThreadComment(
                 id=cid, text=f"{_TEXTS[(n + int(post_id[-3:], 36)) % len(_TEXTS)]} #{n + 1}", created=created,
@@ -235,9 +240,10 @@ def _bilibili_reply(c: ThreadComment, aid: int, base: str) -> dict[str, Any]:
             "folder": {"has_folded": c.folded, "is_folded": c.folded, "rule": ""}}
 
 
-def bilibili_main(world: CommentWorld, bvid: str, aid: int, *, pagination: str | None,
-                  base: str) -> dict[str, Any]:
-    """One page of a video's replies (``12002`` from the page :meth:`CommentWorld.close_from` names on)."""
+def bilibili_main(world: CommentWorld, bvid: str, aid: int, *, pagination: str | None, base: str,
+                  mode: int = 3) -> dict[str, Any]:
+    """One page of a video's replies (``12002`` from the page :meth:`CommentWorld.close_from` names on):
+    ``mode=3`` hot first (most liked), ``mode=2`` newest first, as Bilibili orders them."""
     try:
         offset = json.loads(json.loads(pagination or "{}").get("offset") or "{}").get("data", {}).get("pn", 0)
     except (ValueError, AttributeError):
@@ -248,12 +254,15 @@ def bilibili_main(world: CommentWorld, bvid: str, aid: int, *, pagination: str |
     thread = world.thread("bilibili", bvid)
     start = offset * _BILIBILI_PAGE
     pinned = next((c for c in thread.comments if c.pinned), None)
-    others = [c for c in thread.comments if not c.pinned]
+    others = [c for c in thread.comments if not c.pinned]  # newest first
+    if mode != 2:
+        others.sort(key=lambda c: (-c.likes, -int(c.id)))
     items = others[start:start + _BILIBILI_PAGE]
     more = start + _BILIBILI_PAGE < len(others)
     next_offset = json.dumps({"type": 1, "direction": 1, "data": {"pn": offset + 1}}, separators=(",", ":"))
     return {"code": 0, "message": "0", "ttl": 1, "data": {
-        "cursor": {"is_begin": start == 0, "is_end": not more, "mode": 3, "all_count": world.announced(thread),
+        "cursor": {"is_begin": start == 0, "is_end": not more, "mode": 2 if mode == 2 else 3,
+                   "all_count": world.announced(thread),
                    "pagination_reply": {"next_offset": next_offset} if more else {}},
         "replies": [_bilibili_reply(c, aid, base) for c in items], "top_replies": [],
         "upper": {"mid": 2, "top": None if pinned is None else _bilibili_reply(pinned, aid, base)}}}
@@ -303,7 +312,8 @@ def facebook_comments(world: CommentWorld, post_id: str, *, node: str, after: st
             raw["attachment"] = {"type": "photo", "media": {"image": {"src": f"{base}/media/img/{c.picture}.jpg",
                                                                       "width": 640, "height": 480}}}
         data.append(raw)
-    following = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
+    # ``after`` names the place after the last comment served, on the last page too (where a later walk starts).
+    following = base64.urlsafe_b64encode(str(start + len(data)).encode()).decode()
     paging: dict[str, Any] = {"cursors": {"before": "MA==", "after": following}}
     if start + limit < len(listed):
         paging["next"] = f"{base}/facebook/v19.0/{node}/comments?limit={limit}&after={following}"

@@ -45,7 +45,8 @@ class ThreadState:
     ``[root id, cursor, replies emitted, replies announced, replies
     listed inline still to pass over]``; ``fetched``: comments and replies emitted;
     ``since``: the newest top-level comment of the last complete walk (``[id, created_at]``, incremental), which
-    ends the top-level walk; ``newest``: the newest one of this walk (the next ``since``)."""
+    ends the top-level walk; ``newest``: the newest one of this walk (the next ``since``); ``end_cursor``: the
+    cursor after the last page walked (the next walk's start, :attr:`CommentThreads.resume_at_mark`)."""
 
     post_id: str
     thread_id: str
@@ -60,6 +61,7 @@ class ThreadState:
     error: str | None = None
     since: list[str | None] | None = None
     newest: list[str | None] | None = None
+    end_cursor: str | None = None
     #: The post is stored already (below the mark): only its new comments are emitted, not the post.
     refresh: bool = False
 
@@ -110,6 +112,10 @@ class CommentThreads(PlatformSpider):
     #: True when the top-level pages list replies too (Facebook's ``filter=stream``): the reply walks of comments
     #: with more replies than were listed wait until the top-level walk has ended.
     replies_inline: ClassVar[bool] = False
+    #: True when the top-level pages are oldest first with cursors that stay valid (Graph's ``after``): the mark
+    #: keeps the cursor after the last page walked, and a re-run starts there, asking only for what came after.
+    #: Otherwise the pages are newest first and a re-run reads from the top down to the mark.
+    resume_at_mark: ClassVar[bool] = False
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
@@ -165,8 +171,7 @@ class CommentThreads(PlatformSpider):
         if thread_id is None:
             post.extra["comments_closed"] = "no-thread"
             return post
-        state = self._resumed(post.post_id) or ThreadState(post_id=post.post_id, thread_id=thread_id,
-                                                           since=self.thread_mark(post))
+        state = self._resumed(post.post_id) or self._new_state(post, thread_id, self.thread_mark(post))
         state.refresh = False  # this time the post is emitted (a stored state may be of a refresh)
         found = self._thread_next(state, asdict(post))
         assert found is not None  # only a refresh ends without its post
@@ -199,13 +204,23 @@ class CommentThreads(PlatformSpider):
             mark, thread_id = self.thread_mark(post), self.thread_id(post)
             if mark is None or thread_id is None or not self.within_refresh(post.created_at):
                 continue
-            state = self._resumed(post.post_id) or ThreadState(post_id=post.post_id, thread_id=thread_id,
-                                                               since=mark)
+            state = self._resumed(post.post_id) or self._new_state(post, thread_id, mark)
             state.refresh = True
             logger.debug("%s: post %s is stored; refreshing its thread", self.job, post.post_id)
             found = self._thread_next(state, asdict(post))
             if isinstance(found, Request):
                 yield found
+
+    def _new_state(self, post: Post, thread_id: str, mark: list[str | None] | None) -> ThreadState:
+        """A walk from the start, or down to ``mark`` (``[id, created_at]``, then its cursor when the platform
+        resumes at the mark)."""
+        state = ThreadState(post_id=post.post_id, thread_id=thread_id, since=mark[:2] if mark else None)
+        if mark and self.resume_at_mark and len(mark) > 2 and mark[2]:
+            # All the platform serves after the cursor is newer: nothing to stop at; the mark stays the newest
+            # until a newer comment comes.
+            state.cursor = state.end_cursor = mark[2]
+            state.since, state.newest = None, mark[:2]
+        return state
 
     def thread_mark(self, post: Post) -> list[str | None] | None:
         """The newest top-level comment of the last complete walk of ``post``'s thread (incremental; set by the
@@ -241,9 +256,13 @@ class CommentThreads(PlatformSpider):
         # The final state (a resume emits the post at once), or none after an error (the next run walks again)
         # or for a refresh (no post follows to close it).
         final = None if state.error or state.refresh else asdict(state)
+        mark = None
+        if state.error is None:
+            mark = list((state.newest or state.since or _EMPTY)[:2])
+            if self.resume_at_mark and state.end_cursor:
+                mark.append(state.end_cursor)
         self.crawler.signals.send_catch_log(signal=mc_signals.thread_progress, spider=self, post_id=state.post_id,
-                                            state=final, comment_ids=[], done=True,
-                                            mark=None if state.error else state.newest or state.since or _EMPTY)
+                                            state=final, comment_ids=[], done=True, mark=mark)
         if state.refresh:
             logger.info("%s: post %s (stored before): %d new comments", self.job, state.post_id, state.fetched)
             return None
@@ -301,16 +320,22 @@ class CommentThreads(PlatformSpider):
             return []
         kept: list[Comment] = []
         roots = {r[0]: r for r in state.roots}
+        limited = False
         for comment in page.comments:
             if comment.parent_id is None:
                 if top_limit is not None and state.top_level >= top_limit:
-                    state.top_done = True
+                    state.top_done = limited = True
                     break
-                if not comment.pinned and _covers(state.since, comment):
+                if _covers(state.since, comment):
+                    if comment.pinned or self.resume_at_mark:
+                        # Pinned comments come first whatever their age, and oldest-first pages (a mark without
+                        # its cursor) list the older ones before the new: passed over, they never end the walk.
+                        continue
                     state.top_done = True  # the rest of the thread was walked by an earlier run
                     break
                 state.top_level += 1
-                if state.newest is None and not comment.pinned:
+                # The newest, not the first: a first walk may be hot first (Bilibili's mode=3).
+                if not comment.pinned and not _covers(state.newest, comment):
                     state.newest = [comment.comment_id, comment.created_at]
                 state.known[comment.comment_id] = comment.comment_id
                 if reply_limit != 0 and (self.replies_inline or (comment.metrics.replies or 0) > 0):
@@ -324,6 +349,8 @@ class CommentThreads(PlatformSpider):
                 if len(state.known) < _KNOWN_ROOTS:
                     state.known[comment.comment_id] = comment.root_id
                 kept.append(comment)
+        if page.end_cursor and not limited:
+            state.end_cursor = page.end_cursor
         if not state.top_done:
             state.cursor = page.next_cursor
             state.top_done = page.is_last or page.next_cursor is None

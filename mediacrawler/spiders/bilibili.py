@@ -367,7 +367,10 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         return str(aid) if isinstance(aid, int) and aid > 0 else None
 
     def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
-        return self.signed("/x/v2/reply/wbi/main", {"oid": state.thread_id, "type": 1, "mode": 3,
+        # A first walk asks hot first (mode=3, as the site shows it); a walk down to a mark asks newest first
+        # (mode=2), so that the first comment at or below the mark ends it.
+        mode = 2 if state.since else 3
+        return self.signed("/x/v2/reply/wbi/main", {"oid": state.thread_id, "type": 1, "mode": mode,
                                                     "pagination_str": bilibili_comments.pagination_str(cursor)})
 
     def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:

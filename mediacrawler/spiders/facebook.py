@@ -79,6 +79,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     pagination = "cursor"
     credential_env = "FACEBOOK_ACCESS_TOKEN"
     replies_inline = True  # filter=stream lists replies among the comments
+    resume_at_mark = True  # order=chronological is oldest first: a re-run starts at the stored `after` cursor
 
     def credential_headers(self, secret: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"}
