@@ -20,15 +20,26 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import av
-import av.error
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 logger = logging.getLogger(__name__)
 
-# What PyAV/FFmpeg raise on bad media (FFmpegError subclasses also derive from ValueError/OSError).
-_AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, ValueError, OSError, EOFError)
+
+
+def _av() -> Any:
+    """PyAV, imported when a video is first assembled or checked: a crawl with no video never pays for it (about
+    0.1 s at every start)."""
+    import av
+    import av.error
+
+    return av
+
+
+def _av_errors() -> tuple[type[BaseException], ...]:
+    """What PyAV/FFmpeg raise on bad media (FFmpegError subclasses also derive from ValueError/OSError)."""
+    return (_av().error.FFmpegError, ValueError, OSError, EOFError)
+
 #: Chapters written into one MP4 (a real video has a handful; the cap bounds a hostile list), and a title's length.
 MAX_CHAPTERS = 500
 MAX_CHAPTER_TITLE = 200
@@ -188,7 +199,7 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
             else:
                 astream = vin.streams.audio[0] if vin.streams.audio else None
                 sources = [(vin, [vstream, *([astream] if astream else [])])]
-            output = stack.enter_context(av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}))
+            output = stack.enter_context(_av().open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}))
             mapping = {id(s): output.add_stream_from_template(s) for _, streams in sources for s in streams}
             output.set_chapters(list(chapters or ()))  # before the first packet: the header counts them
             counts = {id(s): 0 for _, streams in sources for s in streams}
@@ -203,7 +214,7 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
                 raise AssemblyError("video track has no packets")
             if astream is not None and counts[id(astream)] == 0:
                 raise AssemblyError("audio track has no packets")
-        except (AssemblyError, *_AV_ERRORS) as exc:
+        except (AssemblyError, *_av_errors()) as exc:
             tmp.unlink(missing_ok=True)
             if isinstance(exc, AssemblyError):
                 raise
@@ -223,14 +234,14 @@ def concat_mp4(files: Sequence[Path], out: Path, *, chapters: Sequence[Mapping[s
     out = Path(out)
     tmp = out.with_name(out.name + ".part")
     try:
-        with av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as output:
+        with _av().open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as output:
             mapping: dict[str, Any] = {}
             ends: dict[str, float] = {}  # per stream type: end time (s) of what is muxed so far
             last: dict[str, Fraction] = {}  # per stream type: the last dts muxed (s)
             for n, path in enumerate(files):
                 if not _nonempty(Path(path)):
                     raise AssemblyError(f"empty or missing file {n + 1} of {len(files)}")
-                with av.open(str(path), "r") as container:
+                with _av().open(str(path), "r") as container:
                     streams = [*container.streams.video[:1], *container.streams.audio[:1]]
                     if n == 0:
                         mapping = {s.type: output.add_stream_from_template(s) for s in streams}
@@ -252,7 +263,7 @@ def concat_mp4(files: Sequence[Path], out: Path, *, chapters: Sequence[Mapping[s
                         ends[stream.type] = max(ends.get(stream.type, 0.0), end)
                         packet.stream = mapping[stream.type]
                         output.mux(packet)
-    except (AssemblyError, *_AV_ERRORS) as exc:
+    except (AssemblyError, *_av_errors()) as exc:
         tmp.unlink(missing_ok=True)
         if isinstance(exc, AssemblyError):
             raise
@@ -267,7 +278,7 @@ def _open_track(parts: Sequence[Path | None]) -> Iterator[Any]:
     for path in paths:
         if not _nonempty(Path(path)):
             raise AssemblyError(f"empty or missing fragment {path}")
-    with contextlib.closing(ConcatReader(paths)) as reader, av.open(reader, "r") as container:
+    with contextlib.closing(ConcatReader(paths)) as reader, _av().open(reader, "r") as container:
         yield container
 
 
@@ -279,7 +290,7 @@ def _first(streams: Sequence[Any], missing: str) -> Any:
 
 def _packets(container: Any, streams: list[Any]) -> Iterator[tuple[float, Any, Any]]:
     """``(dts in seconds, packet, input stream)``, timestamps moved back so that the input starts at 0."""
-    shift = container.start_time / av.time_base if container.start_time is not None else 0.0
+    shift = container.start_time / _av().time_base if container.start_time is not None else 0.0
     offsets = {id(s): round(shift / s.time_base) if s.time_base else 0 for s in streams}
     by_index = {s.index: s for s in streams}
     for packet in container.demux(*streams):
@@ -322,7 +333,7 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
     if b"moov" not in boxes:
         raise AssemblyError("not an MP4: no moov box")
     try:
-        with av.open(str(path), "r") as container:
+        with _av().open(str(path), "r") as container:
             if "mp4" not in container.format.name.split(","):
                 raise AssemblyError(f"not an MP4 container: {container.format.name}")
             if not container.streams.video:
@@ -333,7 +344,7 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
                 raise AssemblyError("no audio stream")
             declared = [float(s.duration * s.time_base) for s in container.streams if s.duration and s.time_base]
             if (container.duration or 0) > 0:
-                declared = [container.duration / av.time_base]  # the container's own duration wins
+                declared = [container.duration / _av().time_base]  # the container's own duration wins
             duration = max(declared, default=None)
             if duration is None:
                 raise AssemblyError("MP4 declares no duration")
@@ -354,7 +365,7 @@ def verify_mp4(path: Path, *, expect_audio: bool, expected_duration: float | Non
                              video_codec=video.codec_context.name,
                              audio_codec=audio.codec_context.name if audio is not None else None,
                              faststart=b"mdat" not in boxes or boxes.index(b"moov") < boxes.index(b"mdat"))
-    except _AV_ERRORS as exc:  # AssemblyError is none of these: it passes through
+    except _av_errors() as exc:  # AssemblyError is none of these: it passes through
         raise AssemblyError(f"unreadable MP4: {exc}") from None
     return info
 
