@@ -166,7 +166,8 @@ def test_export_refuses_bad_arguments_in_one_line(tmp_path: Path, outputs: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     assert run_export(tmp_path, outputs, "--since", "yesterday")[0] == 2
     assert "--since 'yesterday'" in capsys.readouterr().err
-    assert export_main(["-s", f"OUTPUT_DIR={tmp_path / 'nowhere'}"]) == 2
+    # Its own CHECKPOINT_DIR: the default one (the working directory's) may hold a records database.
+    assert export_main(["-s", f"OUTPUT_DIR={tmp_path / 'nowhere'}", "-s", f"CHECKPOINT_DIR={tmp_path / 'cp'}"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert run_export(tmp_path, outputs, "-s", "LIBRARY_TEMPLATE={post_id}")[0] == 2
 
