@@ -14,7 +14,7 @@ import os
 from typing import Annotated
 
 # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative
+from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
@@ -117,6 +117,10 @@ RATE_BUDGET_BURST: Annotated[int, Range(1)] = 1
 RATE_BUDGET_KEY_PREFIX = "mediacrawler:rate"
 
 # --- Platforms --------------------------------------------------------------------------------------------------
+#: The zone of ``-a since``/``-a until`` values given without an offset (a bare date is its midnight): an IANA
+#: name; empty: each platform's own (Asia/Shanghai for Weibo, Bilibili, XHS and Douyin, UTC for Facebook). Stored
+#: times stay UTC (docs/platforms.md, "Date windows").
+TIME_ZONE: Annotated[str, TimeZone()] = ""
 WEIBO_BASE_URL = "https://m.weibo.cn"
 #: Value of the Referer header sent with Weibo media requests (the image hosts refuse requests without one).
 WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
@@ -162,6 +166,8 @@ DOUYIN_MEDIA_REFERER = "https://www.douyin.com/"
 ITEM_PIPELINES = {
     # First: drops posts that an interrupted earlier run of the same job already stored.
     "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
+    # Posts outside -a since/-a until that only a chain step could date: dropped before their media is fetched.
+    "mediacrawler.pipelines.window.DateWindowPipeline": 60,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
     "mediacrawler.pipelines.media.MediaStorePipeline": 300,

@@ -83,7 +83,8 @@ class BilibiliResource(SandboxResource):
             return self._json(request, bilibili.search_response(
                 query_arg(request, b"keyword"), search_type=query_arg(request, b"search_type"),
                 page=query_int(request, b"page"), page_size=query_int(request, b"page_size"),
-                base=origin_of(request)))
+                base=origin_of(request), order=query_arg(request, b"order"),
+                begin_s=query_int(request, b"pubtime_begin_s"), end_s=query_int(request, b"pubtime_end_s")))
         if path in ("x/v2/reply/wbi/main", "x/v2/reply/main"):
             # A video's replies, then each reply's thread (x/v2/reply/reply); oid is the aid of the video.
             aid = query_int(request, b"oid") or 0

@@ -86,7 +86,9 @@ class FacebookResource(SandboxResource):
             if fault is not None:
                 return fault
             status, payload = facebook.posts_response(self.world, parts[1], base=base, token=token, limit=limit,
-                                                      after=after, fields=fields)
+                                                      after=after, fields=fields,
+                                                      since=query_int(request, b"since"),
+                                                      until=query_int(request, b"until"))
             return self._answer(request, status, payload)
         if len(parts) == 3 and parts[2] == "comments":
             # A post's comments (filter=stream: its replies too), or one comment's replies ({post no}_{comment}).

@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scrapy import Spider
 
+from mediacrawler.spiders._window import check_args
+
 
 class SpiderParams(BaseModel):
     """Arguments every platform spider takes (``-a name=value``)."""
@@ -36,12 +38,24 @@ class SpiderParams(BaseModel):
     retry_only: bool = Field(
         default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
     )
+    since: str | None = Field(
+        default=None, max_length=40, description="Only posts published at or after this ISO 8601 date or datetime "
+                                                 "(a bare date: midnight in TIME_ZONE).",
+    )
+    until: str | None = Field(
+        default=None, max_length=40, description="Only posts published before this ISO 8601 date or datetime.",
+    )
 
     @model_validator(mode="after")
     def _full_or_incremental(self) -> Any:
         if self.full and self.incremental:
             raise ValueError("give -a full=true (ignore the high-water mark) or -a incremental=true (stop at it), "
                              "not both")
+        return self
+
+    @model_validator(mode="after")
+    def _window(self) -> Any:
+        check_args(self.since, self.until)
         return self
 
     @model_validator(mode="before")

@@ -33,6 +33,7 @@ from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
 from mediacrawler.spiders._args import (SpiderParams, format_validation_error, is_distributed, is_worker_mode,
                                        target_names)
+from mediacrawler.spiders._window import DateWindow, cut_page, window_suffix, zone_named
 
 logger = logging.getLogger(__name__)
 
@@ -112,13 +113,15 @@ class PlatformSpider(Spider):
     })
     #: The settings holding this platform's API/web roots: a queued request may only go to their hosts.
     root_settings: ClassVar[tuple[str, ...]] = ()
+    #: The zone ``-a since``/``-a until`` are read in when TIME_ZONE is empty (spiders/_window.py).
+    time_zone: ClassVar[str] = "Asia/Shanghai"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         for key in self.params_model.model_fields:
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
         #: A worker has no job until it takes one: its own name keys its output file until then.
-        self.job: str = f"{self.name}-worker-{self.worker_id}" if self.worker_id else self.job_key()
+        self.job: str = f"{self.name}-worker-{self.worker_id}" if self.worker_id else self.windowed_job_key()
         #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
         self.job_queue: str | None = None if self.worker_id else self.job
         #: Set by the checkpoint extension on spider_opened when there is a checkpoint to resume from.
@@ -180,10 +183,28 @@ class PlatformSpider(Spider):
         """A stable, file-name-safe key for this job, e.g. ``weibo-uid-7365120894`` (checkpoints, output files)."""
         raise NotImplementedError
 
+    def windowed_job_key(self) -> str:
+        """:meth:`job_key` with the date window, if any (a windowed job has its own checkpoint and mark)."""
+        return self.job_key() + window_suffix(self.args.since, self.args.until)
+
+    def date_window(self) -> DateWindow | None:
+        """The window of ``-a since``/``-a until`` in UTC (``None``: none), read in TIME_ZONE or
+        :attr:`time_zone`."""
+        key = (self.args.since, self.args.until)
+        if getattr(self, "_window_of", (None,))[0] != key:
+            zone = zone_named(str(self.settings.get("TIME_ZONE") or "").strip() or self.time_zone)
+            self._window_of = (key, DateWindow.of(*key, zone))
+        return self._window_of[1]
+
     def lists_items(self) -> bool:
         """Whether this job is a list of requested items (``-a bvid=A,B``), not a listing: each page is one
         item, in the order given, so no high-water mark applies and every item is emitted or reported."""
         return False
+
+    def newest_first(self) -> bool:
+        """Whether the listing is newest first, so that a page all older than ``-a since`` ends the walk (a list of
+        items is in the order given, a search by relevance in none: neither stops there)."""
+        return not self.lists_items()
 
     def target_args(self) -> dict[str, str]:
         """The arguments that name this job's target (e.g. ``{"uid": "7365120894"}``), as ``-a`` would give them."""
@@ -336,6 +357,8 @@ class PlatformSpider(Spider):
         for reason, count in page.skipped.items():
             stats.inc_value(f"{self.platform}/skipped/{reason}", count)
         at_mark = self._apply_mark(page, page_no)
+        # A window and the mark compose: whichever the walk reaches first stops it.
+        before_since = self._apply_window(page, page_no)
         post_ids = [p.post_id for p in page.posts] + list(page.incomplete)
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_parsed,
@@ -345,13 +368,17 @@ class PlatformSpider(Spider):
             next_cursor=page.next_cursor,
             post_ids=post_ids,
             # A page at the mark ends the part of the source this run covers: the checkpoint completes there.
-            is_last=page.is_last or at_mark,
+            is_last=page.is_last or at_mark or before_since,
         )
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
         if page.is_last:
             self.source_exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
+        elif before_since:
+            # The window's start is the end of this job's part of the source.
+            self.source_exhausted = True
+            logger.info("%s: page %d is all older than -a since; stopping there", self.job, page_no)
         elif at_mark:
             self.stopped_at_mark = True
             assert self.mark is not None
@@ -391,6 +418,25 @@ class PlatformSpider(Spider):
             logger.debug("%s page %d: %d posts at or below the mark", self.job, page_no, below)
         page.posts, page.incomplete = kept, kept_incomplete
         return bool(regular) and all(regular)
+
+    def _apply_window(self, page: Page, page_no: int) -> bool:
+        """Drop the posts of ``page`` outside the date window (their media is then never fetched); whether the
+        page is entirely older than ``since`` (pinned posts never count; a post still waiting for a step is judged
+        by :meth:`listed_time`; when that is unknown, pipelines/window.py judges the post its chain ends with)."""
+        window = self.date_window()
+        if window is None:
+            return False
+        kept, older = cut_page(window, [(p.created_at, is_pinned(p)) for p in page.posts]
+                               + [(self.listed_time(raw), False) for raw in page.incomplete.values()])
+        posts, incomplete = kept[:len(page.posts)], kept[len(page.posts):]
+        outside = kept.count(False)
+        if outside:
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("window/outside", outside)
+            logger.debug("%s page %d: %d posts outside the date window", self.job, page_no, outside)
+        page.posts = [p for p, keep in zip(page.posts, posts) if keep]
+        page.incomplete = {i: raw for (i, raw), keep in zip(page.incomplete.items(), incomplete) if keep}
+        return older and self.newest_first()
 
     # --- Media left behind by earlier runs (docs/operations.md, "Incremental sync and retries") --------------
 
@@ -679,7 +725,7 @@ class PlatformSpider(Spider):
 
     def _adopt(self, job_key: str) -> None:
         """Serve job ``job_key`` (``self.args`` already set): per-job state starts afresh."""
-        self.job = self.job_key()
+        self.job = self.windowed_job_key()
         if self.job != job_key:
             logger.warning("%s: job key %s computed as %s here", self.name, job_key, self.job)
         self.job_queue = job_key

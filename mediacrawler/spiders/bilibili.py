@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -49,6 +49,9 @@ class BilibiliParams(SpiderParams):
 
     mid: str | None = Field(default=None, description="Numeric id of the creator whose uploads to crawl.")
     keyword: str | None = Field(default=None, description="Search keyword (video results).")
+    order: Literal["pubdate", "click", "stow"] | None = Field(
+        default=None, description="Order of -a keyword results: pubdate (newest first), click (most played), stow "
+                                  "(most favourited); default Bilibili's own ranking (pubdate with -a since/until).")
     bvid: str | None = Field(default=None, description="One or more video ids, comma-separated (BV…).")
     subtitles: bool = Field(default=False, description="Also store each part's subtitle tracks (JSON and SRT).")
     danmaku: bool = Field(default=False, description="Also store each part's danmaku (XML).")
@@ -73,6 +76,12 @@ class BilibiliParams(SpiderParams):
         if not ids or len(ids) > 1000 or not all(_BVID.match(x) for x in ids):
             raise ValueError("must be video ids like BV1Sbx411A01, comma-separated")
         return ",".join(dict.fromkeys(ids))
+
+    @model_validator(mode="after")
+    def _order_of_search(self) -> BilibiliParams:
+        if self.order is not None and self.keyword is None:
+            raise ValueError("-a order applies to -a keyword (a search) only")
+        return self
 
     @model_validator(mode="after")
     def _one_target(self) -> BilibiliParams:
@@ -102,7 +111,8 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         if self.args.mid is not None:
             return f"bilibili-mid-{self.args.mid}"
         if self.args.keyword is not None:
-            return f"bilibili-keyword-{job_slug(self.args.keyword)}"
+            order = f"-{self.args.order}" if self.args.order else ""
+            return f"bilibili-keyword-{job_slug(self.args.keyword)}{order}"
         return f"bilibili-bvid-{job_slug(str(self.args.bvid).replace(',', '-'))}"
 
     @property
@@ -156,10 +166,28 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                                {"mid": self.args.mid, "pn": page, "ps": self.settings.getint("BILIBILI_PAGE_SIZE"),
                                 "order": "pubdate"})
         if self.args.keyword is not None:
-            return self.signed("/x/web-interface/wbi/search/type",
-                               {"search_type": "video", "keyword": self.args.keyword, "page": page})
+            return self.signed("/x/web-interface/wbi/search/type", self._search_query(page))
         # -a bvid: page N is the N-th video's detail.
         return self._view_url(self.bvids[min(page, len(self.bvids)) - 1])
+
+    def _search_query(self, page: int) -> dict[str, Any]:
+        """search/type's query: ``-a order``, and a date window filtered server-side (``pubtime_begin_s`` and
+        ``pubtime_end_s``, both inclusive, with ``order=pubdate`` unless another order was asked for)."""
+        query: dict[str, Any] = {"search_type": "video", "keyword": self.args.keyword, "page": page}
+        window = self.date_window()
+        order = self.args.order or ("pubdate" if window is not None else None)
+        if order is not None:
+            query["order"] = order
+        if window is not None:
+            begin, end = window.bounds_s()
+            query.update({k: v for k, v in (("pubtime_begin_s", begin), ("pubtime_end_s", end and end - 1))
+                          if v is not None})
+        return query
+
+    def newest_first(self) -> bool:
+        if self.args.keyword is not None:
+            return (self.args.order or ("pubdate" if self.date_window() else None)) == "pubdate"
+        return super().newest_first()
 
     def _view_url(self, bvid: str) -> str:
         return f"{self.api}/x/web-interface/view?{urlencode({'bvid': bvid})}"

@@ -66,6 +66,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     args: FacebookParams
     pagination = "cursor"
     credential_env = "FACEBOOK_ACCESS_TOKEN"
+    time_zone = "UTC"
 
     def credential_headers(self, secret: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"}
@@ -90,7 +91,12 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.video is not None:
             return f"{self.base_url}/{quote(self.args.video)}?{urlencode({'fields': parser.VIDEO_FIELDS})}"
-        query = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
+        query: dict[str, Any] = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
+        window = self.date_window()
+        if window is not None:
+            # Graph filters by created_time itself (unix seconds, both ends inclusive: until is the last second).
+            since, until = window.bounds_s()
+            query.update({k: v for k, v in (("since", since), ("until", until and until - 1)) if v is not None})
         if cursor:
             query["after"] = cursor
         return f"{self.base_url}/{quote(str(self.args.page))}/posts?{urlencode(query)}"

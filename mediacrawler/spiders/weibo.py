@@ -65,6 +65,10 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         assert self.args.keyword is not None
         return f"weibo-keyword-{job_slug(self.args.keyword)}"
 
+    def newest_first(self) -> bool:
+        # A timeline is; a search's "all" tab is ranked by relevance, so -a since never stops it.
+        return self.args.uid is not None
+
     @property
     def base_url(self) -> str:
         return self.settings.get("WEIBO_BASE_URL").rstrip("/")
