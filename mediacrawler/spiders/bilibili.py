@@ -1,8 +1,11 @@
-"""Bilibili: a creator's uploads (``-a mid=``), a keyword search (``-a keyword=``) or given videos (``-a bvid=``).
+"""Bilibili: a creator's uploads (``-a mid=``), a keyword search (``-a keyword=``), given videos (``-a bvid=``), a
+favourites folder (``-a fav=``), a collection (``-a season=<mid>:<id>``) or a series (``-a series=<mid>:<id>``).
 
     scrapy crawl bilibili -a mid=2
-    scrapy crawl bilibili -a keyword=日常 -a max_pages=2
+    scrapy crawl bilibili -a keyword=日常 -a max_pages=2 -a order=click
     scrapy crawl bilibili -a bvid=BV1Sbx411A01,BV1Sbx411A02 -a max_height=480
+    scrapy crawl bilibili -a fav=1000001
+    scrapy crawl bilibili -a season=2:5001
 
 Every video is a chain (spiders/_base.py): ``/x/web-interface/view`` (one video asset per part), then one
 ``/x/player/wbi/playurl`` per part, whose streams go on the asset as ``renditions`` for the media path to select
@@ -34,12 +37,17 @@ from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 logger = logging.getLogger(__name__)
 
 _BVID = re.compile(r"^BV[0-9A-Za-z]{10}$")
+_MID_ID = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}$")
+#: Most videos per page of a favourites folder (the API's bound; BILIBILI_PAGE_SIZE when smaller).
+FAV_PAGE_SIZE = 20
+#: The arguments that name a job's target (exactly one is given).
+TARGETS = ("mid", "keyword", "bvid", "fav", "season", "series")
 #: Cache key of the WBI mixin key (one per API root).
 _WBI_CACHE_KEY = "bilibili:wbi:{root}"
 
@@ -53,6 +61,9 @@ class BilibiliParams(SpiderParams):
         default=None, description="Order of -a keyword results: pubdate (newest first), click (most played), stow "
                                   "(most favourited); default Bilibili's own ranking (pubdate with -a since/until).")
     bvid: str | None = Field(default=None, description="One or more video ids, comma-separated (BV…).")
+    fav: str | None = Field(default=None, description="Numeric id (media_id) of a favourites folder.")
+    season: str | None = Field(default=None, description="A collection: <mid>:<season id>.")
+    series: str | None = Field(default=None, description="A series: <mid>:<series id>.")
     subtitles: bool = Field(default=False, description="Also store each part's subtitle tracks (JSON and SRT).")
     danmaku: bool = Field(default=False, description="Also store each part's danmaku (XML).")
     chapters: bool = Field(default=False, description="Keep each part's chapters (view points) in the record.")
@@ -61,6 +72,16 @@ class BilibiliParams(SpiderParams):
     @classmethod
     def _mid_digits(cls, v: Any) -> Any:
         return digits_arg(v, what="Bilibili user id (mid)", example="2")
+
+    @field_validator("fav", mode="before")
+    @classmethod
+    def _fav_digits(cls, v: Any) -> Any:
+        return digits_arg(v, what="favourites folder id (media_id)", example="1000001")
+
+    @field_validator("season", "series", mode="before")
+    @classmethod
+    def _mid_and_id(cls, v: Any) -> Any:
+        return matched_arg(v, pattern=_MID_ID, message="must be <mid>:<id>, both numeric, e.g. 2:5001")
 
     @field_validator("keyword")
     @classmethod
@@ -85,8 +106,9 @@ class BilibiliParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> BilibiliParams:
-        return one_target(self, names=("mid", "keyword", "bvid"),
-                          message="give exactly one of -a mid=<digits>, -a keyword=<text> or -a bvid=<BV…[,BV…]>")
+        return one_target(self, names=TARGETS,
+                          message="give exactly one of -a mid=<digits>, -a keyword=<text>, -a bvid=<BV…[,BV…]>, "
+                                  "-a fav=<media_id>, -a season=<mid>:<id> or -a series=<mid>:<id>")
 
 
 class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
@@ -113,6 +135,9 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         if self.args.keyword is not None:
             order = f"-{self.args.order}" if self.args.order else ""
             return f"bilibili-keyword-{job_slug(self.args.keyword)}{order}"
+        for name in ("fav", "season", "series"):
+            if (value := getattr(self.args, name)) is not None:
+                return f"bilibili-{name}-{str(value).replace(':', '-')}"
         return f"bilibili-bvid-{job_slug(str(self.args.bvid).replace(',', '-'))}"
 
     @property
@@ -167,6 +192,21 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                                 "order": "pubdate"})
         if self.args.keyword is not None:
             return self.signed("/x/web-interface/wbi/search/type", self._search_query(page))
+        size = self.settings.getint("BILIBILI_PAGE_SIZE")
+        if self.args.fav is not None:
+            query: dict[str, Any] = {"media_id": self.args.fav, "pn": page, "ps": min(size, FAV_PAGE_SIZE), "keyword": "",
+                                     "order": "mtime", "type": 0, "tid": 0, "platform": "web"}
+            return f"{self.api}/x/v3/fav/resource/list?{urlencode(query)}"
+        if self.args.season is not None:
+            mid, season_id = self.args.season.split(":")
+            query = {"mid": mid, "season_id": season_id, "sort_reverse": "false", "page_num": page,
+                     "page_size": size}
+            return f"{self.api}/x/polymer/web-space/seasons_archives_list?{urlencode(query)}"
+        if self.args.series is not None:
+            mid, series_id = self.args.series.split(":")
+            query = {"mid": mid, "series_id": series_id, "only_normal": "true", "sort": "desc", "pn": page,
+                     "ps": size}
+            return f"{self.api}/x/series/archives?{urlencode(query)}"
         # -a bvid: page N is the N-th video's detail.
         return self._view_url(self.bvids[min(page, len(self.bvids)) - 1])
 
@@ -187,7 +227,8 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
     def newest_first(self) -> bool:
         if self.args.keyword is not None:
             return (self.args.order or ("pubdate" if self.date_window() else None)) == "pubdate"
-        return super().newest_first()
+        # A folder is in the order of favouriting, a collection in episode order; a series is asked newest first.
+        return self.args.fav is None and self.args.season is None and super().newest_first()
 
     def _view_url(self, bvid: str) -> str:
         return f"{self.api}/x/web-interface/view?{urlencode({'bvid': bvid})}"
@@ -198,6 +239,12 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
             return parser.parse_arc_search(payload)
         if self.args.keyword is not None:
             return parser.parse_search(payload)
+        if self.args.fav is not None:
+            return parser.parse_fav_list(payload)
+        if self.args.season is not None:
+            return parser.parse_season_archives(payload)
+        if self.args.series is not None:
+            return parser.parse_series_archives(payload)
         page_no = int(source.page or 1)
         bvid = self.bvids[min(page_no, len(self.bvids)) - 1]
         page = Page(is_last=page_no >= len(self.bvids))
