@@ -127,6 +127,8 @@ WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
 #: Fetch the full text of posts marked isLongText from /statuses/extend.
 WEIBO_EXPAND_LONG_TEXT: bool = True
 BILIBILI_API_URL = "https://api.bilibili.com"
+#: Root of Bilibili's short share links (``https://b23.tv/<code>``), followed by ``mediacrawler get``.
+BILIBILI_SHORT_URL = "https://b23.tv"
 BILIBILI_WEB_URL = "https://www.bilibili.com"
 #: Parts (pages[]) crawled per video: the first ones; the record says how many the video has and how many were cut.
 BILIBILI_MAX_PARTS: Annotated[int, Range(1)] = 200
@@ -146,6 +148,8 @@ FACEBOOK_PAGE_SIZE: Annotated[int, Range(1, 100)] = 25
 #: Root of XiaoHongShu's site: note pages /explore/{id}?xsec_token=… and profile pages /user/profile/{id} (their
 #: server-rendered state; no signed API is used). XHS_COOKIE (environment) goes with these page requests.
 XHS_WEB_URL = "https://www.xiaohongshu.com"
+#: Root of XHS's short share links (``http://xhslink.com/<code>``), followed by ``mediacrawler get``.
+XHS_SHORT_URL = "http://xhslink.com"
 #: Bounds of ``-a notes_file``: its bytes and lines (a larger file, or /dev/zero, is refused in one line, exit 2).
 XHS_NOTES_FILE_MAX_BYTES: Annotated[int, Range(1)] = 4 * 1024 * 1024
 XHS_NOTES_FILE_MAX_LINES: Annotated[int, Range(1)] = 10_000
@@ -331,6 +335,12 @@ FEED_STORAGES = {
     "": "mediacrawler.feeds.SyncedFileFeedStorage",
     "file": "mediacrawler.feeds.SyncedFileFeedStorage",
 }
+
+# --- Links (mediacrawler get; mediacrawler/links.py, commands/get.py) ----------------------------------------
+#: Redirect hops a short link (b23.tv, xhslink.com) may take before it names a post; one more fails that link.
+LINKS_MAX_REDIRECTS: Annotated[int, Range(1, 20)] = 5
+#: Largest ``-f`` links file read (bytes).
+LINKS_FILE_MAX_BYTES: Annotated[int, Range(1)] = 1_048_576
 
 # --- Incremental sync, retries, targets (extensions/marks.py, extensions/retries.py, commands/crawl.py) ----------
 # docs/operations.md, "Incremental sync and retries".

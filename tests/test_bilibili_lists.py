@@ -1,6 +1,6 @@
-"""Bilibili favourites (``-a fav``), collections (``-a season``), series (``-a series``) and ``-a order`` on search:
-the parsers on the sandbox's payloads, and one real crawl of each against the sandbox (every video through the same
-view → playurl chain as an upload)."""
+"""Bilibili favourites (``-a fav``), collections (``-a season``), series (``-a series``) and ``-a order`` on
+search: the parsers on the sandbox's payloads, and one real crawl of each against the sandbox (every video through
+the same view → playurl chain as an upload)."""
 
 from __future__ import annotations
 
@@ -43,9 +43,11 @@ def test_fav_pages_follow_has_more_and_skip_what_is_not_a_video() -> None:
 
 def test_season_and_series_pages_end_at_their_total() -> None:
     mid, sid = bilibili_lists.SEASON
-    page = parser.parse_season_archives(bilibili_lists.season_response(mid, sid, page_num=1, page_size=5, base=BASE))
+    page = parser.parse_season_archives(bilibili_lists.season_response(mid, sid, page_num=1, page_size=5,
+                                                                       base=BASE))
     assert list(page.incomplete) == bilibili_lists.SEASONS[bilibili_lists.SEASON][:5] and not page.is_last
-    page = parser.parse_season_archives(bilibili_lists.season_response(mid, sid, page_num=2, page_size=5, base=BASE))
+    page = parser.parse_season_archives(bilibili_lists.season_response(mid, sid, page_num=2, page_size=5,
+                                                                       base=BASE))
     assert list(page.incomplete) == bilibili_lists.SEASONS[bilibili_lists.SEASON][5:] and page.is_last
     mid, sid = bilibili_lists.SERIES_KEY
     page = parser.parse_series_archives(bilibili_lists.series_response(mid, sid, pn=2, ps=30, base=BASE))
@@ -65,7 +67,8 @@ def crawl(tmp_path: Path, sandbox: SandboxProcess, *args: str) -> tuple[subproce
                                                                         list[dict[str, Any]]]:
     out = tmp_path / "out.jsonl"
     cmd = [sys.executable, "-m", "scrapy", "crawl", "bilibili", *args,
-           "-s", f"BILIBILI_API_URL={sandbox.url}/bilibili", "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0",
+           "-s", f"BILIBILI_API_URL={sandbox.url}/bilibili", "-s", "DOWNLOAD_DELAY=0",
+           "-s", "AUTOTHROTTLE_ENABLED=0",
            "-s", "MEDIA_ENABLED=0", "-s", f"FILES_STORE={tmp_path / 'files'}",
            "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
            "-O", str(out)]
@@ -77,7 +80,8 @@ def crawl(tmp_path: Path, sandbox: SandboxProcess, *args: str) -> tuple[subproce
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("arg", "path", "expected", "pages"), [
-    (f"fav={bilibili_lists.FAV_ID}", "/x/v3/fav/resource/list", bilibili_lists.FAVOURITES[bilibili_lists.FAV_ID], 3),
+    (f"fav={bilibili_lists.FAV_ID}", "/x/v3/fav/resource/list",
+     bilibili_lists.FAVOURITES[bilibili_lists.FAV_ID], 3),
     ("season={}:{}".format(*bilibili_lists.SEASON), "/x/polymer/web-space/seasons_archives_list",
      bilibili_lists.SEASONS[bilibili_lists.SEASON], 2),
     ("series={}:{}".format(*bilibili_lists.SERIES_KEY), "/x/series/archives",
@@ -91,7 +95,8 @@ def test_each_list_gives_every_video_through_view_and_playurl(sandbox: SandboxPr
     assert Counter(r["post_id"] for r in rows) == Counter(expected)
     requests = sandbox.requests()
     assert len([r for r in requests if r["path"].endswith(path)]) == pages
-    viewed = Counter(parse_qs(r["query"])["bvid"][0] for r in requests if r["path"].endswith("/web-interface/view"))
+    viewed = Counter(parse_qs(r["query"])["bvid"][0] for r in requests
+                     if r["path"].endswith("/web-interface/view"))
     played = {parse_qs(r["query"])["bvid"][0] for r in requests if r["path"].endswith("/player/wbi/playurl")}
     assert viewed == Counter(expected) and played == set(expected)
     for row in rows:

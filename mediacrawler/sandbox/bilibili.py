@@ -524,3 +524,13 @@ def nav_response() -> dict[str, Any]:
             },
         },
     }
+
+
+def short_link_target(code: str) -> str | None:
+    """Where ``b23.tv/<code>`` redirects: ``sbx<n>`` the ``n``-th video of :data:`BVIDS` (0-based) on the real
+    site; ``hop<n>`` another short link (``b23.tv/sbx<n>``), ``loop`` itself for ever; other codes ``None``."""
+    if code.startswith("sbx") and code[3:].isdigit() and int(code[3:]) < len(BVIDS):
+        return f"https://www.bilibili.com/video/{BVIDS[int(code[3:])]}?share_source=copy_web&share_medium=android"
+    if code.startswith("hop") and code[3:].isdigit():
+        return f"https://b23.tv/sbx{code[3:]}"
+    return "https://b23.tv/loop" if code == "loop" else None

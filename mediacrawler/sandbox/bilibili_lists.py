@@ -3,8 +3,9 @@
 - :data:`FAVOURITES` ``{media_id: [bvid…]}``: folder :data:`FAV_ID` holds 10 of mid 4's uploads, most recently
   favourited first (which is not publication order), plus one video of mid 2; ``/x/v3/fav/resource/list?media_id=
   &pn=&ps=`` (``ps`` 1..20) answers ``data.medias[]`` and ``data.has_more``; an unknown folder ``-404``.
-- :data:`SEASONS` ``{(mid, season_id): [bvid…]}``: mid 2's collection :data:`SEASON` of its 9 own uploads in episode
-  order (oldest first); ``/x/polymer/web-space/seasons_archives_list?mid=&season_id=&page_num=&page_size=``.
+- :data:`SEASONS` ``{(mid, season_id): [bvid…]}``: mid 2's collection :data:`SEASON` of its 9 own uploads in
+  episode order (oldest first):
+  ``/x/polymer/web-space/seasons_archives_list?mid=&season_id=&page_num=&page_size=``.
 - :data:`SERIES` ``{(mid, series_id): [bvid…]}``: mid 4's series :data:`SERIES_KEY` of its 45 uploads, newest
   first (``sort=desc``); ``/x/series/archives?mid=&series_id=&pn=&ps=``.
 

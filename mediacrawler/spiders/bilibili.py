@@ -59,7 +59,8 @@ class BilibiliParams(SpiderParams):
     keyword: str | None = Field(default=None, description="Search keyword (video results).")
     order: Literal["pubdate", "click", "stow"] | None = Field(
         default=None, description="Order of -a keyword results: pubdate (newest first), click (most played), stow "
-                                  "(most favourited); default Bilibili's own ranking (pubdate with -a since/until).")
+                                  "(most favourited); default Bilibili's own ranking (pubdate with -a since or "
+                                  "-a until).")
     bvid: str | None = Field(default=None, description="One or more video ids, comma-separated (BV…).")
     fav: str | None = Field(default=None, description="Numeric id (media_id) of a favourites folder.")
     season: str | None = Field(default=None, description="A collection: <mid>:<season id>.")
@@ -194,8 +195,8 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
             return self.signed("/x/web-interface/wbi/search/type", self._search_query(page))
         size = self.settings.getint("BILIBILI_PAGE_SIZE")
         if self.args.fav is not None:
-            query: dict[str, Any] = {"media_id": self.args.fav, "pn": page, "ps": min(size, FAV_PAGE_SIZE), "keyword": "",
-                                     "order": "mtime", "type": 0, "tid": 0, "platform": "web"}
+            query: dict[str, Any] = {"media_id": self.args.fav, "pn": page, "ps": min(size, FAV_PAGE_SIZE),
+                                     "keyword": "", "order": "mtime", "type": 0, "tid": 0, "platform": "web"}
             return f"{self.api}/x/v3/fav/resource/list?{urlencode(query)}"
         if self.args.season is not None:
             mid, season_id = self.args.season.split(":")

@@ -43,7 +43,8 @@ class WeiboParams(SpiderParams):
     keyword: str | None = Field(default=None, description="Search keyword (m.weibo.cn search, the -a search_type "
                                                            "tab).")
     search_type: Literal["all", "realtime", "hot", "video", "picture"] | None = Field(
-        default=None, description="Tab of -a keyword: all (default), realtime (newest first), hot, video, picture.")
+        default=None, description="Tab of -a keyword: all (default), realtime (newest first), hot, video or "
+                                  "picture.")
     post: str | None = Field(default=None, description="Posts: mids, bids or links (m.weibo.cn/detail/<mid>, "
                                                        "weibo.com/<uid>/<bid>), comma-separated.")
 
@@ -154,7 +155,8 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         if mblog is None:
             page.posts.append(Post(platform=self.platform, post_id=mid, url=f"https://m.weibo.cn/detail/{mid}",
                                    author=None, created_at=None, source=source, fetched_at=self.now_iso(),
-                                   deleted=True, extra={"unavailable": "the post does not exist (or was deleted)"}))
+                                   deleted=True, extra={"unavailable": "the post does not exist (or was deleted)"},
+                                   ))
             return page
         post = parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
                                   now=http_date(response.headers.get(b"Date")))
