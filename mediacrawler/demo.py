@@ -24,7 +24,8 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "1669879400"}),
     ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
     ("weibo", {"keyword": "猫"}),
-    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters (sandbox.bilibili_extras).
+    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4
+    # (sandbox.bilibili_extras); one upload has no DASH, only a durl in 3 segments, joined (sandbox.bilibili).
     ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true"}),
     ("facebook", {"page": "100000000000001"}),
     ("xhs", {"user": "5f0e1d2c3b4a596877665544"}),

@@ -74,6 +74,9 @@ class MediaAsset:
     live_of: str | None = None
     #: A video's cover picture names the ``key`` of its video (stored once, like any picture).
     cover_of: str | None = None
+    #: A video's chapters, ``[{"start", "end", "title"}]`` in seconds (Bilibili's ``view_points`` with
+    #: ``-a chapters=true``), written into the MP4 when the media pipeline assembles it; ``None``: none known.
+    chapters: list[dict[str, Any]] | None = None
     # Results (media pipeline).
     sha256: str | None = None
     path: str | None = None

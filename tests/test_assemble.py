@@ -4,9 +4,11 @@ verified. No mocks: the only stand-in is the network (a URL → file map)."""
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
+from fractions import Fraction
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -16,8 +18,11 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from mediacrawler.media.assemble import (
+    MAX_CHAPTERS,
     AssemblyError,
     ConcatReader,
+    chapter_entries,
+    concat_mp4,
     decrypt_aes128,
     ordered_parts,
     remux_to_mp4,
@@ -307,3 +312,76 @@ def test_copy_of_clip_is_stable(media_clip: Clip, tmp_path: Path) -> None:
     a = remux_to_mp4(copies, None, tmp_path / "a.mp4")
     b = remux_to_mp4(media_clip.ts_segments, None, tmp_path / "b.mp4")
     assert a.read_bytes() == b.read_bytes()
+
+
+# --- chapters (Bilibili's view_points, MediaAsset.chapters) ------------------------------------------------------
+TWO_CHAPTERS = [{"start": 1, "end": 2, "title": "结尾 & 彩蛋"}, {"start": 0, "end": 1, "title": "开场"}]
+
+
+def chapters_of(path: Path) -> list[tuple[str, float, float]]:
+    """``(title, start s, end s)`` of each chapter, as a player reads them from the file."""
+    with av.open(str(path)) as container:
+        return [(c["metadata"].get("title", ""), float(c["start"] * c["time_base"]),
+                 float(c["end"] * c["time_base"])) for c in container.chapters()]
+
+
+def test_chapters_are_written_into_the_remuxed_mp4_the_same_bytes_every_time(media_clip: Clip,
+                                                                              tmp_path: Path) -> None:
+    """DASH-style init + fragments per track, remuxed with two chapters: a player sees both with their titles and
+    times; the file still verifies; the same inputs give the same bytes (the store names files by their hash)."""
+    chapters = chapter_entries(TWO_CHAPTERS, duration=media_clip.duration)
+    outs = [remux_to_mp4(media_clip.video_fragments, media_clip.audio_fragments, tmp_path / f"{n}.mp4",
+                         init_video=media_clip.video_init, init_audio=media_clip.audio_init, chapters=chapters)
+            for n in ("a", "b")]
+    assert chapters_of(outs[0]) == [("开场", 0.0, 1.0), ("结尾 & 彩蛋", 1.0, 2.0)]
+    info = verify_mp4(outs[0], expect_audio=True, expected_duration=media_clip.duration, max_gap=1.0)
+    assert (info.video_codec, info.audio_codec, info.faststart) == ("h264", "aac", True)
+    assert outs[0].read_bytes() == outs[1].read_bytes()
+    plain = remux_to_mp4(media_clip.video_fragments, media_clip.audio_fragments, tmp_path / "plain.mp4",
+                         init_video=media_clip.video_init, init_audio=media_clip.audio_init)
+    assert chapters_of(plain) == [] and plain.read_bytes() != outs[0].read_bytes()
+    with av.open(str(outs[0])) as container:  # the chapters cost no packet of the media
+        assert sum(1 for p in container.demux(container.streams.video[0]) if p.size) == 48
+
+
+def test_joined_files_carry_chapters_across_the_joins(media_clip: Clip, tmp_path: Path) -> None:
+    """Three whole files in a row (a segmented durl): one MP4 of the full duration with a chapter per file. Each
+    file's AAC priming packet and B-frame delay reach back before its 0, onto the file before: moved one tick
+    later, not refused by the muxer (which failed the join before)."""
+    files = [Path(shutil.copy(media_clip.mp4, tmp_path / f"part{n}.mp4")) for n in (1, 2, 3)]
+    d = media_clip.duration
+    chapters = chapter_entries([{"start": round(n * d, 3), "end": round((n + 1) * d, 3), "title": f"第{n + 1}段"}
+                                for n in range(3)], duration=3 * d)
+    out = concat_mp4(files, tmp_path / "joined.mp4", chapters=chapters)
+    info = verify_mp4(out, expect_audio=True, expected_duration=3 * d, max_gap=1.0)
+    assert info.duration == pytest.approx(3 * d, rel=0.02)
+    got = chapters_of(out)
+    assert [t for t, _, _ in got] == ["第1段", "第2段", "第3段"]
+    assert [s for _, s, _ in got] == pytest.approx([0, d, 2 * d], abs=0.002)
+    assert got[-1][2] == pytest.approx(3 * d, abs=0.002)
+    assert concat_mp4(files, tmp_path / "again.mp4", chapters=chapters).read_bytes() == out.read_bytes()
+
+
+def test_chapter_entries_keep_what_a_player_can_show_and_drop_the_rest() -> None:
+    ms = Fraction(1, 1000)
+    got = chapter_entries([
+        {"start": 95, "end": 301, "title": "  正片 "},
+        {"start": 0, "end": 120, "title": "开场 & 介绍"},  # runs into the next one: cut at its start
+        {"start": 301, "end": 900, "title": None},  # untitled: still a chapter; past the video: cut at its end
+        {"start": 5, "end": 5, "title": "empty"},
+        {"start": 10, "end": 3, "title": "backwards"},
+        {"start": -1, "end": 3, "title": "before the start"},
+        {"start": True, "end": 3, "title": "a bool"},
+        {"start": math.nan, "end": 3, "title": "nan"},
+        {"start": 0, "end": 1e300, "title": "huge"},
+        {"start": "0", "end": "3", "title": "strings"},
+        "not an object",
+    ], duration=600.5)
+    assert got == [
+        {"id": 1, "start": 0, "end": 95_000, "time_base": ms, "metadata": {"title": "开场 & 介绍"}},
+        {"id": 2, "start": 95_000, "end": 301_000, "time_base": ms, "metadata": {"title": "正片"}},
+        {"id": 3, "start": 301_000, "end": 600_500, "time_base": ms, "metadata": {"title": ""}},
+    ]
+    assert chapter_entries(None) == [] and chapter_entries([]) == []
+    many = chapter_entries([{"start": i, "end": i + 1, "title": "x" * 1000} for i in range(MAX_CHAPTERS + 10)])
+    assert len(many) == MAX_CHAPTERS and all(len(c["metadata"]["title"]) == 200 for c in many)

@@ -1,5 +1,6 @@
 """End to end: ``-a subtitles/danmaku/chapters=true`` on the sandbox's Bilibili (docs/platforms.md, "Bilibili
-extras"): per part, the subtitle JSON stored with its SRT, the danmaku inflated XML, the chapters in the record."""
+extras"): per part, the subtitle JSON stored with its SRT, the danmaku inflated XML, the chapters in the record and
+in the part's MP4."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import av
 import pytest
 
-from mediacrawler.sandbox import bilibili, bilibili_extras
+from mediacrawler.sandbox import bilibili, bilibili_extras, video
 from tests.test_crawl_bilibili import CANARY, crawl
 
 pytestmark = pytest.mark.slow
@@ -73,6 +75,17 @@ def test_subtitles_danmaku_and_chapters_of_every_part(bili: Any, tmp_path: Path,
         assert part["subtitles"] == ["zh-CN", "en-US"]
         assert [c["content"] for c in part["chapters"]] == ["开场", "结尾 & 彩蛋"]
         assert part["chapters"][0]["from"] == 0 and part["chapters"][-1]["to"] == 4
+    # The chapters are on each part's video and in its MP4, where a player reads them (titles and times).
+    half = video.DURATION / 2
+    for asset in by_kind["video"]:
+        assert asset["chapters"] == [{"start": 0, "end": half, "title": "开场"},
+                                     {"start": half, "end": video.DURATION, "title": "结尾 & 彩蛋"}]
+        _stored(tmp_path, asset)
+        with av.open(str(tmp_path / "files" / asset["path"])) as container:
+            assert container.streams.video and container.streams.audio
+            got = [(c["metadata"]["title"], float(c["start"] * c["time_base"]), float(c["end"] * c["time_base"]))
+                   for c in container.chapters()]
+        assert got == [("开场", 0.0, half), ("结尾 & 彩蛋", half, video.DURATION)], got
     # The player/wbi/v2 requests were signed and accepted (bilibili_wbi="all").
     requests = bili.requests()
     players = [r for r in requests if r["path"].endswith("/x/player/wbi/v2")]
@@ -114,6 +127,7 @@ def test_a_failed_player_answer_loses_no_video_and_a_bad_danmaku_fails_alone(bil
     parts = row["extra"]["parts"]
     assert "chapters" in parts[0] and len(parts[0]["subtitles"]) == 2
     assert all("extras_error" in p and "chapters" not in p for p in parts[1:]), parts
+    assert videos[0]["chapters"] and [v["chapters"] for v in videos[1:]] == [None, None]
     assert len([a for a in row["media"] if a["kind"] == "subtitle"]) == 2
     dms = [a for a in row["media"] if a["kind"] == "danmaku"]
     assert len(dms) == 3 and all(a["status"] == "failed" and a["path"] is None for a in dms)
@@ -126,6 +140,7 @@ def test_extras_are_off_by_default(bili: Any, tmp_path: Path) -> None:
     [row] = rows
     assert {a["kind"] for a in row["media"]} == {"image", "video"}
     assert all("chapters" not in p and "subtitles" not in p for p in row["extra"]["parts"])
+    assert all(a["chapters"] is None for a in row["media"])
     assert not [r for r in bili.requests() if r["path"].endswith("/x/player/wbi/v2")]
 
 
@@ -153,3 +168,20 @@ def test_the_player_step_follows_the_playurls_and_names_the_video_by_aid_or_bvid
     del chain["data"]["aid"]
     chain["data"]["players_tried"] = []
     assert f"bvid={BVID}&cid={cids[0]}" in str(spider.next_step(chain).url)  # type: ignore[union-attr]
+
+
+def test_a_single_durl_file_is_remuxed_to_carry_the_chapters(bili: Any, tmp_path: Path) -> None:
+    # A faststart MP4 that would be stored byte for byte is remuxed (stream copy) when it has chapters to carry.
+    bili.set_faults(bilibili_wbi="all", bilibili_durl_segments=1)
+    bvid = bilibili.BVIDS[0]
+    proc, rows = crawl(tmp_path, bili, "-a", f"bvid={bvid}", "-a", "chapters=true")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [row] = rows
+    [asset] = [a for a in row["media"] if a["kind"] == "video"]
+    assert asset["status"] == "downloaded" and [r["kind"] for r in asset["renditions"]] == ["progressive"]
+    served = [r for r in bili.requests() if r["path"].startswith("/media/bili/") and r["method"] == "GET"]
+    assert served and all(r["path"].endswith(".mp4") for r in served)
+    with av.open(str(tmp_path / "files" / asset["path"])) as container:
+        assert [c["metadata"]["title"] for c in container.chapters()] == ["开场", "结尾 & 彩蛋"]
+        assert container.streams.video and container.streams.audio
+        assert abs(container.duration / 1_000_000 - video.DURATION) < 0.2

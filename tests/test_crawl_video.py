@@ -407,13 +407,16 @@ def test_detect_manifest(head: bytes, kind: str | None) -> None:
     assert detect_manifest(head) == kind
 
 
-def test_find_asset_hands_listed_renditions_to_the_video_path() -> None:
+def test_find_asset_hands_listed_renditions_and_chapters_to_the_video_path() -> None:
     listed = [{"kind": "progressive", "url": "https://v.example/a.mp4", "height": 720}]
-    item = post("p", MediaAsset(kind="video", key="a", url="https://v.example/a.mp4", renditions=listed),
+    chapters = [{"start": 0, "end": 2, "title": "开场"}]
+    item = post("p", MediaAsset(kind="video", key="a", url="https://v.example/a.mp4", renditions=listed,
+                                chapters=chapters),
                 MediaAsset(kind="video", key="b", url="https://v.example/b.mp4", manifest="hls"))
-    assert find_asset(item, url="https://v.example/a.mp4", index_key=None)[1]["renditions"] == listed
+    found = find_asset(item, url="https://v.example/a.mp4", index_key=None)[1]
+    assert found["renditions"] == listed and found["chapters"] == chapters
     assert find_asset(item, url="https://v.example/b.mp4", index_key=None)[1] == {
-        "manifest": "hls", "alternates": [], "duration": None, "renditions": None}
+        "manifest": "hls", "alternates": [], "duration": None, "renditions": None, "chapters": None}
 
 
 @pytest.mark.parametrize(("url", "height"), [

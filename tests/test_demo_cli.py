@@ -13,9 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import av
 import pytest
 
 from mediacrawler.demo import DEMO_JOBS
+from mediacrawler.sandbox import bilibili, video
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +63,16 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
                    for m in r.get("media") or [] if m["sha256"]}
     assert {("weibo", True, False), ("weibo", False, True), ("douyin", True, False), ("douyin", False, True),
             ("bilibili", False, True), ("facebook", False, True)} <= by_platform, sorted(by_platform)
+    # Bilibili's upload without DASH: its durl segments joined into one stored MP4 of the full duration, with the
+    # part's two chapters in it (-a chapters=true), as a player reads them.
+    [durl] = [r for r in records if r["post_id"] == bilibili.DURL_BVID]
+    [joined] = [m for m in durl["media"] if m["kind"] == "video"]
+    assert joined["status"] == "downloaded" and len(joined["renditions"][0]["segments"]) == bilibili.DURL_SEGMENTS
+    with av.open(str(out / "files" / joined["path"])) as container:
+        assert abs(container.duration / 1_000_000 - video.DURATION) < 0.2
+        assert container.streams.video and container.streams.audio
+        assert [c["metadata"]["title"] for c in container.chapters()] == ["开场", "结尾 & 彩蛋"]
+    assert sum(1 for p in objects if p.name.startswith(joined["sha256"])) == 1
 
     clean = mediacrawler("verify", "--store", str(out / "files"))
     assert clean.returncode == 0, clean.stdout + clean.stderr

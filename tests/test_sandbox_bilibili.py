@@ -271,3 +271,27 @@ def test_a_playurl_fault_can_start_after_the_first_answers(fresh_sandbox: Sandbo
     assert codes == [0, -404, -404, 0]
     with pytest.raises(Exception, match="HTTP 400"):
         sb.set_faults(bilibili_api=[{"kind": "-404", "after": -1}])
+
+
+def test_the_upload_without_dash_answers_a_segmented_durl_whatever_fnval_asks(
+        fresh_sandbox: SandboxProcess) -> None:
+    from mediacrawler.sandbox.durl import durl_segments
+
+    sb = fresh_sandbox
+    bvid = bilibili.DURL_BVID
+    assert bvid in {u.bvid for u in bilibili.creator_uploads(2)}
+    [(cid, media_id)] = bilibili.parts_of(bvid)
+    data = api(sb, "/x/player/wbi/playurl", {"bvid": bvid, "cid": cid, "fnval": 16})["data"]
+    assert "dash" not in data and [e["order"] for e in data["durl"]] == list(range(1, bilibili.DURL_SEGMENTS + 1))
+    assert sum(e["length"] for e in data["durl"]) == video.DURATION * 1000
+    [rendition] = parser.parse_playurl({"code": 0, "data": data})
+    assert len(rendition["segments"]) == bilibili.DURL_SEGMENTS
+    name = next(r.name for r in video.RENDITIONS if r.qn == data["quality"])
+    pieces = durl_segments(media_id, name, bilibili.DURL_SEGMENTS)
+    for segment, (body, length) in zip(rendition["segments"], pieces, strict=True):
+        status, got = fetch(segment["url"], {"Referer": f"https://www.bilibili.com/video/{bvid}"})
+        assert status == 200 and got == body and segment["size"] == len(body) and segment["length"] == length
+    # Every other video keeps its DASH streams.
+    [(other, _)] = bilibili.parts_of(bilibili.BVIDS[0])
+    params = {"bvid": bilibili.BVIDS[0], "cid": other, "fnval": 16}
+    assert "dash" in api(sb, "/x/player/wbi/playurl", params)["data"]

@@ -15,7 +15,7 @@ from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.distributed.jobs import JobBoard
 from mediacrawler.scrub import mask_url, scrub
-from mediacrawler.spiders._args import validate_args
+from mediacrawler.spiders._args import WORKER_KWARG, validate_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    key = str(getattr(spidercls(**kwargs), "job", "") or opts.platform)
+    # Built as a crawl of this job builds its spider (never as a worker, whatever the arguments say).
+    spider = spidercls(**{k: v for k, v in kwargs.items() if k != WORKER_KWARG})
+    key = str(getattr(spider, "job", "") or opts.platform)
     try:
         queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
     except redis.RedisError as e:

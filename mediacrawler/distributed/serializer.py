@@ -7,9 +7,9 @@ body are bytes; they travel as latin-1 text (one code point per byte, so any byt
 
 A stored entry is checked before it becomes a request (docs/operations.md, "Bounds" and "Dead letters"): its JSON
 nests at most :data:`MAX_DEPTH` deep (checked before decoding), its callback and errback are among the spider's
-``queue_callbacks``, and its URL is http(s) on one of the spider's ``queue_hosts()``. Anything else raises
-:class:`RefusedEntry` (a ValueError) with the reason, so someone who can write to Redis can neither crash a worker
-nor make it call an arbitrary method or fetch an arbitrary URL.
+``queue_callbacks``, and its URL is http(s) on one of :func:`queue_hosts` (the spider's configured roots).
+Anything else raises :class:`RefusedEntry` (a ValueError) with the reason, so someone who can write to Redis can
+neither crash a worker nor make it call an arbitrary method or fetch an arbitrary URL.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def request_from_json(text: str | bytes, spider: Spider) -> Request:
 
 def check_entry(d: dict[str, Any], spider: Spider) -> None:
     """Raise :class:`RefusedEntry` when the decoded entry ``d`` names a callback the spider does not declare in
-    ``queue_callbacks``, or a URL off the spider's ``queue_hosts()``."""
+    ``queue_callbacks``, or a URL off :func:`queue_hosts`."""
     declared = frozenset(getattr(spider, "queue_callbacks", ()))
     for field in ("callback", "errback"):
         name = d.get(field)
@@ -127,7 +127,14 @@ def check_entry(d: dict[str, Any], spider: Spider) -> None:
         host = (parts.hostname or "").lower()
     except ValueError:
         raise RefusedEntry(f"URL {strip_userinfo(url)[:120]!r} cannot be parsed") from None
-    hosts = getattr(spider, "queue_hosts", None)
-    allowed = frozenset(hosts()) if callable(hosts) else frozenset()
+    allowed = queue_hosts(spider)
     if parts.scheme.lower() not in ("http", "https") or "@" in parts.netloc or host not in allowed:
         raise RefusedEntry(f"URL {strip_userinfo(url)[:120]!r} is not on a host of {spider.name} ({', '.join(sorted(allowed))})")
+
+
+def queue_hosts(spider: Spider) -> frozenset[str]:
+    """The hosts of the spider's configured roots (the settings its ``root_settings`` names, e.g.
+    ``WEIBO_BASE_URL``): the only ones a request decoded from the shared queue may go to."""
+    names = getattr(spider, "root_settings", ())
+    hosts = (urlsplit(str(spider.settings.get(name) or "")).hostname for name in names)
+    return frozenset(h.lower() for h in hosts if h)

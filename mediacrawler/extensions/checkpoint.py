@@ -120,7 +120,8 @@ class CheckpointExtension:
     def spider_opened(self, spider: Spider) -> None:
         key = getattr(spider, "job", None)
         args = getattr(spider, "args", None)
-        if not key or args is None or not hasattr(spider, "resume"):
+        # A worker has no arguments until it takes a job (distributed/worker.py).
+        if not key or (args is None and not getattr(spider, "worker_id", None)) or not hasattr(spider, "resume"):
             logger.debug("checkpoint: %s is not a platform spider; no checkpoint", spider.name)
             return
         if self.shared:

@@ -1,6 +1,6 @@
 """Fragments → one verified MP4, with PyAV and without re-encoding: :func:`ordered_parts` (completeness is our
 accounting, never the muxer's), :func:`decrypt_aes128`, :func:`remux_to_mp4`, :func:`concat_mp4` (whole files in a
-row), :func:`verify_mp4` (docs/media.md, "Video").
+row), :func:`chapter_entries` (chapters written into either), :func:`verify_mp4` (docs/media.md, "Video").
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import heapq
 import io
 import itertools
 import logging
+import math
 import os
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,11 @@ logger = logging.getLogger(__name__)
 
 # What PyAV/FFmpeg raise on bad media (FFmpegError subclasses also derive from ValueError/OSError).
 _AV_ERRORS: tuple[type[BaseException], ...] = (av.error.FFmpegError, ValueError, OSError, EOFError)
+#: Chapters written into one MP4 (a real video has a handful; the cap bounds a hostile list), and a title's length.
+MAX_CHAPTERS = 500
+MAX_CHAPTER_TITLE = 200
+_CHAPTER_TIME_BASE = Fraction(1, 1000)
+_MAX_CHAPTER_SECONDS = 10**7  # far past any video, well inside the muxer's 64-bit times
 
 
 class AssemblyError(Exception):
@@ -127,10 +134,44 @@ class ConcatReader(io.RawIOBase):
         super().close()
 
 
+def chapter_entries(chapters: Sequence[Mapping[str, Any]] | None, *,
+                    duration: float | None = None) -> list[dict[str, Any]]:
+    """``MediaAsset.chapters`` (``{"start", "end", "title"}``, seconds) as PyAV's chapter dicts (milliseconds),
+    in time order. An entry without a finite ``0 <= start < end`` (within 10^7 s) is left out, an end
+    past the next start or past ``duration`` is cut there, at most :data:`MAX_CHAPTERS`: a bad entry costs itself,
+    never the video. The result depends on the input only: the same inputs give the same bytes (docs/media.md)."""
+    spans: list[tuple[int, int, str]] = []
+    for entry in list(chapters or ())[:MAX_CHAPTERS]:
+        if not isinstance(entry, Mapping):
+            continue
+        start, end, title = entry.get("start"), entry.get("end"), entry.get("title")
+        if not all(isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+                   and abs(t) <= _MAX_CHAPTER_SECONDS for t in (start, end)):
+            continue
+        title = title.strip()[:MAX_CHAPTER_TITLE] if isinstance(title, str) else ""  # untitled: still a chapter
+        if 0 <= round(start * 1000) < round(end * 1000):
+            spans.append((round(start * 1000), round(end * 1000), title))
+    limit = round(duration * 1000) if duration and math.isfinite(duration) and duration > 0 else None
+    spans.sort(key=lambda span: (span[0], span[1]))
+    out: list[dict[str, Any]] = []
+    for n, (start, end, title) in enumerate(spans):
+        if n + 1 < len(spans) and spans[n + 1][0] > start:
+            end = min(end, spans[n + 1][0])
+        if limit is not None:
+            end = min(end, limit)
+        if end <= start:  # starts at or past the end of the video
+            continue
+        out.append({"id": len(out) + 1, "start": start, "end": end, "time_base": _CHAPTER_TIME_BASE,
+                    "metadata": {"title": title}})
+    return out
+
+
 def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None, out: Path, *,
-                 init_video: Path | None = None, init_audio: Path | None = None) -> Path:
+                 init_video: Path | None = None, init_audio: Path | None = None,
+                 chapters: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Stream-copy the video track (``init_video`` + ``video_parts``) and the audio track, if given (else the video
-    track's own audio), into ``out`` as one faststart MP4; :class:`AssemblyError` (docs/media.md, "Assembly")."""
+    track's own audio), into ``out`` as one faststart MP4, with ``chapters`` (:func:`chapter_entries`, already
+    converted); :class:`AssemblyError` (docs/media.md, "Assembly")."""
     if not video_parts:
         raise AssemblyError("no video fragments")
     out = Path(out)
@@ -149,6 +190,7 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
                 sources = [(vin, [vstream, *([astream] if astream else [])])]
             output = stack.enter_context(av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}))
             mapping = {id(s): output.add_stream_from_template(s) for _, streams in sources for s in streams}
+            output.set_chapters(list(chapters or ()))  # before the first packet: the header counts them
             counts = {id(s): 0 for _, streams in sources for s in streams}
             feeds = [_packets(container, streams) for container, streams in sources]
             # Interleave by dts ourselves: the muxer's interleaving queue would otherwise hold a whole track.
@@ -171,11 +213,11 @@ def remux_to_mp4(video_parts: Sequence[Path], audio_parts: Sequence[Path] | None
     return out
 
 
-def concat_mp4(files: Sequence[Path], out: Path) -> Path:
+def concat_mp4(files: Sequence[Path], out: Path, *, chapters: Sequence[Mapping[str, Any]] | None = None) -> Path:
     """Stream-copy whole media files played one after another (Bilibili's segmented ``durl``: each with its own
     header and timestamps from 0) into ``out`` as one faststart MP4, each file's timestamps moved past the end of
-    the one before; the streams are the first file's video and audio. :class:`AssemblyError` when a file is not
-    media, or lacks a stream the first one has."""
+    the one before; the streams are the first file's video and audio, ``chapters`` as in :func:`remux_to_mp4`.
+    :class:`AssemblyError` when a file is not media, or lacks a stream the first one has."""
     if not files:
         raise AssemblyError("no files to join")
     out = Path(out)
@@ -184,6 +226,7 @@ def concat_mp4(files: Sequence[Path], out: Path) -> Path:
         with av.open(str(tmp), "w", format="mp4", options={"movflags": "+faststart"}) as output:
             mapping: dict[str, Any] = {}
             ends: dict[str, float] = {}  # per stream type: end time (s) of what is muxed so far
+            last: dict[str, Fraction] = {}  # per stream type: the last dts muxed (s)
             for n, path in enumerate(files):
                 if not _nonempty(Path(path)):
                     raise AssemblyError(f"empty or missing file {n + 1} of {len(files)}")
@@ -191,6 +234,7 @@ def concat_mp4(files: Sequence[Path], out: Path) -> Path:
                     streams = [*container.streams.video[:1], *container.streams.audio[:1]]
                     if n == 0:
                         mapping = {s.type: output.add_stream_from_template(s) for s in streams}
+                        output.set_chapters(list(chapters or ()))
                     elif {s.type for s in streams} != set(mapping):
                         raise AssemblyError(f"file {n + 1} of {len(files)} has other streams than the first")
                     start = max(ends.values(), default=0.0)
@@ -198,6 +242,12 @@ def concat_mp4(files: Sequence[Path], out: Path) -> Path:
                         shift = round(start / stream.time_base)
                         packet.pts += shift
                         packet.dts += shift
+                        if stream.type in last and packet.dts * stream.time_base <= last[stream.type]:
+                            # A file's first packets can reach back before its 0 (an AAC priming packet, B-frame
+                            # delay) onto the previous file's last: one tick later, as ffmpeg's muxing does.
+                            packet.dts = math.floor(last[stream.type] / stream.time_base) + 1
+                            packet.pts = max(packet.pts, packet.dts)
+                        last[stream.type] = packet.dts * stream.time_base
                         end = float((packet.pts + (packet.duration or 0)) * stream.time_base)
                         ends[stream.type] = max(ends.get(stream.type, 0.0), end)
                         packet.stream = mapping[stream.type]

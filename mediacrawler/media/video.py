@@ -28,8 +28,8 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.config import setting
 from mediacrawler.contracts import META_VIDEO, download_error_reason
 from mediacrawler.fsutil import write_atomic
-from mediacrawler.media.assemble import (AssemblyError, concat_mp4, decrypt_aes128, ordered_parts, remux_to_mp4,
-                                         verify_mp4)
+from mediacrawler.media.assemble import (AssemblyError, chapter_entries, concat_mp4, decrypt_aes128, ordered_parts,
+                                         remux_to_mp4, verify_mp4)
 from mediacrawler.media.index import ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
 from mediacrawler.media.manifests import (
@@ -239,15 +239,16 @@ class VideoDownloader:
         self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
         self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
         VideoSettings.from_settings(self.settings)  # fail early (ValueError) on bad settings
-        self._config: VideoSettings | None = None
+        #: The settings with the arguments they were made with (a worker's spider gets new ones with each job).
+        self._config: tuple[Any, VideoSettings] | None = None
 
     @property
     def config(self) -> VideoSettings:
-        """The settings with the running spider's ``args`` applied (read once, when the first video comes)."""
-        if self._config is None:
-            spider = getattr(self.crawler, "spider", None)
-            self._config = VideoSettings.from_settings(self.settings, spider_args=getattr(spider, "args", None))
-        return self._config
+        """The settings with the running spider's ``args`` applied (read again when the spider's job changes)."""
+        args = getattr(getattr(self.crawler, "spider", None), "args", None)
+        if self._config is None or self._config[0] is not args:
+            self._config = (args, VideoSettings.from_settings(self.settings, spider_args=args))
+        return self._config[1]
 
     def _inc(self, key: str, count: int = 1) -> None:
         if self.crawler.stats is not None:
@@ -255,14 +256,16 @@ class VideoDownloader:
 
     async def fetch(self, url: str, *, key: str, kind: str, index: MediaIndex | None, manifest: str | None = None,
                     alternates: Sequence[str] = (), referer: str | None = None, duration: float | None = None,
-                    renditions: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
+                    renditions: Sequence[Mapping[str, Any]] | None = None,
+                    chapters: Sequence[Mapping[str, Any]] | None = None) -> VideoOutcome:
         """Download, check and store one ``video``/``audio`` asset (index key ``key``) from ``url``; never raises
         for a bad asset (the outcome carries the error). ``index`` records the stored object. ``renditions``
-        (``MediaAsset.renditions``): the streams to select from, instead of reading ``url``."""
+        (``MediaAsset.renditions``): the streams to select from, instead of reading ``url``; ``chapters``
+        (``MediaAsset.chapters``): written into the MP4 (a progressive file is then remuxed, not stored as is)."""
         started = time.monotonic()
         headers = {"Referer": referer} if referer else {}
         try:
-            job = _VideoJob(self, url=url, key=key, kind=kind, headers=headers)
+            job = _VideoJob(self, url=url, key=key, kind=kind, headers=headers, chapters=chapters)
             outcome = await job.run(manifest=manifest, alternates=alternates, duration=duration,
                                     renditions=renditions)
             if outcome.obj is not None and index is not None:
@@ -297,7 +300,8 @@ class VideoDownloader:
 class _VideoJob:
     """The state of one :meth:`VideoDownloader.fetch` call."""
 
-    def __init__(self, owner: VideoDownloader, *, url: str, key: str, kind: str, headers: dict[str, str]) -> None:
+    def __init__(self, owner: VideoDownloader, *, url: str, key: str, kind: str, headers: dict[str, str],
+                 chapters: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.owner = owner
         self.crawler = owner.crawler
         self.config = owner.config
@@ -306,6 +310,7 @@ class _VideoJob:
         self.key = key
         self.kind = kind
         self.headers = headers
+        self.chapters = list(chapters or ()) if kind == "video" else []
         self.video_dir = video_dir_for(owner.spool_dir, key=key)
         self._keys: dict[str, bytes] = {}
 
@@ -512,13 +517,16 @@ class _VideoJob:
 
     def _remux(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
                duration: float | None, join: bool = False) -> VideoInfo:
-        """(Worker thread.) Remux the tracks into ``out`` (``join``: whole files in a row) and verify it."""
+        """(Worker thread.) Remux the tracks into ``out`` (``join``: whole files in a row) with the asset's
+        chapters, and verify it."""
         video_parts, init_video = inputs["video"]
+        chapters = chapter_entries(self.chapters, duration=duration)
         if join:
-            concat_mp4(video_parts, out)
+            concat_mp4(video_parts, out, chapters=chapters)
             return self._verify(out, expect_audio=expect_audio, duration=duration)
         audio_parts, init_audio = inputs.get("audio", (None, None))
-        remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio)
+        remux_to_mp4(video_parts, audio_parts, out, init_video=init_video, init_audio=init_audio,
+                     chapters=chapters)
         return self._verify(out, expect_audio=expect_audio, duration=duration)
 
     async def _assemble_store(self, inputs: dict[str, tuple[list[Path], Path | None]], spools: list[SpoolResult],
@@ -591,7 +599,8 @@ class _VideoJob:
                                        duration=expected_duration)
         except AssemblyError:
             info = None  # not an MP4 we can store as it is (FLV, TS, fragmented…): remux below
-        if info is not None and info.faststart and checked.sniffed.ext == ".mp4":
+        # With chapters to write, even a faststart MP4 is remuxed (stream copy) to carry them.
+        if info is not None and info.faststart and checked.sniffed.ext == ".mp4" and not self.chapters:
             persisted = await self._store_as_is(spooled, ".mp4")
             return self._outcome(persisted, info, selection, mime="video/mp4")
         lock = await run_in_thread(_lock_dir, self.video_dir)

@@ -93,15 +93,16 @@ def pending_assets(item: Any) -> list[tuple[str, ItemAdapter]]:
 
 def find_asset(item: Any, *, url: str, index_key: str | None) -> tuple[str, dict[str, Any]]:
     """``(platform, fields)`` of the MediaAsset of ``item`` (a Post, reposts included) that a media request is for:
-    its ``manifest``, ``alternates``, declared ``duration`` and listed ``renditions``. ``("unknown", {})`` when not
-    found."""
+    its ``manifest``, ``alternates``, declared ``duration``, listed ``renditions`` and ``chapters``.
+    ``("unknown", {})`` when not found."""
     for platform, asset, _ in walk_assets(item):
         if asset.get("url") != url or (index_key is not None and asset_key_of(platform, asset) != index_key):
             continue
         renditions = asset.get("renditions")
         return platform, {"manifest": asset.get("manifest"), "alternates": list(asset.get("alternates") or []),
                           "duration": asset.get("duration"),
-                          "renditions": list(renditions) if renditions is not None else None}
+                          "renditions": list(renditions) if renditions is not None else None,
+                          "chapters": asset.get("chapters")}
     return "unknown", {}
 
 
@@ -300,7 +301,8 @@ class MediaStorePipeline(FilesPipeline):
                 request.url, key=ident.get("index_key") or request.url, kind=ident.get("kind", "video"),
                 index=self.index, manifest=fields.get("manifest"), alternates=fields.get("alternates") or (),
                 referer=referer,
-                duration=_number_or_none(fields.get("duration")), renditions=fields.get("renditions"))
+                duration=_number_or_none(fields.get("duration")), renditions=fields.get("renditions"),
+                chapters=fields.get("chapters"))
             if outcome.obj is not None or not (outcome.error or "").startswith("spool-busy"):
                 break
             # Another request holds this asset's spool: another worker on a shared FILES_STORE, or another post of

@@ -24,6 +24,8 @@ per height, highest first; ``id`` is the quality number ``qn``: 64 720P, 32 480P
 mirror and one ``backupUrl`` on ``bak`` (same bytes); creator uploads list a second backup on the ``ali`` mirror.
 camelCase and snake_case twins as Bilibili sends them. Without ``fnval & 16``: ``data.durl[]`` with one progressive
 MP4 of quality ``qn`` (default 64). No HEVC/AV1 entries: the sandbox has no HEVC encoder it could honestly label.
+:data:`DURL_BVID` (mid 2's "旅行 vlog") has no DASH streams at all, like old real uploads: whatever ``fnval`` asks,
+its playurl is a ``durl`` of :data:`DURL_SEGMENTS` files (:mod:`.durl`), to be joined (``make demo`` shows it).
 
 :func:`view_response` — ``/x/web-interface/view?bvid=``: ``data{bvid,aid,cid,title,desc,pic,pubdate,duration,
 owner{mid,name,face},stat{…},pages[{cid,page,part,duration,dimension}]}``.
@@ -68,6 +70,8 @@ __all__ = [
     "BVIDS",
     "BVID_RE",
     "CREATORS",
+    "DURL_BVID",
+    "DURL_SEGMENTS",
     "MULTIPART_BVID",
     "MANY_PARTS_BVID",
     "NOT_FOUND",
@@ -151,6 +155,9 @@ MULTIPART_BVID = "BV1Up0002003"
 UNION_BVID = "BV1Up0003001"
 #: A video of 2,000 parts, listed under no creator (``-a bvid=`` only): the BILIBILI_MAX_PARTS bound.
 MANY_PARTS_BVID = "BV1Up0009000"
+#: mid 2's upload without DASH streams: its playurl is always a ``durl`` in this many segments.
+DURL_BVID = "BV1Up0002006"
+DURL_SEGMENTS = 3
 _T0 = 1_790_000_000
 
 
@@ -240,7 +247,8 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
                      base: str, durl_segments: int = 0) -> dict[str, Any]:
     """The body of ``/x/player/wbi/playurl`` for ``bvid``/``cid`` with media URLs on ``base`` (the sandbox origin).
     Encodes the video on first use. ``durl_segments`` N ≥ 1 (the ``bilibili_durl_segments`` knob): a ``durl``
-    answer whatever ``fnval`` asks, the file in N segments (:mod:`.durl`) when N > 1."""
+    answer whatever ``fnval`` asks, the file in N segments (:mod:`.durl`) when N > 1; :data:`DURL_BVID` answers
+    so (in :data:`DURL_SEGMENTS`) when the knob is off."""
     from .video import RENDITIONS, video_catalog, video_package
 
     if not _known(bvid):
@@ -277,6 +285,8 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         "last_play_time": 0,
         "last_play_cid": 0,
     }
+    if bvid == DURL_BVID and not durl_segments:  # a video without DASH streams
+        durl_segments = DURL_SEGMENTS
     if fnval & 16 and not durl_segments:
         video = []
         for info in sorted(catalog.video, key=lambda r: -r.height):

@@ -63,9 +63,10 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
                               ``deadline``/``upsig`` URLs expire after ~120 min); a token serves N GETs of
                               ``/media/bili/…``, then that URL answers 403, as do unknown tokens and URLs without
                               one. A new playurl request gives fresh tokens.
-``bilibili_durl_segments`` int 0 (default): playurl answers as asked (DASH with ``fnval=16``). N ≥ 1: a ``durl``
-                              answer whatever ``fnval`` says; N > 1 cuts the MP4 into N standalone segments at
-                              keyframes (:mod:`.durl`), each with its ``length`` in ms and ``size``.
+``bilibili_durl_segments`` int 0 (default): playurl answers as asked (DASH with ``fnval=16``; but
+                              ``bilibili.DURL_BVID``, a video without DASH: a durl in 3 segments). N ≥ 1: a
+                              ``durl`` answer whatever ``fnval`` says; N > 1 cuts the MP4 into N standalone
+                              segments at keyframes (:mod:`.durl`), each with its ``length`` in ms and ``size``.
 ``bilibili_wbi``        str   which ``/wbi/`` routes check the WBI signature (``w_rid``/``wts``; a bad or missing one
                               answers ``{"code":-403,"message":"访问权限不足"}``): ``"lists"`` (default:
                               ``arc/search`` and ``search/type``), ``"all"`` (``playurl`` too), ``"off"``

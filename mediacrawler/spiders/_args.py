@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, TypeVar
 
+import scrapy_spider_metadata
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from scrapy import Spider
 
@@ -68,6 +69,23 @@ class SpiderParams(BaseModel):
 
 
 _M = TypeVar("_M", bound=BaseModel)
+_P = TypeVar("_P", bound=BaseModel)
+
+#: The keyword argument ``PlatformSpider.from_crawler`` gives a spider built as a worker: this worker's id.
+WORKER_KWARG = "_mc_worker"
+
+
+class Args(scrapy_spider_metadata.Args[_P]):
+    """scrapy-spider-metadata's ``Args`` (the keyword arguments validated into ``self.args``), except for a spider
+    built as a worker (``WORKER_KWARG``): a worker has no job of its own, and each job's arguments are validated
+    when it takes the job (``PlatformSpider.take_job``; docs/operations.md, "Many workers on one Redis")."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if kwargs.get(WORKER_KWARG):
+            super(scrapy_spider_metadata.Args, self).__init__(*args, **kwargs)  # the rest of the MRO, unvalidated
+        else:
+            super().__init__(*args, **kwargs)
+
 
 
 # --- argument checks shared by the platforms' parameter models (called from their validators) -----------------

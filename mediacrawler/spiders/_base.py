@@ -7,14 +7,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-import redis
 from itemadapter import ItemAdapter, is_item
 from pydantic import ValidationError
 from scrapy import Request, Spider, signals
@@ -26,13 +24,15 @@ from twisted.python.failure import Failure
 from mediacrawler import signals as mc_signals
 from mediacrawler.contracts import (AlreadyStored, HighWaterMark, PlatformRefused, Resume, asset_key_of,
                                     walk_assets)
+from mediacrawler.distributed.scheduler import worker_id
+from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
-from mediacrawler.spiders._args import (SpiderParams, format_validation_error, is_distributed, is_worker_mode,
-                                       target_names)
+from mediacrawler.spiders._args import (WORKER_KWARG, SpiderParams, format_validation_error, is_distributed,
+                                       is_worker_mode, target_names)
 from mediacrawler.spiders._window import DateWindow, cut_page, window_suffix, zone_named
 
 logger = logging.getLogger(__name__)
@@ -96,34 +96,53 @@ class PlatformSpider(Spider):
     #: The settings naming this platform's roots (``WEIBO_BASE_URL``…): a listing answering HTTP 404 names the one
     #: its URL starts with, since a wrong root is the usual cause and running again would not help.
     root_settings: ClassVar[tuple[str, ...]] = ()
-    args: Any  # set by scrapy_spider_metadata.Args before our __init__ runs
+    #: The zone ``-a since``/``-a until`` are read in when TIME_ZONE is empty (spiders/_window.py).
+    time_zone: ClassVar[str] = "Asia/Shanghai"
+    args: Any  # set by Args (spiders/_args.py) before our __init__ runs; for a worker, by take_job
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
     media_posts_remembered: ClassVar[int] = 20_000
     #: True when requests go through the shared Redis queue (set in :meth:`from_crawler`): the queue, not this
     #: process, answers for every request, so pending listing pages are not tracked here.
     distributed: bool = False
-    #: Worker mode: the id of this worker, and the board it takes jobs from (see :meth:`start`).
+    #: Worker mode: the id of this worker, which takes its jobs from Redis (distributed/worker.py); None: a crawl
+    #: of the job its arguments name.
     worker_id: str | None = None
+    #: This job's key (checkpoints, marks, output files); a worker's own name until it takes a job.
+    job: str
+    #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
+    job_queue: str | None
     #: The methods a request in the shared queue may name as callback or errback (checked when it is decoded:
     #: someone who can write to Redis must not make a worker call any other method; docs/operations.md).
     queue_callbacks: ClassVar[frozenset[str]] = frozenset({
         "parse_listing", "listing_failed", "parse_retry_post", "retry_post_failed", "parse_chain_step",
         "chain_step_failed",
     })
-    #: The settings holding this platform's API/web roots: a queued request may only go to their hosts.
-    root_settings: ClassVar[tuple[str, ...]] = ()
-    #: The zone ``-a since``/``-a until`` are read in when TIME_ZONE is empty (spiders/_window.py).
-    time_zone: ClassVar[str] = "Asia/Shanghai"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.worker_id = kwargs.pop(WORKER_KWARG, None)
         for key in self.params_model.model_fields:
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
-        #: A worker has no job until it takes one: its own name keys its output file until then.
-        self.job: str = f"{self.name}-worker-{self.worker_id}" if self.worker_id else self.windowed_job_key()
-        #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
-        self.job_queue: str | None = None if self.worker_id else self.job
+        self.close_reason: str | None = None
+        #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
+        self._media_posts: OrderedDict[str, str] = OrderedDict()
+        if self.worker_id is None:
+            self.setup_job()
+        else:
+            # No job until the worker takes one (take_job): its own name keys its output file until then.
+            self.job, self.job_queue = f"{self.name}-worker-{self.worker_id}", None
+            self._clear_job_state()
+
+    def setup_job(self) -> None:
+        """Build this job's state from ``self.args``: run by ``__init__`` for a crawl of one job, and for every job
+        a worker takes (:meth:`take_job`), so both start a job the same way. Platforms whose state derives from
+        their arguments (note references, targets…) extend it: their own state first, then ``super()``."""
+        self.job = self.windowed_job_key()
+        self.job_queue = self.job
+        self._clear_job_state()
+
+    def _clear_job_state(self) -> None:
         #: Set by the checkpoint extension on spider_opened when there is a checkpoint to resume from.
         self.resume: Resume | None = None
         #: True once the platform said the last page was reached (and that page was parsed).
@@ -134,9 +153,6 @@ class PlatformSpider(Spider):
         #: root: commands/crawl.py says to fix the setting first).
         self.rerun_helps: bool | None = None
         self._failed_streak = 0
-        self.close_reason: str | None = None
-        #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
-        self._media_posts: OrderedDict[str, str] = OrderedDict()
         #: Listing pages requested and not yet parsed or failed: page → cursor (see :meth:`spider_idle`).
         self._listing_pending: dict[int, str | None] = {}
         #: The high-water mark of this source (set by the marks extension; ``None``: none, or ``-a full=true``).
@@ -160,17 +176,11 @@ class PlatformSpider(Spider):
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop(WORKER_KWARG, None)  # never from the user
         if is_worker_mode(cls, crawler.settings, kwargs):
-            # No target: the argument model would refuse; each job brings its own validated arguments (start()).
-            from mediacrawler.distributed.scheduler import worker_id
-
-            spider = cls.__new__(cls)
-            spider.worker_id = worker_id()
-            spider.args = cls.params_model.model_construct()
-            PlatformSpider.__init__(spider, *args, **kwargs)
-            spider._set_crawler(crawler)
-        else:
-            spider = super().from_crawler(crawler, *args, **kwargs)
+            # No target: a worker, built without a job; each job brings its own arguments (take_job).
+            kwargs[WORKER_KWARG] = worker_id()
+        spider = super().from_crawler(crawler, *args, **kwargs)
         spider.distributed = is_distributed(crawler.settings)
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
@@ -301,7 +311,7 @@ class PlatformSpider(Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         if self.worker_id:
-            async for request in self.worker_start():
+            async for request in Worker(self).requests():
                 yield request
             return
         for request in self.retry_requests():
@@ -651,94 +661,22 @@ class PlatformSpider(Spider):
         )
         return iter(())
 
-    # --- Worker mode (docs/operations.md, "Many workers on one Redis") ------------------------------------------
+    # --- Worker mode (distributed/worker.py; docs/operations.md, "Many workers on one Redis") -----------------
 
-    async def worker_start(self) -> AsyncIterator[Request]:
-        """Serve jobs from Redis, one at a time, until none came for ``DISTRIBUTED_IDLE_CLOSE`` seconds.
+    def take_job(self, args: Mapping[str, str]) -> None:
+        """Serve a job a worker took: ``args`` validated with the argument model, as a crawl of one job validates
+        its ``-a`` (``ValueError``: the one-line refusal), then the job's state built by :meth:`setup_job`."""
+        try:
+            self.args = self.params_model(**args)
+        except ValidationError as e:
+            raise ValueError(format_validation_error(self.name, e)) from None
+        self.setup_job()
 
-        Each job's arguments are validated again with the argument model; the first worker on a job yields its first
-        page (the others serve the job's queue). A job ends when nothing of it is queued or leased anywhere."""
-        from mediacrawler.distributed import jobs
-        from mediacrawler.distributed.scheduler import in_thread, sleep
-
-        settings = self.settings
-        board = jobs.JobBoard(settings, self.name, worker=str(self.worker_id))
-        idle_close = settings.getfloat("DISTRIBUTED_IDLE_CLOSE")
-        poll = settings.getfloat("DISTRIBUTED_JOB_POLL")
-        logger.info("%s: worker %s waiting for jobs (mediacrawler enqueue %s key=value…)", self.name,
-                    self.worker_id, self.name)
-        idle_since = time.monotonic()
-        while True:
-            try:
-                job = await in_thread(board.take)
-            except redis.RedisError as e:
-                logger.warning("%s: cannot read the job list (%s); retrying", self.name, e)
-                job = None
-                idle_since = time.monotonic()  # an outage is not idleness
-            if job is None:
-                if time.monotonic() - idle_since >= idle_close:
-                    logger.info("%s: no job for %.0f s; the worker closes", self.name, idle_close)
-                    return
-                await sleep(poll)
-                continue
-            try:
-                self.args = self.params_model(**job.args)
-            except ValidationError as e:
-                await in_thread(board.bury, job, format_validation_error(self.name, e))
-                continue
-            self._adopt(job.key)
-            self.crawler.signals.send_catch_log(signal=jobs.job_started, spider=self, job=job.key,
-                                                generation=job.generation)
-            seed = job.seed
-            while True:
-                if seed:
-                    logger.info("%s: seeding job %s", self.name, job.key)
-                    for request in self.retry_requests():  # the job's posts with media pending retry, first
-                        yield request
-                    page, cursor = self.first_page()
-                    yield self.listing_request(page, cursor)
-                    seed = False
-                await sleep(poll)
-                try:
-                    state = await in_thread(board.state, job, self)
-                except redis.RedisError:
-                    continue
-                if state in ("done", "lost"):
-                    break
-                seed = state == "seed"
-            if state == "lost":
-                # Neither finished nor failed: its data is gone. No job_finished (no mark moves); the scheduler
-                # finds the stamp gone and closes the spider with redis_data_lost (exit status 1).
-                logger.error("%s: job %s: its generation stamp is gone from Redis (restarted without "
-                             "persistence?); the worker stops serving jobs", self.name, job.key)
-                return
-            logger.info("%s: job %s finished", self.name, job.key)
-            self.crawler.signals.send_catch_log(signal=jobs.job_finished, spider=self, job=job.key)
-            self.job_queue = None
-            idle_since = time.monotonic()
-
-    def queue_hosts(self) -> frozenset[str]:
-        """The hosts of this platform's configured roots (:attr:`root_settings`): the only ones a request decoded
-        from the shared queue may go to."""
-        hosts = (urlsplit(str(self.settings.get(name) or "")).hostname for name in self.root_settings)
-        return frozenset(h.lower() for h in hosts if h)
-
-    def _adopt(self, job_key: str) -> None:
-        """Serve job ``job_key`` (``self.args`` already set): per-job state starts afresh."""
-        self.job = self.windowed_job_key()
-        if self.job != job_key:
-            logger.warning("%s: job key %s computed as %s here", self.name, job_key, self.job)
-        self.job_queue = job_key
-        self.resume = None
-        self.source_exhausted = False
-        self.pages_fetched = self.pages_failed = self._failed_streak = 0
-        self.stopped_at_max_pages = False
-        self.rerun_helps = None
-        for per_job in (self.failed_reasons, self._cursors_used, self._listing_pending):
-            per_job.clear()
-        self._listing_dropped.clear()
-        self._listing_answered.clear()
-        logger.info("%s: worker %s serves job %s", self.name, self.worker_id, job_key)
+    def seed_requests(self) -> Iterator[Request]:
+        """A job's first requests: its posts with media pending retry, then its first listing page."""
+        yield from self.retry_requests()
+        page, cursor = self.first_page()
+        yield self.listing_request(page, cursor)
 
     # --- Expired media URLs ----------------------------------------------------------------------------------
 

@@ -30,14 +30,13 @@ from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
 from scrapy.utils.asyncio import run_in_thread
-from scrapy_spider_metadata import Args
 
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 logger = logging.getLogger(__name__)
@@ -124,8 +123,14 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        #: The WBI mixin key and when it was read: one per process, whatever job it serves.
         self._mixin: str | None = None
         self._mixin_at = 0.0
+
+    def setup_job(self) -> None:
+        #: The videos of ``-a bvid``, in order (empty with ``-a mid`` or ``-a keyword``).
+        self.bvids: list[str] = str(self.args.bvid).split(",") if self.args.bvid else []
+        super().setup_job()
 
     def lists_items(self) -> bool:
         return self.args.bvid is not None
@@ -145,9 +150,6 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
     def api(self) -> str:
         return str(self.settings.get("BILIBILI_API_URL")).rstrip("/")
 
-    @property
-    def bvids(self) -> list[str]:
-        return str(self.args.bvid).split(",") if self.args.bvid else []
 
     def page_count(self) -> int | None:
         return len(self.bvids) if self.args.bvid else None
@@ -372,9 +374,11 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     def _add_extras(self, post: Post, data: dict[str, Any], *, missing: str | None) -> None:
         """Per part, what ``-a subtitles``/``danmaku``/``chapters`` asked: subtitle and danmaku assets, and in
-        ``extra.parts[]`` the ``chapters`` and ``subtitles`` (languages) or the ``extras_error`` (docs/records.md)."""
+        ``extra.parts[]`` the ``chapters`` (also on the part's video asset, for its MP4) and ``subtitles``
+        (languages) or the ``extras_error`` (docs/records.md)."""
         players, errors = data.get("players", {}), data.get("player_errors", {})
         comment_root = str(self.settings.get("BILIBILI_COMMENT_URL")).rstrip("/")
+        videos = {a.key: a for a in post.media if a.kind == "video"}
         for part in post.extra.get("parts", ()):
             cid = str(part["cid"])
             if self.args.subtitles or self.args.chapters:
@@ -384,6 +388,10 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                 else:
                     if self.args.chapters:
                         part["chapters"] = found["chapters"]
+                        video = videos.get(f"{post.post_id}:{cid}")
+                        if video is not None and found["chapters"]:  # written into the part's MP4 (media.md)
+                            video.chapters = [{"start": c["from"], "end": c["to"], "title": c["content"]}
+                                              for c in found["chapters"]]
                     if self.args.subtitles:
                         part["subtitles"] = [t["lan"] for t in found["subtitles"]]
                         post.media.extend(MediaAsset(kind="subtitle", key=f"{post.post_id}:{cid}:{t['lan']}",

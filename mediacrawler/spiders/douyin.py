@@ -27,12 +27,11 @@ from urllib.parse import urlencode, urlsplit
 from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
-from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import douyin as parser
 from mediacrawler.parsers._common import Page, job_slug
-from mediacrawler.spiders._args import SpiderParams, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 logger = logging.getLogger(__name__)
@@ -85,22 +84,19 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
     args: DouyinParams
     credential_env = "DOUYIN_COOKIE"
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        #: (job, aweme id) → the entry of the job's list that named it first in this run (an id, or
-        #: ``short link <code>``); keyed by job too, as a worker serves one job after another.
-        self._named: dict[tuple[str, str], str] = {}
+    def setup_job(self) -> None:
+        #: ``[(kind, value)]``: ``("id", digits)`` or ``("short", code)``, in the order given.
+        self.targets: list[tuple[str, str]] = [(t.split(":", 1)[0], t.split(":", 1)[1])
+                                               for t in str(self.args.aweme).split(",")]
+        #: aweme id → the entry of the job's list that named it first (an id, or ``short link <code>``).
+        self._named: dict[str, str] = {}
+        super().setup_job()
 
     def lists_items(self) -> bool:
         return True
 
     def job_key(self) -> str:
         return f"douyin-aweme-{job_slug(str(self.args.aweme).replace(',', '-').replace(':', '-'))}"
-
-    @property
-    def targets(self) -> list[tuple[str, str]]:
-        """``[(kind, value)]``: ``("id", digits)`` or ``("short", code)``, in the order given."""
-        return [(t.split(":", 1)[0], t.split(":", 1)[1]) for t in str(self.args.aweme).split(",")]
 
     @property
     def use_detail(self) -> bool:
@@ -184,7 +180,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
     def _named_twice(self, aweme: str, kind: str, value: str) -> bool:
         """Whether an earlier entry of the list named ``aweme`` (one post; one line says so), else note it."""
         entry = f"short link {value}" if kind == "short" else value
-        first = self._named.setdefault((self.job, aweme), entry)
+        first = self._named.setdefault(aweme, entry)
         if first == entry:
             return False
         assert self.crawler.stats is not None

@@ -20,12 +20,11 @@ from urllib.parse import quote, urlencode
 
 from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
-from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers._common import Page, PlatformError
-from mediacrawler.spiders._args import SpiderParams, digits_arg, matched_arg, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")

@@ -23,12 +23,11 @@ from urllib.parse import urlencode
 from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
-from scrapy_spider_metadata import Args
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers._common import Page, http_date, job_slug
-from mediacrawler.spiders._args import SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 
@@ -99,12 +98,13 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
     def lists_items(self) -> bool:
         return self.args.post is not None
 
-    @property
-    def posts(self) -> list[str]:
+    def post_ids(self) -> list[str]:
+        """The mids of ``-a post``, in the order given (a method: Scrapy's feed export reads every property of the
+        spider, before a worker has any arguments)."""
         return self.args.post.split(",") if self.args.post else []
 
     def page_count(self) -> int | None:
-        return len(self.posts) if self.args.post else None
+        return len(self.post_ids()) if self.args.post else None
 
     def newest_first(self) -> bool:
         # A timeline and the realtime tab are; the other tabs are ranked, so -a since never stops them.
@@ -116,7 +116,8 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
 
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.post is not None:  # page N is the N-th post
-            return f"{self.base_url}/statuses/show?{urlencode({'id': self.posts[min(page, len(self.posts)) - 1]})}"
+            ids = self.post_ids()
+            return f"{self.base_url}/statuses/show?{urlencode({'id': ids[min(page, len(ids)) - 1]})}"
         if self.args.uid is not None:
             query = {"containerid": parser.timeline_containerid(self.args.uid), "page": page}
         else:
@@ -149,8 +150,9 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         """Page N of ``-a post``: the N-th post from ``/statuses/show`` (its long text a chain step, as on a
         timeline), or, when it is gone, a record that says so."""
         page_no = int(source.page or 1)
-        mid = self.posts[min(page_no, len(self.posts)) - 1]
-        page = Page(is_last=page_no >= len(self.posts))
+        ids = self.post_ids()
+        mid = ids[min(page_no, len(ids)) - 1]
+        page = Page(is_last=page_no >= len(ids))
         mblog = parser.parse_show(payload)
         if mblog is None:
             page.posts.append(Post(platform=self.platform, post_id=mid, url=f"https://m.weibo.cn/detail/{mid}",

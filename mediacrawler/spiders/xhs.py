@@ -14,7 +14,6 @@ with that reason. XHS_COOKIE, when set, goes with page requests at download time
 
 from __future__ import annotations
 
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -23,14 +22,13 @@ from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
 from scrapy.settings import BaseSettings, Settings
-from scrapy_spider_metadata import Args
 
 from mediacrawler.config import setting
 from mediacrawler.fsutil import TooLarge, read_bounded
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import xhs as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
-from mediacrawler.spiders._args import SpiderParams, one_target
+from mediacrawler.spiders._args import Args, SpiderParams, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 #: Notes one job may name (``-a note`` or ``-a notes_file``).
@@ -118,19 +116,17 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
     params_model = XhsParams
     args: XhsParams
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def setup_job(self) -> None:
+        #: The notes given, in order (empty with ``-a user``).
+        self.refs: list[tuple[str, str | None, str | None]] = []
+        if self.args.note is not None:
+            self.refs = _refs(self.args.note, what="note")
+        elif self.args.notes_file is not None:
+            settings = getattr(self, "settings", None)  # a worker has them; a crawl's __init__ runs before
+            self.refs = _refs(_read_notes_file(self.args.notes_file, settings), what="notes_file")
         #: note id → (xsec_token, xsec_source) of every note this job knows how to open.
         self._tokens: dict[str, tuple[str | None, str | None]] = {n: (t, s) for n, t, s in self.refs}
-
-    @cached_property
-    def refs(self) -> list[tuple[str, str | None, str | None]]:
-        """The notes given, in order (empty with ``-a user``)."""
-        if self.args.note is not None:
-            return _refs(self.args.note, what="note")
-        if self.args.notes_file is not None:
-            return _refs(_read_notes_file(self.args.notes_file, getattr(self, "settings", None)), what="notes_file")
-        return []
+        super().setup_job()
 
     def lists_items(self) -> bool:
         return self.args.user is None
