@@ -2,7 +2,7 @@
 
 Routes (``FACEBOOK_GRAPH_URL`` = ``{sandbox}/facebook/v19.0``)::
 
-    GET /facebook/v19.0/{page-id}/posts?fields=…&limit=N&after=CURSOR    a page's posts, newest first
+    GET /facebook/v19.0/{page-id}/posts?fields=…&limit=N&after=CURSOR  posts, newest first [&since=&until=]
     GET /facebook/v19.0/{video-id}?fields=source,length,format           a video node
 
 Every route needs the access token, as ``Authorization: Bearer <token>`` (or ``OAuth <token>``) or an
