@@ -98,13 +98,13 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
     def lists_items(self) -> bool:
         return self.args.post is not None
 
-    def post_ids(self) -> list[str]:
-        """The mids of ``-a post``, in the order given (a method: Scrapy's feed export reads every property of the
-        spider, before a worker has any arguments)."""
-        return self.args.post.split(",") if self.args.post else []
+    def setup_job(self) -> None:
+        #: The mids of ``-a post``, in the order given (empty with ``-a uid`` or ``-a keyword``).
+        self.post_ids: list[str] = self.args.post.split(",") if self.args.post else []
+        super().setup_job()
 
     def page_count(self) -> int | None:
-        return len(self.post_ids()) if self.args.post else None
+        return len(self.post_ids) if self.args.post else None
 
     def newest_first(self) -> bool:
         # A timeline and the realtime tab are; the other tabs are ranked, so -a since never stops them.
@@ -116,7 +116,7 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
 
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.post is not None:  # page N is the N-th post
-            ids = self.post_ids()
+            ids = self.post_ids
             return f"{self.base_url}/statuses/show?{urlencode({'id': ids[min(page, len(ids)) - 1]})}"
         if self.args.uid is not None:
             query = {"containerid": parser.timeline_containerid(self.args.uid), "page": page}
@@ -150,7 +150,7 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         """Page N of ``-a post``: the N-th post from ``/statuses/show`` (its long text a chain step, as on a
         timeline), or, when it is gone, a record that says so."""
         page_no = int(source.page or 1)
-        ids = self.post_ids()
+        ids = self.post_ids
         mid = ids[min(page_no, len(ids)) - 1]
         page = Page(is_last=page_no >= len(ids))
         mblog = parser.parse_show(payload)
