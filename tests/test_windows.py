@@ -73,6 +73,48 @@ def test_bad_windows_are_one_line_and_a_window_is_its_own_job() -> None:
     assert len(keys) == 6 and "" in keys
 
 
+def test_time_zone_reads_the_bare_dates_and_each_platform_has_its_own() -> None:
+    from scrapy.utils.test import get_crawler
+
+    from mediacrawler.spiders.facebook import FacebookSpider
+
+    weibo = get_crawler(WeiboSpider, {})._create_spider(uid="1", since="2026-03-01")
+    assert weibo.date_window() == DateWindow(since="2026-02-28T16:00:00Z")
+    facebook = get_crawler(FacebookSpider, {})._create_spider(page="1", since="2026-03-01")
+    assert facebook.date_window() == DateWindow(since="2026-03-01T00:00:00Z")
+    pacific = get_crawler(WeiboSpider, {"TIME_ZONE": "America/Los_Angeles"})._create_spider(
+        uid="1", since="2026-03-01", until="2026-03-02T00:00:00+08:00")
+    assert pacific.date_window() == DateWindow(since="2026-03-01T08:00:00Z", until="2026-03-01T16:00:00Z")
+    assert weibo.job != get_crawler(WeiboSpider, {})._create_spider(uid="1").job
+
+
+def test_the_pipeline_drops_what_a_chain_dated_outside_and_keeps_the_rest() -> None:
+    from scrapy.utils.test import get_crawler
+
+    from mediacrawler.items import Post
+    from mediacrawler.pipelines.window import DateWindowPipeline, OutsideWindow
+    from mediacrawler.spiders.bilibili import BilibiliSpider
+
+    crawler = get_crawler(BilibiliSpider, {})
+    crawler.spider = crawler._create_spider(bvid="BV1Sbx411A01", since="2026-03-01T00:00:00Z",
+                                            until="2026-04-01T00:00:00Z")
+    assert crawler.stats is not None
+    pipeline = DateWindowPipeline.from_crawler(crawler)
+
+    def post(created_at: str | None) -> Post:
+        return Post(platform="bilibili", post_id="BV1Sbx411A01", url="https://www.bilibili.com/video/BV1Sbx411A01",
+                    author=None, created_at=created_at, source=None, fetched_at=None)
+
+    for inside in ("2026-03-01T00:00:00Z", "2026-03-31T23:59:59Z", None):
+        assert pipeline.process_item(post(inside)).created_at == inside
+    for outside in ("2026-02-28T23:59:59Z", "2026-04-01T00:00:00Z"):
+        with pytest.raises(OutsideWindow, match="outside the date window"):
+            pipeline.process_item(post(outside))
+    assert crawler.stats.get_value("window/outside") == 2
+    crawler.spider = crawler._create_spider(bvid="BV1Sbx411A01")  # no window: nothing is judged
+    assert pipeline.process_item(post("2020-01-01T00:00:00Z")).created_at == "2020-01-01T00:00:00Z"
+
+
 # --- crawls -----------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sandbox() -> Iterator[SandboxProcess]:
