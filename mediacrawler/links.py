@@ -121,6 +121,12 @@ def _bilibili(host: str, segments: list[str], query: dict[str, list[str]]) -> Ro
 
 def _facebook(segments: list[str], query: dict[str, list[str]]) -> Route | None:
     video = (query.get("v") or [""])[0]
+    story, owner = (query.get("story_fbid") or [""])[0], (query.get("id") or [""])[0]
+    if segments in (["permalink.php"], ["story.php"]) and _DIGITS.fullmatch(story) and _DIGITS.fullmatch(owner):
+        return Route("facebook", {"post": f"{owner}_{story}"})
+    if len(segments) == 3 and segments[1] == "posts" and _DIGITS.fullmatch(segments[0]) \
+            and _DIGITS.fullmatch(segments[2]):
+        return Route("facebook", {"post": f"{segments[0]}_{segments[2]}"})  # a pfbid… post id is not a Graph id
     if segments[:1] == ["watch"] and _DIGITS.fullmatch(video):
         return Route("facebook", {"video": video})
     if segments[:1] == ["reel"] and len(segments) == 2 and _DIGITS.fullmatch(segments[1]):

@@ -56,6 +56,10 @@ MID = "4930000000000001"
     ("https://www.facebook.com/watch/?v=500000000000002", "facebook", {"video": "500000000000002"}),
     ("https://www.facebook.com/sandbox.page/videos/500000000000002/", "facebook", {"video": "500000000000002"}),
     ("https://www.facebook.com/reel/500000000000002", "facebook", {"video": "500000000000002"}),
+    ("https://www.facebook.com/100000000000001/posts/1000000000000", "facebook",
+     {"post": "100000000000001_1000000000000"}),
+    ("https://www.facebook.com/permalink.php?story_fbid=1000000000000&id=100000000000001", "facebook",
+     {"post": "100000000000001_1000000000000"}),
     # XHS
     (f"https://www.xiaohongshu.com/explore/{NOTE}?xsec_token={TOKEN}&xsec_source=pc_feed", "xhs",
      {"note": f"https://www.xiaohongshu.com/explore/{NOTE}?xsec_token={TOKEN}&xsec_source=pc_feed"}),
@@ -78,6 +82,7 @@ def test_each_link_form_routes_to_its_spider_and_target(url: str, spider: str, a
 @pytest.mark.parametrize("url", [
     "https://example.com/video/BV1Sbx411A01", "ftp://www.bilibili.com/video/BV1Sbx411A01",
     "https://www.bilibili.com/read/cv123", "https://www.facebook.com/groups/1234", "https://weibo.com/u/abc",
+    "https://www.facebook.com/sandbox.page/posts/pfbid02abcDEF",
     "https://www.xiaohongshu.com/explore", "https://www.douyin.com/user/MS4wLjABAAAA", "not a link at all",
     "https://b23.tv/",
 ])

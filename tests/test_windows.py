@@ -1,5 +1,6 @@
 """Date windows (``-a since``/``-a until``): the pure window functions, and real crawls against one sandbox whose
-Weibo timeline has 10 pages spanning months (docs/platforms.md, "Date windows")."""
+Weibo timeline has 10 pages spanning months (docs/platforms.md, "Date windows"); Facebook's ``-a post`` list, on the
+same sandbox."""
 
 from __future__ import annotations
 
@@ -212,3 +213,15 @@ def test_a_windowed_facebook_page_sends_since_and_until(sandbox: SandboxProcess,
     queries = [parse_qs(r["query"]) for r in sandbox.requests() if r["path"].endswith("/posts")]
     assert len(queries) == 3 and all(q["since"] == [str(int(since.timestamp()))]
                                      and q["until"] == [str(int(until.timestamp()) - 1)] for q in queries)
+
+
+def test_given_facebook_posts_are_read_one_by_one_as_pages(sandbox: SandboxProcess, tmp_path: Path) -> None:
+    posts = build_facebook_world().posts(PAGE_ID)
+    wanted = [posts[2].id, posts[0].id, posts[5].id]  # a video post (its node a chain step), a photo, a status
+    sandbox.reset()
+    proc, rows, _ = crawl(tmp_path, sandbox, "facebook", "-a", "post=" + ",".join(wanted))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(r["post_id"] for r in rows) == sorted(wanted)
+    nodes = [r["path"].rsplit("/", 1)[1] for r in sandbox.requests() if "_" in r["path"].rsplit("/", 1)[1]]
+    assert nodes == wanted and not [r for r in sandbox.requests() if r["path"].endswith("/posts")]
+

@@ -89,7 +89,7 @@ class PlatformSpider(Spider):
     params_model: ClassVar[type[SpiderParams]]
     #: ``page``: listing pages are numbered (the URL of page N is known without page N-1). ``cursor``: each page
     #: gives the cursor of the next one, so a page that failed for good ends the run there (never skipped).
-    pagination: ClassVar[Literal["page", "cursor"]] = "page"
+    pagination: Literal["page", "cursor"] = "page"
     #: The environment variable (or setting) holding the user's credential for the API, e.g. ``WEIBO_COOKIE``;
     #: ``None``: ``<PLATFORM>_COOKIE``. Sent as :meth:`credential_headers` says, at download time only.
     credential_env: ClassVar[str | None] = None

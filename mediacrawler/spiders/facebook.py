@@ -1,7 +1,9 @@
-"""Facebook: a page's posts (``-a page=``) or one video (``-a video=``), through the Graph API.
+"""Facebook: a page's posts (``-a page=``), one video (``-a video=``) or given posts (``-a post=``), through the
+Graph API.
 
     FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a page=100000000000001
     FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a video=1234567890
+    FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a post=100000000000001_1000000000000
 
 The API root is ``FACEBOOK_GRAPH_URL``; the token comes from ``FACEBOOK_ACCESS_TOKEN`` (environment) and is sent as
 ``Authorization: Bearer`` at download time by the session middleware, never in a URL: ``paging.next`` carries the
@@ -23,21 +25,37 @@ from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
-from mediacrawler.parsers._common import Page, PlatformError
+from mediacrawler.parsers._common import Page, PlatformError, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
+#: A Graph post id: ``<page id>_<post id>``.
+_POST = re.compile(r"^[0-9]{1,25}_[0-9]{1,25}$")
+#: Posts one ``-a post`` job may name (each is one page).
+MAX_POSTS = 1000
 #: The fields of a post the parser reads (parsers/facebook.py).
 POST_FIELDS = ("id,message,created_time,permalink_url,from,"
                "attachments{media_type,media,subattachments,target,url,type,title,description}")
 
 
 class FacebookParams(SpiderParams):
-    """Arguments of ``scrapy crawl facebook``: exactly one of ``page`` and ``video``."""
+    """Arguments of ``scrapy crawl facebook``: exactly one of ``page``, ``video`` and ``post``."""
 
     page: str | None = Field(default=None, description="Page id or username whose posts to crawl.")
     video: str | None = Field(default=None, description="Numeric id of one video to store.")
+    post: str | None = Field(default=None, description="Graph post ids (<page id>_<post id>), comma-separated.")
+
+    @field_validator("post", mode="before")
+    @classmethod
+    def _post_ids(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        ids = [x.strip() for x in str(v).split(",") if x.strip()]
+        if not ids or len(ids) > MAX_POSTS or not all(_POST.match(x) for x in ids):
+            raise ValueError(f"must be 1 to {MAX_POSTS} Graph post ids like 100000000000001_1000000000000, "
+                             f"comma-separated")
+        return ",".join(dict.fromkeys(ids))
 
     @field_validator("page", mode="before")
     @classmethod
@@ -52,7 +70,8 @@ class FacebookParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> FacebookParams:
-        return one_target(self, names=("page", "video"), message="give exactly one of -a page=<id> or -a video=<id>")
+        return one_target(self, names=("page", "video", "post"),
+                          message="give exactly one of -a page=<id>, -a video=<id> or -a post=<page id>_<post id>")
 
 
 class FacebookSpider(Args[FacebookParams], PlatformSpider):
@@ -73,9 +92,23 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     def refusal_message(self, reason: str) -> str:
         return f"the Graph API refused the access token: FACEBOOK_ACCESS_TOKEN {self.credential_state()}"
 
+    def setup_job(self) -> None:
+        #: The posts of ``-a post``, in order; such a job is a list of items: one page per post, numbered.
+        self.post_ids: list[str] = str(self.args.post).split(",") if self.args.post else []
+        self.pagination = "page" if self.post_ids else "cursor"
+        super().setup_job()
+
+    def lists_items(self) -> bool:
+        return self.args.post is not None
+
+    def page_count(self) -> int | None:
+        return len(self.post_ids) if self.post_ids else None
+
     def job_key(self) -> str:
         if self.args.page is not None:
             return f"facebook-page-{self.args.page.replace('.', '-')}"
+        if self.args.post is not None:
+            return f"facebook-post-{job_slug(self.args.post.replace(',', '-'))}"
         return f"facebook-video-{self.args.video}"
 
     @property
@@ -90,6 +123,9 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.video is not None:
             return f"{self.base_url}/{quote(self.args.video)}?{urlencode({'fields': parser.VIDEO_FIELDS})}"
+        if self.post_ids:
+            post_id = self.post_ids[min(page, len(self.post_ids)) - 1]
+            return f"{self.base_url}/{quote(post_id)}?{urlencode({'fields': POST_FIELDS})}"
         query: dict[str, Any] = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
         window = self.date_window()
         if window is not None:
@@ -118,6 +154,12 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
             post = parser.post_from_video_node(payload, self.args.video, source=source, fetched_at=self.now_iso(),
                                                secrets=self._secrets())
             return Page(posts=[post], is_last=True)
+        if self.post_ids:
+            # One post node reads as a listing of one (its videos without a source then a chain, as on a page).
+            page = parser.parse_posts({"data": [payload]}, source=source, fetched_at=self.now_iso(),
+                                      secrets=self._secrets())
+            page.next_cursor, page.is_last = None, int(source.page or 1) >= len(self.post_ids)
+            return page
         return parser.parse_posts(payload, source=source, fetched_at=self.now_iso(), secrets=self._secrets())
 
     def listed_time(self, raw: dict[str, Any]) -> str | None:
