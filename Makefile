@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install postgres demo test bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,19 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m mediacrawler demo --out demo-output
 
-## make test: the whole suite (real redis-server and sandbox subprocesses on 127.0.0.1), in two pytest processes.
-test: $(STAMP)
+## make postgres: a PostgreSQL server's binaries for the records tests (tests/plugins/postgres_server.py starts a
+## throwaway one): Debian's package where we run as root with apt; elsewhere those tests skip and say why.
+postgres:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make postgres: apt-get install postgresql (for the records tests)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    postgresql >/dev/null; } || echo "make postgres: not installed; the PostgreSQL tests will skip"; \
+	else echo "make postgres: no PostgreSQL and no apt-get as root; the PostgreSQL tests will skip"; fi
+
+## make test: the whole suite (real redis-server, PostgreSQL and sandbox subprocesses on 127.0.0.1), in two pytest
+## processes.
+test: $(STAMP) postgres
 	$(PY) -m pytest -q -n 2
 
 ## make bench: the benchmarks under benchmarks/ (minutes; not part of make test).

@@ -1,4 +1,5 @@
-"""The ``mediacrawler`` command: ``demo``, ``get``, ``verify``, ``checkpoints``, ``retry``, ``status``.
+"""The ``mediacrawler`` command: ``demo``, ``get``, ``verify``, ``checkpoints``, ``retry``, ``export``,
+``library``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
 ``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand
@@ -29,6 +30,10 @@ COMMANDS = {
                 "queue a crawl job in Redis for the workers (scrapy crawl <platform> -s REDIS_URL=…)"),
     "retry": ("mediacrawler.commands.retry.main",
               "retry the media assets that failed in earlier crawls (records: <job>.retry-<time>.jsonl)"),
+    "export": ("mediacrawler.commands.export.main",
+               "the crawled records as flat CSV (UTF-8 with BOM) or JSON Lines: posts, comments or media"),
+    "library": ("mediacrawler.commands.library.main",
+                "library rebuild: link every stored file under its readable path in LIBRARY_DIR again"),
     "status": ("mediacrawler.status.main",
                "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }

@@ -110,14 +110,21 @@ class Relative:
 
 @dataclass(frozen=True)
 class Parsed:
-    """Each value of a dict setting (``RATE_BUDGET``) accepted by the function at the import path *parser* (the
-    component's own parser, which raises ValueError): named by a string, as settings.py names components."""
+    """Each value of a dict setting (``RATE_BUDGET``), or the value of a string one (``LIBRARY_TEMPLATE``),
+    accepted by the function at the import path *parser* (the component's own parser, which raises ValueError):
+    named by a string, as settings.py names components."""
 
     parser: str
     what: str
 
     def problem(self, value: Any, settings: BaseSettings) -> str | None:
         parse = load_object(self.parser)
+        if isinstance(value, str):
+            try:
+                parse(value)
+            except ValueError as e:
+                return str(e)
+            return None
         for key, each in (value or {}).items():
             try:
                 parse(each)

@@ -33,6 +33,9 @@ META_LARGE = "media_large"
 META_SEGMENT = "media_segment"
 #: A fragment or manifest request of a video: ``{"key", "track", "index"}`` (media/video.py).
 META_VIDEO = "media_video"
+#: A key of a post's ``extra`` set by the spider (``-a refresh``): the post was read again only to refresh its
+#: counts in the records database, which drops it after the upsert (no media download, no feed line).
+REFRESH_ONLY = "refresh_only"
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 Starts the bundled platform sandbox on 127.0.0.1, crawls it with every spider (each platform's demo jobs), writes
 records to ``<out>/<spider>/<job>.jsonl`` and media to ``<out>/files``, logs to ``<out>/crawl.log``, and prints a
-short summary. No account and no network beyond loopback. Run it twice: the second run appends no record and stores
-no new media ("0 new posts, 0 new media files"); the first run's records stay (docs/operations.md, "Output files").
+short summary; the stored files show under readable names in ``<out>/library``. No account and no network beyond
+loopback. Run it twice: the second run appends no record and stores no new media ("0 new posts, 0 new media
+files"); the first run's records stay (docs/operations.md, "Output files").
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     objects = out / "files" / "objects"
     stored = [p for p in objects.rglob("*") if p.is_file()] if objects.exists() else []
     print(f"records: {out}/<spider>/<job>.jsonl   media: {len(stored)} files in {objects}   log: {out / 'crawl.log'}")
+    print(f"library: {out / 'library'}/<platform>/<author> (<id>)/<date> <post id>/ (the same files, readable names)")
     failed = [c.spider.job for c in crawlers if c.stats.get_value("finish_reason") != "finished"]
     if failed:
         print(f"not finished: {', '.join(failed)}", file=sys.stderr)

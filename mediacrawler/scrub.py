@@ -28,7 +28,7 @@ __all__ = ["MASK", "ScrubFilter", "configured_secrets", "install_log_scrubbing",
 MASK = "[redacted]"
 COOKIE_SETTINGS = ("WEIBO_COOKIE", "BILIBILI_COOKIE", "XHS_COOKIE", "DOUYIN_COOKIE")
 TOKEN_SETTINGS = ("FACEBOOK_ACCESS_TOKEN",)
-URL_SETTINGS = ("REDIS_URL",)
+URL_SETTINGS = ("REDIS_URL", "RECORDS_DB")
 #: Shorter values (``lang=en``, ``1``) are not secrets, and masking them would mangle ordinary text.
 MIN_SECRET_LENGTH = 6
 

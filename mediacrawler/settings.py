@@ -173,9 +173,25 @@ ITEM_PIPELINES = {
     # Posts outside -a since/-a until that only a chain step could date: dropped before their media is fetched.
     "mediacrawler.pipelines.window.DateWindowPipeline": 60,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
+    # Before dedupe: a post seen again (and one read again by -a refresh) still updates its counts.
+    "mediacrawler.pipelines.records.RecordsPipeline": 150,
     "mediacrawler.pipelines.dedupe.DedupePipeline": 200,
     "mediacrawler.pipelines.media.MediaStorePipeline": 300,
+    # After the media store: links the stored files under readable paths (LIBRARY_ENABLED).
+    "mediacrawler.pipelines.library.LibraryPipeline": 400,
 }
+
+# --- Records database (pipelines/records.py, records/; docs/records.md, "Records database") --------------------
+#: Upsert every post, author, media asset and comment into the records database.
+RECORDS_ENABLED: bool = True
+#: Where: empty → CHECKPOINT_DIR/records.sqlite3; a path (or sqlite:///path) → that SQLite file (WAL);
+#: postgresql://user:password@host/db → PostgreSQL, for many workers on several machines. From the environment
+#: too, so the `mediacrawler` commands read the same database; its password is never logged.
+RECORDS_DB: str = os.environ.get("RECORDS_DB") or ""
+#: Most records written in one transaction (the records of one reactor turn go together, up to this many).
+RECORDS_BATCH_MAX: Annotated[int, Range(1)] = 500
+#: Seconds PostgreSQL may take to accept a connection (the crawl then fails with one line).
+RECORDS_CONNECT_TIMEOUT: Annotated[float, Range(0, above=True)] = 10.0
 
 # --- Dedupe (pipelines/dedupe.py) -------------------------------------------------------------------------------
 #: Drop posts already emitted (same platform and post_id) within DEDUPE_TTL.
@@ -204,6 +220,8 @@ FEED_EXPORTERS = {
     "jsonl": "mediacrawler.exporters.JsonLinesExporter",
     "jl": "mediacrawler.exporters.JsonLinesExporter",
     "json": "mediacrawler.exporters.JsonExporter",
+    # Flat columns (posts; comments or media with item_export_kwargs), UTF-8 with a BOM: docs/records.md.
+    "csv": "mediacrawler.exporters.CsvExporter",
 }
 
 # --- Media store (pipelines/media.py, media/) -------------------------------------------------------------------
@@ -261,6 +279,18 @@ MEDIA_INLINE_CHECK_BYTES: Annotated[int, Range(0)] = 262_144
 MEDIA_COMMIT_PROCESS: bool = True
 #: Most bodies per committer round (media/committer.py).
 MEDIA_COMMIT_BATCH: Annotated[int, Range(1)] = 256
+
+# --- Library (pipelines/library.py, library.py; docs/records.md, "Library") -------------------------------------
+#: Link every stored file under a readable path in LIBRARY_DIR (hard links into the store: no second copy).
+LIBRARY_ENABLED: bool = True
+#: Root of the library; empty: library/ beside FILES_STORE (files -> library, demo-output/files ->
+#: demo-output/library).
+LIBRARY_DIR: Annotated[str, LocalPath()] = ""
+#: Path of each file in the library. Fields: platform, author_name, author_id, date (the publish time, a datetime:
+#: {date:%Y-%m-%d}), post_id, index (the asset's number in its post), kind (image, video, audio, cover, live,
+#: subtitle, danmaku), ext. A folder must hold {post_id}; each component is made safe on every OS.
+LIBRARY_TEMPLATE: Annotated[str, Parsed("mediacrawler.library.parse_template", "a library path template")] = (
+    "{platform}/{author_name} ({author_id})/{date:%Y-%m-%d} {post_id}/{index:02d} {kind}.{ext}")
 
 # --- Large media: Range segments (media/segments.py) ------------------------------------------------------------
 #: Files up to this size come in one request (also the length of the first ranged GET); larger ones in segments.

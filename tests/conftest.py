@@ -12,4 +12,5 @@ install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 pytest_plugins = [
     "tests.plugins.sandbox",
     "tests.plugins.redis_server",
+    "tests.plugins.postgres_server",
 ]

@@ -5,7 +5,9 @@ Expectations come from the sandbox's pure world model (same seed, same world), n
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -290,3 +292,27 @@ def test_a_server_error_page_says_its_status_and_that_a_rerun_fetches_it(sandbox
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert "page 2: HTTP 500 from" in last and "&page=2" in last and "run the same command again to fetch them" in last
+
+
+def test_dash_capital_o_posts_csv_writes_flat_columns_with_library_paths(sandbox: Any, tmp_path: Path) -> None:
+    """``-O posts.csv`` (our csv exporter): one flat row per post that the csv module reads back with the values of
+    the JSON record, the media as paths in the library (hard links to the stored objects)."""
+    sandbox.reset()
+    out = tmp_path / "posts.csv"
+    proc, records = crawl(tmp_path, sandbox.weibo_url, "-a", f"uid={UID}", "-a", "max_pages=1", "-O", str(out),
+                          media=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    raw = out.read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")
+    rows = list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
+    assert records and [r["post_id"] for r in rows] == [r["post_id"] for r in records]
+    library = tmp_path / "library"
+    for row, record in zip(rows, records):
+        assert (row["author_id"], row["author_name"]) == (record["author"]["id"], record["author"]["name"])
+        assert row["text"] == record["text"] and row["created_at"] == record["created_at"]
+        assert row["likes"] == str(record["metrics"]["likes"]) and row["url"] == record["url"]
+        stored = [m for m in record["media"] if m["sha256"]]
+        paths = [p for p in row["media_paths"].split("|") if p]
+        assert int(row["media_count"]) == len(record["media"]) and len(paths) == len(stored)
+        for path, asset in zip(paths, stored):
+            assert (library / path).stat().st_ino == (tmp_path / "files" / asset["path"]).stat().st_ino

@@ -1,16 +1,21 @@
 """`make demo` and the `mediacrawler` command end to end: what the README promises a new user.
 
-One real demo run (sandbox subprocess, every demo job, media included), then `mediacrawler verify` on its store,
-a flipped byte that verify must name, and a second demo run that stores nothing new and keeps the first run's
-records.
+One real demo run (sandbox subprocess, every demo job, media included), its library (readable hard links with the
+publish times), `mediacrawler verify` on its store, `mediacrawler export --format csv` read back, a flipped byte
+that verify must name, and a second demo run that stores nothing new, keeps the first run's records and leaves
+the library as it was.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
+import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import av
@@ -32,6 +37,13 @@ def summary(stdout: str) -> dict[str, list[str]]:
     rows = [line.split() for line in stdout.splitlines()]
     jobs = ("weibo-", "bilibili-", "facebook-", "xhs-", "douyin-")
     return {row[0]: row[1:] for row in rows if row and (row[0] == "total" or row[0].startswith(jobs))}
+
+
+def library_tree(out: Path) -> dict[str, tuple[int, float]]:
+    """Each file of the demo's library (its path in the library) with its inode and mtime."""
+    root = out / "library"
+    return {p.relative_to(root).as_posix(): (p.stat().st_ino, p.stat().st_mtime) for p in sorted(root.rglob("*"))
+            if p.is_file()}
 
 
 @pytest.mark.slow
@@ -74,17 +86,60 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
         assert [c["metadata"]["title"] for c in container.chapters()] == ["开场", "结尾 & 彩蛋"]
     assert sum(1 for p in objects if p.name.startswith(joined["sha256"])) == 1
 
+    # The library: every stored file under a readable path, a hard link to its object (the same inode), its mtime
+    # the publish time of its post (the earliest, for bytes that several posts share: one inode, one mtime).
+    library = library_tree(out)
+    by_inode = {(out / "files" / p).stat().st_ino: p for p in stored.values()}
+    assert {ino for ino, _ in library.values()} == set(by_inode), "a stored file is missing from the library"
+    published: dict[int, float] = {}
+    for r in records:
+        for post in (r, r.get("reposted") or {}):
+            if not post.get("created_at"):
+                continue
+            when = datetime.fromisoformat(post["created_at"].replace("Z", "+00:00")).timestamp()
+            for m in post.get("media") or []:
+                for obj in [m] + list((m.get("derived") or {}).values()) if m["sha256"] else []:
+                    ino = (out / "files" / obj["path"]).stat().st_ino
+                    published[ino] = min(published.get(ino, when), when)
+    assert published and all(mtime == published.get(ino, mtime) for ino, mtime in library.values())
+    bili = [p for p in library if p.startswith("bilibili/")]
+    assert any(re.fullmatch(r"bilibili/.+ \(\d+\)/\d{4}-\d\d-\d\d BV\w+/01 video\.mp4", p) for p in bili), bili
+    assert any(p.endswith("/01 cover.jpg") for p in bili) and any(p.endswith("/01 video.zh-CN.srt") for p in bili)
+    weibo_authors = {p.split("/")[1] for p in library if p.startswith("weibo/")}
+    assert any(a.endswith(" (7365120894)") for a in weibo_authors), weibo_authors
+
     clean = mediacrawler("verify", "--store", str(out / "files"))
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
+    # `mediacrawler export --format csv`: flat columns that the csv module reads back, the values of the records.
+    exported = mediacrawler("export", "--format", "csv", "--out", str(out / "posts.csv"),
+                            "-s", f"OUTPUT_DIR={out}", "-s", f"FILES_STORE={out / 'files'}")
+    assert exported.returncode == 0, exported.stderr
+    raw = (out / "posts.csv").read_bytes()
+    assert raw.startswith(b"\xef\xbb\xbf")
+    rows = list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
+    latest = {(r["platform"], r["post_id"]): r for r in records}
+    assert len(rows) == len(latest)
+    for row in rows:
+        record = latest[(row["platform"], row["post_id"])]
+        author = record.get("author") or {}
+        assert row["author_id"] == (author.get("id") or "") and row["author_name"] == (author.get("name") or "")
+        assert row["text"] == record["text"] and row["created_at"] == record["created_at"]
+        assert row["likes"] == str(record["metrics"]["likes"] if record["metrics"]["likes"] is not None else "")
+        paths = [p for p in row["media_paths"].split("|") if p]
+        assert len(paths) == sum(1 for m in record["media"] if m["sha256"])
+        assert all(p in library for p in paths) and (not row["first_image"] or row["first_image"] in paths)
+        assert "Author(" not in row["author_name"] and "MediaAsset(" not in row["media_paths"]
+
     victim = next(p for p in objects if p.suffix == ".jpg")
-    original = victim.read_bytes()
+    original, touched = victim.read_bytes(), victim.stat()
     data = bytearray(original)
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
     broken = mediacrawler("verify", "--store", str(out / "files"))
     assert broken.returncode != 0 and victim.name[:16] in broken.stdout + broken.stderr
     victim.write_bytes(original)
+    os.utime(victim, ns=(touched.st_atime_ns, touched.st_mtime_ns))  # as it was, for the library's check below
 
     # The second run is incremental: each source stops at its high-water mark, nothing is downloaded again.
     before = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}
@@ -111,6 +166,8 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
         second.stdout
     note = f"({again} of them the same posts read again: a list of items is read on every run)"
     assert again == 0 or note in second.stdout
+    # The second run changed nothing in the library: the same names, inodes and times.
+    assert library_tree(out) == library
     again = summary(second.stdout)
     assert all(row[-1] == "finished" for job, row in again.items() if job != "total"), second.stdout
     assert all(int(row[0]) == 0 for job, row in again.items() if job.startswith(("weibo-", "bilibili-", "facebook-")))

@@ -156,7 +156,9 @@ def _worker_pipeline(redis_url: str, worker: str) -> Any:
     from tests.test_pipeline_dedupe import dedupe_crawler
 
     crawler = dedupe_crawler(REDIS_URL=redis_url, DISTRIBUTED_HEARTBEAT=0.3, DISTRIBUTED_LEASE_TTL=2.0)
-    crawler.spider = SimpleNamespace(job=KEY, name="weibo", worker_id=worker)
+    from mediacrawler.jobstate import JobState
+
+    crawler.spider = SimpleNamespace(job_state=JobState(job=KEY), name="weibo", worker_id=worker)
     pipeline = build_from_crawler(DedupePipeline, crawler)
     pipeline.worker = worker
     pipeline.cache.set(alive_key(worker), "1", ttl=pipeline.alive_ttl)  # what its beat does
@@ -251,7 +253,7 @@ def test_two_processes_of_one_job_share_the_checkpoint_through_the_extension(red
     client.delete(f"t:dist:weibo:{job}:seeded")
     three, spider_three = make(tmp_path, settings)
     three.spider_opened(spider_three)
-    assert spider_three.resume == Resume(page=2, cursor="c2")
+    assert spider_three.job_state.resume == Resume(page=2, cursor="c2")
     parsed(three, spider_three, 2, ["c"], is_last=True)
     scraped(three, spider_three, 2, "c")
     three.spider_closed(spider_three, "finished")

@@ -200,7 +200,7 @@ def test_two_processes_of_one_job_merge_their_retry_sets_in_redis(redis_url: str
     store.save(RetrySet(key="weibo-uid-1", spider="weibo", args={"uid": "1"}, assets={
         "weibo/image/p10": {"post_id": "10", "kind": "image", "reason": "http-404", "attempts": 1}}))
     (one, spider_one), (two, spider_two) = process(), process()  # both read the same set at start
-    assert spider_one.retry_posts == spider_two.retry_posts == ["10"]
+    assert spider_one.job_state.retry_posts == spider_two.job_state.retry_posts == ["10"]
     one.item_scraped(_post("11", "p11", "failed"), spider_one)
     two.item_scraped(_post("12", "p12", "failed"), spider_two)  # written over one's: merged, not replaced
     stored = store.load("weibo-uid-1")

@@ -117,4 +117,5 @@ def test_wired_in_settings() -> None:
     assert settings.FEED_EXPORTERS == {"jsonlines": "mediacrawler.exporters.JsonLinesExporter",
                                        "jsonl": "mediacrawler.exporters.JsonLinesExporter",
                                        "jl": "mediacrawler.exporters.JsonLinesExporter",
-                                       "json": "mediacrawler.exporters.JsonExporter"}
+                                       "json": "mediacrawler.exporters.JsonExporter",
+                                       "csv": "mediacrawler.exporters.CsvExporter"}

@@ -117,7 +117,7 @@ def test_not_a_platform_spider_is_left_alone(tmp_path: Path) -> None:
 def test_fresh_start_has_no_resume_and_writes_the_watermark(tmp_path: Path) -> None:
     ext, spider = make(tmp_path)
     ext.spider_opened(spider)
-    assert spider.resume is None
+    assert spider.job_state.resume is None
     assert spider.first_page() == (1, None)
     parsed(ext, spider, 1, ["a", "b"], next_cursor="c2")
     scraped(ext, spider, 1, "a", "b")
@@ -264,7 +264,7 @@ def test_resume_from_checkpoint(tmp_path: Path, caplog: pytest.LogCaptureFixture
     ext, spider = make(tmp_path)
     with caplog.at_level(logging.INFO, logger="mediacrawler.extensions.checkpoint"):
         ext.spider_opened(spider)
-    assert spider.resume == Resume(page=21, cursor="c21")
+    assert spider.job_state.resume == Resume(page=21, cursor="c21")
     assert spider.first_page() == (21, "c21")
     assert ext.skip_ids == {"x", "y"}
     lines = [r.getMessage() for r in caplog.records if "resuming" in r.getMessage()]
@@ -288,7 +288,7 @@ def test_reset_deletes_the_checkpoint(tmp_path: Path) -> None:
     ext, spider = make(tmp_path, reset_checkpoint="true")
     ext.spider_opened(spider)
     assert not path.exists()
-    assert spider.resume is None and spider.first_page() == (1, None)
+    assert spider.job_state.resume is None and spider.first_page() == (1, None)
 
 
 @pytest.mark.parametrize(
@@ -313,7 +313,7 @@ def test_corrupt_checkpoint_is_moved_aside(tmp_path: Path, caplog: pytest.LogCap
         ext.spider_opened(spider)
     assert not path.exists()
     assert (path.parent / f"{KEY}.json.corrupt").read_bytes() == content
-    assert spider.resume is None and spider.first_page() == (1, None)
+    assert spider.job_state.resume is None and spider.first_page() == (1, None)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "moved aside" in warnings[0].getMessage()
 
@@ -555,5 +555,5 @@ def test_a_checkpoint_of_a_completed_run_is_deleted_not_resumed(tmp_path: Path,
     ext, spider = make(tmp_path)
     with caplog.at_level(logging.INFO):
         ext.spider_opened(spider)
-    assert spider.resume is None and spider.first_page() == (1, None) and not path.exists()
+    assert spider.job_state.resume is None and spider.first_page() == (1, None) and not path.exists()
     assert f"{KEY}: checkpoint {path} is of a completed run (page 1 of 1); deleted, not resumed" in caplog.text

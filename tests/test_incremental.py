@@ -134,7 +134,7 @@ def test_weibo_isTop_is_the_pinned_flag() -> None:
 def test_pinned_posts_never_stop_the_walk_nor_become_the_mark(tmp_path: Path) -> None:
     crawler = get_crawler(WeiboSpider, {"CHECKPOINT_DIR": str(tmp_path), "MARKS_ENABLED": True})
     spider = WeiboSpider.from_crawler(crawler, uid="1")
-    spider.mark = HighWaterMark(post_id="100")
+    spider.job_state.mark = HighWaterMark(post_id="100")
     # Below the mark but pinned above newer posts: the page goes on; the old pinned post is not emitted again.
     page = Page(posts=[_post("50", pinned=True), _post("120"), _post("90")])
     assert spider._apply_mark(page, 1) is False
@@ -146,7 +146,7 @@ def test_pinned_posts_never_stop_the_walk_nor_become_the_mark(tmp_path: Path) ->
     # Only a pinned post: nothing says where the source stands; go on.
     assert spider._apply_mark(Page(posts=[_post("60", pinned=True)]), 1) is False
     # Ids that are not numbers compare by time.
-    spider.mark = HighWaterMark(post_id="BVa", created_at="2026-11-28T01:00:00Z")
+    spider.job_state.mark = HighWaterMark(post_id="BVa", created_at="2026-11-28T01:00:00Z")
     page = Page(posts=[_post("BVb", created_at="2026-11-28T02:00:00Z"),
                        _post("BVc", created_at="2026-11-27T00:00:00Z")])
     assert spider._apply_mark(page, 1) is False and [p.post_id for p in page.posts] == ["BVb"]
@@ -178,19 +178,19 @@ def test_xhs_profile_notes_are_judged_by_the_time_in_their_ids_and_pinned_ones_s
     source = Source(spider="xhs", job=spider.job, page=1)
     marked = xhs_parser.post_from_read(read(notes[2].id), note_id=notes[2].id, source=source)
     assert marked.created_at is not None
-    spider.mark = HighWaterMark(post_id=marked.post_id, created_at=marked.created_at)
+    spider.job_state.mark = HighWaterMark(post_id=marked.post_id, created_at=marked.created_at)
     page = spider._profile(html)
     assert list(page.incomplete)[0] == world.pinned and len(page.incomplete) == 6
     assert spider._apply_mark(page, 1) is False  # two notes are newer
     assert list(page.incomplete) == [notes[0].id, notes[1].id]  # the pinned old note is not read again either
 
     newest = xhs_parser.post_from_read(read(notes[0].id), note_id=notes[0].id, source=source)
-    spider.mark = HighWaterMark(post_id=newest.post_id, created_at=newest.created_at)  # nothing is new
+    spider.job_state.mark = HighWaterMark(post_id=newest.post_id, created_at=newest.created_at)  # nothing is new
     page = spider._profile(html)
     assert spider._apply_mark(page, 1) is True and page.incomplete == {}
 
     # The pinned note, read from its page, keeps the card's flag: it never becomes the mark.
-    spider.mark = None
+    spider.job_state.mark = None
     page = spider._profile(html)
     chain = {"post_id": world.pinned, "raw": page.incomplete[world.pinned], "data": {"read": read(world.pinned)}}
     post = spider.post_from_chain(chain, source, missing=None)

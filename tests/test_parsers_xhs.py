@@ -168,6 +168,6 @@ def test_a_spider_page_past_the_state_cap_is_a_failed_page_with_the_reason(caplo
     request = Request(spider.listing_url(1, None), meta={"mc_page": 1})
     with caplog.at_level("ERROR"):
         list(spider.parse_listing(HtmlResponse(request.url, body=body, request=request, encoding="utf-8")))
-    assert spider.pages_failed == 1
+    assert spider.job_state.pages_failed == 1
     assert any("page 1 failed for good: unparseable listing: window.__INITIAL_STATE__ of" in r.getMessage()
                for r in caplog.records)

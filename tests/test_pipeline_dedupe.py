@@ -25,6 +25,7 @@ from mediacrawler.cache.memory import MemoryCache
 from mediacrawler.cache.redis import RedisCache
 from mediacrawler.contracts import AlreadyStored
 from mediacrawler.items import Post
+from mediacrawler.jobstate import JobState
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DedupePipeline, DuplicatePost, claim_key
 from tests.plugins.redis_server import RedisServer
 from tests.utils import project_settings_dict
@@ -140,12 +141,12 @@ def test_owner_is_the_job_key_else_the_spider_name() -> None:
 
     class Spider:
         name = "weibo"
-        job = JOB
+        job_state: JobState | None = JobState(job=JOB)
 
     pipeline.crawler.spider = Spider()  # type: ignore[assignment]
     assert pipeline._owner() == JOB
     pipeline = build_from_crawler(DedupePipeline, dedupe_crawler())
-    Spider.job = None  # type: ignore[assignment]
+    Spider.job_state = None  # not a platform spider: no job state
     pipeline.crawler.spider = Spider()  # type: ignore[assignment]
     assert pipeline._owner() == "weibo"
 

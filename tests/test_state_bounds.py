@@ -61,7 +61,7 @@ def test_a_damaged_checkpoint_is_reported_and_moved_aside_and_the_job_starts_fre
     with caplog.at_level(logging.WARNING, logger="mediacrawler.extensions.checkpoint"):
         ext.spider_opened(spider)
     assert not path.exists() and (directory / f"{KEY}.json.corrupt").exists()
-    assert spider.resume is None and spider.first_page() == (1, None)
+    assert spider.job_state.resume is None and spider.first_page() == (1, None)
     warnings = [r.getMessage() for r in caplog.records if r.name == "mediacrawler.extensions.checkpoint"]
     assert len(warnings) == 1 and "moved aside" in warnings[0] and reason in warnings[0]
     parsed(ext, spider, 1, ["a"])  # checkpointing goes on for the job: a fresh checkpoint is written

@@ -18,6 +18,8 @@ from typing import IO, Any
 import pytest
 from scrapy.settings import Settings
 
+from mediacrawler.items import Author, MediaAsset, Post
+from mediacrawler.library import Library
 from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.commands.verify import add_arguments, format_report, main, run_from_args
@@ -196,3 +198,22 @@ def test_referer_comes_from_the_platform_of_the_source(tmp_path: Path) -> None:
 def test_no_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--store", str(tmp_path / "nope"), "--index", "sqlite"]) == 2
     assert "no media store" in capsys.readouterr().err
+
+
+def test_the_library_beside_the_store_is_checked(tmp_path: Path, sandbox: Any) -> None:
+    """A library entry whose object left the store, and a file that links to nothing, each named; exit 1."""
+    root = tmp_path / "files"
+    paths = fill(root, sandbox.url, n=2)
+    library = Library(tmp_path / "library", store_root=root,
+                      template="{platform}/{author_id}/{post_id}/{index:02d} {kind}.{ext}")
+    library.symlinks = True  # a link that can point at a missing object
+    media = [MediaAsset(kind="image", key=str(i), url="u", sha256=p.split("/")[-1][:64], path=p, status="uptodate")
+             for i, p in paths.items()]
+    library.place(Post(platform="weibo", post_id="1", url="u", author=Author(id="9"), created_at=None, media=media))
+    assert cli("--store", str(root), "--no-progress").returncode == 0
+    (tmp_path / "library" / "weibo" / "mine.txt").write_text("not a stored file")
+    (root / paths[1]).unlink()
+    proc = cli("--store", str(root), "--no-progress")
+    assert proc.returncode == 1
+    assert "library  missing object: weibo/9/1/02 image.jpg" in proc.stdout
+    assert "library  stray: weibo/mine.txt" in proc.stdout

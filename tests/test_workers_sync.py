@@ -22,6 +22,13 @@ from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
 
+
+def only_records_db(directory: Path) -> bool:
+    """Nothing in ``directory`` but the default SQLite records database (docs/records.md)."""
+    allowed = {"records.sqlite3", "records.sqlite3-wal", "records.sqlite3-shm"}
+    return {p.name for p in directory.iterdir()} <= allowed
+
+
 UID = 7365120894
 KEY = f"weibo-uid-{UID}"
 PAGES, PER_PAGE = 2, 10
@@ -50,7 +57,8 @@ def test_workers_read_and_move_the_mark_in_redis(tmp_path: Path, sb: SandboxProc
     # advances (seq), the last one to the newest post.
     assert mark is not None and mark.post_id == old_ids[0] and mark.seq in (1, 2)
     first_seq = mark.seq
-    assert not (tmp_path / "checkpoints").exists()  # workers share no disk: checkpoint and mark in Redis
+    # Workers share no disk: checkpoint and mark in Redis (each has its own records database, the default).
+    assert only_records_db(tmp_path / "checkpoints")
 
     sb.reset()
     new_ids = control(sb, "weibo/publish", {"uid": UID, "count": 3})["ids"]
@@ -78,7 +86,7 @@ def test_workers_keep_the_retry_set_in_redis_and_store_the_video_next_time(
     assert video["status"] == "failed"
     retry_set = store.load(KEY)
     assert retry_set is not None and list(retry_set.assets) == [f"weibo/video/{video['key']}"]
-    assert not (tmp_path / "checkpoints").exists()  # nothing on the workers' disks but media and output
+    assert only_records_db(tmp_path / "checkpoints")  # nothing on the workers' disks but media, output, records
 
     sb.reset()
     again = run_workers(sb, tmp_path, redis_url, "run2", KEY, {"uid": str(UID)})

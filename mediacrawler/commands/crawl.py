@@ -32,7 +32,10 @@ from scrapy.spiderloader import get_spider_loader
 from mediacrawler.config import settings_problem
 from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
+from mediacrawler.jobstate import job_state
+from mediacrawler.library import default_library_dir
 from mediacrawler.media.store import store_scheme
+from mediacrawler.pipelines.records import records_problem
 from mediacrawler.spiders._args import is_worker_mode, target_names, validate_args
 from mediacrawler.spiders._base import FATAL_CLOSE_REASONS
 
@@ -154,6 +157,9 @@ class Command(ScrapyCrawlCommand):
             error = validate_args(spidercls, opts.spargs) or self._unwritable_dir()
         if error:
             self._fail(error)
+        error = records_problem(self.settings)
+        if error:
+            self._fail(error)
 
     def _unwritable_dir(self) -> str | None:
         """A one-line error for the first directory this crawl writes to that cannot be written, else None."""
@@ -162,6 +168,9 @@ class Command(ScrapyCrawlCommand):
         dirs = []
         if s.getbool("MEDIA_ENABLED") and store_scheme(str(s.get("FILES_STORE") or "files")) in ("", "file"):
             dirs.append(("FILES_STORE", str(s.get("FILES_STORE") or "files").removeprefix("file://")))
+            if s.getbool("LIBRARY_ENABLED"):
+                library = str(s.get("LIBRARY_DIR") or "").removeprefix("file://")
+                dirs.append(("LIBRARY_DIR", library or default_library_dir(str(s.get("FILES_STORE") or "files"))))
         if s.getbool("CHECKPOINT_ENABLED") and str(s.get("CHECKPOINT_BACKEND") or "file") == "file":
             dirs.append(("CHECKPOINT_DIR", str(s.get("CHECKPOINT_DIR") or "checkpoints")))
         if s.getbool("OUTPUT_ENABLED") and not s.getdict("FEEDS"):  # -o/-O or FEEDS replace the default output
@@ -194,7 +203,8 @@ class Command(ScrapyCrawlCommand):
             self.exitcode = 1
             return
         for crawler, _ in runs:
-            name = str(getattr(crawler.spider, "job", None) or args[0]) if self.targets else args[0]
+            state = job_state(crawler.spider)
+            name = (state.job if state is not None else args[0]) if self.targets else args[0]
             self.exitcode = max(self.exitcode, self._exit_status(name, crawler))
 
     @staticmethod
@@ -208,7 +218,8 @@ class Command(ScrapyCrawlCommand):
                   file=sys.stderr)
             return 1
         spider = crawler.spider
-        reason = getattr(spider, "close_reason", None)
+        state = job_state(spider)
+        reason = state.close_reason if state is not None else None
         if redis_exit_status(name, reason):
             return 1
         if reason in FATAL_CLOSE_REASONS:
@@ -236,6 +247,7 @@ def listing_outcome(name: str, crawler: Crawler) -> list[str]:
     assert crawler.stats is not None
     stats = crawler.stats.get_stats()
     spider = crawler.spider
+    state = job_state(spider)
     lines = []
     kinds = sorted(k.removeprefix("spider_exceptions/") for k in stats
                    if k.startswith("spider_exceptions/") and k != "spider_exceptions/count")
@@ -244,21 +256,21 @@ def listing_outcome(name: str, crawler: Crawler) -> list[str]:
         lines.append(f"{name}: {count} spider exception(s) ({', '.join(kinds)}; see the tracebacks in the log): "
                      f"what those answers held may be missing; run the same command again, the checkpoint keeps "
                      f"the place of every page not completed")
-    failed = getattr(spider, "pages_failed", 0)
-    if failed:
+    failed = state.pages_failed if state is not None else 0
+    if state is not None and failed:
         # The crawl went on past them, but the job is not complete: say so, and not with exit status 0.
         # The first failure says what happened (its HTTP status and URL); re-running is advised only where it
         # can help (not after a 404 at a wrong root: the reason names the setting to check).
-        reasons = getattr(spider, "failed_reasons", {}) or {}
+        reasons = state.failed_reasons
         first = f"the first at page {min(reasons)}: {reasons[min(reasons)]}; " if reasons else ""
-        hopeless = getattr(spider, "rerun_helps", None) is False  # None: not known (no failure said so)
+        hopeless = state.rerun_helps is False  # None: not known (no failure said so)
         advice = ("fix that, then run the same command again" if hopeless
                   else "run the same command again to fetch them, the checkpoint keeps their place")
         lines.append(f"{name}: {failed} listing page(s) failed for good ({first}see the log); {advice}")
-    elif (stats.get("finish_reason") == "finished" and spider is not None and hasattr(spider, "source_exhausted")
-          and not (spider.source_exhausted or spider.stopped_at_mark or spider.stopped_at_max_pages
+    elif (stats.get("finish_reason") == "finished" and state is not None
+          and not (state.exhausted or state.stopped_at_mark or state.stopped_at_max_pages
                    or spider.distributed or spider.worker_id or spider.args.retry_only)):
-        lines.append(f"{name}: the listing ended after {spider.pages_fetched} page(s) without the platform's "
+        lines.append(f"{name}: the listing ended after {state.pages_fetched} page(s) without the platform's "
                      f"end-of-list signal, a failure or a stop (see the log): the source may not be complete; run "
                      f"the same command again, the checkpoint keeps its place")
     return lines

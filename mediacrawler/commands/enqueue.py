@@ -14,6 +14,7 @@ from scrapy.spiderloader import get_spider_loader
 from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.commands.options import add_settings_option, command_settings
 from mediacrawler.distributed.jobs import JobBoard
+from mediacrawler.jobstate import job_state
 from mediacrawler.scrub import mask_url, scrub
 from mediacrawler.spiders._args import WORKER_KWARG, validate_args
 
@@ -59,8 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
     # Built as a crawl of this job builds its spider (never as a worker, whatever the arguments say).
-    spider = spidercls(**{k: v for k, v in kwargs.items() if k != WORKER_KWARG})
-    key = str(getattr(spider, "job", "") or opts.platform)
+    state = job_state(spidercls(**{k: v for k, v in kwargs.items() if k != WORKER_KWARG}))
+    key = (state.job if state is not None else None) or opts.platform
     try:
         queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
     except redis.RedisError as e:

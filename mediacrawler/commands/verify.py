@@ -1,6 +1,7 @@
 """``mediacrawler verify [--store PATH] [--repair]``: prove that the media store holds what the index says: re-hash
 every object, compare with the index, and with ``--repair`` fix what can be fixed (docs/media.md, "mediacrawler
-verify"). Exit 0 when all is well, 1 when anything is (still) wrong, 2 on usage errors.
+verify"); then that every file of the library links to a stored object (docs/records.md, "Library"). Exit 0
+when all is well, 1 when anything is (still) wrong, 2 on usage errors.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from scrapy.exceptions import NotConfigured, UsageError
 from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
 from mediacrawler.config import setting, settings_problem
 from mediacrawler.fsutil import free_bytes
+from mediacrawler.library import check_library, default_library_dir
 from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQLiteMediaIndex, index_class,
                                       is_corruption, object_record_of)
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
@@ -63,13 +65,17 @@ class VerifyReport:
     index_problem: str | None = None  # what was wrong with the (SQLite) index file
     index_rebuilt: str | None = None  # where the damaged index file was moved before the rebuild
     index_repaired: bool = False  # the rebuild counts as a repair (--repair was given)
+    # The library (LIBRARY_DIR), relative to it: links whose object is gone, files that link to no object.
+    library_missing: list[str] = field(default_factory=list)
+    library_stray: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         """True when nothing is wrong now: no problems, or every problem repaired."""
         fixed = set(self.repaired) | set(self.adopted) | set(self.quarantined)
         return (not self.unrepaired and {*self.corrupt, *self.missing, *self.orphans} <= fixed
-                and (not self.index_problem or self.index_repaired))
+                and (not self.index_problem or self.index_repaired)
+                and not self.library_missing and not self.library_stray)
 
 
 def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool = False,
@@ -271,6 +277,8 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
     lines += [f"corrupt  {p}" for p in report.corrupt]
     lines += [f"missing  {p}" for p in report.missing]
     lines += [f"orphan   {p}" for p in report.orphans]
+    lines += [f"library  missing object: {p}" for p in report.library_missing]
+    lines += [f"library  stray: {p}" for p in report.library_stray]
     if repair:
         lines += [f"repaired {p}" for p in report.repaired]
         lines += [f"adopted  {p}" for p in report.adopted]
@@ -282,6 +290,9 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
     if repair:
         summary += (f"; repaired {len(report.repaired)}, adopted {len(report.adopted)}, "
                     f"quarantined {len(report.quarantined)}, unrepaired {len(report.unrepaired)}")
+    if report.library_missing or report.library_stray:
+        summary += (f"; library: {len(report.library_missing)} missing objects, {len(report.library_stray)} stray "
+                    "(mediacrawler library rebuild --prune relinks and removes them)")
     lines.append(summary)
     if repair and report.unrepaired:
         # A video assembled from a manifest cannot be fetched back from one URL; its post can.
@@ -298,6 +309,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="quarantine corrupt files and re-download them (and missing ones) from recorded URLs")
     parser.add_argument("--index", choices=("sqlite", "redis"), help="index backend (default: from settings)")
     parser.add_argument("--redis-url", metavar="URL", help="Redis of the shared index (default: REDIS_URL)")
+    parser.add_argument("--library", metavar="PATH",
+                        help="library to check (default: LIBRARY_DIR, or library/ beside the store)")
     parser.add_argument("--no-progress", action="store_true", help="no progress display")
     return add_settings_option(parser)
 
@@ -375,6 +388,11 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         with contextlib.suppress(sqlite3.Error):
             index.close()
     report.index_problem, report.index_rebuilt = problem, rebuilt
+    library = args.library or (setting(settings, "LIBRARY_DIR") or default_library_dir(str(store.root))
+                               if setting(settings, "LIBRARY_ENABLED") else None)
+    if library and os.path.isdir(library):
+        found = check_library(library, store_root=store.root)
+        report.library_missing, report.library_stray = found.missing or [], found.stray or []
     report.index_repaired = bool(rebuilt) and args.repair
     for line in format_report(report, repair=args.repair):
         out.write(line + "\n")

@@ -25,6 +25,7 @@ from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_
 from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
 from mediacrawler.contracts import AlreadyStored, Resume
 from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
+from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
 
 if TYPE_CHECKING:
@@ -118,10 +119,11 @@ class CheckpointExtension:
     # --- Start ---------------------------------------------------------------------------------------------------
 
     def spider_opened(self, spider: Spider) -> None:
-        key = getattr(spider, "job", None)
+        state = job_state(spider)
+        key = state.job if state is not None else None
         args = getattr(spider, "args", None)
         # A worker has no arguments until it takes a job (distributed/worker.py).
-        if not key or (args is None and not getattr(spider, "worker_id", None)) or not hasattr(spider, "resume"):
+        if not key or state is None or (args is None and not getattr(spider, "worker_id", None)):
             logger.debug("checkpoint: %s is not a platform spider; no checkpoint", spider.name)
             return
         if self.shared:
@@ -179,7 +181,7 @@ class CheckpointExtension:
                     stored.setdefault(page, set()).update(ids)
             self._stored = {page: ids for page, ids in stored.items() if page > cp.watermark}
             self.skip_ids = frozenset(i for ids in stored.values() for i in ids)
-            spider.resume = Resume(page=cp.next_page, cursor=cp.next_cursor)  # type: ignore[attr-defined]
+            state.resume = Resume(page=cp.next_page, cursor=cp.next_cursor)
             logger.info(
                 "%s: resuming at page %d%s from checkpoint %s (pages up to %d done; %d posts of later pages "
                 "already stored)", key, cp.next_page, f" (cursor {cp.next_cursor})" if cp.next_cursor else "",
@@ -433,7 +435,8 @@ class CheckpointExtension:
         self.checkpoint = cp or Checkpoint(key=key, spider=spider.name)
         self.skip_ids = frozenset(self.checkpoint.stored_ids())
         if page > 1 or cursor:
-            spider.resume = Resume(page=page, cursor=cursor)  # type: ignore[attr-defined]
+            if (state := job_state(spider)) is not None:
+                state.resume = Resume(page=page, cursor=cursor)
             self.stats.set_value("checkpoint/resumed_at", page)
         logger.info("%s: %s the run of shared checkpoint %s at page %d%s (%d posts of later pages already stored)",
                     key, "started" if started else "joined", store.location(key), page,

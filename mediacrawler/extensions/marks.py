@@ -10,7 +10,7 @@ item of it left the pipelines (media included; a media asset that failed is kept
 
 How it is used (:class:`MarkExtension`):
 
-- ``spider_opened``: the mark is handed to the spider (``spider.mark``) unless ``-a full=true``, an explicit
+- ``spider_opened``: the mark is handed to the spider (``JobState.mark``) unless ``-a full=true``, an explicit
   ``-a start`` without ``-a incremental=true`` (logged), or a list of items (``spider.lists_items()``: in the order
   given, not newest first; no mark is read or advanced for it). The spider then
   drops posts at or below it and stops paginating at the first page whose posts (pinned ones aside) are all at or
@@ -54,6 +54,7 @@ from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
+from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import HighWaterMark
 
@@ -200,9 +201,10 @@ class MarkExtension:
         return cls(crawler)
 
     def spider_opened(self, spider: Spider) -> None:
-        if getattr(spider, "worker_id", None) or not hasattr(spider, "mark") or not getattr(spider, "job", None):
+        state = job_state(spider)
+        if getattr(spider, "worker_id", None) or state is None or not state.job:
             return  # not a platform spider, or a worker (marks per job: job_started)
-        self._open(spider, check_key(spider.job))  # type: ignore[attr-defined]
+        self._open(spider, check_key(state.job))
 
     def _open(self, spider: Spider, key: str) -> None:
         """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
@@ -242,7 +244,8 @@ class MarkExtension:
         if start is not None:
             logger.info("%s: -a start=%d -a incremental=true: stopping at the high-water mark (post %s)", self.key,
                         start, self.old.post_id)
-        spider.mark = self.old.high_water()  # type: ignore[attr-defined]
+        if (state := job_state(spider)) is not None:
+            state.mark = self.old.high_water()
         self.stats.set_value("incremental/mark", self.old.post_id)
         logger.info("%s: incremental: posts up to %s (%s) are stored; stopping at the first page below it",
                     self.key, self.old.post_id, self.old.created_at or "time unknown")
@@ -251,7 +254,6 @@ class MarkExtension:
 
     def job_started(self, spider: Spider, job: str) -> None:
         """A worker starts serving *job*: read its mark, and note the run (the shared checkpoint opened it)."""
-        spider.mark, spider.stopped_at_mark = None, False  # type: ignore[attr-defined]
         self.key, self.token = None, None
         if not isinstance(self.store, RedisMarkStore):
             return  # a mark on this worker's disk would say nothing about the job
@@ -263,7 +265,8 @@ class MarkExtension:
                                "(CHECKPOINT_BACKEND=redis): it is what says a job completed")
             self.checkpoints = store or False
         self._open(spider, check_key(job))
-        if not self.checkpoints or spider.first_page()[0] != 1:  # type: ignore[attr-defined]
+        state = job_state(spider)
+        if not self.checkpoints or state is None or state.first_page()[0] != 1:
             return  # the run did not start at page 1: it can complete only the part after it, no mark
         try:
             self.token = self.checkpoints.run_token(spider.name, job)
@@ -331,13 +334,16 @@ class MarkExtension:
             return f"closed: {reason}"
         if getattr(spider.args, "retry_only", False):  # type: ignore[attr-defined]
             return "retry only"
-        if spider.first_page()[0] != 1:  # type: ignore[attr-defined]
+        state = job_state(spider)
+        if state is None:
+            return "not a platform spider"
+        if state.first_page()[0] != 1:
             return "the run did not start at page 1"
-        if getattr(spider, "pages_failed", 0):
+        if state.pages_failed:
             return "a listing page failed"
         if self.item_errors:
             return "an item failed in the pipelines"
-        if not (getattr(spider, "source_exhausted", False) or getattr(spider, "stopped_at_mark", False)):
+        if not (state.exhausted or state.stopped_at_mark):
             return "neither the last page nor the mark was reached"
         return None
 

@@ -54,6 +54,7 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.distributed.status import spider_state
 from mediacrawler.fsutil import write_atomic
+from mediacrawler.jobstate import job_state
 
 if TYPE_CHECKING:
     from typing import Self
@@ -255,12 +256,13 @@ class MetricsExtension:
     def spider_opened(self, spider: Spider) -> None:
         platform = getattr(spider, "platform", None) or spider.name
         self.collector.platform = str(platform)
-        self.collector.job = str(getattr(spider, "job", None) or spider.name)
+        state = job_state(spider)
+        self.collector.job = str(state.job if state is not None else spider.name)
         if self.distributed is not None:
             self.distributed.spider = spider.name
-        if self.crawler.settings.getbool("CHECKPOINT_ENABLED") and hasattr(spider, "first_page"):
-            # The checkpoint extension (earlier in EXTENSIONS) has set spider.resume by now.
-            self.collector.checkpoint_base = spider.first_page()[0] - 1
+        if self.crawler.settings.getbool("CHECKPOINT_ENABLED") and state is not None:
+            # The checkpoint extension (earlier in EXTENSIONS) has set the job's resume point by now.
+            self.collector.checkpoint_base = state.first_page()[0] - 1
         self.collector.running = True
 
     async def spider_closed(self, spider: Spider, reason: str) -> None:

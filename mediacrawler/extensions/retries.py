@@ -11,9 +11,10 @@ atomically before the post can be marked seen by dedupe::
 
 No URL is kept (signed media URLs carry tokens): the post is read again for fresh ones.
 
-- ``spider_opened``: the posts of the job's pending assets go to ``spider.retry_posts``; the spider reads each one
-  again through its ``post_request``/``parse_post_payload`` before its first listing page and sends it through
-  the pipelines again. The dedupe pipeline never drops a post while it has a pending asset (:meth:`pending_post`).
+- ``spider_opened``: the posts of the job's pending assets go to the job's ``JobState.retry_posts``; the spider
+  reads each one again through its ``post_request``/``parse_post_payload`` before its first listing page and sends
+  it through the pipelines again. The dedupe pipeline never drops a post while it has a pending asset
+  (:meth:`pending_post`).
 - ``item_scraped``: failed assets are added (or their attempts counted); assets now stored are removed.
 - ``spider_closed``: posts that could not be read again count an attempt; an asset that failed
   ``RETRY_MEDIA_MAX_ATTEMPTS`` times is given up (WARNING). The run's summary line says how many are pending
@@ -46,6 +47,7 @@ from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
+from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.contracts import asset_key_of, walk_assets
 
@@ -170,15 +172,14 @@ class RetryExtension:
         return post_id in self._pending_posts
 
     def spider_opened(self, spider: Spider) -> None:
-        job = getattr(spider, "job", None)
-        if getattr(spider, "worker_id", None) or not job or not hasattr(spider, "retry_posts"):
+        state = job_state(spider)
+        if getattr(spider, "worker_id", None) or state is None or not state.job:
             return  # not a platform spider, or a worker (one set per job: job_started)
-        self._open(spider, check_key(job))
+        self._open(spider, check_key(state.job))
 
     def job_started(self, spider: Spider, job: str) -> None:
         """A worker starts serving *job*: its retry set, when the store is one every worker shares."""
         self.set, self._changes, self._pending_posts, self.resolved = None, {}, set(), 0
-        spider.retry_posts, spider.retry_unreachable = [], {}  # type: ignore[attr-defined]
         if isinstance(self.store, RedisRetryStore):
             self._open(spider, check_key(job))
 
@@ -203,7 +204,8 @@ class RetryExtension:
         if self.set is None:
             self.set = RetrySet(key=key, spider=spider.name, args=spider.target_args())  # type: ignore[attr-defined]
         self._pending_posts = set(self.set.post_ids())
-        spider.retry_posts = self.set.post_ids()  # type: ignore[attr-defined]
+        if (state := job_state(spider)) is not None:
+            state.retry_posts = self.set.post_ids()
         if self.set.assets:
             logger.info("%s: %d media assets of %d posts failed in earlier runs; reading those posts again first",
                         key, len(self.set.assets), len(self._pending_posts))
@@ -250,7 +252,8 @@ class RetryExtension:
     def _close(self, spider: Spider) -> None:
         """Count the attempts of posts that could not be read again, give up what failed too often, write."""
         assert self.set is not None
-        unreachable: dict[str, str] = getattr(spider, "retry_unreachable", {})
+        state = job_state(spider)
+        unreachable = state.retry_unreachable if state is not None else {}
         for index_key, entry in list(self.set.assets.items()):
             if entry["post_id"] in unreachable:
                 entry.update(attempts=int(entry.get("attempts", 0)) + 1, last_failed=utc_now_iso(),

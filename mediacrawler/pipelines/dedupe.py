@@ -25,6 +25,7 @@ from twisted.internet.threads import deferToThread
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
 from mediacrawler.contracts import AlreadyStored, PendingRetries, extension_of
 from mediacrawler.feeds import sync_feeds
+from mediacrawler.jobstate import job_state
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -133,13 +134,17 @@ class DedupePipeline:
 
     def _owner(self) -> str:
         if self.worker is not None:
-            # Read per call: a worker serves one job after another (spider.job changes with each).
-            spider = getattr(self.crawler, "spider", None)
-            return f"{getattr(spider, 'job', None) or getattr(spider, 'name', 'mediacrawler')}@{self.worker}"
+            # Read per call: a worker serves one job after another (a new job state with each).
+            return f"{self._job() or 'mediacrawler'}@{self.worker}"
         if self.owner is None:
-            spider = getattr(self.crawler, "spider", None)
-            self.owner = str(getattr(spider, "job", None) or getattr(spider, "name", None) or "mediacrawler")
+            self.owner = self._job() or "mediacrawler"
         return self.owner
+
+    def _job(self) -> str | None:
+        """The key of the job the crawl's spider walks, else the spider's name (``None``: no spider yet)."""
+        spider = getattr(self.crawler, "spider", None)
+        state = job_state(spider)
+        return state.job if state is not None else getattr(spider, "name", None)
 
     # --- Workers of one job on the shared queue ------------------------------------------------------------------
     def spider_opened(self, spider: Any) -> None:

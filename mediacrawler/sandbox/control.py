@@ -7,6 +7,8 @@
     POST /_sandbox/weibo/publish   {"uid": UID, "count": N}: N new posts (with pictures) at the top of UID's
                               timeline, ids above every existing one; answers {"ids": [newest first]}
     POST /_sandbox/weibo/pin       {"uid": UID, "post_id": ID | null}: show ID pinned (isTop) first on page 1
+    POST /_sandbox/weibo/engage    {"uid": UID, "likes": N, "comments": N, "reposts": N}: add to the counts of
+                              every post of UID's timeline; answers {"counts": {id: [reposts, comments, likes]}}
     POST /_sandbox/comments        {"platform", "post_id", "size": N, "add": N, "close_from_page": N}: a long
                               thread, N new comments (answers their ids), a thread closed from a page on
     GET  /_sandbox/faults     the current fault knobs
@@ -51,7 +53,7 @@ class ControlResource(Resource):
                 self.state.world.weibo.unpublish()
                 self.state.world.comments.reset()
                 return self._json(request, {"ok": True})
-            if name in ("weibo/publish", "weibo/pin") and method == b"POST":
+            if name in ("weibo/publish", "weibo/pin", "weibo/engage") and method == b"POST":
                 body = json.loads((request.content.read() if request.content is not None else b"") or b"{}")
                 if not isinstance(body, dict):
                     raise FaultError("the body must be a JSON object")
@@ -59,6 +61,10 @@ class ControlResource(Resource):
                 try:
                     if name == "weibo/publish":
                         return self._json(request, {"ids": world.publish(int(body["uid"]), int(body["count"]))})
+                    if name == "weibo/engage":
+                        counts = world.engage(int(body["uid"]), **{k: int(body.get(k, 0))
+                                                                   for k in ("likes", "comments", "reposts")})
+                        return self._json(request, {"counts": counts})
                     post_id = body.get("post_id")
                     world.pin(int(body["uid"]), None if post_id is None else str(post_id))
                     return self._json(request, {"ok": True})

@@ -295,6 +295,8 @@ class WeiboWorld:
     pinned: dict[int, str] = field(default_factory=dict)
     #: ``{uid: [post id, …]}``: posts published at run time (control: ``weibo/publish``), newest first.
     published: dict[int, list[str]] = field(default_factory=dict)
+    #: ``{post id: post as built}``: posts whose counts grew at run time (control: ``weibo/engage``).
+    engaged: dict[str, WeiboPost] = field(default_factory=dict)
 
     def timeline(self, uid: int) -> list[WeiboPost]:
         """All posts of ``uid``'s timeline, newest first."""
@@ -346,8 +348,28 @@ class WeiboWorld:
             raise ValueError(f"post {post_id} is not on the timeline of {uid}")
         self.pinned[uid] = post_id
 
+    def engage(self, uid: int, *, likes: int = 0, comments: int = 0, reposts: int = 0) -> dict[str, list[int]]:
+        """Add to the counts of every post of ``uid``'s timeline (engagement growing between two crawls); answers
+        ``{post id: [reposts, comments, likes]}`` as now served, every count a plain number."""
+        uid = int(uid)
+        if uid not in self.timelines or min(likes, comments, reposts) < 0:
+            raise ValueError(f"cannot engage {uid} (a timeline owner, counts >= 0)")
+        now: dict[str, list[int]] = {}
+        for post_id in self.timelines[uid]:
+            post = self.posts[post_id]
+            self.engaged.setdefault(post_id, post)
+            post = replace(post, reposts_count=count_value(post.reposts_count) + reposts,
+                           comments_count=count_value(post.comments_count) + comments,
+                           attitudes_count=count_value(post.attitudes_count) + likes)
+            self.posts[post_id] = post
+            now[post_id] = [int(post.reposts_count), int(post.comments_count), int(post.attitudes_count)]
+        return now
+
     def unpublish(self) -> None:
-        """Back to the world as built: published posts and their pictures removed, nothing pinned."""
+        """Back to the world as built: published posts and their pictures removed, nothing pinned, counts as
+        built."""
+        self.posts.update(self.engaged)
+        self.engaged.clear()
         for uid, ids in self.published.items():
             gone = set(ids)
             self.timelines[uid] = [i for i in self.timelines[uid] if i not in gone]

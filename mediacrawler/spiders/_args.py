@@ -36,6 +36,11 @@ class SpiderParams(BaseModel):
         default=False, description="With -a start: stop at the high-water mark all the same (without it an explicit "
                                    "start walks on past the mark).",
     )
+    refresh: int | None = Field(
+        default=None, ge=1, le=36500,
+        description="Also read again the posts published within this many days, past the high-water mark, to "
+                    "refresh their counts in the records database (no media download, no feed line).",
+    )
     retry_only: bool = Field(
         default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
     )

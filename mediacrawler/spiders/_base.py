@@ -10,6 +10,7 @@ import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
@@ -22,13 +23,14 @@ from scrapy.spidermiddlewares.httperror import HttpError
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
-from mediacrawler.contracts import (AlreadyStored, HighWaterMark, PlatformRefused, Resume, asset_key_of,
-                                    walk_assets)
+from mediacrawler.config import setting
+from mediacrawler.contracts import REFRESH_ONLY, AlreadyStored, PlatformRefused, asset_key_of, walk_assets
 from mediacrawler.distributed.scheduler import worker_id
 from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import JobState
 from mediacrawler.media.urls import strip_userinfo
-from mediacrawler.parsers._common import Page, PlatformError, utc_now_iso
+from mediacrawler.parsers._common import Page, PlatformError, iso_utc, utc_now_iso
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
 from mediacrawler.scrub import scrub
 from mediacrawler.spiders._args import (WORKER_KWARG, SpiderParams, format_validation_error, is_distributed,
@@ -124,55 +126,32 @@ class PlatformSpider(Spider):
         for key in self.params_model.model_fields:
             kwargs.pop(key, None)
         super().__init__(*args, **kwargs)
-        self.close_reason: str | None = None
         #: media asset index key → id of the post it belongs to (see :meth:`remember_media`).
         self._media_posts: OrderedDict[str, str] = OrderedDict()
         if self.worker_id is None:
             self.setup_job()
         else:
             # No job until the worker takes one (take_job): its own name keys its output file until then.
-            self.job, self.job_queue = f"{self.name}-worker-{self.worker_id}", None
-            self._clear_job_state()
+            self.job_state = JobState(job=f"{self.name}-worker-{self.worker_id}")
+            #: Which job's shared queue this process serves (the distributed scheduler reads it); None: none yet.
+            self.job_queue: str | None = None
 
     def setup_job(self) -> None:
         """Build this job's state from ``self.args``: run by ``__init__`` for a crawl of one job, and for every job
         a worker takes (:meth:`take_job`), so both start a job the same way. Platforms whose state derives from
         their arguments (note references, targets…) extend it: their own state first, then ``super()``."""
-        self.job = self.windowed_job_key()
+        #: The state of the job walked (mediacrawler/jobstate.py), made afresh for each job.
+        self.job_state = self.new_state(self.windowed_job_key())
         self.job_queue = self.job
-        self._clear_job_state()
 
-    def _clear_job_state(self) -> None:
-        #: Set by the checkpoint extension on spider_opened when there is a checkpoint to resume from.
-        self.resume: Resume | None = None
-        #: True once the platform said the last page was reached (and that page was parsed).
-        self.source_exhausted = False
-        self.pages_fetched = 0
-        self.pages_failed = 0
-        #: Whether running the same command again can help the pages that failed (not after a 404 at a wrong
-        #: root: commands/crawl.py says to fix the setting first).
-        self.rerun_helps: bool | None = None
-        self._failed_streak = 0
-        #: Listing pages requested and not yet parsed or failed: page → cursor (see :meth:`spider_idle`).
-        self._listing_pending: dict[int, str | None] = {}
-        #: The high-water mark of this source (set by the marks extension; ``None``: none, or ``-a full=true``).
-        self.mark: HighWaterMark | None = None
-        #: True once a page was all at or below the mark (the run stopped paginating there).
-        self.stopped_at_mark = False
-        #: Posts with media that failed in earlier runs, read again first (set by the retries extension).
-        self.retry_posts: list[str] = []
-        #: Posts of :attr:`retry_posts` that could not be read again in this run: post id → why.
-        self.retry_unreachable: dict[str, str] = {}
-        #: Why a pending page's request was dropped, when Scrapy said so (``request_dropped``).
-        self._listing_dropped: dict[int, str] = {}
-        #: Pages parsed or failed in this run. With JOBDIR a page's request can come out of the restored queue
-        #: before (or after) the same request is made afresh, which the duplicate filter then drops: either way the
-        #: page was answered, and is not pending.
-        self._listing_answered: set[int] = set()
-        #: Cursors asked for in this run (cursor → its page); an ``-a max_pages`` stop; why each page failed.
-        self._cursors_used: dict[str, int] = {}
-        self.stopped_at_max_pages = False
-        self.failed_reasons: dict[int, str] = {}
+    def new_state(self, job: str) -> JobState:
+        """A fresh :class:`JobState` for job ``job`` (``self.args`` already set)."""
+        return JobState(job=job, start=getattr(self.args, "start", None))
+
+    @property
+    def job(self) -> str:
+        """The key of the job this spider walks (:attr:`JobState.job`)."""
+        return self.job_state.job
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
@@ -302,12 +281,8 @@ class PlatformSpider(Spider):
     # --- Flow ------------------------------------------------------------------------------------------------
 
     def first_page(self) -> tuple[int, str | None]:
-        """``-a start`` wins; else the checkpoint's page; else 1."""
-        if self.args.start is not None:
-            return self.args.start, None
-        if self.resume is not None:
-            return self.resume.page, self.resume.cursor
-        return 1, None
+        """``-a start`` wins; else the checkpoint's page; else 1 (:meth:`JobState.first_page`)."""
+        return self.job_state.first_page()
 
     async def start(self) -> AsyncIterator[Any]:
         if self.worker_id:
@@ -317,19 +292,20 @@ class PlatformSpider(Spider):
         for request in self.retry_requests():
             yield request
         if self.args.retry_only:
-            logger.info("%s: retry only: %d posts to read again, no listing", self.job, len(self.retry_posts))
+            logger.info("%s: retry only: %d posts to read again, no listing", self.job,
+                        len(self.job_state.retry_posts))
             return
         page, cursor = self.first_page()
         if self.args.start is not None:
             logger.info("%s: starting at page %d (-a start)", self.job, page)
-        elif self.resume is None:
+        elif self.job_state.resume is None:
             logger.info("%s: starting at page 1", self.job)
         yield self.listing_request(page, cursor)
 
     def listing_request(self, page: int, cursor: str | None) -> Request:
         """The request for one listing page; plain-data meta only, callbacks by method name (JOBDIR-safe)."""
-        if page not in self._listing_answered and not self.distributed:
-            self._listing_pending[page] = cursor
+        if page not in self.job_state.listing_answered and not self.distributed:
+            self.job_state.listing_pending[page] = cursor
         return Request(
             self.listing_url(page, cursor),
             callback=self.parse_listing,
@@ -349,11 +325,11 @@ class PlatformSpider(Spider):
     def parse_listing(self, response: Response) -> Iterator[Any]:
         page_no: int = response.meta["mc_page"]
         cursor: str | None = response.meta.get("mc_cursor")
-        self._listing_pending.pop(page_no, None)
-        self._listing_answered.add(page_no)
-        self.pages_fetched += 1
+        self.job_state.listing_pending.pop(page_no, None)
+        self.job_state.listing_answered.add(page_no)
+        self.job_state.pages_fetched += 1
         source = self.source_for(response)
-        self._listing_dropped.pop(page_no, None)
+        self.job_state.listing_dropped.pop(page_no, None)
         try:
             page = self.parse_listing_payload(response, source)
         except UNREADABLE_ANSWER as e:
@@ -361,7 +337,7 @@ class PlatformSpider(Spider):
             yield from self._page_failed(page_no, cursor, f"unparseable listing: {e}")
             yield from self.after_failed_page(page_no, cursor)
             return
-        self._failed_streak = 0
+        self.job_state.failed_streak = 0
         stats = self.crawler.stats
         assert stats is not None
         for reason, count in page.skipped.items():
@@ -383,17 +359,17 @@ class PlatformSpider(Spider):
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
         if page.is_last:
-            self.source_exhausted = True
+            self.job_state.exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
         elif before_since:
             # The window's start is the end of this job's part of the source.
-            self.source_exhausted = True
+            self.job_state.exhausted = True
             logger.info("%s: page %d is all older than -a since; stopping there", self.job, page_no)
         elif at_mark:
-            self.stopped_at_mark = True
-            assert self.mark is not None
+            self.job_state.stopped_at_mark = True
+            assert self.job_state.mark is not None
             logger.info("%s: page %d is all at or below the high-water mark (post %s); stopping there", self.job,
-                        page_no, self.mark.post_id)
+                        page_no, self.job_state.mark.post_id)
         else:
             # First: the next page is fetched while this page's posts go through the pipelines.
             yield from self._next_page(page_no, page.next_cursor)
@@ -414,13 +390,19 @@ class PlatformSpider(Spider):
 
         Pinned posts are out of order: they never make the page count as below the mark. A post still waiting for
         a step is judged by its id and :meth:`listed_time`."""
-        mark = self.mark
+        mark = self.job_state.mark
         if mark is None:
             return False
-        regular = [mark.covers(p.post_id, p.created_at) for p in page.posts if not is_pinned(p)]
-        regular += [mark.covers(post_id, self.listed_time(raw)) for post_id, raw in page.incomplete.items()]
-        kept = [p for p in page.posts if not mark.covers(p.post_id, p.created_at)]
-        kept_incomplete = {i: raw for i, raw in page.incomplete.items() if not mark.covers(i, self.listed_time(raw))}
+        self._refresh_below_mark(page)
+        # Posts read again for their counts (-a refresh) are kept, and keep the listing going past the mark.
+        again = self.job_state.refresh_ids
+        regular = [mark.covers(p.post_id, p.created_at) and p.post_id not in again
+                   for p in page.posts if not is_pinned(p)]
+        regular += [mark.covers(post_id, self.listed_time(raw)) and post_id not in again
+                    for post_id, raw in page.incomplete.items()]
+        kept = [p for p in page.posts if p.post_id in again or not mark.covers(p.post_id, p.created_at)]
+        kept_incomplete = {i: raw for i, raw in page.incomplete.items()
+                           if i in again or not mark.covers(i, self.listed_time(raw))}
         below = len(page.posts) + len(page.incomplete) - len(kept) - len(kept_incomplete)
         if below:
             assert self.crawler.stats is not None
@@ -448,14 +430,38 @@ class PlatformSpider(Spider):
         page.incomplete = {i: raw for (i, raw), keep in zip(page.incomplete.items(), incomplete) if keep}
         return older and self.newest_first()
 
+    # --- Counts kept current: -a refresh (docs/records.md, "Counts kept current") ------------------------------
+
+    def _refresh_below_mark(self, page: Page) -> None:
+        """Flag the posts of ``page`` at or below the mark and published within ``-a refresh`` days: the records
+        pipeline upserts their counts and drops them (:data:`~mediacrawler.contracts.REFRESH_ONLY`). A post still
+        waiting for its steps is flagged when its chain ends."""
+        days = getattr(self.args, "refresh", None)
+        mark, again = self.job_state.mark, self.job_state.refresh_ids
+        if not days or mark is None or not setting(self.settings, "RECORDS_ENABLED"):
+            return
+        horizon = iso_utc(datetime.now(UTC) - timedelta(days=days))
+        for post in page.posts:
+            if post.created_at and post.created_at >= horizon and mark.covers(post.post_id, post.created_at):
+                post.extra[REFRESH_ONLY] = True
+                again.add(post.post_id)
+        for post_id, raw in page.incomplete.items():
+            listed = self.listed_time(raw)
+            if listed and listed >= horizon and mark.covers(post_id, listed):
+                again.add(post_id)
+        assert self.crawler.stats is not None
+        flagged = sum(p.post_id in again for p in page.posts) + sum(i in again for i in page.incomplete)
+        if flagged:
+            self.crawler.stats.inc_value("incremental/refresh", flagged)
+
     # --- Media left behind by earlier runs (docs/operations.md, "Incremental sync and retries") --------------
 
     def retry_requests(self) -> Iterator[Request]:
-        """A fresh read of every post in :attr:`retry_posts` (as :meth:`refresh_media_url` reads one)."""
-        for post_id in self.retry_posts:
+        """A fresh read of every post in :attr:`JobState.retry_posts` (as :meth:`refresh_media_url` reads one)."""
+        for post_id in self.job_state.retry_posts:
             request = self.post_request(post_id)
             if request is None:
-                self.retry_unreachable[post_id] = f"{self.name} cannot read one post again"
+                self.job_state.retry_unreachable[post_id] = f"{self.name} cannot read one post again"
                 continue
             yield request.replace(callback=self.parse_retry_post, errback=self.retry_post_failed,
                                   meta={**request.meta, "mc_retry_post": post_id})
@@ -465,10 +471,10 @@ class PlatformSpider(Spider):
         try:
             post = self.parse_post_payload(response, self.source_for(response))
         except UNREADABLE_ANSWER as e:
-            self.retry_unreachable[post_id] = f"unreadable: {e}"
+            self.job_state.retry_unreachable[post_id] = f"unreadable: {e}"
             return
         if post is None:
-            self.retry_unreachable[post_id] = "the post is gone"
+            self.job_state.retry_unreachable[post_id] = "the post is gone"
             return
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value("retry/posts_read")
@@ -476,14 +482,17 @@ class PlatformSpider(Spider):
 
     def retry_post_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
-        self.retry_unreachable[request.meta["mc_retry_post"]] = scrub(failure.getErrorMessage())
+        self.job_state.retry_unreachable[request.meta["mc_retry_post"]] = scrub(failure.getErrorMessage())
         return iter(())
 
     # --- Posts that need more than the listing (chains of steps) ---------------------------------------------
 
     def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
-        return self._advance_chain({"post_id": post_id, "raw": raw, "data": {}, "step": None}, source)
+        chain: dict[str, Any] = {"post_id": post_id, "raw": raw, "data": {}, "step": None}
+        if post_id in self.job_state.refresh_ids:
+            chain["refresh"] = True
+        return self._advance_chain(chain, source)
 
     def _advance_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None = None) -> Request | Post:
         step = None if missing is not None else self.next_step(chain)
@@ -492,7 +501,10 @@ class PlatformSpider(Spider):
                 assert self.crawler.stats is not None
                 self.crawler.stats.inc_value(f"{self.platform}/incomplete_posts")
                 logger.warning("%s: post %s is emitted without %s", self.job, chain["post_id"], missing)
-            return self.remember_media(self.post_from_chain(chain, source, missing=missing))
+            post = self.post_from_chain(chain, source, missing=missing)
+            if chain.get("refresh"):
+                post.extra[REFRESH_ONLY] = True
+            return self.remember_media(post)
         chain["step"] = step.name
         # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
         # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.
@@ -519,19 +531,20 @@ class PlatformSpider(Spider):
 
     def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
         limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
-        if self._failed_streak >= limit:
+        if self.job_state.failed_streak >= limit:
             # Pages past the real end can look like failures on some platforms; never walk on forever.
-            logger.error("%s: %d pages in a row failed; stopping at page %d", self.job, self._failed_streak, page_no)
+            logger.error("%s: %d pages in a row failed; stopping at page %d", self.job,
+                         self.job_state.failed_streak, page_no)
             return
         # Distributed: consecutive pages land on different workers, so the count is the page number's distance
         # from the job's first page (the same figure as pages_fetched of a single process).
-        fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.pages_fetched
+        fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.job_state.pages_fetched
         total = self.page_count()
         if total is not None and page_no >= total:  # after a failed last target: no page past it
             return
         if self.args.max_pages is not None and fetched >= self.args.max_pages:
             logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
-            self.stopped_at_max_pages = True
+            self.job_state.stopped_at_max_pages = True
             return
         if self.pagination == "cursor":
             stop = self._cursor_stop(page_no, next_cursor)
@@ -540,24 +553,24 @@ class PlatformSpider(Spider):
                 yield from self._page_failed(page_no + 1, next_cursor, stop)
                 return
             if next_cursor is not None:
-                self._cursors_used.setdefault(next_cursor, page_no + 1)
+                self.job_state.cursors_used.setdefault(next_cursor, page_no + 1)
         yield self.listing_request(page_no + 1, next_cursor)
 
     def _cursor_stop(self, page_no: int, next_cursor: str | None) -> str | None:
         """Why a cursor listing cannot go on after page ``page_no`` (not its last), or ``None`` when it can."""
         if next_cursor is None:
             return f"the listing stopped: page {page_no} is not the last but gave no usable cursor (none, or refused)"
-        earlier = self._cursors_used.get(next_cursor)
+        earlier = self.job_state.cursors_used.get(next_cursor)
         return None if earlier is None else (f"the listing stopped at a repeated cursor: page {page_no} gave "
                                              f"{next_cursor[:40]!r}, the cursor page {earlier} was asked for with")
 
     def listing_failed(self, failure: Failure) -> Iterator[Any]:
         request = failure.request  # type: ignore[attr-defined]
         page_no = request.meta.get("mc_page", 0)
-        self._listing_pending.pop(page_no, None)
-        self._listing_dropped.pop(page_no, None)
-        self._listing_answered.add(page_no)
-        self.pages_fetched += 1
+        self.job_state.listing_pending.pop(page_no, None)
+        self.job_state.listing_dropped.pop(page_no, None)
+        self.job_state.listing_answered.add(page_no)
+        self.job_state.pages_fetched += 1
         reason, rerun_helps = self.listing_failure_reason(failure)
         # The reason goes to the log, the checkpoint and the exit message: masked (mediacrawler/scrub.py).
         yield from self._page_failed(page_no, request.meta.get("mc_cursor"), scrub(reason), rerun_helps=rerun_helps)
@@ -614,31 +627,33 @@ class PlatformSpider(Spider):
         """``request_dropped``: the scheduler refused a request (the duplicate filter). A listing page redirected
         to a URL already fetched is lost (its reason is kept for :meth:`spider_idle`)."""
         page_no = request.meta.get("mc_page")
-        if spider is not self or request.callback != self.parse_listing or page_no not in self._listing_pending:
+        state = self.job_state
+        if spider is not self or request.callback != self.parse_listing or page_no not in state.listing_pending:
             return
         if request.meta.get("redirect_urls"):  # redirected to a URL already fetched (a 302 to itself)
-            self._listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
+            state.listing_dropped[page_no] = f"request dropped by the scheduler (duplicate of {request.url})"
         else:
             # A same request may answer for it: JOBDIR's restored queue, or an earlier run of that JOBDIR when this
             # one goes on past the page. Else by spider_idle it is lost (a repeated URL, a forced stop's JOBDIR).
-            self._listing_dropped[page_no] = (
+            state.listing_dropped[page_no] = (
                 f"{_SEEN_DUPLICATE} ({request.url}) and never answered: a repeated URL, or a JOBDIR kept from a "
                 f"forced stop (run again without that JOBDIR)")
 
     def spider_idle(self, spider: Spider) -> None:
         """``spider_idle``: nothing is in flight, so a listing page still pending is lost: each is failed (the
         checkpoint keeps it, the exit status says so) and the crawl goes on past it as after any failed page."""
-        if spider is not self or not self._listing_pending or self.close_reason is not None:
+        state = self.job_state
+        if spider is not self or not state.listing_pending or state.close_reason is not None:
             return
-        past = max(self._listing_answered, default=0)
-        lost = [(page_no, cursor) for page_no, cursor in sorted(self._listing_pending.items()) if not (
-            page_no < past and self._listing_dropped.get(page_no, "").startswith(_SEEN_DUPLICATE))]
-        self._listing_pending.clear()
+        past = max(state.listing_answered, default=0)
+        lost = [(page_no, cursor) for page_no, cursor in sorted(state.listing_pending.items()) if not (
+            page_no < past and state.listing_dropped.get(page_no, "").startswith(_SEEN_DUPLICATE))]
+        state.listing_pending.clear()
         follow: list[Request] = []
         for page_no, cursor in lost:
-            self._listing_answered.add(page_no)
-            reason = self._listing_dropped.pop(page_no, "the request was dropped before it reached the spider")
-            self.pages_fetched += 1
+            state.listing_answered.add(page_no)
+            reason = state.listing_dropped.pop(page_no, "the request was dropped before it reached the spider")
+            state.pages_fetched += 1
             self._page_failed(page_no, cursor, reason)
             follow.extend(self.after_failed_page(page_no, cursor))
         assert self.crawler.engine is not None
@@ -649,13 +664,14 @@ class PlatformSpider(Spider):
 
     def _page_failed(self, page_no: int, cursor: str | None, reason: str, *, rerun_helps: bool = True
                      ) -> Iterator[Any]:
-        self.failed_reasons.setdefault(page_no, reason)
-        self.pages_failed += 1
-        self._failed_streak += 1
+        state = self.job_state
+        state.failed_reasons.setdefault(page_no, reason)
+        state.pages_failed += 1
+        state.failed_streak += 1
         assert self.crawler.stats is not None
         self.crawler.stats.inc_value(f"{self.platform}/pages_failed")
         logger.error("%s: page %d failed for good: %s", self.job, page_no, reason)
-        self.rerun_helps = bool(self.rerun_helps) or rerun_helps
+        state.rerun_helps = bool(state.rerun_helps) or rerun_helps
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_failed, spider=self, page=page_no, cursor=cursor, reason=reason
         )
@@ -744,7 +760,7 @@ class PlatformSpider(Spider):
         return found
 
     def closed(self, reason: str) -> None:
-        self.close_reason = reason
+        self.job_state.close_reason = reason
 
     def now_iso(self) -> str:
         return utc_now_iso()

@@ -1,0 +1,76 @@
+"""The state of one job as a spider walks it: one typed object, owned by the base spider (``spider.job_state``;
+not ``spider.state``, which Scrapy's SpiderState extension keeps in JOBDIR), made afresh for each job, and read by
+extensions, pipelines and commands through :func:`job_state` (docs/architecture.md, "Job state").
+
+Nothing here imports another project module but :mod:`mediacrawler.contracts`, so any layer may import it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mediacrawler.contracts import HighWaterMark, Resume
+
+
+@dataclass
+class JobState:
+    """What one job's run knows so far. The spider writes its flow (pages, failures, the end it reached); the
+    checkpoint extension writes :attr:`resume`, the marks extension :attr:`mark`, the retries extension
+    :attr:`retry_posts`; the crawl command reads the lot for its final line."""
+
+    #: The job's key, e.g. ``weibo-uid-7365120894`` (checkpoints, marks, output files).
+    job: str
+    #: ``-a start``, when given: it wins over the checkpoint's page.
+    start: int | None = None
+    #: Where the checkpoint says to continue (set on spider_opened, or job_started for a worker).
+    resume: Resume | None = None
+    #: True once the platform said the last page was reached (and that page was parsed).
+    exhausted: bool = False
+    pages_fetched: int = 0
+    pages_failed: int = 0
+    #: Listing pages failed one after the other (PLATFORM_MAX_FAILED_PAGES_IN_A_ROW ends the walk).
+    failed_streak: int = 0
+    #: Why each failed page failed: page → reason (scrubbed).
+    failed_reasons: dict[int, str] = field(default_factory=dict)
+    #: Whether running the same command again can help the pages that failed (not after a 404 at a wrong root);
+    #: ``None``: no failure said.
+    rerun_helps: bool | None = None
+    #: The source's high-water mark (``None``: none, a list of items, or ``-a full=true``).
+    mark: HighWaterMark | None = None
+    #: True once a page was all at or below the mark (the run stopped paginating there).
+    stopped_at_mark: bool = False
+    #: Posts at or below the mark read again only to refresh their counts (``-a refresh``).
+    refresh_ids: set[str] = field(default_factory=set)
+    #: True once ``-a max_pages`` stopped the walk.
+    stopped_at_max_pages: bool = False
+    #: Posts with media that failed in earlier runs, read again first.
+    retry_posts: list[str] = field(default_factory=list)
+    #: Posts of :attr:`retry_posts` that could not be read again in this run: post id → why.
+    retry_unreachable: dict[str, str] = field(default_factory=dict)
+    #: Why the spider closed (``finished``, ``login_required``…); ``None`` while it runs.
+    close_reason: str | None = None
+    #: Listing pages requested and not yet parsed or failed: page → cursor (the spider's idle check).
+    listing_pending: dict[int, str | None] = field(default_factory=dict)
+    #: Why a pending page's request was dropped, when Scrapy said so (``request_dropped``).
+    listing_dropped: dict[int, str] = field(default_factory=dict)
+    #: Pages parsed or failed in this run. With JOBDIR a page's request can come out of the restored queue before
+    #: (or after) the same request is made afresh, which the duplicate filter then drops: either way the page was
+    #: answered, and is not pending.
+    listing_answered: set[int] = field(default_factory=set)
+    #: Cursors asked for in this run: cursor → its page (a repeated cursor ends a cursor listing).
+    cursors_used: dict[str, int] = field(default_factory=dict)
+
+    def first_page(self) -> tuple[int, str | None]:
+        """The page (and cursor) this run starts at: ``-a start`` wins; else the checkpoint's page; else 1."""
+        if self.start is not None:
+            return self.start, None
+        if self.resume is not None:
+            return self.resume.page, self.resume.cursor
+        return 1, None
+
+
+def job_state(spider: Any) -> JobState | None:
+    """The state of the job ``spider`` walks; ``None`` for a spider that is not a platform spider."""
+    state = getattr(spider, "job_state", None)
+    return state if isinstance(state, JobState) else None

@@ -1,0 +1,263 @@
+"""RecordsPipeline: every post, author, media asset and comment upserted into the records database by its platform
+id (docs/records.md, "Records database").
+
+It runs before dedupe, so a post seen again still refreshes its counts, ``last_seen_at`` and ``metrics_history``;
+a post the spider read again only for that (``-a refresh``, :data:`~mediacrawler.contracts.REFRESH_ONLY`) is
+dropped right after its upsert: no media download, no feed line. The media results (hash, path, status) are
+written when the post leaves the pipelines (``item_scraped``).
+
+Writes go to one thread of their own (one writer per process; SQLite, network and fsync never on the reactor
+thread), the records of one reactor turn in one transaction. A write that fails is logged and counted
+(``records/write_failed``); the post goes on to the feed all the same.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from itemadapter import ItemAdapter, is_item
+from scrapy import signals
+from scrapy.exceptions import DropItem, NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.defer import Deferred, DeferredList
+from twisted.internet.threads import deferToThreadPool
+from twisted.python.threadpool import ThreadPool
+
+from mediacrawler.config import setting
+from mediacrawler.contracts import REFRESH_ONLY, walk_assets
+from mediacrawler.parsers._common import utc_now_iso
+from mediacrawler.records.rows import Rows, add_record
+from mediacrawler.records.schema import SchemaTooNew
+from mediacrawler.records.store import RecordStore, Written, open_store, resolve_uri, shown
+from mediacrawler.scrub import scrub
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class RefreshedOnly(DropItem):
+    """Dropped by the records pipeline: a post read again only to refresh its counts (``-a refresh``)."""
+
+
+def records_uri(settings: Any) -> str:
+    """The store URI that ``RECORDS_DB`` and ``CHECKPOINT_DIR`` name."""
+    return resolve_uri(settings.get("RECORDS_DB"), str(settings.get("CHECKPOINT_DIR") or "checkpoints"))
+
+
+def seen_now() -> str:
+    """Now in UTC to the microsecond: the ``first_seen_at``/``last_seen_at`` of a batch."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def records_problem(settings: Any) -> str | None:
+    """One line when the records database of ``settings`` cannot be opened (unreachable, refused, made by a newer
+    mediacrawler), else None; checked by the crawl command before any crawler exists. Blocking."""
+    if not setting(settings, "RECORDS_ENABLED"):
+        return None
+    uri = records_uri(settings)
+    try:
+        store = open_store(uri, now=utc_now_iso(), connect_timeout=setting(settings, "RECORDS_CONNECT_TIMEOUT"))
+    except SchemaTooNew as exc:
+        return f"RECORDS_DB: {exc}"
+    except Exception as exc:  # the drivers' errors (sqlite3.Error, psycopg.Error) and OSError
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return f"RECORDS_DB={shown(uri)} cannot be opened: {scrub(reason)}"
+    store.close()
+    return None
+
+
+def _plain(item: Any) -> dict[str, Any]:
+    """An item as plain dicts. ItemAdapter.asdict probes every nested value (1 ms for a Weibo repost with its
+    pictures, docs/records.md "Export"); a dataclass item takes dataclasses.asdict (a quarter of that)."""
+    if dataclasses.is_dataclass(item) and not isinstance(item, type):
+        return dataclasses.asdict(item)
+    return ItemAdapter(item).asdict()
+
+
+class _Writer:
+    """The one writer of a database in this process (a thread and a store), shared by the crawlers of one process
+    (`mediacrawler demo`, several targets of one `scrapy crawl`) that write to the same database."""
+
+    def __init__(self, uri: str, connect_timeout: float) -> None:
+        self.uri = uri
+        self.pool = ThreadPool(minthreads=1, maxthreads=1, name="records")
+        self.pool.start()
+        from twisted.internet import reactor
+
+        # A crawl stopped hard never reaches close_spider: the thread must not keep the process alive.
+        reactor.addSystemEventTrigger("during", "shutdown", self.stop)  # type: ignore[attr-defined]
+        self.users = 0
+        self.store: RecordStore | None = None
+        self.error: BaseException | None = None
+        self._opened: Deferred[Any] = self.call(open_store, uri, now=utc_now_iso(),
+                                                connect_timeout=connect_timeout)
+        self._opened.addCallbacks(self._set_store, self._set_error)
+
+    def _set_store(self, store: RecordStore) -> None:
+        self.store = store
+
+    def _set_error(self, failure: Any) -> None:
+        self.error = failure.value
+
+    def ready(self) -> Deferred[None]:
+        """Fires once the store is open (or failed to open: :attr:`error`), for each user that asks."""
+        d: Deferred[None] = Deferred()
+        self._opened.addBoth(lambda _: d.callback(None))
+        return d
+
+    def stop(self) -> None:
+        if not self.pool.joined:
+            self.pool.stop()
+
+    def call(self, func: Any, *args: Any, **kwargs: Any) -> Deferred[Any]:
+        from twisted.internet import reactor
+
+        return deferToThreadPool(reactor, self.pool, func, *args, **kwargs)  # type: ignore[arg-type]
+
+
+#: uri → the writer of this process.
+_WRITERS: dict[str, _Writer] = {}
+
+
+class RecordsPipeline:
+    """Upserts records into ``RECORDS_DB`` (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        settings = crawler.settings
+        if not setting(settings, "RECORDS_ENABLED"):
+            raise NotConfigured("RECORDS_ENABLED is off")
+        self.uri = records_uri(settings)
+        self.batch_max: int = setting(settings, "RECORDS_BATCH_MAX")
+        self.connect_timeout: float = setting(settings, "RECORDS_CONNECT_TIMEOUT")
+        assert crawler.stats is not None
+        self.stats = crawler.stats
+        #: This process's run: one ``metrics_history`` row per post per run.
+        self.run_id = f"{utc_now_iso()}-{uuid.uuid4().hex[:8]}"
+        self.writer: _Writer | None = None
+        self._pending: list[tuple[Any, bool]] = []  # (item, media results only)
+        self._waiters: list[Deferred[None]] = []
+        self._scheduled: Any = None
+        self._writing: set[Deferred[Any]] = set()
+        self._failure_logged = False
+        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    async def open_spider(self, spider: Any = None) -> None:
+        writer = _WRITERS.get(self.uri)
+        if writer is None:
+            writer = _WRITERS[self.uri] = _Writer(self.uri, self.connect_timeout)
+        writer.users += 1
+        self.writer = writer
+        await maybe_deferred_to_future(writer.ready())
+        if writer.error is not None:
+            await self._release()
+            raise writer.error
+        logger.info("Records database: %s (run %s)", shown(self.uri), self.run_id)
+
+    async def process_item(self, item: Any) -> Any:
+        if not is_item(item):
+            return item
+        await maybe_deferred_to_future(self._enqueue(item, media_only=False))
+        if (ItemAdapter(item).get("extra") or {}).get(REFRESH_ONLY):
+            self.stats.inc_value("records/refreshed")
+            raise RefreshedOnly(f"post {ItemAdapter(item).get('post_id')} refreshed in the records database",
+                                log_level="DEBUG")
+        return item
+
+    def item_scraped(self, item: Any, spider: Any = None) -> None:
+        # The media pipeline's results, once the post is through it; nobody waits for this write but the close.
+        if is_item(item) and next(walk_assets(item), None) is not None:
+            self._enqueue(item, media_only=True)
+
+    def _enqueue(self, item: Any, *, media_only: bool) -> Deferred[None]:
+        self._pending.append((item, media_only))
+        waiter: Deferred[None] = Deferred()
+        self._waiters.append(waiter)
+        if self._scheduled is None:
+            # On a later turn: every item of this turn goes in the same transaction.
+            from twisted.internet import reactor
+
+            self._scheduled = reactor.callLater(0, self._flush)  # type: ignore[attr-defined]
+        return waiter
+
+    def _flush(self) -> None:
+        self._scheduled = None
+        entries, waiters = self._pending, self._waiters
+        self._pending, self._waiters = [], []
+        if not entries:
+            return
+        assert self.writer is not None
+        d = self.writer.call(self._write, entries)
+        self._writing.add(d)
+        d.addBoth(self._written, d, waiters, len(entries))
+
+    def _write(self, entries: list[tuple[Any, bool]]) -> Written:
+        """Worker thread: the entries as rows, ``RECORDS_BATCH_MAX`` records per transaction."""
+        store = self.writer.store if self.writer is not None else None
+        if store is None:
+            raise RuntimeError("the records database is not open")
+        total = Written()
+        for start in range(0, len(entries), self.batch_max):
+            rows = Rows()
+            for item, media_only in entries[start:start + self.batch_max]:
+                record = _plain(item)
+                if media_only:
+                    scraped = Rows()
+                    add_record(scraped, record)
+                    for key, row in scraped.media.items():
+                        if row["status"] is not None:
+                            rows.media[key] = row
+                else:
+                    add_record(rows, record, with_results=False)
+            written = store.write(rows, run_id=self.run_id, seen_at=seen_now())
+            for name in ("posts", "media", "comments", "history"):
+                setattr(total, name, getattr(total, name) + getattr(written, name))
+        return total
+
+    def _written(self, result: Any, d: Deferred[Any], waiters: list[Deferred[None]], count: int) -> None:
+        self._writing.discard(d)
+        if isinstance(result, Written):
+            self._failure_logged = False
+            for name in ("posts", "media", "comments", "history"):
+                if getattr(result, name):
+                    self.stats.inc_value(f"records/{name}", getattr(result, name))
+        else:
+            self.stats.inc_value("records/write_failed", count)
+            if not self._failure_logged:
+                self._failure_logged = True
+                logger.error("records: cannot write %d records to %s: %s (counted in records/write_failed; the "
+                             "feeds still get them)", count, shown(self.uri), result.getErrorMessage())
+        for waiter in waiters:
+            waiter.callback(None)
+
+    async def close_spider(self, spider: Any = None) -> None:
+        if self._scheduled is not None and self._scheduled.active():
+            self._scheduled.cancel()
+            self._flush()
+        if self._writing:
+            await maybe_deferred_to_future(DeferredList(list(self._writing)))
+        await self._release()
+
+    async def _release(self) -> None:
+        writer, self.writer = self.writer, None
+        if writer is None:
+            return
+        writer.users -= 1
+        if writer.users > 0:
+            return
+        if _WRITERS.get(writer.uri) is writer:
+            del _WRITERS[writer.uri]
+        if writer.store is not None:
+            await maybe_deferred_to_future(writer.call(writer.store.close))
+        writer.stop()
