@@ -134,6 +134,9 @@ BILIBILI_WEB_URL = "https://www.bilibili.com"
 BILIBILI_MAX_PARTS: Annotated[int, Range(1)] = 200
 #: Videos per page of a creator's uploads (``ps`` of /x/space/wbi/arc/search; the site uses 30, at most 50).
 BILIBILI_PAGE_SIZE: Annotated[int, Range(1, 50)] = 30
+#: Results one search/type query answers at most (50 pages of 20): a search from -a since whose window holds that
+#: many is walked day by day (docs/platforms.md, "Date windows").
+BILIBILI_SEARCH_MAX_RESULTS: Annotated[int, Range(1)] = 1000
 #: Seconds the WBI mixin key read from /x/web-interface/nav is kept in the cache (the site rotates it daily).
 BILIBILI_WBI_KEY_TTL: Annotated[int, Range(0)] = 3600
 #: Referer of Bilibili media requests (the stream CDNs refuse requests without one).

@@ -225,3 +225,27 @@ def test_given_facebook_posts_are_read_one_by_one_as_pages(sandbox: SandboxProce
     nodes = [r["path"].rsplit("/", 1)[1] for r in sandbox.requests() if "_" in r["path"].rsplit("/", 1)[1]]
     assert nodes == wanted and not [r for r in sandbox.requests() if r["path"].endswith("/posts")]
 
+
+
+def test_a_window_with_more_results_than_a_search_answers_is_walked_day_by_day(sandbox: SandboxProcess,
+                                                                              tmp_path: Path) -> None:
+    t0 = max(u.created for u in bilibili.UPLOADS.values())
+    since, until = t0 - 46 * 3600, t0 + 3600  # two days; "#4" finds mid 4's #4 (day one) and #40 to #45 (day two)
+    text = [datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ") for t in (since, until)]
+    expected = [u.bvid for u in bilibili.search_hits("#4") if since <= u.created < until]
+    assert len(expected) == 7
+    sandbox.reset()
+    sandbox.set_faults(bilibili_search_cap=7)  # the sandbox answers at most 7 results to one query
+    try:
+        proc, rows, log = crawl(tmp_path, sandbox, "bilibili", "-a", "keyword=#4", "-a", f"since={text[0]}",
+                                "-a", f"until={text[1]}", "-s", "BILIBILI_SEARCH_MAX_RESULTS=7")
+        requests = sandbox.requests()
+    finally:
+        sandbox.reset()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(r["post_id"] for r in rows) == sorted(expected)
+    windows = [(int(q["pubtime_begin_s"][0]), int(q["pubtime_end_s"][0]), int(q["page"][0]))
+               for q in (parse_qs(r["query"]) for r in requests if r["path"].endswith("/wbi/search/type"))]
+    # The whole window first (7 results: as many as one query answers), then each day, newest first.
+    assert windows == [(since, until - 1, 1), (until - 86_400, until - 1, 1), (since, until - 86_401, 1)]
+    assert "walked day by day" in log and "not reached" not in log

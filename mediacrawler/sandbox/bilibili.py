@@ -481,16 +481,17 @@ def search_hits(keyword: str, *, order: str | None = None, begin_s: int | None =
 
 def search_response(keyword: str | None, *, search_type: str | None, page: int | None, page_size: int | None,
                     base: str, order: str | None = None, begin_s: int | None = None,
-                    end_s: int | None = None) -> dict[str, Any]:
+                    end_s: int | None = None, cap: int = 1000) -> dict[str, Any]:
     """The body of ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=[&order=]
-    [&pubtime_begin_s=&pubtime_end_s=]`` over :data:`UPLOADS` (:func:`search_hits`)."""
+    [&pubtime_begin_s=&pubtime_end_s=]`` over :data:`UPLOADS` (:func:`search_hits`), at most ``cap`` of them (the
+    first ones: Bilibili answers no more than 1,000 results to one query)."""
     from .video import DURATION
 
     page, size = page or 1, page_size or 20
     if (not keyword or search_type != "video" or page < 1 or not 1 <= size <= 50
             or (order is not None and order not in SEARCH_ORDERS)):
         return dict(BAD_REQUEST)
-    hits = search_hits(keyword, order=order, begin_s=begin_s, end_s=end_s)
+    hits = search_hits(keyword, order=order, begin_s=begin_s, end_s=end_s)[:cap]
     pages = -(-len(hits) // size)
     data: dict[str, Any] = {"seid": str(stable_int("bili-seid", keyword, bits=60)), "page": page, "pagesize": size,
                             "numResults": len(hits), "numPages": pages, "suggest_keyword": "", "rqt_type": "search",

@@ -89,7 +89,8 @@ class BilibiliResource(SandboxResource):
                 query_arg(request, b"keyword"), search_type=query_arg(request, b"search_type"),
                 page=query_int(request, b"page"), page_size=query_int(request, b"page_size"),
                 base=origin_of(request), order=query_arg(request, b"order"),
-                begin_s=query_int(request, b"pubtime_begin_s"), end_s=query_int(request, b"pubtime_end_s")))
+                begin_s=query_int(request, b"pubtime_begin_s"), end_s=query_int(request, b"pubtime_end_s"),
+                cap=self.state.faults.knobs["bilibili_search_cap"]))
         if path.startswith("b23/"):  # b23.tv/<code> (BILIBILI_SHORT_URL=…/bilibili/b23)
             target = bilibili.short_link_target(path.removeprefix("b23/"))
             if target is None:

@@ -35,7 +35,7 @@ from mediacrawler.cache import cache_from_crawler
 from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.parsers import bilibili as parser
-from mediacrawler.parsers._common import Page, PlatformError, job_slug
+from mediacrawler.parsers._common import Page, PlatformError, as_int, as_obj, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider, Step
 
@@ -130,6 +130,9 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
     def setup_job(self) -> None:
         #: The videos of ``-a bvid``, in order (empty with ``-a mid`` or ``-a keyword``).
         self.bvids: list[str] = str(self.args.bvid).split(",") if self.args.bvid else []
+        # A search from -a since walks windows (the whole one, or day by day: _search_window), each page naming the
+        # next by a cursor.
+        self.pagination = "cursor" if self.args.keyword is not None and self.args.since is not None else "page"
         super().setup_job()
 
     def lists_items(self) -> bool:
@@ -194,7 +197,7 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                                {"mid": self.args.mid, "pn": page, "ps": self.settings.getint("BILIBILI_PAGE_SIZE"),
                                 "order": "pubdate"})
         if self.args.keyword is not None:
-            return self.signed("/x/web-interface/wbi/search/type", self._search_query(page))
+            return self.signed("/x/web-interface/wbi/search/type", self._search_query(page, cursor))
         size = self.settings.getint("BILIBILI_PAGE_SIZE")
         if self.args.fav is not None:
             query: dict[str, Any] = {"media_id": self.args.fav, "pn": page, "ps": min(size, FAV_PAGE_SIZE),
@@ -213,19 +216,63 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         # -a bvid: page N is the N-th video's detail.
         return self._view_url(self.bvids[min(page, len(self.bvids)) - 1])
 
-    def _search_query(self, page: int) -> dict[str, Any]:
+    def _search_query(self, page: int, cursor: str | None) -> dict[str, Any]:
         """search/type's query: ``-a order``, and a date window filtered server-side (``pubtime_begin_s`` and
-        ``pubtime_end_s``, both inclusive, with ``order=pubdate`` unless another order was asked for)."""
-        query: dict[str, Any] = {"search_type": "video", "keyword": self.args.keyword, "page": page}
+        ``pubtime_end_s``, both inclusive, with ``order=pubdate`` unless another order was asked for): the job's
+        window, or the day of the cursor (:meth:`_search_window`)."""
         window = self.date_window()
+        begin, end = window.bounds_s() if window is not None else (None, None)
+        if self.pagination == "cursor":
+            day_end, page = self._search_cursor(cursor)
+            if day_end is not None:
+                begin, end = max(begin or 0, day_end - 86_400), day_end
+        query: dict[str, Any] = {"search_type": "video", "keyword": self.args.keyword, "page": page}
         order = self.args.order or ("pubdate" if window is not None else None)
         if order is not None:
             query["order"] = order
-        if window is not None:
-            begin, end = window.bounds_s()
-            query.update({k: v for k, v in (("pubtime_begin_s", begin), ("pubtime_end_s", end and end - 1))
-                          if v is not None})
+        query.update({k: v for k, v in (("pubtime_begin_s", begin), ("pubtime_end_s", end and end - 1))
+                      if v is not None})
         return query
+
+    @staticmethod
+    def _search_cursor(cursor: str | None) -> tuple[int | None, int]:
+        """``(end of the day walked or None for the whole window, page)`` of a windowed search's cursor:
+        ``all:<page>`` or ``day:<end>:<page>`` (none: the whole window's first page)."""
+        parts = (cursor or "all:1").split(":")
+        if parts[0] == "day" and len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            return int(parts[1]), int(parts[2])
+        if parts[0] == "all" and len(parts) == 2 and parts[1].isdigit():
+            return None, int(parts[1])
+        raise ValueError(f"not a search cursor: {cursor!r}")
+
+    def _search_window(self, page: Page, payload: Any, cursor: str | None) -> Page:
+        """The cursor after a page of a search from ``-a since``. When the whole window holds more than the search
+        answers (``numResults`` at BILIBILI_SEARCH_MAX_RESULTS), its first page is dropped and the window walked
+        again one day at a time, newest first (each day's results then all within reach); a day past its last page
+        gives the next day, down to ``since``."""
+        day_end, number = self._search_cursor(cursor)
+        window = self.date_window()
+        assert window is not None and window.since is not None
+        since, until = window.bounds_s()
+        assert since is not None
+        cap = setting(self.settings, "BILIBILI_SEARCH_MAX_RESULTS")
+        results = as_int(as_obj(as_obj(payload).get("data")).get("numResults")) or 0
+        if day_end is None and number == 1 and results >= cap:
+            end = until if until is not None else int(time.time())
+            if end - since > 86_400:
+                logger.info("%s: the window holds %d results or more, more than one search answers; it is walked "
+                            "day by day", self.job, cap)
+                page.posts, page.incomplete, page.is_last = [], {}, False
+                page.next_cursor = f"day:{end}:1"
+                return page
+        if day_end is not None and results >= cap:
+            logger.warning("%s: the day before %s holds %d results or more: those past them are not reached",
+                           self.job, day_end, cap)
+        if not page.is_last:
+            page.next_cursor = f"all:{number + 1}" if day_end is None else f"day:{day_end}:{number + 1}"
+        elif day_end is not None and day_end - 86_400 > since:
+            page.is_last, page.next_cursor = False, f"day:{day_end - 86_400}:1"
+        return page
 
     def newest_first(self) -> bool:
         if self.args.keyword is not None:
@@ -241,6 +288,8 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         if self.args.mid is not None:
             return parser.parse_arc_search(payload)
         if self.args.keyword is not None:
+            if self.pagination == "cursor":
+                return self._search_window(parser.parse_search(payload), payload, source.cursor)
             return parser.parse_search(payload)
         if self.args.fav is not None:
             return parser.parse_fav_list(payload)
