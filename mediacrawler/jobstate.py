@@ -8,9 +8,14 @@ Nothing here imports another project module but :mod:`mediacrawler.contracts`, s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from mediacrawler.contracts import HighWaterMark, Resume
+
+
+#: What a job walks (docs/architecture.md, "Sources"): a ``listing`` of pages (numbered, or by cursor), the
+#: ``items`` a user gave (ids or URLs), or a ``thread`` (the comments of one post: cursor pages, then replies).
+SourceKind = Literal["listing", "items", "thread"]
 
 
 @dataclass
@@ -21,7 +26,9 @@ class JobState:
 
     #: The job's key, e.g. ``weibo-uid-7365120894`` (checkpoints, marks, output files).
     job: str
-    #: ``-a start``, when given: it wins over the checkpoint's page.
+    #: What the job walks; ``items`` has its own fields below, and no pages.
+    kind: SourceKind = "listing"
+    #: ``-a start``, when given: it wins over the checkpoint's page (listings only).
     start: int | None = None
     #: Where the checkpoint says to continue (set on spider_opened, or job_started for a worker).
     resume: Resume | None = None
@@ -60,6 +67,16 @@ class JobState:
     listing_answered: set[int] = field(default_factory=set)
     #: Cursors asked for in this run: cursor → its page (a repeated cursor ends a cursor listing).
     cursors_used: dict[str, int] = field(default_factory=dict)
+
+    #: ``items``: the items requested, in the order given (their keys: an id, or ``short:<code>``…).
+    items: list[str] = field(default_factory=list)
+    #: ``items``: the items an earlier run completed (the checkpoint's ``done``): not requested again.
+    items_done: set[str] = field(default_factory=set)
+    #: ``items``: the items requested in this run, and the one in flight (they are walked one after the other).
+    items_requested: set[str] = field(default_factory=set)
+    item_pending: str | None = None
+    #: ``items``: why each item that failed for good failed (scrubbed).
+    items_failed: dict[str, str] = field(default_factory=dict)
 
     def first_page(self) -> tuple[int, str | None]:
         """The page (and cursor) this run starts at: ``-a start`` wins; else the checkpoint's page; else 1."""

@@ -11,3 +11,10 @@ page_parsed = object()
 #: A listing page failed for good (retries exhausted, unparseable, platform error). Arguments: ``spider``,
 #: ``page``, ``cursor``, ``reason`` (str).
 page_failed = object()
+
+#: A requested item of an ``items`` job was answered and parsed. Arguments: ``spider``, ``item`` (its key, as in
+#: ``JobState.items``), ``post_ids`` (list[str]: every post it will emit; none when it names a post already named).
+requested_item_parsed = object()
+
+#: A requested item failed for good. Arguments: ``spider``, ``item``, ``reason`` (str).
+requested_item_failed = object()

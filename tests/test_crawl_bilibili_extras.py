@@ -147,13 +147,13 @@ def test_extras_are_off_by_default(bili: Any, tmp_path: Path) -> None:
 def test_the_player_step_follows_the_playurls_and_names_the_video_by_aid_or_bvid() -> None:
     from scrapy.utils.test import get_crawler
 
-    from mediacrawler.spiders.bilibili import BilibiliSpider
+    from mediacrawler.spiders.bilibili import BilibiliChain, BilibiliSpider
 
     crawler = get_crawler(BilibiliSpider, {"BILIBILI_API_URL": "http://127.0.0.1:9/bilibili"})
     spider = crawler._create_spider(bvid=BVID, chapters="true")
     view = bilibili.view_response(BVID, base="http://127.0.0.1:9")
     cids = [str(cid) for cid, _ in bilibili.parts_of(BVID)]
-    chain = {"post_id": BVID, "raw": {"view": view}, "data": {}}
+    chain = BilibiliChain(post_id=BVID, raw={"view": view})
     steps = []
     for _ in range(10):
         step = spider.next_step(chain)
@@ -161,12 +161,14 @@ def test_the_player_step_follows_the_playurls_and_names_the_video_by_aid_or_bvid
             break
         steps.append(step)
         kind, cid = step.name.split(":")
-        chain["data"].setdefault("tried" if kind == "playurl" else "players_tried", []).append(cid)
+        (chain.tried if kind == "playurl" else chain.players_tried).append(cid)
+        chain = BilibiliChain.from_json(json.loads(json.dumps(chain.to_json())))  # as it travels in meta
     assert [s.name for s in steps] == [f"playurl:{c}" for c in cids] + [f"player:{c}" for c in cids]
     assert f"aid={bilibili.aid_for(BVID)}&cid={cids[0]}" in steps[3].url
     # A chain checkpointed before the aid was kept (or a view without one) asks by bvid.
-    del chain["data"]["aid"]
-    chain["data"]["players_tried"] = []
+    old = chain.to_json()
+    del old["aid"]
+    chain = BilibiliChain.from_json({**old, "players_tried": []})
     assert f"bvid={BVID}&cid={cids[0]}" in str(spider.next_step(chain).url)  # type: ignore[union-attr]
 
 

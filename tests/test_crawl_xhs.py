@@ -145,8 +145,33 @@ def test_461_and_code_300012_back_off_then_the_page_fails_with_that_reason(sb: A
     assert not any(r["deleted"] for r in rows)  # a rate limit is never "the note is gone"
     hits = Counter(r["path"].rsplit("/", 1)[1] for r in sb.requests() if r["path"].startswith("/xhs/explore/"))
     assert hits == {a.id: 3, b.id: 2, c.id: 3}  # c: the first answer and PLATFORM_RATE_LIMIT_RETRIES retries
-    assert "page 3 failed for good: rate limited" in log
+    assert f"item {c.id} failed for good: rate limited" in log
     assert "rate limited (http_461)" in log
+
+
+def test_a_list_resumes_with_only_the_items_its_checkpoint_has_not_done(sb: Any, tmp_path: Path) -> None:
+    """Source kind ``items``: the checkpoint records which requested items are done (no page numbers); the run
+    after one where the 2nd of 3 failed fetches only the 2nd, then the list is complete and its checkpoint goes."""
+    a, b, c = WORLD.user_notes()[:3]
+    sb.set_faults(xhs_web=[{"kind": "300012", "note": b.id}])  # for good, in this run
+    notes = "note=" + ",".join(share_url(n) for n in (a, b, c))
+    proc, rows, _ = crawl(tmp_path, sb, "-a", notes, "-s", "MEDIA_ENABLED=0")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert sorted(r["post_id"] for r in rows) == sorted([a.id, c.id])
+    assert f"error: xhs: 1 of 3 item(s) failed for good (the first, {b.id}: rate limited" in proc.stderr
+    [path] = (tmp_path / "checkpoints").glob("*.json")
+    checkpoint = json.loads(path.read_text("utf-8"))
+    assert checkpoint["kind"] == "items" and checkpoint["done"] == sorted([a.id, c.id])
+    assert checkpoint["failed"] == [b.id] and "watermark" not in checkpoint and "next" not in checkpoint
+
+    sb.reset()  # the fault is gone
+    proc, rows, log = crawl(tmp_path, sb, "-a", notes, "-s", "MEDIA_ENABLED=0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["post_id"] for r in rows] == [b.id]
+    hits = Counter(r["path"].rsplit("/", 1)[1] for r in sb.requests() if r["path"].startswith("/xhs/explore/"))
+    assert hits == {b.id: 1}  # only the item not done
+    assert "2 of 3 items done, the other 1 are fetched" in log
+    assert "source completed (all 3 items done); checkpoint cleared" in log and not path.exists()
 
 
 def test_a_notes_file_of_too_many_lines_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -519,6 +519,18 @@ def test_cli_list_show_reset(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert ckmod.main(["--dir", directory, "frobnicate"]) == 2
 
 
+def test_cli_lists_an_items_checkpoint_by_its_items(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = tmp_path / "checkpoints"
+    key = "bilibili-bvid-BV1-BV2-BV3"
+    FileCheckpointStore(directory).save(Checkpoint(key=key, spider="bilibili", kind="items", done=["BV1", "BV3"],
+                                                   failed_items=["BV2"]))
+    assert ckmod.main(["--dir", str(directory)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(key))
+    assert "items: 2 done failed=BV2" in line and "page" not in line
+    assert ckmod.main(["--dir", str(directory), "show", key]) == 0
+    assert json.loads(capsys.readouterr().out)["done"] == ["BV1", "BV3"]
+
+
 def test_cli_flags_unreadable_checkpoints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / f"{KEY}.json").write_text("{", "utf-8")
     assert ckmod.main(["--dir", str(tmp_path), "list"]) == 1

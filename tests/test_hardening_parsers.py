@@ -54,14 +54,14 @@ def test_every_post_of_a_page_with_unconvertible_values_is_emitted(sandbox: Any,
     assert "unreadable" not in fourth["extra"] and fourth["created_at"] <= fourth["fetched_at"]
 
 
-def test_a_douyin_state_nested_100k_deep_is_a_failed_page_with_a_reason(sandbox: Any, tmp_path: Path) -> None:
+def test_a_douyin_state_nested_100k_deep_is_a_failed_item_with_a_reason(sandbox: Any, tmp_path: Path) -> None:
     root = f"{sandbox.url}/hostile/deep/douyin"
     proc, rows, log = crawl(tmp_path, "douyin", "-a", "aweme=7300000000000000101",
                             "-s", f"DOUYIN_SHARE_URL={root}", "-s", f"DOUYIN_WEB_URL={root}")
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "RecursionError" not in log and "Traceback" not in log
     assert "window._ROUTER_DATA is nested deeper than 200 levels" in log
-    assert "1 listing page(s) failed for good (the first at page 1: " in proc.stderr
+    assert "1 of 1 item(s) failed for good (the first, id:7300000000000000101: " in proc.stderr
     assert "nested deeper than 200 levels" in proc.stderr
     assert rows == []
 

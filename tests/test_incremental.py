@@ -161,7 +161,7 @@ def test_pinned_posts_never_stop_the_walk_nor_become_the_mark(tmp_path: Path) ->
 def test_xhs_profile_notes_are_judged_by_the_time_in_their_ids_and_pinned_ones_stay_pinned() -> None:
     from mediacrawler.parsers import xhs as xhs_parser
     from mediacrawler.sandbox.xhs import USER_ID, build_xhs_world, note_page, profile_page
-    from mediacrawler.spiders.xhs import XhsSpider
+    from mediacrawler.spiders.xhs import XhsChain, XhsSpider
 
     base = "http://127.0.0.1:9"
     world = build_xhs_world()
@@ -192,10 +192,10 @@ def test_xhs_profile_notes_are_judged_by_the_time_in_their_ids_and_pinned_ones_s
     # The pinned note, read from its page, keeps the card's flag: it never becomes the mark.
     spider.job_state.mark = None
     page = spider._profile(html)
-    chain = {"post_id": world.pinned, "raw": page.incomplete[world.pinned], "data": {"read": read(world.pinned)}}
+    chain = XhsChain(post_id=world.pinned, raw=page.incomplete[world.pinned], read=read(world.pinned))
     post = spider.post_from_chain(chain, source, missing=None)
     assert post.extra.get("pinned") is True and post.created_at is not None
-    other = {"post_id": notes[0].id, "raw": page.incomplete[notes[0].id], "data": {"read": read(notes[0].id)}}
+    other = XhsChain(post_id=notes[0].id, raw=page.incomplete[notes[0].id], read=read(notes[0].id))
     assert "pinned" not in spider.post_from_chain(other, source, missing=None).extra
     assert xhs_parser.note_id_time(notes[0].id) == newest.created_at  # the sandbox's ids carry the note's time
     assert xhs_parser.note_id_time("not-an-id") is None and xhs_parser.note_id_time("0" * 24) is None

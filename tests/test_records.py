@@ -163,7 +163,8 @@ def test_refresh_keeps_young_posts_below_the_mark_and_walks_on_while_there_are_a
              "created_at": "Sat Nov 28 10:00:00 +0800 2026"}
     chain = spider.start_chain("95", mblog, page.posts[0].source)  # a request for its long text...
     assert not isinstance(chain, Post) and chain.meta["mc_chain"]["refresh"] is True
-    chained = spider._advance_chain(chain.meta["mc_chain"], page.posts[0].source, missing="test")
+    chained = spider._advance_chain(spider.chain_type.from_json(chain.meta["mc_chain"]), page.posts[0].source,
+                                    missing="test")
     assert isinstance(chained, Post) and chained.extra.get(REFRESH_ONLY) is True
     page = Page(posts=[post("80", ago(8)), post("70", ago(9))])
     assert spider._apply_mark(page, 2) is True and page.posts == []  # all older than 7 days: stop here

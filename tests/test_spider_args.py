@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import Any
 
 import pytest
 from scrapy.utils.test import get_crawler
@@ -58,3 +59,26 @@ def test_job_keys_never_collide_per_platform() -> None:
     c = WeiboSpider.from_crawler(get_crawler(WeiboSpider), uid="1").job
     assert len({a, b, c}) == 3 and all(k.startswith("weibo-") for k in (a, b, c))
     assert all("/" not in k for k in (a, b, c))
+
+
+@pytest.mark.parametrize(("platform", "kwargs"), [
+    ("bilibili", {"bvid": "BV1Sbx411A01,BV1Sbx411A02", "start": "2"}),
+    ("douyin", {"aweme": "7300000000000000001", "max_pages": "1"}),
+    ("xhs", {"note": "656038c486c2e82e442b3c58", "start": "2", "max_pages": "3"}),
+])
+def test_a_list_of_items_refuses_page_arguments_in_one_line(platform: str, kwargs: dict[str, str]) -> None:
+    from mediacrawler.spiders.bilibili import BilibiliSpider
+    from mediacrawler.spiders.douyin import DouyinSpider
+    from mediacrawler.spiders.xhs import XhsSpider
+
+    spidercls: Any = {"bilibili": BilibiliSpider, "douyin": DouyinSpider, "xhs": XhsSpider}[platform]
+    msg = validate_args(spidercls, kwargs)
+    assert msg is not None and "\n" not in msg and msg.startswith(f"{platform}: ")
+    assert "apply to listings" in msg and "is a list of items, walked whole" in msg
+    assert msg.count("-a start") == ("start" in kwargs) and msg.count("-a max_pages") == ("max_pages" in kwargs)
+    # The same target without them is valid, and its spider walks the items given (no pages).
+    plain = {k: v for k, v in kwargs.items() if k not in ("start", "max_pages")}
+    assert validate_args(spidercls, plain) is None
+    spider = spidercls.from_crawler(get_crawler(spidercls), **plain)
+    assert spider.job_state.kind == "items" and spider.job_state.items == spider.requested_items()
+    assert len(spider.job_state.items) == len(plain[next(iter(plain))].split(","))

@@ -215,7 +215,7 @@ def test_a_windowed_facebook_page_sends_since_and_until(sandbox: SandboxProcess,
                                      and q["until"] == [str(int(until.timestamp()) - 1)] for q in queries)
 
 
-def test_given_facebook_posts_are_read_one_by_one_as_pages(sandbox: SandboxProcess, tmp_path: Path) -> None:
+def test_given_facebook_posts_are_read_one_by_one_as_items(sandbox: SandboxProcess, tmp_path: Path) -> None:
     posts = build_facebook_world().posts(PAGE_ID)
     wanted = [posts[2].id, posts[0].id, posts[5].id]  # a video post (its node a chain step), a photo, a status
     sandbox.reset()

@@ -47,9 +47,11 @@ def test_each_xhs_job_opens_its_own_notes_with_their_tokens(tmp_path: Path) -> N
         crawl = plain(XhsSpider, **job)
         assert (spider.job, spider.job_queue) == (crawl.job, crawl.job)
         assert spider.refs == crawl.refs and spider._tokens == crawl._tokens
-        assert spider.page_count() == crawl.page_count()
-        assert spider.listing_url(1, None) == crawl.listing_url(1, None)
-    assert spider.refs == [] and spider.page_count() is None  # -a user: no note of the earlier jobs is left
+        assert (spider.job_state.kind, spider.job_state.items) == (crawl.job_state.kind, crawl.job_state.items)
+        first = [r.url for r in spider.first_requests()]
+        assert first == [r.url for r in crawl.first_requests()] and len(first) == 1
+    # -a user: no note of the earlier jobs is left
+    assert spider.refs == [] and spider.job_state.kind == "listing" and spider.job_state.items == []
 
 
 def test_each_bilibili_and_douyin_job_has_its_own_targets(tmp_path: Path) -> None:
@@ -57,16 +59,18 @@ def test_each_bilibili_and_douyin_job_has_its_own_targets(tmp_path: Path) -> Non
     # Its constructor ran: no WBI key read yet (start() reads it), so URLs go unsigned rather than fail.
     assert bili.signed("/x/player/wbi/playurl", {"cid": 1}).endswith("/x/player/wbi/playurl?cid=1")
     bili.take_job({"bvid": "BV1Sbx411A01,BV1Sbx411A02"})
-    assert bili.bvids == ["BV1Sbx411A01", "BV1Sbx411A02"] and bili.page_count() == 2
+    assert bili.bvids == ["BV1Sbx411A01", "BV1Sbx411A02"] == bili.job_state.items
     bili.take_job({"mid": "2"})
-    assert bili.bvids == [] and bili.page_count() is None and bili.job == plain(BilibiliSpider, mid="2").job
+    assert bili.bvids == [] == bili.job_state.items and bili.job_state.kind == "listing"
+    assert bili.job == plain(BilibiliSpider, mid="2").job
 
     dy = worker(DouyinSpider, tmp_path)
     first, second = douyin.VIDEO_AWEMES
     dy.take_job({"aweme": first})
     dy._named_twice(first, "id", first)  # the first job read it
     dy.take_job({"aweme": f"{second},{first}"})
-    assert dy.targets == [("id", second), ("id", first)] == plain(DouyinSpider, aweme=f"{second},{first}").targets
+    assert dy.job_state.items == [f"id:{second}", f"id:{first}"]
+    assert dy.job_state.items == plain(DouyinSpider, aweme=f"{second},{first}").job_state.items
     assert not dy._named_twice(first, "id", first)  # a new job: not "named twice" by the earlier one
 
 

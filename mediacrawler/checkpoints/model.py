@@ -28,10 +28,14 @@ def check_key(key: str) -> str:
 
 @dataclass
 class Checkpoint:
-    """What one job's checkpoint says. ``watermark`` 0 means no page is done yet."""
+    """What one job's checkpoint says. ``watermark`` 0 means no page is done yet.
+
+    A ``listing`` checkpoint keeps a watermark of pages; an ``items`` checkpoint (a list the user gave) keeps the
+    items done and failed instead, and none of the page fields (docs/architecture.md, "Sources")."""
 
     key: str
     spider: str
+    kind: str = "listing"
     watermark: int = 0
     next_page: int = 1
     next_cursor: str | None = None
@@ -44,11 +48,20 @@ class Checkpoint:
     #: Incremented on every write of this job's checkpoint (monotonic across runs).
     seq: int = 0
     updated_at: str | None = None
+    #: ``items``: the keys of the requested items completed (answered, every post out of the pipelines)…
+    done: list[str] = field(default_factory=list)
+    #: … and of those that failed for good in the last run (fetched again by the next one).
+    failed_items: list[str] = field(default_factory=list)
 
     def stored_ids(self) -> set[str]:
         return {post_id for ids in self.stored.values() for post_id in ids}
 
     def to_dict(self) -> dict[str, Any]:
+        if self.kind == "items":
+            return {"schema": SCHEMA_VERSION, "key": self.key, "spider": self.spider, "kind": "items",
+                    "done": sorted(self.done), "failed": sorted(self.failed_items),
+                    "feeds": [{"path": m.path, "size": m.size} for m in self.feeds if m.line_format],
+                    "seq": self.seq, "updated_at": self.updated_at}
         return {
             "schema": SCHEMA_VERSION,
             "key": self.key,
@@ -74,6 +87,17 @@ class Checkpoint:
             cp_key = check_key(data["key"])
             if key is not None and cp_key != key:
                 raise ValueError(f"key {cp_key!r} in the file of {key!r}")
+            kind = data.get("kind", "listing")
+            if kind == "items":
+                return cls(key=cp_key, spider=_typed(data["spider"], str), kind="items",
+                           done=[_typed(i, str) for i in data["done"]],
+                           failed_items=[_typed(i, str) for i in data.get("failed") or []],
+                           feeds=[FeedMark(_typed(m["path"], str), _typed(m["size"], int))
+                                  for m in data.get("feeds") or []],
+                           seq=_typed(data.get("seq", 0), int),
+                           updated_at=_typed(data.get("updated_at"), str, optional=True))
+            if kind != "listing":
+                raise ValueError(f"kind {kind!r}, this version reads listing and items")
             nxt = data["next"]
             cp = cls(
                 key=cp_key,

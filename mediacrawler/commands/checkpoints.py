@@ -17,6 +17,9 @@ from mediacrawler.config import settings_problem
 
 
 def _summary(cp: Checkpoint) -> str:
+    if cp.kind == "items":
+        failed = f" failed={','.join(sorted(cp.failed_items))}" if cp.failed_items else ""
+        return f"{cp.key}\titems: {len(cp.done)} done{failed}\tupdated {cp.updated_at or '?'}"
     cursor = f" cursor={cp.next_cursor}" if cp.next_cursor else ""
     failed = f" failed={','.join(map(str, sorted(cp.failed_pages)))}" if cp.failed_pages else ""
     return (f"{cp.key}\tnext page {cp.next_page}{cursor}\t{len(cp.stored_ids())} stored past page "

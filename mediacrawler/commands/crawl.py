@@ -256,6 +256,14 @@ def listing_outcome(name: str, crawler: Crawler) -> list[str]:
         lines.append(f"{name}: {count} spider exception(s) ({', '.join(kinds)}; see the tracebacks in the log): "
                      f"what those answers held may be missing; run the same command again, the checkpoint keeps "
                      f"the place of every page not completed")
+    if state is not None and state.items_failed:
+        reasons = state.items_failed
+        first = next(iter(reasons))
+        advice = ("fix that, then run the same command again" if state.rerun_helps is False
+                  else "run the same command again to fetch them, the checkpoint keeps which items are done")
+        lines.append(f"{name}: {len(reasons)} of {len(state.items)} item(s) failed for good (the first, {first}: "
+                     f"{reasons[first]}; see the log); {advice}")
+        return lines
     failed = state.pages_failed if state is not None else 0
     if state is not None and failed:
         # The crawl went on past them, but the job is not complete: say so, and not with exit status 0.

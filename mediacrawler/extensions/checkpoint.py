@@ -83,6 +83,11 @@ class CheckpointExtension:
         self.skip_pipeline = False
         self._pages: dict[int, _PageState] = {}
         self._stored: dict[int, set[str]] = {}
+        #: ``items`` jobs: the items requested, the posts each answered item still has in the pipelines, and the
+        #: item each such post belongs to.
+        self._requested: list[str] = []
+        self._items: dict[str, Counter[str]] = {}
+        self._post_items: dict[str, str] = {}
         self._dirty = False
         # Writes are coalesced (CHECKPOINT_WRITE_INTERVAL) and happen after every item_scraped handler of the turn
         # (the feed exporter's included) has run, so the flush before the write covers every item it counts.
@@ -94,6 +99,8 @@ class CheckpointExtension:
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.page_parsed, signal=mc_signals.page_parsed)
         crawler.signals.connect(self.page_failed, signal=mc_signals.page_failed)
+        crawler.signals.connect(self.requested_item_parsed, signal=mc_signals.requested_item_parsed)
+        crawler.signals.connect(self.requested_item_failed, signal=mc_signals.requested_item_failed)
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
@@ -131,6 +138,10 @@ class CheckpointExtension:
             self._flusher.start(self.interval, now=False)
             if getattr(spider, "worker_id", None):
                 return  # a worker opens each job's checkpoint on job_started
+            if state.kind == "items":
+                logger.info("%s: a list of items keeps no shared checkpoint (the shared dedupe cache answers for "
+                            "the items stored)", key)
+                return
             # A one-job crawl: several processes may share its queue; one whose queue is seeded joins the run.
             store: Any = self.store
             try:
@@ -142,19 +153,13 @@ class CheckpointExtension:
         key = check_key(key)
         if isinstance(self.store, FileCheckpointStore):
             self.store.remove_stale_temps(key)
-        old: Checkpoint | None = None
-        if getattr(args, "reset_checkpoint", False):
-            if self.store.delete(key):
-                logger.info("%s: checkpoint reset (%s deleted)", key, self.store.location(key))
-            self.stats.set_value("checkpoint/reset", True)
-        else:
-            try:
-                old = self.store.load(key)
-            except CheckpointCorrupt as e:
-                moved = self.store.quarantine(key)
-                logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from page 1",
-                               key, self.store.location(key), e, moved)
-                self.stats.inc_value("checkpoint/corrupt")
+        if state.kind == "items":
+            self._open_items(spider, key, args)
+            return
+        old = self._load(key, args, start_at="page 1")
+        if old is not None and old.kind != "listing":
+            logger.info("%s: checkpoint %s is not a listing's; not resumed", key, self.store.location(key))
+            old = None
         if old is not None and old.last_page is not None and old.watermark >= old.last_page:
             # A complete run's checkpoint (left by a version that wrote it back after clearing it): the source was
             # covered, so this run starts where any run after a complete one does (page 1, or -a start).
@@ -197,6 +202,48 @@ class CheckpointExtension:
             # Write the absorbed ids now: the feed marks they came from are replaced by this run's.
             self._dirty = True
             self.commit()
+
+    def _load(self, key: str, args: Any, *, start_at: str) -> Checkpoint | None:
+        """The job's checkpoint (``None``: none, reset with ``-a reset_checkpoint``, or unusable: moved aside)."""
+        if getattr(args, "reset_checkpoint", False):
+            if self.store.delete(key):
+                logger.info("%s: checkpoint reset (%s deleted)", key, self.store.location(key))
+            self.stats.set_value("checkpoint/reset", True)
+            return None
+        try:
+            return self.store.load(key)
+        except CheckpointCorrupt as e:
+            moved = self.store.quarantine(key)
+            logger.warning("%s: checkpoint %s is unusable (%s); moved aside to %s, starting from %s",
+                           key, self.store.location(key), e, moved, start_at)
+            self.stats.inc_value("checkpoint/corrupt")
+            return None
+
+    def _open_items(self, spider: Spider, key: str, args: Any) -> None:
+        """An ``items`` job: its checkpoint says which requested items are done; only the others are fetched."""
+        state = job_state(spider)
+        assert state is not None
+        self._requested = list(state.items)
+        old = self._load(key, args, start_at="the first item")
+        if old is not None and old.kind != "items":
+            # Left by a version that walked a list as pages: its page numbers say nothing of which item is done.
+            logger.info("%s: checkpoint %s is not an items checkpoint; not resumed", key, self.store.location(key))
+            old = None
+        done = [i for i in old.done if i in set(self._requested)] if old is not None else []
+        if old is not None and set(self._requested) <= set(done):
+            self.store.delete(key)  # a completed list's (its clearing failed): a run after it starts afresh
+            logger.info("%s: checkpoint %s is of a completed run; deleted, not resumed", key,
+                        self.store.location(key))
+            old, done = None, []
+        self.checkpoint = Checkpoint(key=key, spider=spider.name, kind="items", seq=old.seq if old else 0,
+                                     done=done)
+        state.items_done = set(done)
+        if old is not None:
+            total = len(self._requested)
+            logger.info("%s: resuming from checkpoint %s: %d of %d items done, the other %d are fetched", key,
+                        self.store.location(key), len(done), total, total - len(done))
+            self.stats.set_value("checkpoint/items_done_before", len(done))
+        self._check_feeds(key)
 
     def _check_feeds(self, key: str) -> None:
         if not self.sync:
@@ -249,6 +296,27 @@ class CheckpointExtension:
         logger.info("%s: page %d failed; the checkpoint stays before it (next run fetches it again)", cp.key, page)
         self._changed()
 
+    def requested_item_parsed(self, spider: Spider, item: str, post_ids: Sequence[str]) -> None:
+        cp = self.checkpoint
+        if cp is None or cp.kind != "items":
+            return
+        pending = Counter(str(i) for i in post_ids)
+        self._items[item] = pending
+        for post_id in pending:
+            self._post_items[post_id] = item
+        self._changed()
+
+    def requested_item_failed(self, spider: Spider, item: str, reason: str) -> None:
+        cp = self.checkpoint
+        if cp is None or cp.kind != "items":
+            return
+        self._items.pop(item, None)
+        if item not in cp.failed_items:
+            cp.failed_items.append(item)
+        logger.info("%s: item %s failed; the checkpoint keeps it undone (the next run fetches it again)", cp.key,
+                    item)
+        self._changed()
+
     def item_scraped(self, item: Any, spider: Spider) -> None:
         self._item_left(item, stored=True)
 
@@ -273,7 +341,12 @@ class CheckpointExtension:
         if cp is None:
             return
         job, page, post_id = _source_of(item)
-        if job != cp.key or page is None or post_id is None:
+        if job != cp.key or post_id is None:
+            return
+        if cp.kind == "items":
+            self._requested_post_left(post_id, failed=failed)
+            return
+        if page is None:
             return
         if self.shared:
             self._events.append({"t": "d", "p": page, "id": post_id, "s": int(stored), "f": int(failed)})
@@ -293,6 +366,22 @@ class CheckpointExtension:
                 cp.failed_pages.append(page)
         self._changed()
 
+    def _requested_post_left(self, post_id: str, *, failed: bool) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        item = self._post_items.get(post_id)
+        pending = self._items.get(item) if item is not None else None
+        if item is None or pending is None:
+            return  # a post of no item answered in this run (a retried post)
+        if pending[post_id] > 0:
+            pending[post_id] -= 1
+        if failed:
+            # A pipeline error: the item stays undone, so the next run fetches it again.
+            del self._items[item]
+            if item not in cp.failed_items:
+                cp.failed_items.append(item)
+        self._changed()
+
     def already_stored(self, post_id: str) -> bool:
         """Whether an earlier, interrupted run of this job stored *post_id* (the skip pipeline asks)."""
         return post_id in self.skip_ids
@@ -305,6 +394,14 @@ class CheckpointExtension:
     def _advance(self) -> None:
         cp = self.checkpoint
         assert cp is not None
+        if cp.kind == "items":
+            for item, pending in list(self._items.items()):
+                if not +pending:  # answered, and every post it announced is out of the pipelines
+                    del self._items[item]
+                    if item not in cp.done:
+                        cp.done.append(item)
+            self.stats.set_value("checkpoint/items_done", len(cp.done))
+            return
         while (state := self._pages.get(cp.watermark + 1)) is not None and state.done:
             page = cp.watermark + 1
             cp.watermark, cp.next_page, cp.next_cursor = page, page + 1, state.next_cursor
@@ -338,8 +435,11 @@ class CheckpointExtension:
         self.stats.inc_value("checkpoint/writes")
 
     def completed(self) -> bool:
-        """The source is done: its last page was reached and every page up to it is stored."""
+        """The source is done: its last page was reached and every page up to it is stored (``items``: every item
+        requested is done)."""
         cp = self.checkpoint
+        if cp is not None and cp.kind == "items":
+            return set(self._requested) <= set(cp.done)
         return cp is not None and cp.last_page is not None and cp.watermark >= cp.last_page
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
@@ -367,7 +467,10 @@ class CheckpointExtension:
                 self.stats.inc_value("checkpoint/write_errors")
                 return
             self.stats.set_value("checkpoint/cleared", True)
-            logger.info("%s: source completed (last page %d stored); checkpoint cleared", cp.key, cp.last_page)
+            if cp.kind == "items":
+                logger.info("%s: source completed (all %d items done); checkpoint cleared", cp.key, len(cp.done))
+            else:
+                logger.info("%s: source completed (last page %d stored); checkpoint cleared", cp.key, cp.last_page)
             # The job's state ends here: a feed opened later (an empty export is created at close) must not
             # write the cleared checkpoint back, which would make the next run resume past page 1.
             self.checkpoint = None
@@ -376,6 +479,12 @@ class CheckpointExtension:
         self.commit()
         self.checkpoint = None
         why = f"closed: {reason}"
+        if cp.kind == "items":
+            left = len(set(self._requested) - set(cp.done))
+            logger.info("%s: checkpoint kept: %d of %d items done (%s); the next run fetches the other %d", cp.key,
+                        len(cp.done), len(self._requested), why if reason != "finished" else
+                        f"{len(cp.failed_items)} failed", left)
+            return
         if reason == "finished":
             why = (f"page {min(cp.failed_pages)} failed" if cp.failed_pages else
                    "the last page was not reached" if cp.last_page is None else "not every page was stored")
@@ -399,6 +508,11 @@ class CheckpointExtension:
             return
         if token is None:
             return  # finished meanwhile by another worker: opening a run now would undo the end of the last one
+        state = job_state(spider)
+        if state is not None and state.kind == "items":
+            logger.info("%s: a list of items keeps no shared checkpoint (the shared dedupe cache answers for the "
+                        "items stored)", job)
+            return
         self._open_shared(spider, check_key(job), token=token, join=False)
 
     def job_finished(self, spider: Spider, job: str) -> None:

@@ -11,7 +11,7 @@ item of it left the pipelines (media included; a media asset that failed is kept
 How it is used (:class:`MarkExtension`):
 
 - ``spider_opened``: the mark is handed to the spider (``JobState.mark``) unless ``-a full=true``, an explicit
-  ``-a start`` without ``-a incremental=true`` (logged), or a list of items (``spider.lists_items()``: in the order
+  ``-a start`` without ``-a incremental=true`` (logged), or a list of items (source kind ``items``: in the order
   given, not newest first; no mark is read or advanced for it). The spider then
   drops posts at or below it and stops paginating at the first page whose posts (pinned ones aside) are all at or
   below it (:meth:`mediacrawler.spiders._base.PlatformSpider._apply_mark`).
@@ -209,8 +209,8 @@ class MarkExtension:
     def _open(self, spider: Spider, key: str) -> None:
         """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
         self.key, self.old, self.best, self.item_errors = key, None, None, 0
-        lists_items = getattr(spider, "lists_items", None)
-        if lists_items is not None and lists_items():
+        state = job_state(spider)
+        if state is not None and state.kind == "items":
             # A list is in the order given, not newest first: a mark would stop it at the first old item and
             # drop the rest unread. Each item is read; dedupe reports the ones already stored.
             logger.info("%s: a list of items: every item is read (a high-water mark applies to listings only)", key)

@@ -45,7 +45,7 @@ class DateWindowPipeline:
             return item
         self.stats.inc_value("window/outside")
         # A post asked for by id (-a bvid=…) is named at INFO: a requested item is never dropped silently.
-        lists_items = getattr(self.crawler.spider, "lists_items", None)
-        level = "INFO" if lists_items is not None and lists_items() else "DEBUG"
+        kind = getattr(self.crawler.spider, "source_kind", None)
+        level = "INFO" if kind is not None and kind() == "items" else "DEBUG"
         raise OutsideWindow(f"post {adapter.get('post_id')} (published {created_at}) is outside the date window "
                             f"(-a since/-a until); not emitted", log_level=level)

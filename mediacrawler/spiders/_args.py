@@ -127,10 +127,16 @@ def keyword_arg(value: str | None, *, most: int = 100, message: str | None = Non
     return text
 
 
-def one_target(model: _M, *, names: tuple[str, ...], message: str) -> _M:
-    """``model`` if exactly one of its fields ``names`` is set, else ``ValueError(message)``."""
+def one_target(model: _M, *, names: tuple[str, ...], message: str, items: tuple[str, ...] = ()) -> _M:
+    """``model`` if exactly one of its fields ``names`` is set, else ``ValueError(message)``. ``items``: the
+    targets that are lists of items (source kind ``items``), which have no pages to start at or count."""
     if sum(getattr(model, name) is not None for name in names) != 1:
         raise ValueError(message)
+    given = next((name for name in items if getattr(model, name) is not None), None)
+    paged = [f"-a {name}" for name in ("start", "max_pages") if getattr(model, name, None) is not None]
+    if given is not None and paged:
+        raise ValueError(f"{' and '.join(paged)} apply to listings; -a {given} is a list of items, walked whole "
+                         f"(a run after an interrupted one fetches only the items its checkpoint has not done)")
     return model
 
 

@@ -9,7 +9,6 @@ import logging
 import os
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -28,7 +27,7 @@ from mediacrawler.contracts import REFRESH_ONLY, AlreadyStored, PlatformRefused,
 from mediacrawler.distributed.scheduler import worker_id
 from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
-from mediacrawler.jobstate import JobState
+from mediacrawler.jobstate import JobState, SourceKind
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, PlatformError, iso_utc, utc_now_iso
 from mediacrawler.pipelines.dedupe import ClaimedElsewhere, DuplicatePost
@@ -36,6 +35,7 @@ from mediacrawler.scrub import scrub
 from mediacrawler.spiders._args import (WORKER_KWARG, SpiderParams, format_validation_error, is_distributed,
                                        is_worker_mode, target_names)
 from mediacrawler.spiders._window import DateWindow, cut_page, window_suffix, zone_named
+from mediacrawler.spiders._chain import Chain, Step
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +65,6 @@ FATAL_CLOSE_REASONS = frozenset({"login_required", "platform_error"})
 
 #: Scheduler priority of listing requests (chain steps and media keep Scrapy's default 0).
 LISTING_PRIORITY = 1
-
-
-@dataclass
-class Step:
-    """One request of a post's chain: a ``name`` for logs and records (``"extend"``, ``"playurl:123"``), the URL,
-    and extra headers (never credentials)."""
-
-    name: str
-    url: str
-    headers: dict[str, str] | None = None
 
 
 def is_pinned(post: Post) -> bool:
@@ -110,16 +100,16 @@ class PlatformSpider(Spider):
     #: Worker mode: the id of this worker, which takes its jobs from Redis (distributed/worker.py); None: a crawl
     #: of the job its arguments name.
     worker_id: str | None = None
-    #: This job's key (checkpoints, marks, output files); a worker's own name until it takes a job.
-    job: str
     #: Which job's shared queue this process serves (the distributed scheduler reads it); None: no job yet.
     job_queue: str | None
     #: The methods a request in the shared queue may name as callback or errback (checked when it is decoded:
     #: someone who can write to Redis must not make a worker call any other method; docs/operations.md).
     queue_callbacks: ClassVar[frozenset[str]] = frozenset({
-        "parse_listing", "listing_failed", "parse_retry_post", "retry_post_failed", "parse_chain_step",
-        "chain_step_failed",
+        "parse_listing", "listing_failed", "parse_item", "item_failed", "parse_retry_post", "retry_post_failed",
+        "parse_chain_step", "chain_step_failed",
     })
+    #: The class of this platform's chain state (spiders/_chain.py): what its steps keep, as typed fields.
+    chain_type: ClassVar[type[Chain]] = Chain
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.worker_id = kwargs.pop(WORKER_KWARG, None)
@@ -146,7 +136,9 @@ class PlatformSpider(Spider):
 
     def new_state(self, job: str) -> JobState:
         """A fresh :class:`JobState` for job ``job`` (``self.args`` already set)."""
-        return JobState(job=job, start=getattr(self.args, "start", None))
+        kind = self.source_kind()
+        return JobState(job=job, kind=kind, start=getattr(self.args, "start", None),
+                        items=list(self.requested_items()) if kind == "items" else [])
 
     @property
     def job(self) -> str:
@@ -185,15 +177,29 @@ class PlatformSpider(Spider):
             self._window_of = (key, DateWindow.of(*key, zone))
         return self._window_of[1]
 
-    def lists_items(self) -> bool:
-        """Whether this job is a list of requested items (``-a bvid=A,B``), not a listing: each page is one
-        item, in the order given, so no high-water mark applies and every item is emitted or reported."""
-        return False
+    def source_kind(self) -> SourceKind:
+        """What this job walks (docs/architecture.md, "Sources"): ``listing`` (pages: :meth:`listing_url`,
+        :meth:`parse_listing_payload`) or ``items`` (the ones the user gave: :meth:`requested_items`,
+        :meth:`item_url`, :meth:`parse_item_payload`; in the order given, no page numbers, no high-water mark)."""
+        return "listing"
+
+    def requested_items(self) -> list[str]:
+        """The keys of the items an ``items`` job requested, in the order given (ids, or ``short:<code>``…)."""
+        return []
+
+    def item_url(self, item: str) -> str:
+        """The URL that fetches requested item ``item``."""
+        raise NotImplementedError
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """Parse the answer for requested item ``item`` into a :class:`Page` of its posts (raises PlatformError or
+        ValueError); ``Page.is_last`` is not read: the list ends with its last item."""
+        raise NotImplementedError
 
     def newest_first(self) -> bool:
-        """Whether the listing is newest first, so that a page all older than ``-a since`` ends the walk (a list of
-        items is in the order given, a search by relevance in none: neither stops there)."""
-        return not self.lists_items()
+        """Whether the listing is newest first, so that a page all older than ``-a since`` ends the walk (the items
+        of an ``items`` job are in the order given, a search by relevance in none: neither stops there)."""
+        return self.source_kind() == "listing"
 
     def target_args(self) -> dict[str, str]:
         """The arguments that name this job's target (e.g. ``{"uid": "7365120894"}``), as ``-a`` would give them."""
@@ -204,26 +210,22 @@ class PlatformSpider(Spider):
         """The URL of listing page ``page`` (``cursor`` is what the previous page gave, when known)."""
         raise NotImplementedError
 
-    def page_count(self) -> int | None:
-        """The number of listing pages when known in advance (one per target of ``-a bvid=a,b``), else ``None``."""
-        return None
-
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
         """Parse one listing response into a :class:`Page` (raises PlatformError or ValueError)."""
         raise NotImplementedError
 
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
+    def next_step(self, chain: Any) -> Step | None:
         """The next request a post listed in ``Page.incomplete`` needs, or ``None`` when it is complete.
 
-        ``chain`` is plain JSON (it travels in ``meta``): ``post_id``, ``raw`` (what the listing gave) and ``data``
-        (what :meth:`parse_step` kept so far), ``step`` (the name of the step last sent)."""
+        ``chain`` is a :attr:`chain_type`: ``post_id``, ``raw`` (what the listing gave), ``step`` (the name of the
+        step last sent) and the platform's own fields (what :meth:`parse_step` kept so far)."""
         return None
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
-        """Keep what the answer to step ``chain["step"]`` says in ``chain["data"]`` (plain JSON); raise
+    def parse_step(self, response: Response, chain: Any) -> None:
+        """Keep what the answer to step ``chain.step`` says in the chain's fields (plain JSON values); raise
         PlatformError or ValueError when it says nothing usable (the chain then ends, marked)."""
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+    def post_from_chain(self, chain: Any, source: Source, *, missing: str | None) -> Post:
         """The post of a finished chain. ``missing`` says which step failed for good and why (``None``: none did);
         the post is emitted all the same, with whatever the platform has it record about what is missing."""
         raise NotImplementedError
@@ -294,6 +296,14 @@ class PlatformSpider(Spider):
         if self.args.retry_only:
             logger.info("%s: retry only: %d posts to read again, no listing", self.job,
                         len(self.job_state.retry_posts))
+            return
+        for request in self.first_requests():
+            yield request
+
+    def first_requests(self) -> Iterator[Request]:
+        """The first request of the job's source: its first listing page, or its first requested item not done."""
+        if self.job_state.kind == "items":
+            yield from self._next_item(None)
             return
         page, cursor = self.first_page()
         if self.args.start is not None:
@@ -454,6 +464,80 @@ class PlatformSpider(Spider):
         if flagged:
             self.crawler.stats.inc_value("incremental/refresh", flagged)
 
+    # --- Requested items (source kind ``items``; docs/architecture.md, "Sources") -------------------------------
+
+    def item_request(self, item: str) -> Request:
+        """The request for requested item ``item``. Never filtered as a duplicate: two entries may name one URL
+        (a short link and its target), and a requested item must be answered or failed, never dropped."""
+        state = self.job_state
+        state.items_requested.add(item)
+        if not self.distributed:  # distributed: another worker may answer it (the queue answers for it)
+            state.item_pending = item
+        return Request(self.item_url(item), callback=self.parse_item, errback=self.item_failed,
+                       headers=self.listing_headers() or None, dont_filter=True,
+                       meta={"mc_api": True, "mc_item": item}, priority=LISTING_PRIORITY)
+
+    def _next_item(self, after: str | None) -> Iterator[Request]:
+        """The request for the first item after ``after`` (``None``: from the start) neither done by an earlier
+        run nor requested in this one; none left: the list is walked to its end (``exhausted``)."""
+        state = self.job_state
+        index = state.items.index(after) + 1 if after in state.items else 0
+        rest = [i for i in state.items[index:] if i not in state.items_done and i not in state.items_requested]
+        if after is None and state.items_done:
+            logger.info("%s: %d of %d items done by an earlier run (checkpoint); %d left", self.job,
+                        len(state.items_done & set(state.items)), len(state.items), len(rest))
+        if not rest:
+            state.exhausted = True
+            return
+        yield self.item_request(rest[0])
+
+    def parse_item(self, response: Response) -> Iterator[Any]:
+        item: str = response.meta["mc_item"]
+        state = self.job_state
+        if state.item_pending == item:
+            state.item_pending = None
+        source = self.source_for(response)
+        try:
+            page = self.parse_item_payload(response, source, item)
+        except UNREADABLE_ANSWER as e:
+            self._item_failed(item, f"unparseable answer: {e}")
+            yield from self._next_item(item)
+            return
+        stats = self.crawler.stats
+        assert stats is not None
+        for reason, count in page.skipped.items():
+            stats.inc_value(f"{self.platform}/skipped/{reason}", count)
+        self.crawler.signals.send_catch_log(signal=mc_signals.requested_item_parsed, spider=self, item=item,
+                                            post_ids=[p.post_id for p in page.posts] + list(page.incomplete))
+        stats.inc_value(f"{self.platform}/items")
+        # First: the next item is fetched while this one's posts go through the pipelines.
+        yield from self._next_item(item)
+        for post in page.posts:
+            yield self.remember_media(post)
+        for post_id, raw in page.incomplete.items():
+            yield self.start_chain(post_id, raw, source)
+
+    def item_failed(self, failure: Failure) -> Iterator[Any]:
+        request = failure.request  # type: ignore[attr-defined]
+        item: str = request.meta["mc_item"]
+        if self.job_state.item_pending == item:
+            self.job_state.item_pending = None
+        reason, rerun_helps = self.listing_failure_reason(failure)
+        self._item_failed(item, scrub(reason), rerun_helps=rerun_helps)
+        if failure.check(PlatformRefused):
+            return iter(())  # the platform refused the job itself (login required): the spider is closing
+        return self._next_item(item)
+
+    def _item_failed(self, item: str, reason: str, *, rerun_helps: bool = True) -> None:
+        state = self.job_state
+        state.items_failed.setdefault(item, reason)
+        state.rerun_helps = bool(state.rerun_helps) or rerun_helps
+        assert self.crawler.stats is not None
+        self.crawler.stats.inc_value(f"{self.platform}/items_failed")
+        logger.error("%s: item %s failed for good: %s", self.job, item, reason)
+        self.crawler.signals.send_catch_log(signal=mc_signals.requested_item_failed, spider=self, item=item,
+                                            reason=reason)
+
     # --- Media left behind by earlier runs (docs/operations.md, "Incremental sync and retries") --------------
 
     def retry_requests(self) -> Iterator[Request]:
@@ -489,45 +573,44 @@ class PlatformSpider(Spider):
 
     def start_chain(self, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
-        chain: dict[str, Any] = {"post_id": post_id, "raw": raw, "data": {}, "step": None}
-        if post_id in self.job_state.refresh_ids:
-            chain["refresh"] = True
+        chain = self.chain_type(post_id=post_id, raw=raw, refresh=post_id in self.job_state.refresh_ids)
         return self._advance_chain(chain, source)
 
-    def _advance_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None = None) -> Request | Post:
+    def _advance_chain(self, chain: Chain, source: Source, *, missing: str | None = None) -> Request | Post:
         step = None if missing is not None else self.next_step(chain)
         if step is None:
             if missing is not None:
                 assert self.crawler.stats is not None
                 self.crawler.stats.inc_value(f"{self.platform}/incomplete_posts")
-                logger.warning("%s: post %s is emitted without %s", self.job, chain["post_id"], missing)
+                logger.warning("%s: post %s is emitted without %s", self.job, chain.post_id, missing)
             post = self.post_from_chain(chain, source, missing=missing)
-            if chain.get("refresh"):
+            if chain.refresh:
                 post.extra[REFRESH_ONLY] = True
             return self.remember_media(post)
-        chain["step"] = step.name
+        chain.step = step.name
         # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
         # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.
         return Request(step.url, callback=self.parse_chain_step, errback=self.chain_step_failed,
                        headers=step.headers or None, dont_filter=True,
-                       meta={"mc_api": True, "mc_page": source.page, "mc_cursor": source.cursor, "mc_chain": chain})
+                       meta={"mc_api": True, "mc_page": source.page, "mc_cursor": source.cursor,
+                             "mc_chain": chain.to_json()})
 
     def parse_chain_step(self, response: Response) -> Iterator[Request | Post]:
-        chain: dict[str, Any] = response.meta["mc_chain"]
+        chain = self.chain_type.from_json(response.meta["mc_chain"])
         source = self.source_for(response)
         try:
             self.parse_step(response, chain)
         except UNREADABLE_ANSWER as e:
-            yield self._advance_chain(chain, source, missing=f"{chain['step']}: {e}")
+            yield self._advance_chain(chain, source, missing=f"{chain.step}: {e}")
             return
         yield self._advance_chain(chain, source)
 
     def chain_step_failed(self, failure: Failure) -> Iterator[Request | Post]:
         request = failure.request  # type: ignore[attr-defined]
-        chain: dict[str, Any] = request.meta["mc_chain"]
+        chain = self.chain_type.from_json(request.meta["mc_chain"])
         # Even when the platform refused the job (the spider is closing), the post the page announced is emitted.
         yield self._advance_chain(chain, self.source_for(request),
-                                  missing=f"{chain['step']}: {scrub(failure.getErrorMessage())}")
+                                  missing=f"{chain.step}: {scrub(failure.getErrorMessage())}")
 
     def _next_page(self, page_no: int, next_cursor: str | None) -> Iterator[Request]:
         limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
@@ -539,9 +622,6 @@ class PlatformSpider(Spider):
         # Distributed: consecutive pages land on different workers, so the count is the page number's distance
         # from the job's first page (the same figure as pages_fetched of a single process).
         fetched = page_no - self.first_page()[0] + 1 if self.distributed else self.job_state.pages_fetched
-        total = self.page_count()
-        if total is not None and page_no >= total:  # after a failed last target: no page past it
-            return
         if self.args.max_pages is not None and fetched >= self.args.max_pages:
             logger.info("%s: max_pages=%d reached at page %d", self.job, self.args.max_pages, page_no)
             self.job_state.stopped_at_max_pages = True
@@ -610,7 +690,7 @@ class PlatformSpider(Spider):
 
     def item_dropped(self, item: Any, spider: Spider, exception: BaseException, **kwargs: Any) -> None:
         """``item_dropped``: a requested item of a list is never dropped silently; one INFO line names it."""
-        if spider is not self or not self.lists_items() or not is_item(item):
+        if spider is not self or self.job_state.kind != "items" or not is_item(item):
             return
         adapter = ItemAdapter(item)
         source = adapter.get("source")
@@ -643,7 +723,20 @@ class PlatformSpider(Spider):
         """``spider_idle``: nothing is in flight, so a listing page still pending is lost: each is failed (the
         checkpoint keeps it, the exit status says so) and the crawl goes on past it as after any failed page."""
         state = self.job_state
-        if spider is not self or not state.listing_pending or state.close_reason is not None:
+        if spider is not self or state.close_reason is not None:
+            return
+        if state.item_pending is not None:
+            # A requested item's request that reached neither callback nor errback (a middleware dropped it).
+            item, state.item_pending = state.item_pending, None
+            self._item_failed(item, "the request was dropped before it reached the spider")
+            follow_items = list(self._next_item(item))
+            assert self.crawler.engine is not None
+            for request in follow_items:
+                self.crawler.engine.crawl(request)
+            if follow_items:
+                raise DontCloseSpider
+            return
+        if not state.listing_pending:
             return
         past = max(state.listing_answered, default=0)
         lost = [(page_no, cursor) for page_no, cursor in sorted(state.listing_pending.items()) if not (
@@ -689,10 +782,9 @@ class PlatformSpider(Spider):
         self.setup_job()
 
     def seed_requests(self) -> Iterator[Request]:
-        """A job's first requests: its posts with media pending retry, then its first listing page."""
+        """A job's first requests: its posts with media pending retry, then its first listing page or item."""
         yield from self.retry_requests()
-        page, cursor = self.first_page()
-        yield self.listing_request(page, cursor)
+        yield from self.first_requests()
 
     # --- Expired media URLs ----------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ import logging
 import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
@@ -34,10 +35,12 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import Page, PlatformError, as_int, as_obj, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._base import PlatformSpider
+from mediacrawler.spiders._chain import Chain, Step
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +111,28 @@ class BilibiliParams(SpiderParams):
     def _one_target(self) -> BilibiliParams:
         return one_target(self, names=TARGETS,
                           message="give exactly one of -a mid=<digits>, -a keyword=<text>, -a bvid=<BV…[,BV…]>, "
-                                  "-a fav=<media_id>, -a season=<mid>:<id> or -a series=<mid>:<id>")
+                                  "-a fav=<media_id>, -a season=<mid>:<id> or -a series=<mid>:<id>",
+                          items=("bvid",))
+
+
+@dataclass
+class BilibiliChain(Chain):
+    """One video: its view (unless the listing gave it), the parts kept (``cids``; ``None`` until the view is
+    read), then per part the playurl's streams and, with ``-a subtitles``/``chapters``, the player's answer."""
+
+    view: dict[str, Any] | None = None
+    cids: list[str] | None = None
+    aid: int | None = None
+    #: The number of parts the video has, when more than BILIBILI_MAX_PARTS were kept.
+    parts_total: int | None = None
+    #: Parts whose playurl was asked, in order; what each gave (renditions) or why not.
+    tried: list[str] = field(default_factory=list)
+    streams: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stream_errors: dict[str, str] = field(default_factory=dict)
+    #: Parts whose player/wbi/v2 was asked; what each gave (subtitles, chapters) or why not.
+    players_tried: list[str] = field(default_factory=list)
+    players: dict[str, dict[str, Any]] = field(default_factory=dict)
+    player_errors: dict[str, str] = field(default_factory=dict)
 
 
 class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
@@ -116,6 +140,7 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
 
     name = "bilibili"
     platform = "bilibili"
+    chain_type = BilibiliChain
     root_settings = ("BILIBILI_API_URL", "BILIBILI_WEB_URL", "BILIBILI_COMMENT_URL")
     params_model = BilibiliParams
     args: BilibiliParams
@@ -135,8 +160,11 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         self.pagination = "cursor" if self.args.keyword is not None and self.args.since is not None else "page"
         super().setup_job()
 
-    def lists_items(self) -> bool:
-        return self.args.bvid is not None
+    def source_kind(self) -> SourceKind:
+        return "items" if self.args.bvid is not None else "listing"
+
+    def requested_items(self) -> list[str]:
+        return self.bvids
 
     def job_key(self) -> str:
         if self.args.mid is not None:
@@ -152,10 +180,6 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
     @property
     def api(self) -> str:
         return str(self.settings.get("BILIBILI_API_URL")).rstrip("/")
-
-
-    def page_count(self) -> int | None:
-        return len(self.bvids) if self.args.bvid else None
 
     # --- WBI keys ---------------------------------------------------------------------------------------------
     async def start(self) -> AsyncIterator[Any]:
@@ -213,8 +237,10 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
             query = {"mid": mid, "series_id": series_id, "only_normal": "true", "sort": "desc", "pn": page,
                      "ps": size}
             return f"{self.api}/x/series/archives?{urlencode(query)}"
-        # -a bvid: page N is the N-th video's detail.
-        return self._view_url(self.bvids[min(page, len(self.bvids)) - 1])
+        raise ValueError(f"{self.job}: no listing for these arguments")
+
+    def item_url(self, item: str) -> str:
+        return self._view_url(item)
 
     def _search_query(self, page: int, cursor: str | None) -> dict[str, Any]:
         """search/type's query: ``-a order``, and a date window filtered server-side (``pubtime_begin_s`` and
@@ -297,9 +323,12 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
             return parser.parse_season_archives(payload)
         if self.args.series is not None:
             return parser.parse_series_archives(payload)
-        page_no = int(source.page or 1)
-        bvid = self.bvids[min(page_no, len(self.bvids)) - 1]
-        page = Page(is_last=page_no >= len(self.bvids))
+        raise ValueError(f"{self.job}: no listing for these arguments")
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """``-a bvid``: one video's view answer (a video that is gone is a record that says so)."""
+        payload = json.loads(response.body)
+        bvid, page = item, Page()
         try:
             parser.raise_for_envelope(payload)
         except PlatformError as e:
@@ -312,87 +341,85 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         return page
 
     # --- one video: view, then one playurl per part -----------------------------------------------------------
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
-        raw, data = chain["raw"], chain["data"]
+    def next_step(self, chain: BilibiliChain) -> Step | None:
+        raw = chain.raw
         if raw.get("gone"):
             return None
-        view = raw.get("view") or data.get("view")
+        view = raw.get("view") or chain.view
         if view is None:
-            return Step("view", self._view_url(chain["post_id"]))
-        if "cids" not in data:
+            return Step("view", self._view_url(chain.post_id))
+        if chain.cids is None:
             self._bound_parts(chain, view)
         # One playurl per kept part, in order: the next is the first not tried (O(1) a step, so the cost of a
         # video stays linear in its parts; re-parsing the view at every step made it quadratic).
-        cids, done = data["cids"], len(data.get("tried", ()))
+        cids, done = chain.cids or [], len(chain.tried)
         if done < len(cids):
-            return Step(f"playurl:{cids[done]}", self._playurl(chain["post_id"], cids[done]))
+            return Step(f"playurl:{cids[done]}", self._playurl(chain.post_id, cids[done]))
         # Then, when subtitles or chapters are asked, one player/wbi/v2 per part (both come in its answer).
-        done = len(data.get("players_tried", ()))
+        done = len(chain.players_tried)
         if not (self.args.subtitles or self.args.chapters) or done >= len(cids):
             return None
         # The API takes the bvid as well; the aid is what the site sends (a view without one still gets its extras).
-        aid = data.get("aid")
-        target = {"aid": aid} if aid is not None else {"bvid": chain["post_id"]}
+        target = {"aid": chain.aid} if chain.aid is not None else {"bvid": chain.post_id}
         return Step(f"player:{cids[done]}", self.signed("/x/player/wbi/v2", {**target, "cid": cids[done]}))
 
-    def _bound_parts(self, chain: dict[str, Any], view: Any) -> None:
-        """Keep the first ``BILIBILI_MAX_PARTS`` parts of the video: their cids in ``data["cids"]``, the view (which
+    def _bound_parts(self, chain: BilibiliChain, view: Any) -> None:
+        """Keep the first ``BILIBILI_MAX_PARTS`` parts of the video: their cids in ``chain.cids``, the view (which
         travels in the chain of every later step) cut to them, and the number the video has."""
-        data = chain["data"]
         extra = parser.parse_view(view, max_parts=setting(self.settings, "BILIBILI_MAX_PARTS")).extra
-        data["cids"] = [str(part["cid"]) for part in extra["parts"]]
-        data["aid"] = extra.get("aid")
+        chain.cids = [str(part["cid"]) for part in extra["parts"]]
+        chain.aid = extra.get("aid")
         if "parts_total" not in extra:
             return
-        data["parts_total"] = extra["parts_total"]
-        kept = set(data["cids"])
+        chain.parts_total = extra["parts_total"]
+        kept = set(chain.cids)
         pages = [p for p in view["data"]["pages"] if isinstance(p, dict) and str(p.get("cid")) in kept]
         trimmed = {**view, "data": {**view["data"], "pages": pages}}
-        if "view" in chain["raw"]:
-            chain["raw"]["view"] = trimmed
+        if "view" in chain.raw:
+            chain.raw["view"] = trimmed
         else:
-            data["view"] = trimmed
+            chain.view = trimmed
         logger.warning("%s: video %s has %d parts; only the first %d are crawled (BILIBILI_MAX_PARTS)", self.job,
-                       chain["post_id"], extra["parts_total"], len(kept))
+                       chain.post_id, extra["parts_total"], len(kept))
 
     def _playurl(self, bvid: str, cid: str) -> str:
         return self.signed("/x/player/wbi/playurl", {"bvid": bvid, "cid": cid, "fnval": 16, "fourk": 1})
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+    def parse_step(self, response: Response, chain: BilibiliChain) -> None:
         payload = json.loads(response.body)
-        step, data = str(chain["step"]), chain["data"]
+        step = str(chain.step)
         if step == "view":
             try:
                 parser.raise_for_envelope(payload)
             except PlatformError as e:
                 if e.kind != "not_found":
                     raise
-                chain["raw"]["gone"] = str(e)
+                chain.raw["gone"] = str(e)
                 return
-            data["view"] = payload
+            chain.view = payload
             return
         cid = step.split(":", 1)[1]
         if step.startswith("player:"):
-            data.setdefault("players_tried", []).append(cid)
+            chain.players_tried.append(cid)
             try:
-                data.setdefault("players", {})[cid] = parser.parse_player(payload, scheme=urlsplit(self.api).scheme)
+                chain.players[cid] = parser.parse_player(payload, scheme=urlsplit(self.api).scheme)
             except PlatformError as e:
                 # The part's video goes on; its record says what could not be read.
-                data.setdefault("player_errors", {})[cid] = str(e)
+                chain.player_errors[cid] = str(e)
             return
-        data.setdefault("tried", []).append(cid)
+        chain.tried.append(cid)
         try:
-            data.setdefault("streams", {})[cid] = parser.parse_playurl(payload)
+            chain.streams[cid] = parser.parse_playurl(payload)
         except PlatformError as e:
             # One part without streams fails that part's asset; the other parts go on.
-            data.setdefault("stream_errors", {})[cid] = str(e)
+            chain.stream_errors[cid] = str(e)
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
-        raw, data = chain["raw"], chain["data"]
-        view = raw.get("view") or data.get("view")
+    def post_from_chain(self, chain: BilibiliChain, source: Source, *, missing: str | None) -> Post:
+        raw = chain.raw
+        view = raw.get("view") or chain.view
         if view is None:
             post = parser.post_from_listing(raw, source=source, fetched_at=self.now_iso()) if raw.get("title") \
-                else Post(platform=self.platform, post_id=chain["post_id"], url=parser.video_url(chain["post_id"]),
+                else Post(platform=self.platform, post_id=chain.post_id, url=parser.video_url(chain.post_id),
                           author=None, created_at=None, source=source, fetched_at=self.now_iso())
             if raw.get("gone"):
                 post.deleted = True
@@ -400,10 +427,10 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         else:
             post = parser.parse_view(view, source=source, fetched_at=self.now_iso(),
                                      max_parts=setting(self.settings, "BILIBILI_MAX_PARTS"))
-            if data.get("parts_total"):
-                post.extra["parts_total"] = data["parts_total"]
-                post.extra["parts_cut"] = data["parts_total"] - len(data.get("cids", ()))
-            streams, errors = data.get("streams", {}), data.get("stream_errors", {})
+            if chain.parts_total:
+                post.extra["parts_total"] = chain.parts_total
+                post.extra["parts_cut"] = chain.parts_total - len(chain.cids or ())
+            streams, errors = chain.streams, chain.stream_errors
             for asset in post.media:
                 if asset.kind != "video":
                     continue
@@ -416,16 +443,16 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
                 else:
                     asset.status = "failed"
                     asset.error = f"no-streams: {errors.get(cid) or missing or 'playurl not read'}"
-            self._add_extras(post, data, missing=missing)
+            self._add_extras(post, chain, missing=missing)
         if missing is not None:
             post.extra["incomplete"] = missing
         return post
 
-    def _add_extras(self, post: Post, data: dict[str, Any], *, missing: str | None) -> None:
+    def _add_extras(self, post: Post, chain: BilibiliChain, *, missing: str | None) -> None:
         """Per part, what ``-a subtitles``/``danmaku``/``chapters`` asked: subtitle and danmaku assets, and in
         ``extra.parts[]`` the ``chapters`` (also on the part's video asset, for its MP4) and ``subtitles``
         (languages) or the ``extras_error`` (docs/records.md)."""
-        players, errors = data.get("players", {}), data.get("player_errors", {})
+        players, errors = chain.players, chain.player_errors
         comment_root = str(self.settings.get("BILIBILI_COMMENT_URL")).rstrip("/")
         videos = {a.key: a for a in post.media if a.kind == "video"}
         for part in post.extra.get("parts", ()):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -29,10 +30,12 @@ from scrapy import Request
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import douyin as parser
 from mediacrawler.parsers._common import Page, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._base import PlatformSpider
+from mediacrawler.spiders._chain import Chain, Step
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +74,15 @@ class DouyinParams(SpiderParams):
     @model_validator(mode="after")
     def _one_target(self) -> DouyinParams:
         # -a user is refused by its own validator, so "exactly one" is "aweme is set".
-        return one_target(self, names=("aweme",), message="give -a aweme=<id or share URL>[,<id or share URL>…]")
+        return one_target(self, names=("aweme",), message="give -a aweme=<id or share URL>[,<id or share URL>…]",
+                          items=("aweme",))
+
+
+@dataclass
+class DouyinChain(Chain):
+    """A short link read with a cookie: the detail API's answer for the aweme it led to, once read."""
+
+    detail: dict[str, Any] | None = None
 
 
 class DouyinSpider(Args[DouyinParams], PlatformSpider):
@@ -79,21 +90,22 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
 
     name = "douyin"
     platform = "douyin"
+    chain_type = DouyinChain
     root_settings = ("DOUYIN_SHARE_URL", "DOUYIN_WEB_URL", "DOUYIN_SHORT_URL")
     params_model = DouyinParams
     args: DouyinParams
     credential_env = "DOUYIN_COOKIE"
 
     def setup_job(self) -> None:
-        #: ``[(kind, value)]``: ``("id", digits)`` or ``("short", code)``, in the order given.
-        self.targets: list[tuple[str, str]] = [(t.split(":", 1)[0], t.split(":", 1)[1])
-                                               for t in str(self.args.aweme).split(",")]
         #: aweme id → the entry of the job's list that named it first (an id, or ``short link <code>``).
         self._named: dict[str, str] = {}
         super().setup_job()
 
-    def lists_items(self) -> bool:
-        return True
+    def source_kind(self) -> SourceKind:
+        return "items"
+
+    def requested_items(self) -> list[str]:
+        return str(self.args.aweme).split(",")  # "id:<digits>" or "short:<code>", as validated
 
     def job_key(self) -> str:
         return f"douyin-aweme-{job_slug(str(self.args.aweme).replace(',', '-').replace(':', '-'))}"
@@ -113,24 +125,12 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
         query = {"device_platform": "webapp", "aid": "6383", "channel": "channel_pc_web", "aweme_id": aweme}
         return f"{self._root('DOUYIN_WEB_URL')}/aweme/v1/web/aweme/detail/?{urlencode(query)}"
 
-    def page_count(self) -> int | None:
-        return len(self.targets)
-
-    def _target(self, page: int) -> tuple[str, str]:
-        targets = self.targets
-        return targets[min(max(page, 1), len(targets)) - 1]
-
-    # --- pages ------------------------------------------------------------------------------------------------
-    def listing_url(self, page: int, cursor: str | None) -> str:
-        kind, value = self._target(page)
+    # --- the awemes given, one request each --------------------------------------------------------------------
+    def item_url(self, item: str) -> str:
+        kind, value = item.split(":", 1)
         if kind == "short":
             return f"{self._root('DOUYIN_SHORT_URL')}/{value}/"
         return self.detail_url(value) if self.use_detail else self.share_url(value)
-
-    def listing_request(self, page: int, cursor: str | None) -> Request:
-        # Two entries may name one video (a short link and its id): the second one's request (or the short link's
-        # redirect) is the URL of the first, which the duplicate filter would drop unanswered.
-        return super().listing_request(page, cursor).replace(dont_filter=True)
 
     def listing_headers(self) -> dict[str, str]:
         if self.use_detail:
@@ -157,10 +157,9 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
                     "(unset it to read the share pages instead)")
         return super().refusal_message(reason)
 
-    def parse_listing_payload(self, response: Response, source: Source) -> Page:
-        page_no = int(source.page or 1)
-        page = Page(is_last=page_no >= len(self.targets))
-        kind, value = self._target(page_no)
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        page = Page()
+        kind, value = item.split(":", 1)
         if kind == "short":
             aweme = parser.aweme_id_from_url(response.url) or self._only_item(response)
             if aweme is None:
@@ -213,20 +212,20 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
         return parser.parse_share_page(response.text, aweme=aweme, source=source, fetched_at=self.now_iso())
 
     # --- a short link with a cookie: the detail API as a chain step -----------------------------------------
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
-        if "detail" in chain["data"]:
+    def next_step(self, chain: DouyinChain) -> Step | None:
+        if chain.detail is not None:
             return None
-        return Step("detail", self.detail_url(chain["post_id"]), headers=self.listing_headers())
+        return Step("detail", self.detail_url(chain.post_id), headers=self.listing_headers())
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+    def parse_step(self, response: Response, chain: DouyinChain) -> None:
         payload = json.loads(response.body)
         if not isinstance(payload, dict):
             raise ValueError("detail answer is not a JSON object")
-        chain["data"]["detail"] = payload
+        chain.detail = payload
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
-        aweme = chain["post_id"]
-        payload = chain["data"].get("detail")
+    def post_from_chain(self, chain: DouyinChain, source: Source, *, missing: str | None) -> Post:
+        aweme = chain.post_id
+        payload = chain.detail
         if payload is None:
             post = Post(platform=self.platform, post_id=aweme, url=parser.post_url(aweme), author=None,
                         created_at=None, source=source, fetched_at=self.now_iso())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -24,10 +25,12 @@ from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._base import PlatformSpider
+from mediacrawler.spiders._chain import Chain, Step
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
 #: A Graph post id: ``<page id>_<post id>``.
@@ -71,7 +74,17 @@ class FacebookParams(SpiderParams):
     @model_validator(mode="after")
     def _one_target(self) -> FacebookParams:
         return one_target(self, names=("page", "video", "post"),
-                          message="give exactly one of -a page=<id>, -a video=<id> or -a post=<page id>_<post id>")
+                          message="give exactly one of -a page=<id>, -a video=<id> or -a post=<page id>_<post id>",
+                          items=("post",))
+
+
+@dataclass
+class FacebookChain(Chain):
+    """A post with videos whose attachment has no source: the video nodes asked, and the sources found
+    (video id → ``[url, length]``)."""
+
+    tried: list[str] = field(default_factory=list)
+    sources: dict[str, list[Any]] = field(default_factory=dict)
 
 
 class FacebookSpider(Args[FacebookParams], PlatformSpider):
@@ -79,6 +92,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
 
     name = "facebook"
     platform = "facebook"
+    chain_type = FacebookChain
     root_settings = ("FACEBOOK_GRAPH_URL",)
     params_model = FacebookParams
     args: FacebookParams
@@ -93,16 +107,18 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
         return f"the Graph API refused the access token: FACEBOOK_ACCESS_TOKEN {self.credential_state()}"
 
     def setup_job(self) -> None:
-        #: The posts of ``-a post``, in order; such a job is a list of items: one page per post, numbered.
+        #: The posts of ``-a post``, in the order given (a list of items).
         self.post_ids: list[str] = str(self.args.post).split(",") if self.args.post else []
-        self.pagination = "page" if self.post_ids else "cursor"
         super().setup_job()
 
-    def lists_items(self) -> bool:
-        return self.args.post is not None
+    def source_kind(self) -> SourceKind:
+        return "items" if self.args.post is not None else "listing"
 
-    def page_count(self) -> int | None:
-        return len(self.post_ids) if self.post_ids else None
+    def requested_items(self) -> list[str]:
+        return self.post_ids
+
+    def item_url(self, item: str) -> str:
+        return f"{self.base_url}/{quote(item)}?{urlencode({'fields': POST_FIELDS})}"
 
     def job_key(self) -> str:
         if self.args.page is not None:
@@ -123,9 +139,6 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.video is not None:
             return f"{self.base_url}/{quote(self.args.video)}?{urlencode({'fields': parser.VIDEO_FIELDS})}"
-        if self.post_ids:
-            post_id = self.post_ids[min(page, len(self.post_ids)) - 1]
-            return f"{self.base_url}/{quote(post_id)}?{urlencode({'fields': POST_FIELDS})}"
         query: dict[str, Any] = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
         window = self.date_window()
         if window is not None:
@@ -154,49 +167,47 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
             post = parser.post_from_video_node(payload, self.args.video, source=source, fetched_at=self.now_iso(),
                                                secrets=self._secrets())
             return Page(posts=[post], is_last=True)
-        if self.post_ids:
-            # One post node reads as a listing of one (its videos without a source then a chain, as on a page).
-            page = parser.parse_posts({"data": [payload]}, source=source, fetched_at=self.now_iso(),
-                                      secrets=self._secrets())
-            page.next_cursor, page.is_last = None, int(source.page or 1) >= len(self.post_ids)
-            return page
         return parser.parse_posts(payload, source=source, fetched_at=self.now_iso(), secrets=self._secrets())
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """``-a post``: one post node, read as a page of one (its videos without a source then a chain, as on a
+        page)."""
+        return parser.parse_posts({"data": [json.loads(response.text)]}, source=source, fetched_at=self.now_iso(),
+                                  secrets=self._secrets())
 
     def listed_time(self, raw: dict[str, Any]) -> str | None:
         # A raw Graph post (waiting for its video nodes) carries created_time in Graph's own format.
         return parser.parse_created_time(raw.get("created_time")) if isinstance(raw, dict) else None
 
     # --- videos without a source: one video node per step -----------------------------------------------------
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
-        data = chain["data"]
-        tried = set(data.get("tried", ()))
-        post = parser.post_from_raw(chain["raw"], video_sources=self._sources(chain))
+    def next_step(self, chain: FacebookChain) -> Step | None:
+        tried = set(chain.tried)
+        post = parser.post_from_raw(chain.raw, video_sources=self._sources(chain))
         for video_id in post.extra.get("videos_unavailable", ()):
             if video_id not in tried:
                 return Step(f"video:{video_id}", self._video_url(video_id))
         return None
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
-        video_id = str(chain["step"]).split(":", 1)[1]
-        data = chain["data"]
-        data.setdefault("tried", []).append(video_id)
+    def parse_step(self, response: Response, chain: FacebookChain) -> None:
+        video_id = str(chain.step).split(":", 1)[1]
+        chain.tried.append(video_id)
         try:
             url, length = parser.parse_video_node(json.loads(response.text), secrets=self._secrets())
         except PlatformError as e:
             if e.kind != "not_found":
                 raise
             # The token may not download this video: the post keeps it listed under videos_unavailable.
-            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain["post_id"], e)
+            self.logger.warning("facebook: video %s of post %s has no source: %s", video_id, chain.post_id, e)
             return
-        data.setdefault("sources", {})[video_id] = [url, length]
+        chain.sources[video_id] = [url, length]
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
-        post = parser.post_from_raw(chain["raw"], source=source, fetched_at=self.now_iso(),
+    def post_from_chain(self, chain: FacebookChain, source: Source, *, missing: str | None) -> Post:
+        post = parser.post_from_raw(chain.raw, source=source, fetched_at=self.now_iso(),
                                     video_sources=self._sources(chain))
         if missing is not None:
             post.extra["incomplete"] = missing
         return post
 
     @staticmethod
-    def _sources(chain: dict[str, Any]) -> dict[str, tuple[str, float | None]]:
-        return {vid: (str(found[0]), found[1]) for vid, found in chain["data"].get("sources", {}).items()}
+    def _sources(chain: FacebookChain) -> dict[str, tuple[str, float | None]]:
+        return {vid: (str(found[0]), found[1]) for vid, found in chain.sources.items()}

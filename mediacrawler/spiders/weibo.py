@@ -17,6 +17,7 @@ and expire (``Expires``/``ssig``); a download that outlives its URL reads the po
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode
 
@@ -25,10 +26,12 @@ from scrapy import Request
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers._common import Page, http_date, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._base import PlatformSpider
+from mediacrawler.spiders._chain import Chain, Step
 
 
 #: Posts one ``-a post`` job may name (each is one page).
@@ -73,7 +76,15 @@ class WeiboParams(SpiderParams):
             raise ValueError("-a search_type applies to -a keyword (a search) only")
         return one_target(self, names=("uid", "keyword", "post"),
                           message="give exactly one of -a uid=<digits>, -a keyword=<text> or -a post=<mid, bid or "
-                                  "link>[,…]")
+                                  "link>[,…]", items=("post",))
+
+
+@dataclass
+class WeiboChain(Chain):
+    """A post marked isLongText: its full text, once ``/statuses/extend`` answered (``None``: it had none)."""
+
+    extended: bool = False
+    long_text: str | None = None
 
 
 class WeiboSpider(Args[WeiboParams], PlatformSpider):
@@ -81,6 +92,7 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
 
     name = "weibo"
     platform = "weibo"
+    chain_type = WeiboChain
     root_settings = ("WEIBO_BASE_URL",)
     params_model = WeiboParams
     args: WeiboParams
@@ -95,16 +107,19 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         tab = f"-{self.args.search_type}" if self.args.search_type not in (None, "all") else ""
         return f"weibo-keyword-{job_slug(self.args.keyword)}{tab}"
 
-    def lists_items(self) -> bool:
-        return self.args.post is not None
-
     def setup_job(self) -> None:
         #: The mids of ``-a post``, in the order given (empty with ``-a uid`` or ``-a keyword``).
         self.post_ids: list[str] = self.args.post.split(",") if self.args.post else []
         super().setup_job()
 
-    def page_count(self) -> int | None:
-        return len(self.post_ids) if self.args.post else None
+    def source_kind(self) -> SourceKind:
+        return "items" if self.args.post is not None else "listing"
+
+    def requested_items(self) -> list[str]:
+        return self.post_ids
+
+    def item_url(self, item: str) -> str:
+        return f"{self.base_url}/statuses/show?{urlencode({'id': item})}"
 
     def newest_first(self) -> bool:
         # A timeline and the realtime tab are; the other tabs are ranked, so -a since never stops them.
@@ -115,9 +130,6 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         return self.settings.get("WEIBO_BASE_URL").rstrip("/")
 
     def listing_url(self, page: int, cursor: str | None) -> str:
-        if self.args.post is not None:  # page N is the N-th post
-            ids = self.post_ids
-            return f"{self.base_url}/statuses/show?{urlencode({'id': ids[min(page, len(ids)) - 1]})}"
         if self.args.uid is not None:
             query = {"containerid": parser.timeline_containerid(self.args.uid), "page": page}
         else:
@@ -136,8 +148,6 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
         payload = json.loads(response.text)
-        if self.args.post is not None:
-            return self._one_post(payload, response, source)
         return parser.parse_index(
             payload,
             source=source,
@@ -146,14 +156,11 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
             now=http_date(response.headers.get(b"Date")),  # "5分钟前" is relative to when Weibo wrote the answer
         )
 
-    def _one_post(self, payload: Any, response: Response, source: Source) -> Page:
-        """Page N of ``-a post``: the N-th post from ``/statuses/show`` (its long text a chain step, as on a
-        timeline), or, when it is gone, a record that says so."""
-        page_no = int(source.page or 1)
-        ids = self.post_ids
-        mid = ids[min(page_no, len(ids)) - 1]
-        page = Page(is_last=page_no >= len(ids))
-        mblog = parser.parse_show(payload)
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """``-a post``: one post from ``/statuses/show`` (its long text a chain step, as on a timeline), or, when
+        it is gone, a record that says so."""
+        mid, page = item, Page()
+        mblog = parser.parse_show(json.loads(response.text))
         if mblog is None:
             page.posts.append(Post(platform=self.platform, post_id=mid, url=f"https://m.weibo.cn/detail/{mid}",
                                    author=None, created_at=None, source=source, fetched_at=self.now_iso(),
@@ -168,27 +175,26 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
             page.posts.append(post)
         return page
 
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
+    def next_step(self, chain: WeiboChain) -> Step | None:
         # One step: the full text of a post marked isLongText.
-        if "long_text" in chain["data"]:
+        if chain.extended:
             return None
-        return Step("extend", f"{self.base_url}/statuses/extend?{urlencode({'id': chain['post_id']})}",
+        return Step("extend", f"{self.base_url}/statuses/extend?{urlencode({'id': chain.post_id})}",
                     headers=self.listing_headers())
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
+    def parse_step(self, response: Response, chain: WeiboChain) -> None:
         try:
             long_text = parser.parse_long_text(json.loads(response.text))
         except ValueError:
             long_text = None
         if long_text is None:
-            self.logger.warning("weibo: no long text for post %s; keeping the truncated text", chain["post_id"])
-        chain["data"]["long_text"] = long_text
+            self.logger.warning("weibo: no long text for post %s; keeping the truncated text", chain.post_id)
+        chain.extended, chain.long_text = True, long_text
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
+    def post_from_chain(self, chain: WeiboChain, source: Source, *, missing: str | None) -> Post:
         # The record is never lost for want of its full text: without it, it is the truncated text, marked
         # extra.long_text = "truncated" by the parser.
-        return parser.parse_mblog(chain["raw"], source=source, fetched_at=self.now_iso(),
-                                  long_text=chain["data"].get("long_text"))
+        return parser.parse_mblog(chain.raw, source=source, fetched_at=self.now_iso(), long_text=chain.long_text)
 
     def post_request(self, post_id: str) -> Request | None:
         return Request(

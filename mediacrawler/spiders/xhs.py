@@ -14,6 +14,7 @@ with that reason. XHS_COOKIE, when set, goes with page requests at download time
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -26,10 +27,12 @@ from scrapy.settings import BaseSettings, Settings
 from mediacrawler.config import setting
 from mediacrawler.fsutil import TooLarge, read_bounded
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import xhs as parser
 from mediacrawler.parsers._common import Page, PlatformError, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, one_target
-from mediacrawler.spiders._base import PlatformSpider, Step
+from mediacrawler.spiders._base import PlatformSpider
+from mediacrawler.spiders._chain import Chain, Step
 
 #: Notes one job may name (``-a note`` or ``-a notes_file``).
 MAX_NOTES = 1000
@@ -103,8 +106,15 @@ class XhsParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> XhsParams:
-        return one_target(self, names=("note", "notes_file", "user"),
-                          message="give exactly one of -a note=<id or URL>[,…], -a notes_file=<path> or -a user=<id>")
+        message = "give exactly one of -a note=<id or URL>[,…], -a notes_file=<path> or -a user=<id>"
+        return one_target(self, names=("note", "notes_file", "user"), message=message, items=("note", "notes_file"))
+
+
+@dataclass
+class XhsChain(Chain):
+    """A note of a profile: what its own page says (:func:`parser.read_note_page`), once read."""
+
+    read: dict[str, Any] | None = None
 
 
 class XhsSpider(Args[XhsParams], PlatformSpider):
@@ -112,6 +122,7 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
 
     name = "xhs"
     platform = "xhs"
+    chain_type = XhsChain
     root_settings = ("XHS_WEB_URL",)
     params_model = XhsParams
     args: XhsParams
@@ -128,8 +139,11 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
         self._tokens: dict[str, tuple[str | None, str | None]] = {n: (t, s) for n, t, s in self.refs}
         super().setup_job()
 
-    def lists_items(self) -> bool:
-        return self.args.user is None
+    def source_kind(self) -> SourceKind:
+        return "listing" if self.args.user is not None else "items"
+
+    def requested_items(self) -> list[str]:
+        return [note_id for note_id, _, _ in self.refs]
 
     def job_key(self) -> str:
         if self.args.user is not None:
@@ -150,31 +164,25 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
     def listing_headers(self) -> dict[str, str]:
         return {"Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.8", "Referer": f"{self.web}/"}
 
-    # --- listings: one page per note, or the profile page -----------------------------------------------------
-    def page_count(self) -> int | None:
-        return None if self.args.user is not None else len(self.refs)
-
+    # --- the notes given (one request each), or the profile page ---------------------------------------------
     def listing_url(self, page: int, cursor: str | None) -> str:
-        if self.args.user is not None:
-            return f"{self.web}/user/profile/{self.args.user}"
-        refs = self.refs
-        return self.note_page_url(refs[min(page, len(refs)) - 1][0])
+        return f"{self.web}/user/profile/{self.args.user}"
+
+    def item_url(self, item: str) -> str:
+        return self.note_page_url(item)
 
     def classify_response(self, response: Response) -> str:
         # HTML pages (or a JSON error body): HTTP 461 and code 300012 mean "slow down".
         return parser.classify_page(response.status, response.body)
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
-        html = response.text
-        if self.args.user is not None:
-            return self._profile(html)
-        refs = self.refs
-        page_no = int(source.page or 1)
-        note_id = refs[min(page_no, len(refs)) - 1][0]
-        post = parser.parse_note_page(html, note_id=note_id, source=source, fetched_at=self.now_iso())
+        return self._profile(response.text)
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        post = parser.parse_note_page(response.text, note_id=item, source=source, fetched_at=self.now_iso())
         if post.deleted:
-            self.logger.warning("xhs: note %s is unavailable: %s", note_id, post.extra.get("unavailable"))
-        return Page(posts=[post], is_last=page_no >= len(refs))
+            self.logger.warning("xhs: note %s is unavailable: %s", item, post.extra.get("unavailable"))
+        return Page(posts=[post])
 
     def _profile(self, html: str) -> Page:
         user = str(self.args.user)
@@ -192,23 +200,23 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
         return page
 
     # --- a profile's note: its own page, as a chain step ------------------------------------------------------
-    def next_step(self, chain: dict[str, Any]) -> Step | None:
-        if "read" in chain["data"]:
+    def next_step(self, chain: XhsChain) -> Step | None:
+        if chain.read is not None:
             return None
-        return Step("note", self.note_page_url(chain["post_id"], default_source="pc_user"),
+        return Step("note", self.note_page_url(chain.post_id, default_source="pc_user"),
                     headers=self.listing_headers())
 
-    def parse_step(self, response: Response, chain: dict[str, Any]) -> None:
-        chain["data"]["read"] = parser.read_note_page(response.text, note_id=chain["post_id"])
+    def parse_step(self, response: Response, chain: XhsChain) -> None:
+        chain.read = parser.read_note_page(response.text, note_id=chain.post_id)
 
-    def post_from_chain(self, chain: dict[str, Any], source: Source, *, missing: str | None) -> Post:
-        note_id, read = chain["post_id"], chain["data"].get("read")
+    def post_from_chain(self, chain: XhsChain, source: Source, *, missing: str | None) -> Post:
+        note_id, read = chain.post_id, chain.read
         if read is None:
-            post = parser.post_from_card(chain["raw"].get("card") or {}, note_id=note_id, source=source,
+            post = parser.post_from_card(chain.raw.get("card") or {}, note_id=note_id, source=source,
                                          fetched_at=self.now_iso())
         else:
             post = parser.post_from_read(read, note_id=note_id, source=source, fetched_at=self.now_iso())
-            if parser.card_pinned(chain["raw"].get("card") or {}):
+            if parser.card_pinned(chain.raw.get("card") or {}):
                 post.extra["pinned"] = True  # only the profile card says so; never a mark, never a stop
         if missing is not None:
             post.extra["incomplete"] = missing
