@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install postgres demo test bench clean
+.PHONY: install postgres browser demo test bench clean
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,9 +29,19 @@ postgres:
 	    postgresql >/dev/null; } || echo "make postgres: not installed; the PostgreSQL tests will skip"; \
 	else echo "make postgres: no PostgreSQL and no apt-get as root; the PostgreSQL tests will skip"; fi
 
+## make browser: Debian's chromium, its chromedriver and a CJK font for the browser tests of mediacrawler web
+## (tests/test_web_browser.py), where we run as root with apt; elsewhere those tests skip and say why.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "make browser: apt-get install chromium chromium-driver fonts-wqy-zenhei (for the web tests)"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	    chromium chromium-driver fonts-wqy-zenhei >/dev/null; } || echo "make browser: not installed; the browser tests will skip"; \
+	else echo "make browser: no chromium and no apt-get as root; the browser tests will skip"; fi
+
 ## make test: the whole suite (real redis-server, PostgreSQL and sandbox subprocesses on 127.0.0.1), in two pytest
 ## processes.
-test: $(STAMP) postgres
+test: $(STAMP) postgres browser
 	$(PY) -m pytest -q -n 2
 
 ## make bench: the benchmarks under benchmarks/ (minutes; not part of make test).

@@ -10,6 +10,8 @@ setup(
     version="0.1.0",
     description="A Scrapy-based crawler for posts, images and videos, resumable and content-addressed.",
     packages=find_packages(include=["mediacrawler", "mediacrawler.*"]),
+    # mediacrawler web's templates and its script and stylesheet (read from the package at run time).
+    package_data={"mediacrawler.web": ["templates/*.html", "static/*.js", "static/*.css"]},
     python_requires=">=3.11",
     install_requires=install_requires,
     entry_points={

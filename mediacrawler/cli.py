@@ -1,5 +1,5 @@
 """The ``mediacrawler`` command: ``demo``, ``get``, ``verify``, ``checkpoints``, ``retry``, ``export``,
-``library``, ``status``.
+``library``, ``web``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
 ``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand
@@ -34,6 +34,8 @@ COMMANDS = {
                "the crawled records as flat CSV (UTF-8 with BOM) or JSON Lines: posts, comments or media"),
     "library": ("mediacrawler.commands.library.main",
                 "library rebuild: link every stored file under its readable path in LIBRARY_DIR again"),
+    "web": ("mediacrawler.commands.web.main",
+            "a web page to browse the collected posts and media, and to watch and start crawls"),
     "status": ("mediacrawler.status.main",
                "checkpoints per source and, with REDIS_URL, queues, workers and leases"),
 }

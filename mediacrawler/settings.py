@@ -454,6 +454,13 @@ DISTRIBUTED_DEAD_MAX: Annotated[int, Range(1)] = 1000
 #: Bytes of one job message; a longer one is dead-lettered when a worker meets it (a job's args are a few names).
 DISTRIBUTED_JOB_MAX_BYTES: Annotated[int, Range(256)] = 65536
 
+# --- The web page (mediacrawler web; docs/web.md) ----------------------------------------------------------------
+#: Address `mediacrawler web` listens on (--host); any but a loopback one needs WEB_AUTH=user:password in the
+#: environment (never a setting: it is a credential).
+WEB_HOST = "127.0.0.1"
+#: Port of `mediacrawler web` (--port); 0: a free one.
+WEB_PORT: Annotated[int, Range(0, 65535)] = 8080
+
 # --- Metrics (extensions/metrics.py) and progress (extensions/progress.py) -------------------------------------
 #: Port of the Prometheus endpoint (http://METRICS_HOST:METRICS_PORT/metrics); unset: no endpoint. 0: a free port,
 #: logged at start ("Metrics endpoint at …").

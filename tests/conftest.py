@@ -13,4 +13,5 @@ pytest_plugins = [
     "tests.plugins.sandbox",
     "tests.plugins.redis_server",
     "tests.plugins.postgres_server",
+    "tests.plugins.web_data",
 ]

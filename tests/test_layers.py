@@ -27,7 +27,7 @@ LAYERS: list[set[str]] = [
     {"pipelines"},
     {"extensions"},
     {"spiders"},
-    {"commands", "cli", "status", "demo", "__main__"},
+    {"commands", "cli", "status", "demo", "__main__", "web"},
 ]
 
 #: (importer, imported) pairs still to be removed: backend tables chosen by a setting's value, which belong in

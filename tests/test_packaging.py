@@ -36,6 +36,8 @@ def test_sdist_carries_the_pins_and_installs(tmp_path: Path) -> None:
                                capture_output=True, text=True, timeout=300)
     assert installed.returncode == 0, installed.stderr[-2000:]
     assert (target / "mediacrawler" / "sandbox" / "server.py").is_file()
+    web = target / "mediacrawler" / "web"  # mediacrawler web reads its templates and static files from the package
+    assert (web / "templates" / "post.html").is_file() and (web / "static" / "app.js").is_file()
     (entry_points,) = target.glob("mediacrawler-*/entry_points.txt")
     text = entry_points.read_text()
     assert "settings = mediacrawler.settings" in text and "mediacrawler = mediacrawler.cli:main" in text

@@ -8,7 +8,7 @@ import asyncio
 from scrapy.utils.test import get_crawler
 
 from mediacrawler.items import MediaAsset, Post
-from mediacrawler.spiders._base import _same_file
+from mediacrawler.spiders._reread import _same_file
 from mediacrawler.spiders.weibo import WeiboSpider
 
 

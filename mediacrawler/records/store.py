@@ -240,6 +240,11 @@ class RecordStore:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
+    def end_read(self) -> None:
+        """End the transaction a read opened (PostgreSQL keeps one open from the first SELECT until told; a
+        long-lived reader such as ``mediacrawler web`` would hold it idle). SQLite reads in autocommit."""
+        self._rollback()
+
     def table(self, name: str, columns: Iterable[str] = ("*",)) -> list[dict[str, Any]]:
         """Every row of table ``name`` in primary-key order."""
         return self.select(f"SELECT {', '.join(columns)} FROM {name} ORDER BY {', '.join(PRIMARY_KEYS[name])}")
