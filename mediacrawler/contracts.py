@@ -8,7 +8,7 @@ Nothing here imports another project module, so any layer may import it (docs/ar
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from itemadapter import ItemAdapter, is_item
@@ -44,6 +44,8 @@ class Resume:
 
     page: int
     cursor: str | None = None
+    #: Comment threads open when the run stopped: post id → its ``ThreadState`` as plain JSON (spiders/_threads.py).
+    threads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,6 +66,12 @@ class HighWaterMark:
         if created_at and self.created_at:
             return created_at <= self.created_at
         return False
+
+
+def is_comment(item: Any) -> bool:
+    """Whether a record is a comment (it has a ``comment_id``; docs/records.md, "Comment"), not a post: what keys
+    on ``post_id`` (checkpoint pages, marks, retries, the skip pipeline) passes comments by."""
+    return is_item(item) and bool(ItemAdapter(item).get("comment_id"))
 
 
 def asset_index_key(*, platform: str, kind: str, key: str) -> str:
@@ -133,6 +141,8 @@ class StoredBefore(Protocol):
     skip_pipeline: bool
     #: Ids of the posts an earlier run of this job stored past the watermark (empty: nothing to skip).
     skip_ids: frozenset[str]
+    #: Ids of the comments of threads left open by that run, found in its export (empty: nothing to skip).
+    skip_comment_ids: frozenset[str]
 
     def already_stored(self, post_id: str) -> bool: ...
 

@@ -22,13 +22,14 @@ from typing import Any
 #: The demo jobs: (spider name, spider arguments). The sandbox's default world has these users.
 DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "7365120894"}),
-    ("weibo", {"uid": "1669879400"}),
+    ("weibo", {"uid": "1669879400", "comments": "all"}),  # with every comment and reply (spiders/_threads.py)
     ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
     ("weibo", {"keyword": "猫"}),
     # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4
     # (sandbox.bilibili_extras); one upload has no DASH, only a durl in 3 segments, joined (sandbox.bilibili).
-    ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true"}),
-    ("facebook", {"page": "100000000000001"}),
+    ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true",
+                  "comments": "all"}),
+    ("facebook", {"page": "100000000000001", "comments": "all"}),
     ("xhs", {"user": "5f0e1d2c3b4a596877665544"}),
     ("douyin", {"aweme": "7300000000000000101,7300000000000000201,https://v.douyin.com/iSbxV101/"}),
 ]
@@ -66,30 +67,35 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
     return settings
 
 
-def _records(out: Path) -> tuple[int, set[tuple[str, str]]]:
-    """Records in the demo's JSON Lines files under *out* (one per line), and the (platform, post id) pairs they
-    hold."""
+def _records(out: Path, *, comments: bool = False) -> tuple[int, set[tuple[str, str]]]:
+    """Records in the demo's JSON Lines files of posts (or of comments) under *out* (one per line), and the
+    (platform, post or comment id) pairs they hold."""
     count, ids = 0, set()
+    field = "comment_id" if comments else "post_id"
     for path in out.glob("*/*.jsonl"):
+        if path.name.endswith(".comments.jsonl") != comments:
+            continue
         with path.open("rb") as f:
             for line in f:
                 if line.strip():
                     count += 1
                     with contextlib.suppress(ValueError, KeyError, TypeError):
                         record = json.loads(line)
-                        ids.add((str(record["platform"]), str(record["post_id"])))
+                        ids.add((str(record["platform"]), str(record[field])))
     return count, ids
 
 
 def _summary_rows(crawlers: list[Any], elapsed: float) -> list[str]:
-    rows = [f"{'job':<40} {'posts':>6} {'pages':>6} {'media':>6} {'new':>5} {'failed':>6} {'MiB':>8} {'status':>10}"]
-    totals = {"posts": 0, "pages": 0, "media": 0, "new": 0, "failed": 0, "bytes": 0}
+    rows = [f"{'job':<40} {'posts':>6} {'comments':>8} {'pages':>6} {'media':>6} {'new':>5} {'failed':>6} "
+            f"{'MiB':>8} {'status':>10}"]
+    totals = {"posts": 0, "comments": 0, "pages": 0, "media": 0, "new": 0, "failed": 0, "bytes": 0}
     for crawler in crawlers:
         stats = crawler.stats.get_stats()
         spider = crawler.spider
         platform = getattr(spider, "platform", spider.name)
         row = {
-            "posts": stats.get("item_scraped_count", 0),
+            "posts": stats.get("item_scraped_count", 0) - stats.get("comments/scraped", 0),
+            "comments": stats.get("comments/scraped", 0),
             "pages": stats.get(f"{platform}/pages", 0),
             "media": sum(stats.get(f"media/{s}", 0) for s in ("downloaded", "deduplicated", "uptodate", "failed")),
             "new": stats.get("media/downloaded", 0),
@@ -99,11 +105,13 @@ def _summary_rows(crawlers: list[Any], elapsed: float) -> list[str]:
         for k in totals:
             totals[k] += row[k]
         rows.append(
-            f"{spider.job:<40} {row['posts']:>6} {row['pages']:>6} {row['media']:>6} {row['new']:>5} {row['failed']:>6} "
+            f"{spider.job:<40} {row['posts']:>6} {row['comments']:>8} {row['pages']:>6} {row['media']:>6} "
+            f"{row['new']:>5} {row['failed']:>6} "
             f"{row['bytes'] / 2**20:>8.2f} {stats.get('finish_reason', '?'):>10}"
         )
     rows.append(
-        f"{'total':<40} {totals['posts']:>6} {totals['pages']:>6} {totals['media']:>6} {totals['new']:>5} "
+        f"{'total':<40} {totals['posts']:>6} {totals['comments']:>8} {totals['pages']:>6} {totals['media']:>6} "
+        f"{totals['new']:>5} "
         f"{totals['failed']:>6} "
         f"{totals['bytes'] / 2**20:>8.2f} {elapsed:>9.1f}s"
     )
@@ -126,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Nothing of an earlier run is removed: the records are appended to, the marks stop each job where the last
     # run did, so a second run adds what is new (nothing, on the unchanged sandbox).
     before, known = _records(out)
+    _, comments_known = _records(out, comments=True)
     started = time.monotonic()
     with start_sandbox() as sandbox:
         print(f"sandbox: {sandbox.url}  (the bundled platform double; all traffic stays on 127.0.0.1)")
@@ -140,16 +149,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.shutdown()
     print("\n".join(_summary_rows(crawlers, elapsed)))
     now, ids = _records(out)
+    _, comment_ids = _records(out, comments=True)
     new_media = sum(c.stats.get_value("media/downloaded", 0) for c in crawlers)
     # New: posts no earlier run recorded. A list of items (the Douyin job) is read again on every run, as asked;
     # its records come again, the same posts, and are said apart.
     again = (now - before) - len(ids - known)
     again_note = f" ({again} of them the same posts read again: a list of items is read on every run)" if again else ""
-    print(f"this run: {len(ids - known)} new posts, {new_media} new media files; records: {before} before, "
-          f"{now} now{again_note}")
+    print(f"this run: {len(ids - known)} new posts, {len(comment_ids - comments_known)} new comments, {new_media} "
+          f"new media files; records: {before} before, {now} now{again_note}")
     objects = out / "files" / "objects"
     stored = [p for p in objects.rglob("*") if p.is_file()] if objects.exists() else []
-    print(f"records: {out}/<spider>/<job>.jsonl   media: {len(stored)} files in {objects}   log: {out / 'crawl.log'}")
+    print(f"records: {out}/<spider>/<job>.jsonl (comments: <job>.comments.jsonl)   media: {len(stored)} files in "
+          f"{objects}   log: {out / 'crawl.log'}")
     print(f"library: {out / 'library'}/<platform>/<author> (<id>)/<date> <post id>/ (the same files, readable names)")
     failed = [c.spider.job for c in crawlers if c.stats.get_value("finish_reason") != "finished"]
     if failed:

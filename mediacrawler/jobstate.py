@@ -49,6 +49,9 @@ class JobState:
     stopped_at_mark: bool = False
     #: Posts at or below the mark read again only to refresh their counts (``-a refresh``).
     refresh_ids: set[str] = field(default_factory=set)
+    #: Comment threads walked completely by earlier runs (``-a comments``): post id → ``[id, created_at]`` of the
+    #: newest top-level comment then; a walk of the thread ends there (set by the marks extension).
+    thread_marks: dict[str, list[str | None]] = field(default_factory=dict)
     #: True once ``-a max_pages`` stopped the walk.
     stopped_at_max_pages: bool = False
     #: Posts with media that failed in earlier runs, read again first.

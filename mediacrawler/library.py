@@ -41,6 +41,8 @@ COMMENTS_DIR = "comments"
 MAX_INDEXED = 1_000_000
 #: Post folders remembered by one process (the oldest forgotten first: a worker runs for months).
 MAX_REMEMBERED = 200_000
+#: Most comments kept waiting for their post's folder (a comment past it is counted ``unplaced``).
+MAX_WAITING_COMMENTS = 20_000
 #: Characters no Windows name may hold, each replaced by its full-width twin (readable, and never a separator).
 _RESERVED = {c: chr(ord(c) + 0xFEE0) for c in '<>:"/\\|?*'}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -339,6 +341,10 @@ class Library:
         self._author_dirs: dict[tuple[str, ...], dict[str, list[str]]] = {}  # parent -> id -> folders on disk
         self._posts: dict[tuple[str, str], tuple[str, ...]] = {}  # (platform, post id) -> post folder
         self._indexed: set[str] = set()  # platforms whose post folders on disk are in _posts
+        #: Comments with media whose post is not placed yet, by post: a walked thread's post comes after its
+        #: comments (spiders/_threads.py), and they are placed with it (at most MAX_WAITING_COMMENTS in all).
+        self._waiting: dict[tuple[str, str], list[Any]] = {}
+        self._waiting_total = 0
         self.symlinks = False  # hard links refused once: symlinks from then on (said once)
 
     # --- planning (no file work) -------------------------------------------------------------------------
@@ -412,7 +418,12 @@ class Library:
                 adapter = ItemAdapter(item)
                 if not adapter.get("media"):
                     return counts
-                folder = self._post_folder(str(adapter.get("platform")), str(adapter.get("post_id")))
+                key = (str(adapter.get("platform")), str(adapter.get("post_id")))
+                folder = self._post_folder(*key)
+                if folder is None and self._waiting_total < MAX_WAITING_COMMENTS:
+                    self._waiting.setdefault(key, []).append(item)  # placed when its post is
+                    self._waiting_total += 1
+                    return counts
                 if folder is None:
                     counts["unplaced"] += sum(1 for m in adapter.get("media") or [] if ItemAdapter(m).get("path"))
                     return counts
@@ -422,8 +433,12 @@ class Library:
                 for post in posts_of(item):
                     fields = post_fields(post)
                     folder = self._resolve(fields, counts)
-                    self._remember((str(fields["platform"]), str(fields["post_id"])), folder)
+                    key = (str(fields["platform"]), str(fields["post_id"]))
+                    self._remember(key, folder)
                     entries.extend(self._post_entries(folder, fields, post))
+                    for comment in self._waiting.pop(key, ()):
+                        self._waiting_total -= 1
+                        entries.extend(self.comment_entries(comment, folder))
             for entry in entries:
                 counts[self._link(entry)] += 1
         return counts

@@ -206,6 +206,15 @@ DEDUPE_TTL: Annotated[int, Range(0)] = 86400
 #: crashed job's in-flight posts stay blocked for other jobs.
 DEDUPE_CLAIM_TTL: Annotated[int, Range(0, above=True)] = 3600
 
+# --- Comment threads (-a comments; spiders/_threads.py, docs/architecture.md "Sources") -------------------------
+#: A re-run refreshes the thread of a post published at most this many days ago (only comments newer than the
+#: thread's mark); older posts' threads are not walked again.
+COMMENTS_REFRESH_DAYS: Annotated[float, Range(0)] = 7
+#: Pages one thread may take (top-level pages and reply pages together): a bound, whatever -a comments says.
+COMMENTS_MAX_PAGES: Annotated[int, Range(1)] = 2000
+#: Replies per page of a reply thread where the API takes a size (Bilibili ``ps``, at most 20; Facebook ``limit``).
+COMMENTS_REPLY_PAGE_SIZE: Annotated[int, Range(1, 20)] = 20
+
 # --- Output -----------------------------------------------------------------------------------------------------
 #: Root of the default JSON Lines export: OUTPUT_DIR/<spider>/<job>.jsonl. Ignored when -o/-O or FEEDS is given.
 OUTPUT_DIR = "output"
@@ -213,6 +222,8 @@ OUTPUT_ENABLED: bool = True
 #: The default export's file under OUTPUT_DIR, with Scrapy's feed URI parameters (%(name)s, %(job)s, %(time)s…).
 #: Appended to by every run, never truncated.
 OUTPUT_FILE: str = "%(name)s/%(job)s.jsonl"
+#: The default export's comments (-a comments), beside the posts: OUTPUT_DIR/<spider>/<job>.comments.jsonl.
+COMMENTS_OUTPUT_FILE: str = "%(name)s/%(job)s.comments.jsonl"
 #: OUTPUT_FILE of `mediacrawler retry` (unless -s OUTPUT_FILE is given): the posts it read again, each once, in a
 #: file of their own beside the job's (docs/operations.md, "Output files").
 RETRY_OUTPUT_FILE: str = "%(name)s/%(job)s.retry-%(time)s.jsonl"
@@ -385,6 +396,8 @@ MARKS_ENABLED: bool = True
 MARKS_BACKEND: Annotated[str, OneOf(("", "file", "redis"), import_path=True), NeedsRedis()] = ""
 #: MARKS_BACKEND="redis": prefix of the key holding each job's mark (its JSON, as the file would hold it).
 MARKS_REDIS_PREFIX = "mediacrawler:marks:"
+#: MARKS_BACKEND="redis": prefix of the key holding each job's comment-thread marks (-a comments).
+MARKS_COMMENTS_REDIS_PREFIX = "mediacrawler:comment-marks:"
 #: Keep media assets that failed in a retry set per job (CHECKPOINT_DIR/retry/<job>.json): the next run of the job
 #: (or `mediacrawler retry`) reads their posts again first; dedupe never drops a post while it has one.
 RETRY_MEDIA_ENABLED: bool = True

@@ -18,3 +18,10 @@ requested_item_parsed = object()
 
 #: A requested item failed for good. Arguments: ``spider``, ``item``, ``reason`` (str).
 requested_item_failed = object()
+
+#: A comment thread moved (spiders/_threads.py). Arguments: ``spider``, ``post_id``, ``state`` (the thread's
+#: ``ThreadState`` as plain JSON: the one that fetches the page just read again; at the end its final state, or
+#: ``None`` after an error), ``comment_ids`` (the comments that page emits, sent before any of them), ``done``
+#: (the thread ended: its post is emitted next), ``mark`` (at the end of a complete walk: ``[id, created_at]`` of
+#: the thread's newest top-level comment, else None).
+thread_progress = object()

@@ -54,14 +54,23 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     rows = summary(first.stdout)
     assert len(rows) == len(DEMO_JOBS) + 1
     assert all(row[-1] == "finished" for job, row in rows.items() if job != "total"), first.stdout
-    posts, pages, media, new, failed = (int(x) for x in rows["total"][:5])
+    posts, comments, pages, media, new, failed = (int(x) for x in rows["total"][:6])
     assert posts > 100 and pages > 10 and media > 200 and new > 0 and failed == 0, first.stdout
-    records = [json.loads(line) for path in out.glob("*/*.jsonl") for line in path.read_text().splitlines()]
+    records = [json.loads(line) for path in out.glob("*/*.jsonl") if not path.name.endswith(".comments.jsonl")
+               for line in path.read_text().splitlines()]
     assert len(records) == posts
+    # One job per platform with comments (Weibo, Bilibili, Facebook): every comment once, in its own file.
+    threads = [json.loads(line) for path in out.glob("*/*.comments.jsonl")
+               for line in path.read_text().splitlines()]
+    assert comments > 100 and len(threads) == comments == len({(c["platform"], c["comment_id"]) for c in threads})
+    assert {c["platform"] for c in threads} == {"weibo", "bilibili", "facebook"}
+    assert all(int(row[1]) > 0 for job, row in rows.items() if job in (
+        "weibo-uid-1669879400", "bilibili-mid-2", "facebook-page-100000000000001")), first.stdout
     objects = sorted(p for p in (out / "files" / "objects").rglob("*") if p.is_file())
     assert objects and any(p.suffix == ".mp4" for p in objects)
     # Every distinct content stored exactly once, and every asset pointing at a stored file with its hash.
-    assets = [m for r in records for post in (r, r.get("reposted") or {}) for m in post.get("media") or []]
+    assets = [m for r in records + threads for post in (r, r.get("reposted") or {})
+              for m in post.get("media") or []]
     stored = {m["sha256"]: m["path"] for m in assets if m["status"] in ("downloaded", "deduplicated", "uptodate")}
     # A subtitle's SRT is a file of its own, recorded on its asset (derived).
     stored.update({d["sha256"]: d["path"] for m in assets for d in (m.get("derived") or {}).values()})
@@ -142,12 +151,17 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     os.utime(victim, ns=(touched.st_atime_ns, touched.st_mtime_ns))  # as it was, for the library's check below
 
     # The second run is incremental: each source stops at its high-water mark, nothing is downloaded again.
-    before = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}
+    before = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")
+              if not path.name.endswith(".comments.jsonl")}
+    comment_files = {path: path.read_bytes() for path in out.glob("*/*.comments.jsonl")}
     assert sum(map(len, before.values())) == posts
     second = mediacrawler("demo", "--out", str(out))
     assert second.returncode == 0, second.stderr[-3000:]
     # ... and it keeps the first run's records: every file holds at least the lines it held (the same ids).
-    after = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")}
+    after = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")
+             if not path.name.endswith(".comments.jsonl")}
+    # The threads were walked down to their marks: no comment again.
+    assert {path: path.read_bytes() for path in out.glob("*/*.comments.jsonl")} == comment_files
     assert set(after) == set(before)
     for name, lines in before.items():
         assert after[name][:len(lines)] == lines, name
@@ -162,7 +176,8 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
             {json.loads(line)["post_id"] for line in before[name]}, name
     now = sum(map(len, after.values()))
     again = now - posts
-    assert f"this run: 0 new posts, 0 new media files; records: {posts} before, {now} now" in second.stdout, \
+    assert f"this run: 0 new posts, 0 new comments, 0 new media files; records: {posts} before, {now} now" in \
+        second.stdout, \
         second.stdout
     note = f"({again} of them the same posts read again: a list of items is read on every run)"
     assert again == 0 or note in second.stdout
@@ -170,8 +185,9 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     assert library_tree(out) == library
     again = summary(second.stdout)
     assert all(row[-1] == "finished" for job, row in again.items() if job != "total"), second.stdout
-    assert all(int(row[0]) == 0 for job, row in again.items() if job.startswith(("weibo-", "bilibili-", "facebook-")))
-    assert int(again["total"][3]) == 0 and int(again["total"][4]) == 0, second.stdout
+    assert all(int(row[0]) == int(row[1]) == 0 for job, row in again.items()
+               if job.startswith(("weibo-", "bilibili-", "facebook-")))
+    assert int(again["total"][4]) == 0 and int(again["total"][5]) == 0, second.stdout
 
 
 def test_the_douyin_demo_job_has_the_album_with_its_live_photo() -> None:

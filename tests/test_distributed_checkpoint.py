@@ -258,3 +258,25 @@ def test_two_processes_of_one_job_share_the_checkpoint_through_the_extension(red
     scraped(three, spider_three, 2, "c")
     three.spider_closed(spider_three, "finished")
     assert store.load(job) is None and three.stats.get_value("checkpoint/cleared") is True
+
+
+def test_open_comment_threads_are_kept_across_runs_and_go_with_the_checkpoint(redis_url: str) -> None:
+    import json
+
+    a, b = stores(redis_url)
+    _, token = a.open_run(KEY, spider="weibo", token="run-1", now=NOW)
+    state = {"post_id": "p1", "thread_id": "p1", "cursor": "100:1", "roots": [], "known": {}, "fetched": 20}
+    entry = {"state": state, "stored": ["c1", "c2"]}
+    a.apply(KEY, token, [announce(1, ["p1", "p2"], "c2"), done(1, "p2"),
+                         {"t": "th", "id": "p1", "e": json.dumps(entry)},
+                         {"t": "th", "id": "p9", "e": json.dumps(entry)}, {"t": "th", "id": "p9", "e": None}],
+            now=NOW)
+    started, _ = b.open_run(KEY, spider="weibo", token="run-2", now=NOW)  # a new run resumes the open thread
+    cp = b.load(KEY)
+    assert started and cp is not None and cp.threads == {"p1": entry}
+    assert cp.threads["p1"]["state"]["roots"] == []  # a list still, not the {} of Redis's JSON library
+    _, token = b.open_run(KEY, spider="weibo", token="run-2", now=NOW)
+    b.apply(KEY, token, [announce(1, ["p1", "p2"], None, last=True), done(1, "p1"),
+                         {"t": "th", "id": "p1", "e": None}], now=NOW)
+    assert b.clear(KEY, "run-2") == 1
+    assert not b.server.exists(f"t:cp:{KEY}:threads") and b.load(KEY) is None

@@ -140,7 +140,8 @@ def test_off_without_metrics_port_and_refuses_a_bad_one() -> None:
 def test_reasons_become_labels_and_lag_counts_pages_past_the_watermark() -> None:
     stats = {"bilibili/pages": 7, "media/failed/http-404": 2, "media/failed/too-large": 1, "media/failed": 3,
              "retry/reason_count/invalid_json": 4, "bilibili/rate_limited/-412": 5, "checkpoint/watermark": 12,
-             "finish_reason": "finished"}
+             "finish_reason": "finished", "item_scraped_count": 50, "comments/scraped": 40,
+             "item_dropped_count": 3, "comments/dropped": 1}
     samples = {(s.name, frozenset(s.labels.items())): s.value
                for f in stats_to_metrics(stats, platform="bilibili", job="bilibili-mid-2", checkpoint_base=9)
                for s in f.samples}
@@ -153,6 +154,10 @@ def test_reasons_become_labels_and_lag_counts_pages_past_the_watermark() -> None
     assert get("mediacrawler_media_files_total", status="failed") == 3
     assert get("mediacrawler_retries_total", reason="invalid_json") == 4
     assert get("mediacrawler_rate_limit_waits_total", reason="-412") == 5
+    # Comments (-a comments) are counted apart from posts.
+    assert get("mediacrawler_posts_total", status="scraped") == 10
+    assert get("mediacrawler_posts_total", status="dropped") == 2
+    assert get("mediacrawler_comments_total", status="scraped") == 40
     # Resumed after page 9, 7 pages parsed, watermark at 12: 3 pages passed, 4 still ahead of the watermark.
     assert get("mediacrawler_checkpoint_lag_pages") == 4
     assert all("finished" not in s.labels.values() for f in stats_to_metrics(

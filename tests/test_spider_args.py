@@ -23,6 +23,10 @@ from mediacrawler.spiders.weibo import WeiboSpider
         ({"keyword": "   "}, "keyword"),
         ({"uid": "1", "typo": "1"}, "typo"),
         ({"uid": "1", "video_codecs": "avc1;rm -rf"}, "video_codecs"),
+        ({"uid": "1", "comments": "many"}, "comments='many'"),
+        ({"uid": "1", "comments": "-3"}, "comments='-3'"),
+        ({"uid": "1", "comments": "0"}, "-a comments=0"),
+        ({"uid": "1", "replies": "5"}, "-a replies needs -a comments"),
     ],
 )
 def test_invalid_arguments_give_one_line(kwargs: dict[str, str], needle: str) -> None:
@@ -32,6 +36,15 @@ def test_invalid_arguments_give_one_line(kwargs: dict[str, str], needle: str) ->
 
 def test_valid_arguments_and_private_scrapyd_args() -> None:
     assert validate_args(WeiboSpider, {"uid": "7365120894", "start": "3", "_job": "abc123"}) is None
+
+
+def test_comment_arguments_are_typed() -> None:
+    from mediacrawler.spiders.weibo import WeiboParams
+
+    assert WeiboParams(uid="1", comments="ALL").comments == "all"
+    params = WeiboParams(uid="1", comments="20", replies="0")
+    assert (params.comments, params.replies) == (20, 0)
+    assert WeiboParams(uid="1").comments is None
 
 
 def test_video_codecs_argument_reaches_the_video_settings() -> None:

@@ -52,6 +52,9 @@ class Checkpoint:
     done: list[str] = field(default_factory=list)
     #: … and of those that failed for good in the last run (fetched again by the next one).
     failed_items: list[str] = field(default_factory=list)
+    #: Comment threads open (their post not stored yet): post id → ``{"state": ThreadState as JSON (the one that
+    #: fetches the first page not all stored), "stored": [ids of that page's comments already stored]}``.
+    threads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def stored_ids(self) -> set[str]:
         return {post_id for ids in self.stored.values() for post_id in ids}
@@ -74,6 +77,7 @@ class Checkpoint:
             "feeds": [{"path": m.path, "size": m.size} for m in self.feeds if m.line_format],
             "seq": self.seq,
             "updated_at": self.updated_at,
+            **({"threads": self.threads} if self.threads else {}),
         }
 
     @classmethod
@@ -111,12 +115,21 @@ class Checkpoint:
                 feeds=[FeedMark(_typed(m["path"], str), _typed(m["size"], int)) for m in data.get("feeds") or []],
                 seq=_typed(data.get("seq", 0), int),
                 updated_at=_typed(data.get("updated_at"), str, optional=True),
+                threads={_typed(post, str): thread_entry(entry)
+                         for post, entry in dict(data.get("threads") or {}).items()},
             )
             if cp.watermark < 0 or cp.next_page != cp.watermark + 1:
                 raise ValueError(f"watermark {cp.watermark} and next page {cp.next_page} disagree")
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise CheckpointCorrupt(f"{type(e).__name__}: {e}") from None
         return cp
+
+
+def thread_entry(entry: Any) -> dict[str, Any]:
+    """One open thread of a checkpoint: its state (an object with a ``post_id``) and stored comment ids."""
+    state = _typed(_typed(entry, dict)["state"], dict)
+    _typed(state["post_id"], str)
+    return {"state": state, "stored": [_typed(i, str) for i in entry.get("stored") or []]}
 
 
 def _typed(value: Any, kind: type, *, optional: bool = False) -> Any:

@@ -124,11 +124,12 @@ def store_from_settings(settings: BaseSettings) -> CheckpointStore:
     return store
 
 
-def scan_feed_tail(mark: FeedMark, key: str) -> dict[int, set[str]]:
+def scan_feed_tail(mark: FeedMark, key: str, *, comments: set[str] | None = None) -> dict[int, set[str]]:
     """Post ids of job *key* in a JSON Lines feed after ``mark.size``: records exported after the last checkpoint.
 
     A hard kill can come after records reached the file and before the checkpoint that counts them; those records
     are stored all the same and must not be emitted again. A torn last line is cut first (it was never complete).
+    Comments of the job (records with a ``comment_id``) go to ``comments`` when given, never among the posts.
     A file shorter than the mark was rewritten since; it is read whole.
     """
     path = Path(mark.path)
@@ -143,6 +144,10 @@ def scan_feed_tail(mark: FeedMark, key: str) -> dict[int, set[str]]:
                     record = json.loads(line)
                     source = record.get("source") or {}
                     if source.get("job") != key or not record.get("post_id"):
+                        continue
+                    if record.get("comment_id"):
+                        if comments is not None:
+                            comments.add(str(record["comment_id"]))
                         continue
                     page = int(source.get("page") or 0)
                 except (ValueError, TypeError, AttributeError):

@@ -11,6 +11,8 @@ default ``mediacrawler:checkpoint:``; job keys never hold a colon)::
     <prefix><job>:pages  HASH  page -> JSON {"a": announced 0/1, "p": {post id: 1} still pending,
                                "e": {id: 1} left before the page was announced, "s": {id: 1} stored,
                                "c": next cursor, "l": last page 0/1, "f": failed 0/1}
+    <prefix><job>:threads HASH post id -> JSON {"state", "stored"}: an open comment thread (``-a comments``), as
+                               ``Checkpoint.threads`` holds it (the last worker to read one of its pages wrote it)
 
 Post ids, not counts: after a lease takeover the same page is announced again and its posts leave again (stored
 again or dropped as duplicates); with ids every event is idempotent, so a batch may be sent twice (a Redis error
@@ -35,7 +37,7 @@ import redis
 from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.distributed.scheduler import acks_pending
-from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
+from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key, thread_entry
 
 if TYPE_CHECKING:
     from typing import Self
@@ -58,7 +60,14 @@ local function get(k)
 end
 for _, ev in ipairs(cjson.decode(ARGV[2])) do
   local page = tonumber(ev.p)
-  if page and page > w then
+  if ev.t == 'th' then
+    -- a comment thread's entry, kept as the JSON text it came as (cjson would turn [] into {})
+    if type(ev.e) == 'string' then
+      redis.call('HSET', KEYS[3], ev.id, ev.e)
+    else
+      redis.call('HDEL', KEYS[3], ev.id)
+    end
+  elseif page and page > w then
     local st = get(tostring(page))
     if ev.t == 'a' then
       if st.a ~= 1 then
@@ -108,7 +117,7 @@ if run and (run == ARGV[1] or ARGV[3] == '1') then return {0, run} end
 -- a completed run's checkpoint (its clear never came): the source was covered, it is not resumed
 local done_last = tonumber(redis.call('HGET', meta, 'last_page') or '')
 if ARGV[5] == '1' or (done_last and tonumber(redis.call('HGET', meta, 'watermark')) >= done_last) then
-  redis.call('DEL', meta, pages)
+  redis.call('DEL', meta, pages, KEYS[3])
 end
 if redis.call('EXISTS', meta) == 0 then
   redis.call('HSET', meta, 'spider', ARGV[2], 'watermark', 0, 'cursor', '', 'seq', 0)
@@ -116,7 +125,7 @@ end
 if ARGV[4] ~= '' then
   -- an explicit start wins: pages before it are not this run's, nothing past it was stored by it
   redis.call('HSET', meta, 'watermark', tonumber(ARGV[4]) - 1, 'cursor', '')
-  redis.call('DEL', pages)
+  redis.call('DEL', pages, KEYS[3])
 else
   -- a new run fetches every page past the watermark again: only the ids of posts already stored are kept
   local all = redis.call('HGETALL', pages)
@@ -143,7 +152,7 @@ if redis.call('EXISTS', meta) == 0 then return -1 end
 if ARGV[1] ~= '' and redis.call('HGET', meta, 'run') ~= ARGV[1] then return -2 end
 local last = tonumber(redis.call('HGET', meta, 'last_page') or '')
 if last and tonumber(redis.call('HGET', meta, 'watermark')) >= last then
-  redis.call('DEL', meta, pages)
+  redis.call('DEL', meta, pages, KEYS[3])
   return 1
 end
 return 0
@@ -185,7 +194,7 @@ class RedisCheckpointStore:
 
     def _keys(self, key: str) -> list[str]:
         meta = f"{self.prefix}{check_key(key)}"
-        return [meta, f"{meta}:pages"]
+        return [meta, f"{meta}:pages", f"{meta}:threads"]
 
     # --- CheckpointStore --------------------------------------------------------------------------------------
 
@@ -193,12 +202,13 @@ class RedisCheckpointStore:
         return f"redis:{self._keys(key)[0]}"
 
     def load(self, key: str) -> Checkpoint | None:
-        meta_key, pages_key = self._keys(key)
+        meta_key, pages_key, threads_key = self._keys(key)
         pipe = self.server.pipeline(transaction=True)
         pipe.hgetall(meta_key)
         pipe.hgetall(pages_key)
+        pipe.hgetall(threads_key)
         try:
-            meta_raw, pages_raw = pipe.execute()
+            meta_raw, pages_raw, threads_raw = pipe.execute()
         except redis.ResponseError as e:  # a key of another type
             raise CheckpointCorrupt(f"unreadable: {e}") from None
         if not meta_raw:
@@ -222,15 +232,16 @@ class RedisCheckpointStore:
                 next_cursor=meta.get("cursor") or None, stored=stored, failed_pages=sorted(failed),
                 last_page=int(meta["last_page"]) if meta.get("last_page") else None,
                 seq=int(meta.get("seq") or 0), updated_at=meta.get("updated_at") or None,
+                threads={post.decode(): thread_entry(json.loads(entry)) for post, entry in threads_raw.items()},
             )
         except (KeyError, ValueError, TypeError, AttributeError) as e:
             raise CheckpointCorrupt(f"{type(e).__name__}: {e}") from None
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Replace the whole document (no run: the next worker on the job starts a run from it)."""
-        meta_key, pages_key = self._keys(checkpoint.key)
+        meta_key, pages_key, threads_key = self._keys(checkpoint.key)
         pipe = self.server.pipeline(transaction=True)
-        pipe.delete(meta_key, pages_key)
+        pipe.delete(meta_key, pages_key, threads_key)
         pipe.hset(meta_key, mapping={
             "spider": checkpoint.spider, "watermark": checkpoint.watermark, "cursor": checkpoint.next_cursor or "",
             "last_page": "" if checkpoint.last_page is None else checkpoint.last_page, "seq": checkpoint.seq,
@@ -241,6 +252,8 @@ class RedisCheckpointStore:
                  for p, ids in checkpoint.stored.items() if p > checkpoint.watermark}
         if pages:
             pipe.hset(pages_key, mapping=pages)  # type: ignore[arg-type]
+        if checkpoint.threads:
+            pipe.hset(threads_key, mapping={post: json.dumps(entry) for post, entry in checkpoint.threads.items()})
         pipe.execute()
 
     def delete(self, key: str) -> bool:

@@ -6,6 +6,7 @@ really stored. The document and its stores are :mod:`mediacrawler.checkpoints`; 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -23,7 +24,7 @@ from twisted.internet.task import LoopingCall
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
-from mediacrawler.contracts import AlreadyStored, Resume
+from mediacrawler.contracts import AlreadyStored, Resume, is_comment
 from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
@@ -51,9 +52,14 @@ class _PageState:
         return not self.failed and not +self.pending
 
 
+#: One page of a comment thread as the checkpoint follows it: the state that fetches it, its comments not yet out
+#: of the pipelines, and those out.
+_ThreadPage = tuple[dict[str, Any] | None, Counter[str], set[str]]
+
+
 def _source_of(item: Any) -> tuple[str | None, int | None, str | None]:
     """(job, page, post_id) of an item, ``None`` parts when the item does not say."""
-    if not is_item(item):
+    if not is_item(item) or is_comment(item):
         return None, None, None
     adapter = ItemAdapter(item)
     source = adapter.get("source")
@@ -80,8 +86,12 @@ class CheckpointExtension:
         self.sync = settings.getbool("CHECKPOINT_SYNC_FEEDS", True)
         self.checkpoint: Checkpoint | None = None  # the state of the running job; None: not a checkpointed spider
         self.skip_ids: frozenset[str] = frozenset()
+        self.skip_comment_ids: frozenset[str] = frozenset()
         self.skip_pipeline = False
         self._pages: dict[int, _PageState] = {}
+        #: Open comment threads: post id → ``[state, comments not yet out, comments out]`` per page read, oldest
+        #: first; the first with comments not yet out is the thread's resume point (``Checkpoint.threads``).
+        self._threads: dict[str, list[_ThreadPage]] = {}
         self._stored: dict[int, set[str]] = {}
         #: ``items`` jobs: the items requested, the posts each answered item still has in the pipelines, and the
         #: item each such post belongs to.
@@ -104,6 +114,7 @@ class CheckpointExtension:
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
+        crawler.signals.connect(self.thread_progress, signal=mc_signals.thread_progress)
         #: Shared mode (a Redis store): events waiting for the next batch, and the run they belong to.
         self.shared = bool(getattr(self.store, "shared", False))
         self._events: list[dict[str, Any]] = []
@@ -180,13 +191,19 @@ class CheckpointExtension:
             # last_page is not carried over: only this run's own end-of-list signal may clear the checkpoint.
             cp.failed_pages = list(old.failed_pages)
             stored = {page: set(ids) for page, ids in old.stored.items()}
+            comments = {i for entry in old.threads.values() for i in entry["stored"]}
             # Records exported after the last checkpoint write, before the process died: stored all the same.
             for mark in old.feeds:
-                for page, ids in scan_feed_tail(mark, key).items():
+                for page, ids in scan_feed_tail(mark, key, comments=comments).items():
                     stored.setdefault(page, set()).update(ids)
             self._stored = {page: ids for page, ids in stored.items() if page > cp.watermark}
             self.skip_ids = frozenset(i for ids in stored.values() for i in ids)
-            state.resume = Resume(page=cp.next_page, cursor=cp.next_cursor)
+            self.skip_comment_ids = frozenset(comments)
+            cp.threads = dict(old.threads)  # open until their posts are stored, in this run or a later one
+            state.resume = Resume(page=cp.next_page, cursor=cp.next_cursor,
+                                  threads={post: entry["state"] for post, entry in old.threads.items()})
+            if old.threads:
+                logger.info("%s: %d comment threads resume at their stored cursors", key, len(old.threads))
             logger.info(
                 "%s: resuming at page %d%s from checkpoint %s (pages up to %d done; %d posts of later pages "
                 "already stored)", key, cp.next_page, f" (cursor {cp.next_cursor})" if cp.next_cursor else "",
@@ -336,11 +353,60 @@ class CheckpointExtension:
         self._dirty = True
         self.commit()
 
+    def thread_progress(self, spider: Spider, post_id: str, state: dict[str, Any] | None, comment_ids: list[str],
+                        done: bool, **kwargs: Any) -> None:
+        """A thread read a page (or ended): its resume point moves once the comments before it are out."""
+        if self.checkpoint is None:
+            return
+        self._threads.setdefault(post_id, []).append((state, Counter(comment_ids), set()))
+        self._thread_moved(post_id)
+
+    def _comment_left(self, item: Any) -> None:
+        adapter = ItemAdapter(item)
+        comment_id, queue = str(adapter.get("comment_id")), self._threads.get(str(adapter.get("post_id")))
+        for _, pending, out in queue or ():
+            if pending[comment_id] > 0:
+                pending[comment_id] -= 1
+                out.add(comment_id)  # out of the pipelines (stored, or dropped for good): never emitted again
+                self._thread_moved(str(adapter.get("post_id")))
+                return
+
+    def _thread_moved(self, post_id: str) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        queue = self._threads[post_id]
+        while len(queue) > 1 and not +queue[0][1]:
+            queue.pop(0)
+        state, _, out = queue[0]
+        self._thread_entry(post_id, None if state is None else {"state": state, "stored": sorted(out)})
+
+    def _thread_entry(self, post_id: str, entry: dict[str, Any] | None) -> None:
+        cp = self.checkpoint
+        assert cp is not None
+        if self.shared:
+            # As JSON text: the script stores it as it comes (its JSON library would write an empty list as {}).
+            self._events.append({"t": "th", "id": post_id, "e": None if entry is None else json.dumps(entry)})
+            return
+        if entry is None:
+            cp.threads.pop(post_id, None)
+        else:
+            cp.threads[post_id] = entry
+        self._dirty = True
+        self._commit_later.schedule(self.write_interval)
+
     def _item_left(self, item: Any, *, stored: bool, failed: bool = False) -> None:
         cp = self.checkpoint
         if cp is None:
             return
+        if is_comment(item):
+            self._comment_left(item)
+            return
         job, page, post_id = _source_of(item)
+        if not failed and post_id and (post_id in cp.threads or post_id in self._threads):
+            # A thread's post is emitted when the thread ended: once it left the pipelines (stored, or dropped as
+            # stored before), the thread is closed; after an item error its final state stays, for the next run.
+            self._threads.pop(post_id, None)
+            self._thread_entry(post_id, None)
         if job != cp.key or post_id is None:
             return
         if cp.kind == "items":
@@ -499,6 +565,7 @@ class CheckpointExtension:
     def job_started(self, spider: Spider, job: str) -> None:
         """A worker starts serving *job*: start or join the run of its shared checkpoint (resume from it)."""
         self.checkpoint, self._token, self._events, self.skip_ids = None, None, [], frozenset()
+        self._threads, self.skip_comment_ids = {}, frozenset()
         store: Any = self.store
         try:
             token = store.run_token(spider.name, job)
@@ -548,9 +615,12 @@ class CheckpointExtension:
             return
         self.checkpoint = cp or Checkpoint(key=key, spider=spider.name)
         self.skip_ids = frozenset(self.checkpoint.stored_ids())
-        if page > 1 or cursor:
+        threads = self.checkpoint.threads
+        self.skip_comment_ids = frozenset(i for entry in threads.values() for i in entry["stored"])
+        if page > 1 or cursor or threads:
             if (state := job_state(spider)) is not None:
-                state.resume = Resume(page=page, cursor=cursor)
+                state.resume = Resume(page=page, cursor=cursor,
+                                      threads={post: entry["state"] for post, entry in threads.items()})
             self.stats.set_value("checkpoint/resumed_at", page)
         logger.info("%s: %s the run of shared checkpoint %s at page %d%s (%d posts of later pages already stored)",
                     key, "started" if started else "joined", store.location(key), page,

@@ -48,6 +48,7 @@ from itemadapter import ItemAdapter, is_item
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.checkpoints.store import store_from_settings
 from mediacrawler.distributed.docstore import RedisDocumentStore
@@ -56,7 +57,7 @@ from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, 
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.contracts import HighWaterMark
+from mediacrawler.contracts import HighWaterMark, is_comment
 
 if TYPE_CHECKING:
     from typing import Self
@@ -147,6 +148,53 @@ class RedisMarkStore(RedisDocumentStore[Mark]):
     corrupt = MarkCorrupt
 
 
+@dataclass
+class ThreadMarks:
+    """The comment threads of one job walked completely (``-a comments``): post id → ``[id, created_at]`` of the
+    thread's newest top-level comment then. A re-run's walk of the thread ends there (spiders/_threads.py). File
+    backend: ``CHECKPOINT_DIR/marks/comments/<job>.json``."""
+
+    key: str
+    spider: str
+    threads: dict[str, list[str | None]]
+    seq: int = 0
+    updated_at: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA_VERSION, "key": self.key, "spider": self.spider, "threads": self.threads,
+                "seq": self.seq, "updated_at": self.updated_at}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, key: str) -> ThreadMarks:
+        try:
+            if not isinstance(data, dict) or data.get("schema") != SCHEMA_VERSION or data.get("key") != key:
+                raise ValueError("another schema or key")
+            threads = {str(post): [str(m[0]), None if m[1] is None else str(m[1])]
+                       for post, m in dict(data["threads"]).items()}
+            return cls(key=key, spider=str(data["spider"]), threads=threads, seq=int(data.get("seq") or 0),
+                       updated_at=data.get("updated_at"))
+        except (KeyError, TypeError, ValueError, IndexError) as e:
+            raise MarkCorrupt(f"{type(e).__name__}: {e}") from None
+
+
+class FileThreadMarkStore(FileDocumentStore[ThreadMarks]):
+    subdir = "marks/comments"
+    document = ThreadMarks
+    corrupt = MarkCorrupt
+
+
+class RedisThreadMarkStore(RedisDocumentStore[ThreadMarks]):
+    prefix_setting = "MARKS_COMMENTS_REDIS_PREFIX"
+    document = ThreadMarks
+    corrupt = MarkCorrupt
+
+
+def thread_mark_store_from_settings(settings: BaseSettings) -> DocumentStore[ThreadMarks]:
+    """Thread marks beside the marks: the ``redis`` store when the marks are in Redis, else files."""
+    redis_marks = isinstance(mark_store_from_settings(settings), RedisMarkStore)
+    return (RedisThreadMarkStore if redis_marks else FileThreadMarkStore).from_settings(settings)
+
+
 def mark_store_from_settings(settings: BaseSettings) -> MarkStore:
     """The store ``MARKS_BACKEND`` names; NotConfigured when it names nothing usable."""
     store: MarkStore = document_store_from_settings(settings, "MARKS_BACKEND", MARK_BACKENDS)
@@ -155,7 +203,7 @@ def mark_store_from_settings(settings: BaseSettings) -> MarkStore:
 
 def _stored_post(item: Any) -> tuple[str, str | None, bool] | None:
     """(post_id, created_at, pinned) of a post listed by a page of the running job, else None."""
-    if not is_item(item):
+    if not is_item(item) or is_comment(item):
         return None
     adapter = ItemAdapter(item)
     source = adapter.get("source")
@@ -184,6 +232,12 @@ class MarkExtension:
         #: The newest stored candidate of this run.
         self.best: HighWaterMark | None = None
         self.item_errors = 0
+        #: Comment threads (``-a comments``): their store, the marks read at start, those of threads walked
+        #: completely in this run (post id → ``[id, created_at]``), and posts with a comment failed in pipelines.
+        self.thread_store = thread_mark_store_from_settings(settings)
+        self.threads: ThreadMarks | None = None
+        self.thread_candidates: dict[str, list[str | None]] = {}
+        self.thread_errors: set[str] = set()
         #: Workers: the run token of the job served (``None``: no candidate is kept for it), and the shared
         #: checkpoint store that says whether the job completed (set on the first job).
         self.token: str | None = None
@@ -195,6 +249,7 @@ class MarkExtension:
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)
+        crawler.signals.connect(self.thread_progress, signal=mc_signals.thread_progress)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -209,6 +264,7 @@ class MarkExtension:
     def _open(self, spider: Spider, key: str) -> None:
         """Read the mark of job ``key`` and hand it to the spider (unless ``-a full=true``)."""
         self.key, self.old, self.best, self.item_errors = key, None, None, 0
+        self._open_threads(spider, key)
         state = job_state(spider)
         if state is not None and state.kind == "items":
             # A list is in the order given, not newest first: a mark would stop it at the first old item and
@@ -249,6 +305,48 @@ class MarkExtension:
         self.stats.set_value("incremental/mark", self.old.post_id)
         logger.info("%s: incremental: posts up to %s (%s) are stored; stopping at the first page below it",
                     self.key, self.old.post_id, self.old.created_at or "time unknown")
+
+    # --- Comment threads (-a comments) ---------------------------------------------------------------------------
+
+    def _open_threads(self, spider: Spider, key: str) -> None:
+        self.threads, self.thread_candidates, self.thread_errors = None, {}, set()
+        args: Any = getattr(spider, "args", None)
+        if getattr(args, "comments", None) is None:
+            return
+        state = job_state(spider)
+        if state is None:
+            return
+        try:
+            self.threads = self.thread_store.load(key)
+        except (MarkCorrupt, OSError) as e:
+            logger.warning("%s: comment-thread marks %s are unusable (%s); every thread is walked whole", key,
+                           self.thread_store.location(key), e)
+        if self.threads is not None and not getattr(args, "full", False):
+            state.thread_marks = dict(self.threads.threads)
+            logger.info("%s: incremental: %d comment threads are walked down to their marks", key,
+                        len(self.threads.threads))
+
+    def thread_progress(self, spider: Spider, post_id: str, done: bool, mark: list[str | None] | None,
+                        **kwargs: Any) -> None:
+        if done and mark is not None:
+            self.thread_candidates[post_id] = list(mark)
+
+    def _save_threads(self, spider: Spider, key: str) -> None:
+        """The marks of threads walked completely whose comments all left the pipelines stored."""
+        found = {post: mark for post, mark in self.thread_candidates.items() if post not in self.thread_errors}
+        old = self.threads.threads if self.threads is not None else {}
+        if not found or all(old.get(post) == mark for post, mark in found.items()):
+            return
+        seq = self.threads.seq + 1 if self.threads is not None else 1
+        marks = ThreadMarks(key=key, spider=spider.name, threads={**old, **found}, seq=seq,
+                            updated_at=utc_now_iso())
+        try:
+            self.thread_store.save(marks)
+        except OSError as e:
+            logger.error("%s: cannot write the comment-thread marks %s: %s", key, self.thread_store.location(key),
+                         e)
+            return
+        logger.info("%s: comment-thread marks of %d threads advanced", key, len(found))
 
     # --- Workers: one job after the other, its pages spread over every worker -----------------------------------
 
@@ -316,6 +414,8 @@ class MarkExtension:
             self._candidate(item)
 
     def item_error(self, item: Any, spider: Spider, failure: Any) -> None:
+        if is_comment(item):
+            self.thread_errors.add(str(ItemAdapter(item).get("post_id")))
         if _stored_post(item) is not None:
             self.item_errors += 1
 
@@ -348,6 +448,8 @@ class MarkExtension:
         return None
 
     def spider_closed(self, spider: Spider, reason: str) -> None:
+        if reason == "finished" and getattr(spider, "job", None) and not getattr(spider, "worker_id", None):
+            self._save_threads(spider, check_key(spider.job))  # type: ignore[attr-defined]
         if self.key is None or getattr(spider, "worker_id", None):
             return  # a worker's job ends on job_finished
         why_not = self.covered_whole_run(spider, reason)

@@ -11,6 +11,7 @@ Families (all labelled ``platform`` and ``job``; ``*_total`` are counters):
 
 - ``mediacrawler_pages_total{status=parsed|failed}``: listing pages (``<platform>/pages``, ``…/pages_failed``)
 - ``mediacrawler_posts_total{status=scraped|dropped}``: posts out of the pipelines (exported or dropped)
+- ``mediacrawler_comments_total{status=scraped|dropped}``: comments and replies likewise (``-a comments``)
 - ``mediacrawler_media_files_total{status=downloaded|uptodate|deduplicated|failed}``: media assets by outcome
 - ``mediacrawler_media_bytes_total{status=stored|received}``: bytes written to the store / media bytes received
 - ``mediacrawler_media_failures_total{reason}``: failed assets by reason (``media/failed/<reason>``)
@@ -97,8 +98,12 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
 
     yield counter("pages", "Listing pages by status", "status", {
         "parsed": _num(stats, f"{platform}/pages"), "failed": _num(stats, f"{platform}/pages_failed")})
+    # Scrapy counts every item; comments (-a comments) are counted apart (spiders/_threads.py).
+    comments = {"scraped": _num(stats, "comments/scraped"), "dropped": _num(stats, "comments/dropped")}
     yield counter("posts", "Posts out of the item pipelines by status", "status", {
-        "scraped": _num(stats, "item_scraped_count"), "dropped": _num(stats, "item_dropped_count")})
+        "scraped": _num(stats, "item_scraped_count") - comments["scraped"],
+        "dropped": _num(stats, "item_dropped_count") - comments["dropped"]})
+    yield counter("comments", "Comments and replies out of the item pipelines by status", "status", comments)
     yield counter("media_files", "Media assets by outcome", "status",
                   {status: _num(stats, f"media/{status}") for status in MEDIA_STATUSES})
     yield counter("media_bytes", "Media bytes written to the store (stored) or received from the network "

@@ -1,5 +1,6 @@
-"""DefaultOutputAddon: JSON Lines to ``OUTPUT_DIR/OUTPUT_FILE`` (``<spider>/<job>.jsonl``) unless the user asked
-for other feeds.
+"""DefaultOutputAddon: JSON Lines to ``OUTPUT_DIR/OUTPUT_FILE`` (``<spider>/<job>.jsonl``), and the comments of
+``-a comments`` to ``OUTPUT_DIR/COMMENTS_OUTPUT_FILE`` beside it (``<job>.comments.jsonl``), unless the user asked
+for other feeds (which then receive both kinds of record).
 
 An add-on (``ADDONS``) rather than a static ``FEEDS`` value, so that ``-s OUTPUT_DIR=…`` moves the file and
 ``-o``/``-O``/``FEEDS`` replace it entirely: a user who names an output gets exactly that output (``-O`` keeps
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mediacrawler.config import setting
+from mediacrawler.items import Comment, Post
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -32,4 +34,9 @@ class DefaultOutputAddon:
         # overwrite=False: each run appends (after cutting a torn last line, mediacrawler/feeds.py); said here
         # rather than left to Scrapy's default, because truncating would drop every earlier run's records.
         feed = {"format": "jsonlines", "encoding": "utf-8", "overwrite": False}
-        settings.set("FEEDS", {uri: feed}, priority="addon")
+        comments = str(root / setting(settings, "COMMENTS_OUTPUT_FILE"))
+        # Each file takes one kind of record (Scrapy's item filter): a run without comments leaves no file of them
+        # (store_empty off).
+        settings.set("FEEDS", {uri: {**feed, "item_classes": [Post]},
+                               comments: {**feed, "item_classes": [Comment], "store_empty": False}},
+                     priority="addon")

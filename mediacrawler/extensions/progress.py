@@ -55,7 +55,8 @@ class ProgressLogStats(LogStats):
         platform = getattr(spider, "platform", None) or spider.name
         get = self.stats.get_value
         pages = int(get(f"{platform}/pages", 0))
-        posts = int(get("item_scraped_count", 0))
+        comments = int(get("comments/scraped", 0))
+        posts = int(get("item_scraped_count", 0)) - comments
         files = sum(int(get(f"media/{status}", 0)) for status in STORED_STATUSES)
         stored = int(get("media/stored_bytes", 0))
         prev_pages, prev_posts, prev_files, prev_stored = self._prev
@@ -63,8 +64,9 @@ class ProgressLogStats(LogStats):
         m = self.multiplier
         logger.info(
             "Crawled %d pages (at %d pages/min), scraped %d posts (at %d posts/min), %d media files "
-            "(at %d files/min), %.1f MiB stored (at %.1f MiB/min), %d media failed",
+            "(at %d files/min), %.1f MiB stored (at %.1f MiB/min), %d media failed%s",
             pages, (pages - prev_pages) * m, posts, (posts - prev_posts) * m, files, (files - prev_files) * m,
             stored / MIB, (stored - prev_stored) / MIB * m, int(get("media/failed", 0)),
+            f", {comments} comments" if comments else "",
             extra={"spider": spider},
         )

@@ -49,7 +49,7 @@ from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, 
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.contracts import asset_key_of, walk_assets
+from mediacrawler.contracts import asset_key_of, is_comment, walk_assets
 
 if TYPE_CHECKING:
     from typing import Self
@@ -211,8 +211,8 @@ class RetryExtension:
                         key, len(self.set.assets), len(self._pending_posts))
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
-        if self.set is None or not is_item(item):
-            return
+        if self.set is None or not is_item(item) or is_comment(item):
+            return  # a comment's pictures are not retried (its thread is walked again by a later run)
         post_id = str(ItemAdapter(item).get("post_id") or "")
         if not post_id:
             return

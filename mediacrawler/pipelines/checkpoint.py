@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import NotConfigured
 
-from mediacrawler.contracts import AlreadyStored, StoredBefore, extension_of
+from mediacrawler.contracts import AlreadyStored, StoredBefore, extension_of, is_comment
 
 if TYPE_CHECKING:
     from typing import Self
@@ -40,9 +40,19 @@ class CheckpointSkipPipeline:
         return cls(crawler)
 
     def process_item(self, item: Any) -> Any:
+        if is_comment(item):
+            return self._comment(item)
         if self.ext.skip_ids and is_item(item):
             post_id = ItemAdapter(item).get("post_id")
             if post_id and self.ext.already_stored(str(post_id)):
                 self.stats.inc_value("checkpoint/skipped_stored")
                 raise AlreadyStored(f"post {post_id} was stored before the interruption", log_level="DEBUG")
+        return item
+
+    def _comment(self, item: Any) -> Any:
+        """A comment of a thread open when the earlier run stopped, found in its export, is dropped likewise."""
+        comment_id = ItemAdapter(item).get("comment_id")
+        if comment_id in self.ext.skip_comment_ids:
+            self.stats.inc_value("checkpoint/skipped_stored_comments")
+            raise AlreadyStored(f"comment {comment_id} was stored before the interruption", log_level="DEBUG")
         return item

@@ -61,10 +61,14 @@ class ClaimedElsewhere(DropItem):
 
 
 def _post_key(item: Any) -> PostKey | None:
+    """(platform, post_id) of a post; (``<platform>-comments``, comment_id) of a comment: each kind has its own
+    set of ids seen (``dedup:weibo``, ``dedup:weibo-comments``)."""
     if not is_item(item):
         return None
     adapter = ItemAdapter(item)
-    platform, post_id = adapter.get("platform"), adapter.get("post_id")
+    platform, post_id, comment_id = adapter.get("platform"), adapter.get("post_id"), adapter.get("comment_id")
+    if comment_id and platform:
+        return f"{platform}-comments", str(comment_id)
     if not platform or not post_id:
         return None
     return str(platform), str(post_id)
@@ -187,19 +191,19 @@ class DedupePipeline:
 
     # --- In: check and claim -------------------------------------------------------------------------------------
     async def process_item(self, item: Any) -> Any:
-        adapter = ItemAdapter(item)
-        platform, post_id = adapter.get("platform"), adapter.get("post_id")
-        if not platform or not post_id:
+        found = _post_key(item)
+        if found is None:
             self.stats.inc_value("dedupe/no_id")
             return item
-        key: PostKey = (str(platform), str(post_id))
+        key: PostKey = found
+        platform, post_id = key
         if key in self._in_flight:
             self.stats.inc_value("dedupe/dropped")
             raise DuplicatePost(f"duplicate post {platform}:{post_id} (in flight in this run)", log_level="DEBUG")
         owner = self._owner()
         self._in_flight[key] = item  # reserved before the await: a second copy arriving meanwhile is dropped
         seen: tuple[str, str] | None = (dedupe_key(key[0]), key[1])
-        if self.retries is not None and self.retries.pending_post(key[1]):
+        if self.retries is not None and not platform.endswith("-comments") and self.retries.pending_post(key[1]):
             seen = None  # media of it failed before: never dropped as seen until they are stored
             self.stats.inc_value("dedupe/retry_pending")
         try:

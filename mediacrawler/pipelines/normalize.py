@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 REQUIRED = ("platform", "post_id", "url")
+COMMENT_REQUIRED = ("platform", "comment_id", "post_id", "root_id")
 
 def to_utc_iso(value: Any) -> str | None:
     """An ISO 8601 timestamp (any offset) as UTC with ``Z``; ``None`` for empty; ValueError when unreadable."""
@@ -63,12 +64,40 @@ class NormalizePipeline:
 
     def process_item(self, item: Any) -> Any:
         adapter = ItemAdapter(item)
+        if adapter.get("comment_id"):
+            return self._comment(item, adapter)
         missing = [f for f in REQUIRED if f not in adapter.field_names() or not adapter.get(f)]
         if missing:
             raise self._drop("missing_field", f"missing {', '.join(missing)}")
         self._normalize(adapter, top=True)
         self.stats.inc_value("normalize/posts")
         return item
+
+    def _comment(self, item: Any, adapter: ItemAdapter) -> Any:
+        """A comment: its ids, times in UTC, counts and media checked as a post's (docs/records.md, "Comment")."""
+        missing = [f for f in COMMENT_REQUIRED if not adapter.get(f)]
+        if missing:
+            raise self._drop("missing_field", f"comment: missing {', '.join(missing)}")
+        try:
+            adapter["created_at"] = to_utc_iso(adapter.get("created_at"))
+            adapter["fetched_at"] = to_utc_iso(adapter.get("fetched_at")) or utc_now_iso()
+        except ValueError as e:
+            raise self._drop("invalid_field", str(e)) from None
+        self._counts(adapter)
+        for asset in adapter.get("media") or []:
+            self._check_media(ItemAdapter(asset))
+        self.stats.inc_value("normalize/comments")
+        return item
+
+    def _counts(self, adapter: ItemAdapter) -> None:
+        metrics = adapter.get("metrics")
+        if metrics is not None:
+            m = ItemAdapter(metrics)
+            for name in m.field_names():
+                count, reason = read_count(m.get(name))
+                if reason is not None and reason.startswith("count over"):
+                    self.stats.inc_value("normalize/count_out_of_range")  # never a 300-digit number in a record
+                m[name] = count
 
     def _normalize(self, adapter: ItemAdapter, *, top: bool) -> None:
         try:
@@ -81,14 +110,7 @@ class NormalizePipeline:
                 raise self._drop("invalid_field", str(e)) from None
             raise
         adapter["post_id"] = str(adapter["post_id"])
-        metrics = adapter.get("metrics")
-        if metrics is not None:
-            m = ItemAdapter(metrics)
-            for name in m.field_names():
-                count, reason = read_count(m.get(name))
-                if reason is not None and reason.startswith("count over"):
-                    self.stats.inc_value("normalize/count_out_of_range")  # never a 300-digit number in a record
-                m[name] = count
+        self._counts(adapter)
         for asset in adapter.get("media") or []:
             self._check_media(ItemAdapter(asset))
         reposted = adapter.get("reposted")

@@ -5,10 +5,10 @@ contract")."""
 from __future__ import annotations
 
 import re
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import scrapy_spider_metadata
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from scrapy import Spider
 
 from mediacrawler.spiders._window import check_args
@@ -51,6 +51,27 @@ class SpiderParams(BaseModel):
     until: str | None = Field(
         default=None, max_length=40, description="Only posts published before this ISO 8601 date or datetime.",
     )
+    comments: int | Literal["all"] | None = Field(
+        default=None, description="Top-level comments to fetch per post: a number or 'all' (default: none).")
+    replies: int | Literal["all"] | None = Field(
+        default=None, description="Replies to fetch per comment, with -a comments: a number, 0 or 'all' (default).")
+    #: Why this platform's comments cannot be fetched (``-a comments`` is refused with it); ``None``: they can.
+    comments_refused: ClassVar[str | None] = None
+
+    @field_validator("comments", "replies", mode="before")
+    @classmethod
+    def _count_or_all(cls, v: Any) -> Any:
+        return count_arg(v)
+
+    @model_validator(mode="after")
+    def _comments_supported(self) -> Any:
+        if self.comments is not None and self.comments_refused:
+            raise ValueError(f"-a comments: {self.comments_refused}")
+        if self.replies is not None and self.comments is None:
+            raise ValueError("-a replies needs -a comments=<N|all> (replies are walked per fetched comment)")
+        if self.comments == 0:
+            raise ValueError("-a comments=0 fetches nothing: leave it out, or give a number >= 1 or 'all'")
+        return self
 
     @model_validator(mode="after")
     def _full_or_incremental(self) -> Any:
@@ -138,6 +159,18 @@ def one_target(model: _M, *, names: tuple[str, ...], message: str, items: tuple[
         raise ValueError(f"{' and '.join(paged)} apply to listings; -a {given} is a list of items, walked whole "
                          f"(a run after an interrupted one fetches only the items its checkpoint has not done)")
     return model
+
+
+def count_arg(value: Any) -> int | str | None:
+    """``-a comments``/``-a replies``: ``None``, ``"all"`` or a whole number >= 0, else ``ValueError``."""
+    if value is None or isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    text = str(value).strip().lower()
+    if text == "all":
+        return "all"
+    if not (text.isascii() and text.isdigit() and len(text) <= 9):
+        raise ValueError("must be a whole number or 'all', e.g. 100")
+    return int(text)
 
 
 def format_validation_error(spider_name: str, error: ValidationError) -> str:

@@ -70,6 +70,10 @@ class ChainWalk:
     """Walks a post's chain: the platform's :meth:`next_step` until it says none, each answer kept by its
     :meth:`parse_step`, then the post from :meth:`post_from_chain` (a step that failed for good is named in it)."""
 
+    def emit_post(self: PlatformSpider, post: Post, source: Source) -> Request | Post:
+        """A complete post, emitted (spiders/_threads.py holds it while its comments are walked)."""
+        return self.remember_media(post)
+
     def start_chain(self: PlatformSpider, post_id: str, raw: dict[str, Any], source: Source) -> Request | Post:
         """The first request of the chain that completes ``post_id``, or the post itself when none is needed."""
         chain = self.chain_type(post_id=post_id, raw=raw, refresh=post_id in self.job_state.refresh_ids)
@@ -86,7 +90,7 @@ class ChainWalk:
             post = self.post_from_chain(chain, source, missing=missing)
             if chain.refresh:
                 post.extra[REFRESH_ONLY] = True
-            return self.remember_media(post)
+            return self.emit_post(post, source)
         chain.step = step.name
         # dont_filter: a step's URL may repeat (the same detail for two posts), and a request the duplicate filter
         # dropped would reach neither callback nor errback, leaving the post (and its page) unfinished for good.

@@ -76,7 +76,7 @@ class ItemsWalk:
         # First: the next item is fetched while this one's posts go through the pipelines.
         yield from self._next_item(item)
         for post in page.posts:
-            yield self.remember_media(post)
+            yield self.emit_post(post, source)
         for post_id, raw in page.incomplete.items():
             yield self.start_chain(post_id, raw, source)
 

@@ -19,7 +19,7 @@ from twisted.python.failure import Failure
 from mediacrawler import signals as mc_signals
 from mediacrawler.config import setting
 from mediacrawler.contracts import REFRESH_ONLY, PlatformRefused
-from mediacrawler.items import Post
+from mediacrawler.items import Post, Source
 from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, iso_utc
 from mediacrawler.scrub import scrub
@@ -86,6 +86,7 @@ class ListingWalk:
         assert stats is not None
         for reason, count in page.skipped.items():
             stats.inc_value(f"{self.platform}/skipped/{reason}", count)
+        listed, waiting = list(page.posts), dict(page.incomplete)
         at_mark = self._apply_mark(page, page_no)
         # A window and the mark compose: whichever the walk reaches first stops it.
         before_since = self._apply_window(page, page_no)
@@ -118,9 +119,17 @@ class ListingWalk:
             # First: the next page is fetched while this page's posts go through the pipelines.
             yield from self._next_page(page_no, page.next_cursor)
         for post in page.posts:
-            yield self.remember_media(post)
+            yield self.emit_post(post, source)
+        yield from self.below_mark([p for p in listed if all(p is not kept for kept in page.posts)],
+                                   {i: raw for i, raw in waiting.items() if i not in page.incomplete}, source)
         for post_id, raw in page.incomplete.items():
             yield self.start_chain(post_id, raw, source)
+
+    def below_mark(self: PlatformSpider, posts: list[Post], waiting: dict[str, Any], source: Source
+                   ) -> Iterator[Request]:
+        """Requests for the listed posts at or below the mark (and those that would wait for a step), not emitted
+        again (spiders/_threads.py: their comment threads)."""
+        return iter(())
 
     def listed_time(self: PlatformSpider, raw: dict[str, Any]) -> str | None:
         """When a post still waiting for a step was published, as the listing says (ISO 8601 UTC, the parsers' one

@@ -37,10 +37,12 @@ from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import bilibili as parser
-from mediacrawler.parsers._common import Page, PlatformError, as_int, as_obj, job_slug
+from mediacrawler.parsers import bilibili_comments
+from mediacrawler.parsers._common import CommentPage, Page, PlatformError, as_int, as_obj, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
 from mediacrawler.spiders._base import PlatformSpider
 from mediacrawler.spiders._chain import Chain, Step
+from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ class BilibiliChain(Chain):
     player_errors: dict[str, str] = field(default_factory=dict)
 
 
-class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
+class BilibiliSpider(Args[BilibiliParams], CommentThreads):
     """Crawls Bilibili videos into :class:`~mediacrawler.items.Post` records (one per video, one asset per part)."""
 
     name = "bilibili"
@@ -489,6 +491,31 @@ class BilibiliSpider(Args[BilibiliParams], PlatformSpider):
         return body, {}
 
     # --- expired stream URLs ----------------------------------------------------------------------------------
+    # --- comments: /x/v2/reply/wbi/main (WBI-signed), then /x/v2/reply/reply per reply with a thread ----------
+    def thread_id(self, post: Post) -> str | None:
+        aid = post.extra.get("aid") if isinstance(post.extra, dict) else None
+        return str(aid) if isinstance(aid, int) and aid > 0 else None
+
+    def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
+        return self.signed("/x/v2/reply/wbi/main", {"oid": state.thread_id, "type": 1, "mode": 3,
+                                                    "pagination_str": bilibili_comments.pagination_str(cursor)})
+
+    def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
+        query = {"oid": state.thread_id, "type": 1, "root": root_id, "pn": cursor or 1,
+                 "ps": self.settings.getint("COMMENTS_REPLY_PAGE_SIZE")}
+        return f"{self.api}/x/v2/reply/reply?{urlencode(query)}"
+
+    def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
+        # Pinned replies come on every page: taken from the first only.
+        return bilibili_comments.parse_main(json.loads(response.text), post_id=state.post_id,
+                                            first_page=state.cursor is None, source=source,
+                                            fetched_at=self.now_iso())
+
+    def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
+                         ) -> CommentPage:
+        return bilibili_comments.parse_thread(json.loads(response.text), post_id=state.post_id, root_id=root_id,
+                                              source=source, fetched_at=self.now_iso())
+
     async def refresh_media_url(self, *, key: str, url: str) -> str | None:
         """A fresh URL of the same stream as ``url`` (same path) from the part's playurl, read again."""
         base = key.rpartition("#")[0] or key

@@ -22,7 +22,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlencode, urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -48,6 +48,9 @@ USER_REFUSED = "a user's list needs request signatures this project does not pro
 
 class DouyinParams(SpiderParams):
     """Arguments of ``scrapy crawl douyin``: ``aweme`` (``-a user`` is refused, see :data:`USER_REFUSED`)."""
+
+    comments_refused: ClassVar[str | None] = (
+        "Douyin's comment API needs signatures made in a browser by its web page's own script; out of scope here")
 
     aweme: str | None = Field(default=None, description="Aweme ids or share URLs (douyin.com/video/…, "
                                                         "iesdouyin.com/share/video/…, v.douyin.com/…), comma-separated.")

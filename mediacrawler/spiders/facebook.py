@@ -27,10 +27,11 @@ from scrapy.http import Response
 from mediacrawler.items import Post, Source
 from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import facebook as parser
-from mediacrawler.parsers._common import Page, PlatformError, job_slug
+from mediacrawler.parsers import facebook_comments
+from mediacrawler.parsers._common import CommentPage, Page, PlatformError, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider
 from mediacrawler.spiders._chain import Chain, Step
+from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
 #: A Graph post id: ``<page id>_<post id>``.
@@ -87,7 +88,7 @@ class FacebookChain(Chain):
     sources: dict[str, list[Any]] = field(default_factory=dict)
 
 
-class FacebookSpider(Args[FacebookParams], PlatformSpider):
+class FacebookSpider(Args[FacebookParams], CommentThreads):
     """Crawls a Facebook page's posts (or one video) into :class:`~mediacrawler.items.Post` records."""
 
     name = "facebook"
@@ -99,6 +100,7 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     pagination = "cursor"
     credential_env = "FACEBOOK_ACCESS_TOKEN"
     time_zone = "UTC"
+    replies_inline = True  # filter=stream lists replies among the comments
 
     def credential_headers(self, secret: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {secret}"}
@@ -211,3 +213,31 @@ class FacebookSpider(Args[FacebookParams], PlatformSpider):
     @staticmethod
     def _sources(chain: FacebookChain) -> dict[str, tuple[str, float | None]]:
         return {vid: (str(found[0]), found[1]) for vid, found in chain.sources.items()}
+
+    # --- comments: /{post}/comments?filter=stream (replies listed too), /{comment}/comments for the rest -------
+    # The next page is asked for with the cursor ``after`` alone: paging.next carries the token, never followed.
+    def _comments_url(self, node: str, cursor: str | None, *, stream: bool, limit: int) -> str:
+        query: dict[str, Any] = {"fields": facebook_comments.COMMENT_FIELDS, "order": "chronological",
+                                 "limit": limit}
+        if stream:
+            query["filter"] = "stream"
+        if cursor:
+            query["after"] = cursor
+        return f"{self.base_url}/{quote(node)}/comments?{urlencode(query)}"
+
+    def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
+        return self._comments_url(state.thread_id, cursor, stream=True,
+                                  limit=self.settings.getint("FACEBOOK_PAGE_SIZE"))
+
+    def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
+        return self._comments_url(root_id, cursor, stream=False,
+                                  limit=self.settings.getint("COMMENTS_REPLY_PAGE_SIZE"))
+
+    def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
+        return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, roots=state.known,
+                                                source=source, fetched_at=self.now_iso(), secrets=self._secrets())
+
+    def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
+                         ) -> CommentPage:
+        return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, root_id=root_id,
+                                                source=source, fetched_at=self.now_iso(), secrets=self._secrets())

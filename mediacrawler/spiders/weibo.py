@@ -28,10 +28,11 @@ from scrapy.http import Response
 from mediacrawler.items import Post, Source
 from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import weibo as parser
-from mediacrawler.parsers._common import Page, http_date, job_slug
+from mediacrawler.parsers import weibo_comments
+from mediacrawler.parsers._common import CommentPage, Page, http_date, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider
 from mediacrawler.spiders._chain import Chain, Step
+from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 
 #: Posts one ``-a post`` job may name (each is one page).
@@ -87,7 +88,7 @@ class WeiboChain(Chain):
     long_text: str | None = None
 
 
-class WeiboSpider(Args[WeiboParams], PlatformSpider):
+class WeiboSpider(Args[WeiboParams], CommentThreads):
     """Crawls a Weibo user timeline or keyword search into :class:`~mediacrawler.items.Post` records."""
 
     name = "weibo"
@@ -208,3 +209,25 @@ class WeiboSpider(Args[WeiboParams], PlatformSpider):
         mblog = parser.parse_show(json.loads(response.text))
         return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
                                                              now=http_date(response.headers.get(b"Date")))
+
+    # --- comments: /comments/hotflow, then /comments/hotFlowChild per comment with replies --------------------
+    def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
+        max_id, max_id_type = weibo_comments.split_cursor(cursor)
+        query = {"id": state.thread_id, "mid": state.thread_id, "max_id_type": max_id_type}
+        if cursor:
+            query["max_id"] = max_id
+        return f"{self.base_url}/comments/hotflow?{urlencode(query)}"
+
+    def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
+        query = {"cid": root_id, "max_id": weibo_comments.split_cursor(cursor)[0], "max_id_type": 0}
+        return f"{self.base_url}/comments/hotFlowChild?{urlencode(query)}"
+
+    def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
+        return weibo_comments.parse_hotflow(json.loads(response.text), post_id=state.post_id, source=source,
+                                            fetched_at=self.now_iso(), now=http_date(response.headers.get(b"Date")))
+
+    def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
+                         ) -> CommentPage:
+        return weibo_comments.parse_hotflow_child(json.loads(response.text), post_id=state.post_id,
+                                                  root_id=root_id, source=source, fetched_at=self.now_iso(),
+                                                  now=http_date(response.headers.get(b"Date")))

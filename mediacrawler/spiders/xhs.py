@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 from pydantic import Field, field_validator, model_validator
@@ -78,6 +78,9 @@ def _read_notes_file(path: str, settings: BaseSettings | None = None) -> str:
 
 class XhsParams(SpiderParams):
     """Arguments of ``scrapy crawl xhs``: exactly one of ``note``, ``notes_file`` and ``user``."""
+
+    comments_refused: ClassVar[str | None] = (
+        "XHS's comment API needs signatures made in a browser by its web page's own script; out of scope here")
 
     note: str | None = Field(default=None, description="Note ids or note URLs (with their xsec_token), "
                                                         "comma-separated.")
