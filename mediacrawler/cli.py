@@ -3,8 +3,8 @@
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
 ``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand
-parses its own arguments (``-s NAME=VALUE`` among them) and finds the project's settings from any directory
-(mediacrawler/commands/options.py); it returns an exit status: 0 ok, 1 something is wrong, 2 usage error.
+parses its own arguments (``-s NAME=VALUE`` among them), finds the project's settings from any directory and
+checks them as a crawl does (``checked_settings`` in mediacrawler/commands/options.py); it returns an exit status: 0 ok, 1 something is wrong, 2 usage error.
 """
 
 from __future__ import annotations

@@ -35,11 +35,12 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
 ]
 
 
-def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
-    from mediacrawler.commands.options import command_settings
+def _settings(settings: Any, out: Path, sandbox_url: str, log_level: str) -> Any:
+    """The demo's settings over the command's: what ``-s`` gave (e.g. ``-s RECORDS_DB=postgresql://…``) wins."""
+    from scrapy.settings import SETTINGS_PRIORITIES
+
     from mediacrawler.sandbox.facebook import DEFAULT_TOKEN
 
-    settings = command_settings()
     overrides = {
         "WEIBO_BASE_URL": f"{sandbox_url}/weibo",
         "BILIBILI_API_URL": f"{sandbox_url}/bilibili",
@@ -63,7 +64,8 @@ def _settings(out: Path, sandbox_url: str, log_level: str) -> Any:
         "LOG_FILE_APPEND": False,
     }
     for key, value in overrides.items():
-        settings.set(key, value, priority="cmdline")
+        if (settings.getpriority(key) or 0) < SETTINGS_PRIORITIES["cmdline"]:
+            settings.set(key, value, priority="cmdline")
     return settings
 
 
@@ -123,11 +125,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mediacrawler demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="demo-output", help="output directory (default: demo-output)")
     parser.add_argument("--log-level", default="INFO", help="level of <out>/crawl.log (default: INFO)")
-    opts = parser.parse_args(argv)
 
     from scrapy.crawler import AsyncCrawlerProcess
 
+    from mediacrawler.commands.options import add_settings_option, checked_settings
+    from mediacrawler.records.store import records_uri, shown
     from mediacrawler.sandbox.process import start_sandbox
+
+    parsed = checked_settings(add_settings_option(parser), argv)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
 
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -138,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with start_sandbox() as sandbox:
         print(f"sandbox: {sandbox.url}  (the bundled platform double; all traffic stays on 127.0.0.1)")
-        process = AsyncCrawlerProcess(_settings(out, sandbox.url, opts.log_level))
+        process = AsyncCrawlerProcess(_settings(settings, out, sandbox.url, opts.log_level))
         crawlers = []
         for name, kwargs in DEMO_JOBS:
             crawler = process.create_crawler(name)
@@ -162,6 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"records: {out}/<spider>/<job>.jsonl (comments: <job>.comments.jsonl)   media: {len(stored)} files in "
           f"{objects}   log: {out / 'crawl.log'}")
     print(f"library: {out / 'library'}/<platform>/<author> (<id>)/<date> <post id>/ (the same files, readable names)")
+    given = "-s RECORDS_DB=…" if settings.get("RECORDS_DB") else f"-s CHECKPOINT_DIR={settings.get('CHECKPOINT_DIR')}"
+    print(f"records database: {shown(records_uri(settings))}   as a spreadsheet: mediacrawler export --format csv "
+          f"{given} -s FILES_STORE={settings.get('FILES_STORE')} --out posts.csv")
     failed = [c.spider.job for c in crawlers if c.stats.get_value("finish_reason") != "finished"]
     if failed:
         print(f"not finished: {', '.join(failed)}", file=sys.stderr)

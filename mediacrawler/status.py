@@ -8,12 +8,16 @@ assets pending retry (how many, of how many posts, by reason): from the stores `
 ``RETRY_MEDIA_BACKEND`` name (``--dir``: the files beside those checkpoints) and, with ``REDIS_URL``, from the
 Redis stores too (:func:`document_status`).
 
+Then the records database (``RECORDS_DB``, where there is one): its schema version and rows per table
+(:func:`records_status`).
+
 Distributed part (with ``REDIS_URL``): :func:`distributed_status` asks ``mediacrawler.distributed.status`` for
 its figures (queue depth per spider, live workers, leases, jobs; the keys it reads are documented in
 docs/operations.md).
 
-Exit status: 0, or 1 when a checkpoint cannot be read; 2 on a usage error, an invalid setting or a REDIS_URL that
-cannot be used (one line, its password masked). See docs/operations.md, "Metrics and status".
+Exit status: 0, or 1 when a checkpoint or the records database cannot be read; 2 on a usage error, an invalid
+setting or a REDIS_URL that cannot be used (one line, its password masked). See docs/operations.md, "Metrics and
+status".
 """
 
 from __future__ import annotations
@@ -25,12 +29,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.exceptions import NotConfigured
 
 from mediacrawler.checkpoints.model import CheckpointCorrupt
-from mediacrawler.commands.crawl import startup_problem
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
 from mediacrawler.extensions.marks import (
     FileMarkStore,
     Mark,
@@ -47,6 +50,8 @@ from mediacrawler.extensions.retries import (
     RetryStore,
     retry_store_from_settings,
 )
+from mediacrawler.records.read import RecordsUnreadable, open_records
+from mediacrawler.records.store import records_uri, shown
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -175,6 +180,27 @@ def distributed_status(settings: BaseSettings) -> dict[str, Any] | None:
     return result
 
 
+def records_status(settings: BaseSettings) -> dict[str, Any] | None:
+    """The records database (RECORDS_DB): where, its schema version, rows per table and the last sighting of a
+    post; None where there is none (RECORDS_ENABLED off, its SQLite file not made yet); ``error`` when it cannot
+    be read."""
+    try:
+        store, where = open_records(settings)
+    except RecordsUnreadable as exc:
+        return {"database": shown(records_uri(settings)), "error": str(exc)}
+    if store is None:
+        return None
+    try:
+        counts = {table: store.select(f"SELECT COUNT(*) AS n FROM {table}")[0]["n"]
+                  for table in ("posts", "comments", "authors", "media", "metrics_history")}
+        stored = store.select("SELECT COUNT(*) AS n FROM media WHERE sha256 IS NOT NULL")[0]["n"]
+        last = store.select("SELECT MAX(last_seen_at) AS t FROM posts")[0]["t"]
+        return {"database": where, "schema_version": store.version(), **counts, "media_stored": stored,
+                "last_seen_at": last}
+    finally:
+        store.close()
+
+
 def _age(seconds: int | None) -> str:
     if seconds is None:
         return "?"
@@ -221,7 +247,8 @@ def format_documents(documents: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 
 def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str, Any] | None,
-                documents: dict[str, list[dict[str, Any]]] | None = None) -> str:
+                documents: dict[str, list[dict[str, Any]]] | None = None, *,
+                records: dict[str, Any] | None = None) -> str:
     lines = [f"checkpoints in {where}: {len(entries)}"]
     rows = [("JOB", "SPIDER", "WATERMARK", "NEXT", "FAILED", "UPDATED", "AGE")]
     unreadable = [f"{e['job']}  UNREADABLE: {e['error']} ({e['location']})" for e in entries if "error" in e]
@@ -237,6 +264,13 @@ def format_text(where: str, entries: list[dict[str, Any]], distributed: dict[str
     lines += unreadable
     if documents is not None:
         lines += format_documents(documents)
+    if records is not None and "error" in records:
+        lines.append(f"records database {records['database']}: UNREADABLE: {records['error']}")
+    elif records is not None:
+        lines.append(f"records database {records['database']} (schema {records['schema_version']}): "
+                     f"{records['posts']} posts, {records['comments']} comments, {records['authors']} authors, "
+                     f"{records['media']} media ({records['media_stored']} stored), {records['metrics_history']} "
+                     f"history rows; last post seen {records['last_seen_at'] or '-'}")
     if distributed is None:
         lines.append("distributed state: REDIS_URL is not set (everything is local)")
     elif not distributed.get("available"):
@@ -256,19 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                                       "settings)")
     add_settings_option(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document instead of text")
-    try:
-        opts = parser.parse_args(list(argv or []))
-        settings = command_settings(opts.set)
-    except SystemExit as e:
-        return int(e.code or 0)
-    except UsageError as e:
-        print(f"mediacrawler status: {e}", file=sys.stderr)
-        return 2
     # A bad setting or a REDIS_URL that cannot be used is one line, not a traceback halfway through the report.
-    problem = startup_problem(settings)
-    if problem:
-        print(f"mediacrawler status: error: {problem}", file=sys.stderr)
-        return 2
+    parsed = checked_settings(parser, argv, redis=True)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     store: CheckpointStore
     if opts.dir:
         store = FileCheckpointStore(opts.dir)
@@ -292,11 +318,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mediacrawler status: {e}", file=sys.stderr)
         return 2
     distributed = distributed_status(settings)
+    records = records_status(settings)
     if opts.json:
-        json.dump({"checkpoint_store": where, "checkpoints": entries, **documents, "distributed": distributed},
-                  sys.stdout, ensure_ascii=False, indent=2, default=str)
+        json.dump({"checkpoint_store": where, "checkpoints": entries, **documents, "records": records,
+                   "distributed": distributed}, sys.stdout, ensure_ascii=False, indent=2, default=str)
         print()
     else:
-        print(format_text(where, entries, distributed, documents))
-    unreadable = [e for e in (*entries, *documents["marks"], *documents["retries"]) if "error" in e]
+        print(format_text(where, entries, distributed, documents, records=records))
+    unreadable = [e for e in (*entries, *documents["marks"], *documents["retries"], *filter(None, [records]))
+                  if "error" in e]
     return 1 if unreadable else 0

@@ -49,7 +49,10 @@ def library_tree(out: Path) -> dict[str, tuple[int, float]]:
 @pytest.mark.slow
 def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> None:
     out = tmp_path / "demo"
-    first = mediacrawler("demo", "--out", str(out))
+    # The records database where -s says (every command takes the settings of a crawl, -s among them).
+    database = tmp_path / "demo-records.sqlite3"
+    db = ("-s", f"RECORDS_DB={database}")
+    first = mediacrawler("demo", "--out", str(out), *db)
     assert first.returncode == 0, first.stderr[-3000:]
     rows = summary(first.stdout)
     assert len(rows) == len(DEMO_JOBS) + 1
@@ -117,28 +120,49 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
     weibo_authors = {p.split("/")[1] for p in library if p.startswith("weibo/")}
     assert any(a.endswith(" (7365120894)") for a in weibo_authors), weibo_authors
 
-    clean = mediacrawler("verify", "--store", str(out / "files"))
+    clean = mediacrawler("verify", "--store", str(out / "files"), *db)  # the records database's media rows too
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
-    # `mediacrawler export --format csv`: flat columns that the csv module reads back, the values of the records.
-    exported = mediacrawler("export", "--format", "csv", "--out", str(out / "posts.csv"),
-                            "-s", f"OUTPUT_DIR={out}", "-s", f"FILES_STORE={out / 'files'}")
-    assert exported.returncode == 0, exported.stderr
+    # `mediacrawler export --format csv`: flat columns that the csv module reads back, the values of the records,
+    # from the records database (one row per post; the original of a repost is a post of its own there).
+    exported = mediacrawler("export", "--format", "csv", "--out", str(out / "posts.csv"), *db,
+                            "-s", f"FILES_STORE={out / 'files'}")
+    assert exported.returncode == 0 and "JSON Lines" not in exported.stderr, exported.stderr
     raw = (out / "posts.csv").read_bytes()
     assert raw.startswith(b"\xef\xbb\xbf")
     rows = list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"), newline="")))
     latest = {(r["platform"], r["post_id"]): r for r in records}
-    assert len(rows) == len(latest)
+    originals = {(r["platform"], r["reposted"]["post_id"]): r["reposted"] for r in records if r.get("reposted")}
+    assert sorted((r["platform"], r["post_id"]) for r in rows) == sorted({*latest, *originals})
     for row in rows:
-        record = latest[(row["platform"], row["post_id"])]
+        record = latest.get((row["platform"], row["post_id"])) or originals[(row["platform"], row["post_id"])]
         author = record.get("author") or {}
         assert row["author_id"] == (author.get("id") or "") and row["author_name"] == (author.get("name") or "")
-        assert row["text"] == record["text"] and row["created_at"] == record["created_at"]
+        assert row["text"] == record["text"] and row["created_at"] == (record["created_at"] or "")
         assert row["likes"] == str(record["metrics"]["likes"] if record["metrics"]["likes"] is not None else "")
         paths = [p for p in row["media_paths"].split("|") if p]
         assert len(paths) == sum(1 for m in record["media"] if m["sha256"])
         assert all(p in library for p in paths) and (not row["first_image"] or row["first_image"] in paths)
         assert "Author(" not in row["author_name"] and "MediaAsset(" not in row["media_paths"]
+    # The comments of the crawl in the database: one row each, their pictures linked (comment_media), exported
+    # with their library paths under their posts' folders.
+    exported = mediacrawler("export", "--kind", "comments", "--out", str(out / "comments.csv"), *db,
+                            "-s", f"FILES_STORE={out / 'files'}")
+    assert exported.returncode == 0 and "JSON Lines" not in exported.stderr, exported.stderr
+    rows = list(csv.DictReader(io.StringIO((out / "comments.csv").read_text("utf-8-sig"), newline="")))
+    by_id = {(c["platform"], c["comment_id"]): c for c in threads}
+    assert sorted((r["platform"], r["comment_id"]) for r in rows) == sorted(by_id)
+    pictured = 0
+    for row in rows:
+        thread = by_id[(row["platform"], row["comment_id"])]
+        assert (row["post_id"], row["text"], row["likes"]) == (
+            thread["post_id"], thread["text"], str(thread["metrics"]["likes"] if thread["metrics"]["likes"] is not
+                                                   None else ""))
+        paths = [p for p in row["media_paths"].split("|") if p]
+        assert len(paths) == sum(1 for m in thread["media"] if m["sha256"]) and all(p in library for p in paths)
+        assert all(f"/comments/{row['comment_id']} " in p for p in paths)
+        pictured += bool(paths)
+    assert pictured > 0, "no comment with a picture in the demo"
 
     victim = next(p for p in objects if p.suffix == ".jpg")
     original, touched = victim.read_bytes(), victim.stat()
@@ -155,7 +179,7 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
               if not path.name.endswith(".comments.jsonl")}
     comment_files = {path: path.read_bytes() for path in out.glob("*/*.comments.jsonl")}
     assert sum(map(len, before.values())) == posts
-    second = mediacrawler("demo", "--out", str(out))
+    second = mediacrawler("demo", "--out", str(out), *db)
     assert second.returncode == 0, second.stderr[-3000:]
     # ... and it keeps the first run's records: every file holds at least the lines it held (the same ids).
     after = {path.name: path.read_text("utf-8").splitlines() for path in out.glob("*/*.jsonl")

@@ -4,6 +4,7 @@ module (mediacrawler/exporters.py, mediacrawler/commands/export.py)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -15,6 +16,8 @@ from scrapy.utils.misc import build_from_crawler
 from mediacrawler.commands.export import main as export_main
 from mediacrawler.exporters import COMMENT_COLUMNS, MEDIA_COLUMNS, POST_COLUMNS, CsvExporter, JsonLinesExporter
 from mediacrawler.items import Author, Comment, MediaAsset, Metrics, Post, Source
+from mediacrawler.records.rows import Rows, add_record
+from mediacrawler.records.store import open_store
 from tests.utils import project_crawler
 
 HOSTILE_TEXT = '第一行, "引号"\n第二行 😀 =1+1\r\n'
@@ -136,12 +139,14 @@ def outputs(tmp_path: Path) -> Path:
 
 def run_export(tmp_path: Path, outputs: Path, *args: str) -> tuple[int, bytes]:
     dest = tmp_path / "export.out"
-    code = export_main([*args, "--out", str(dest), "-s", f"OUTPUT_DIR={outputs}",
-                        "-s", f"FILES_STORE={tmp_path / 'files'}"])
+    code = export_main(["--out", str(dest), "-s", f"OUTPUT_DIR={outputs}",
+                        "-s", f"FILES_STORE={tmp_path / 'files'}",
+                        "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
+                        *args])
     return code, dest.read_bytes() if dest.exists() else b""
 
 
-def test_export_reads_the_json_lines_outputs(tmp_path: Path, outputs: Path) -> None:
+def test_without_a_database_export_reads_the_json_lines_outputs(tmp_path: Path, outputs: Path) -> None:
     code, data = run_export(tmp_path, outputs, "--format", "csv")
     assert code == 0
     rows = {(r["platform"], r["post_id"]): r for r in read_csv(data)}
@@ -164,3 +169,93 @@ def test_export_refuses_bad_arguments_in_one_line(tmp_path: Path, outputs: Path,
     assert export_main(["-s", f"OUTPUT_DIR={tmp_path / 'nowhere'}"]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert run_export(tmp_path, outputs, "-s", "LIBRARY_TEMPLATE={post_id}")[0] == 2
+
+
+def into_database(uri: str, run_id: str, *items: Any) -> None:
+    """Upsert *items* as the records pipeline does (their plain dicts, with their media results)."""
+    rows = Rows()
+    for item in items:
+        add_record(rows, dataclasses.asdict(item))
+    store = open_store(uri, now="2026-12-02T00:00:00Z")
+    try:
+        store.write(rows, run_id=run_id, seen_at=f"2026-12-02T00:00:0{run_id[-1]}Z")
+    finally:
+        store.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A records database holding two runs: post 1 seen twice (5 likes, then 50), post 2 of 2025, a repost 3 of
+    post 4, a comment with a picture, a Bilibili post; no JSON Lines anywhere."""
+    uri = str(tmp_path / "checkpoints" / "records.sqlite3")
+    if request.param == "postgresql":
+        uri = str(request.getfixturevalue("postgres_url"))
+    original = post("4", job="weibo-uid-4")
+    original.media = [MediaAsset(kind="image", key="o", url="https://cdn.example/o.jpg", status="downloaded",
+                                 sha256="d" * 64, path=f"objects/dd/dd/{'d' * 64}.jpg", size=6)]
+    original.author = Author(id="44", name="原作者")
+    into_database(uri, "r1", post("1", likes=5), post("2", created="2025-01-01T00:00:00Z"), comment("c1", "1"),
+                  post("3", reposted=original, job="weibo-uid-1"),
+                  post("BV1", platform="bilibili", job="bilibili-mid-2"))
+    into_database(uri, "r2", post("1", likes=50, fetched="2026-11-02T00:00:00Z"))
+    return uri
+
+
+def run_db_export(tmp_path: Path, uri: str, *args: str) -> tuple[int, bytes]:
+    dest = tmp_path / "export.out"
+    code = export_main(["--out", str(dest), "-s", f"RECORDS_DB={uri}", "-s", f"FILES_STORE={tmp_path / 'files'}",
+                        "-s", f"OUTPUT_DIR={tmp_path / 'no-outputs'}", *args])
+    return code, dest.read_bytes() if dest.exists() else b""
+
+
+def test_export_reads_the_records_database(tmp_path: Path, database: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = run_db_export(tmp_path, database)
+    assert code == 0, capsys.readouterr().err
+    rows = {(r["platform"], r["post_id"]): r for r in read_csv(data)}
+    assert sorted(rows) == [("bilibili", "BV1"), ("weibo", "1"), ("weibo", "2"), ("weibo", "3"), ("weibo", "4")]
+    first = rows[("weibo", "1")]
+    assert list(first) == list(POST_COLUMNS)  # the CSV feed's columns, from the same definition
+    counts = (first["likes"], first["comments"], first["reposts"], first["views"])
+    assert counts == ("50", "0", "", "1000000000000")
+    assert first["text"] == HOSTILE_TEXT and first["author_name"] == '猫, "咪"' and first["author_id"] == "42"
+    folder = "weibo/猫, ＂咪＂ (42)/2026-03-04 1"
+    assert first["first_image"] == f"{folder}/02 image.jpg"
+    assert first["media_paths"].split("|") == [f"{folder}/01 cover.jpg", f"{folder}/02 image.jpg"]
+    assert (first["media_count"], first["media_stored"], first["deleted"]) == ("3", "2", "false")
+    assert (first["job"], first["fetched_at"]) == ("weibo-uid-1", "2026-11-02T00:00:00Z")
+    assert rows[("weibo", "3")]["reposted_post_id"] == "4"
+    assert rows[("weibo", "4")]["first_image"] == "weibo/原作者 (44)/2026-03-04 4/01 image.jpg"
+    err = capsys.readouterr().err
+    assert "5 posts rows from 5 records" in err and "JSON Lines" not in err
+    # The selections are SQL: platform and publish time, job.
+    code, data = run_db_export(tmp_path, database, "--platform", "weibo", "--since", "2026-01-01")
+    assert code == 0 and sorted(r["post_id"] for r in read_csv(data)) == ["1", "3", "4"]
+    code, data = run_db_export(tmp_path, database, "--job", "weibo-uid-1", "--format", "jsonl")
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert code == 0 and sorted(r["post_id"] for r in lines) == ["1", "2", "3"]
+    assert all(list(r) == list(POST_COLUMNS) for r in lines)  # the same flat columns as JSON
+    code, data = run_db_export(tmp_path, database, "--kind", "comments", "--job", "weibo-uid-1")
+    [c1] = read_csv(data)
+    assert code == 0 and list(c1) == list(COMMENT_COLUMNS)
+    assert (c1["comment_id"], c1["post_id"], c1["text"], c1["author_name"], c1["job"]) == (
+        "c1", "1", "好,看", "评论者", "weibo-uid-1")
+    assert c1["media_count"] == "1"
+    code, data = run_db_export(tmp_path, database, "--kind", "media", "--platform", "weibo")
+    media = read_csv(data)
+    # Each asset once: the repost's original is a post of its own, its picture not repeated under the repost.
+    keys = [(r["post_id"], r["comment_id"], r["number"]) for r in media]
+    assert len(keys) == len(set(keys)) == 3 + 3 + 3 + 1 + 1  # posts 1, 2, 3, the original 4, comment c1
+    assert {r["key"] for r in media if r["post_id"] == "4"} == {"o"} and ("1", "c1", "1") in keys
+
+
+def test_without_a_database_export_reads_the_json_lines_and_says_so_once(
+        tmp_path: Path, outputs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, data = run_export(tmp_path, outputs, "-s", f"RECORDS_DB={tmp_path / 'none.sqlite3'}")
+    assert code == 0 and len(read_csv(data)) == 3
+    said = [line for line in capsys.readouterr().err.splitlines() if "JSON Lines" in line]
+    assert said == [f"mediacrawler export: no records database at {tmp_path / 'none.sqlite3'} (RECORDS_DB): "
+                    f"reading the JSON Lines under {outputs} instead"]
+    assert not (tmp_path / "none.sqlite3").exists()  # looked for, never made
+    code, _ = run_export(tmp_path, outputs, "-s", "RECORDS_ENABLED=false")
+    assert code == 0 and "RECORDS_ENABLED is off: reading the JSON Lines" in capsys.readouterr().err

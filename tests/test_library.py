@@ -268,7 +268,8 @@ def test_renamed_authors_among_many_are_found_by_id(tmp_path: Path) -> None:
     assert len(list((lib.root / "weibo").iterdir())) == 301
 
 
-def test_library_rebuild_from_the_json_lines_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_library_rebuild_from_the_json_lines_records_without_a_database(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from mediacrawler.commands.library import main as library_main
     from mediacrawler.exporters import JsonLinesExporter
 
@@ -282,9 +283,11 @@ def test_library_rebuild_from_the_json_lines_records(tmp_path: Path, capsys: pyt
         exporter = JsonLinesExporter(f)
         for item in items:
             exporter.export_item(item)
-    settings = ["-s", f"OUTPUT_DIR={tmp_path / 'output'}", "-s", f"FILES_STORE={store.root}"]
+    settings = ["-s", f"OUTPUT_DIR={tmp_path / 'output'}", "-s", f"FILES_STORE={store.root}",
+                "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}"]  # no records database there
     assert library_main(["rebuild", *settings]) == 0
-    assert "3 created" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "3 created" in said.out and "reading the JSON Lines" in said.err
     tree = _tree(lib.root)
     assert sorted(tree) == ["weibo/a (1)/2026-03-04 1/01 image.jpg", "weibo/a (1)/2026-03-04 1/02 image.jpg",
                             "weibo/a (1)/2026-03-04 1/comments/c9 01 image.jpg"]
@@ -302,3 +305,37 @@ def test_a_subtitle_without_its_video_and_an_object_without_extension(tmp_path: 
                      status="downloaded")
     names = [e.name for e in lib.entries(post(Author(id="2", name="up"), odd, sub, post_id="BV9"))]
     assert names == ["01 image", "02 subtitle.en.jpg"]
+
+
+def test_library_rebuild_from_the_records_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import dataclasses
+
+    from mediacrawler.commands.library import main as library_main
+    from mediacrawler.records.rows import Rows, add_record
+    from mediacrawler.records.store import open_store
+
+    store, lib = _store_and_library(tmp_path)
+    original = post(Author(id="2", name="b"), _stored(store, 110), post_id="2")
+    comment = Comment(platform="weibo", comment_id="c9", post_id="1", parent_id=None, root_id="c9", author=None,
+                      text="", created_at=None, media=[_stored(store, 112)])
+    uri = str(tmp_path / "records.sqlite3")
+    db = open_store(uri, now="2026-12-02T00:00:00Z")
+    for run_id, name in (("r1", "a"), ("r2", "a renamed")):  # the author renamed between two runs
+        rows = Rows()
+        # The comment first: the command places posts before comments whatever the database's order.
+        reposting = post(Author(id="1", name=name), _stored(store, 111), post_id="1", reposted=original)
+        for item in (comment, reposting):
+            add_record(rows, dataclasses.asdict(item))
+        db.write(rows, run_id=run_id, seen_at="2026-12-02T00:00:00Z")
+    db.close()
+    settings = ["-s", f"RECORDS_DB={uri}", "-s", f"FILES_STORE={store.root}",
+                "-s", f"OUTPUT_DIR={tmp_path / 'no-outputs'}"]
+    assert library_main(["rebuild", *settings]) == 0
+    said = capsys.readouterr()
+    assert "JSON Lines" not in said.err and "3 created" in said.out, said
+    assert sorted(_tree(lib.root)) == ["weibo/a renamed (1)/2026-03-04 1/01 image.jpg",
+                                       "weibo/a renamed (1)/2026-03-04 1/comments/c9 01 image.jpg",
+                                       "weibo/b (2)/2026-03-04 2/01 image.jpg"]
+    linked = lib.root / "weibo/b (2)/2026-03-04 2/01 image.jpg"
+    assert linked.stat().st_ino == (store.root / str(original.media[0].path)).stat().st_ino
+    assert library_main(["rebuild", *settings]) == 0 and "created" not in capsys.readouterr().out

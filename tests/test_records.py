@@ -97,6 +97,110 @@ def test_an_unreachable_postgres_is_one_line_without_its_password() -> None:
     assert problem.startswith("RECORDS_DB=postgresql://crawler:***@127.0.0.1:1/db cannot be opened: ")
 
 
+def _comment(comment_id: str, *pictures: str, likes: int = 1) -> dict[str, Any]:
+    return {"platform": "weibo", "comment_id": comment_id, "post_id": "1", "parent_id": None,
+            "root_id": comment_id, "author": {"id": "9", "name": "评论者"}, "text": "好",
+            "created_at": "2026-11-28T02:00:00Z",
+            "metrics": {"likes": likes, "replies": 0}, "source": {"spider": "weibo", "job": KEY},
+            "media": [{"kind": "image", "key": key, "url": f"https://m.test/{key}.jpg", "sha256": "cd" * 32,
+                       "path": f"objects/cd/{key}.jpg", "status": "downloaded"} for key in pictures]}
+
+
+def test_comments_and_their_pictures_are_upserted_and_linked(store_uri: str) -> None:
+    store = open_store(store_uri, now=NOW)
+    try:
+        written = _write(store, "r1", "2026-12-02T00:00:01Z", _post("1", 5), _comment("c1", "m1", "m2"),
+                         _comment("c2"))
+        assert (written.posts, written.comments) == (1, 2)
+        _write(store, "r2", "2026-12-02T00:00:02Z", _comment("c1", "m2", likes=7))  # seen again: one picture
+        rows = store.table("comments", ["comment_id", "post_id", "likes", "job", "first_seen_at", "last_seen_at"])
+        assert rows == [
+            {"comment_id": "c1", "post_id": "1", "likes": 7, "job": KEY, "first_seen_at": "2026-12-02T00:00:01Z",
+             "last_seen_at": "2026-12-02T00:00:02Z"},
+            {"comment_id": "c2", "post_id": "1", "likes": 1, "job": KEY, "first_seen_at": "2026-12-02T00:00:01Z",
+             "last_seen_at": "2026-12-02T00:00:01Z"}]
+        assert store.table("comment_media", ["comment_id", "position", "key"]) == [
+            {"comment_id": "c1", "position": 0, "key": "m2"}]
+        assert {m["key"]: m["path"] for m in store.table("media")} == {
+            "p1": "objects/ab/x.jpg", "m1": "objects/cd/m1.jpg", "m2": "objects/cd/m2.jpg"}
+        assert store.table("post_media", ["post_id", "key"]) == [{"post_id": "1", "key": "p1"}]  # no comment's
+    finally:
+        store.close()
+
+
+def test_a_version_1_database_is_migrated_with_its_rows_kept(store_uri: str) -> None:
+    store = open_store(store_uri, now=NOW)
+    store._begin()  # back to what version 1 made: no comment_media, comments without spider and job
+    for statement in ("DROP TABLE comment_media", "DROP INDEX posts_job", "DELETE FROM schema_version",
+                      "ALTER TABLE comments DROP COLUMN job", "ALTER TABLE comments DROP COLUMN spider"):
+        store._execute(statement)
+    store._execute("INSERT INTO schema_version (version, applied_at) VALUES (1, ?)", (NOW,))
+    store._execute("INSERT INTO comments (platform, comment_id, post_id, text, pinned, deleted, extra, "
+                   "first_seen_at, last_seen_at) VALUES ('weibo', 'old', '1', 'kept', 0, 0, '{}', ?, ?)",
+                   (NOW, NOW))
+    store._commit()
+    store.close()
+    store = open_store(store_uri, now=NOW)
+    try:
+        assert store.version() == SCHEMA_VERSION == 2
+        assert [r["version"] for r in store.table("schema_version")] == [1, 2]
+        _write(store, "r1", "2026-12-02T00:00:01Z", _comment("c1", "m1"))
+        assert store.table("comments", ["comment_id", "text", "job"]) == [
+            {"comment_id": "c1", "text": "好", "job": KEY}, {"comment_id": "old", "text": "kept", "job": None}]
+        assert len(store.table("comment_media")) == 1
+    finally:
+        store.close()
+
+
+#: A crawl whose spider yields a post and a comment with a picture each, as the comment-reading spiders do, through
+#: the records pipeline alone: Comment dataclass items upserted as a crawl upserts them (ItemAdapter, the writer
+#: thread, the media results at item_scraped).
+ITEMS_CRAWL = """
+import sys
+import scrapy
+from scrapy.crawler import AsyncCrawlerProcess
+from mediacrawler.items import Author, Comment, CommentMetrics, MediaAsset, Metrics, Post, Source
+
+def asset(key):
+    return MediaAsset(kind="image", key=key, url=f"https://m.test/{key}.jpg", sha256="ef" * 32,
+                      path=f"objects/ef/{key}.jpg", size=3, status="downloaded")
+
+class Items(scrapy.Spider):
+    name = "items"
+
+    async def start(self):
+        source = Source(spider="weibo", job="weibo-uid-1")
+        yield Post(platform="weibo", post_id="1", url="https://weibo.com/1/1", author=Author(id="1", name="A"),
+                   created_at="2026-11-28T01:00:00Z", metrics=Metrics(likes=2), media=[asset("p1")], source=source)
+        yield Comment(platform="weibo", comment_id="c1", post_id="1", parent_id=None, root_id="c1",
+                      author=Author(id="9", name="B"), text="hi", created_at="2026-11-28T02:00:00Z",
+                      metrics=CommentMetrics(likes=4, replies=1), media=[asset("m1")], source=source)
+
+process = AsyncCrawlerProcess({"RECORDS_DB": sys.argv[1], "LOG_LEVEL": "INFO", "TELNETCONSOLE_ENABLED": False,
+                               "ITEM_PIPELINES": {"mediacrawler.pipelines.records.RecordsPipeline": 150}})
+process.crawl(Items)
+process.start()
+"""
+
+
+def test_a_crawl_upserts_its_comment_items_with_their_pictures(tmp_path: Path) -> None:
+    uri = str(tmp_path / "records.sqlite3")
+    done = subprocess.run([sys.executable, "-c", ITEMS_CRAWL, uri], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and "'records/comments': 1" in done.stderr, done.stderr[-3000:]
+    store = open_store(uri, now=NOW)
+    try:
+        assert store.table("comments", ["comment_id", "post_id", "author_id", "likes", "replies", "job"]) == [
+            {"comment_id": "c1", "post_id": "1", "author_id": "9", "likes": 4, "replies": 1, "job": "weibo-uid-1"}]
+        assert store.table("comment_media", ["comment_id", "key"]) == [{"comment_id": "c1", "key": "m1"}]
+        assert {m["key"]: (m["status"], m["path"]) for m in store.table("media")} == {
+            "p1": ("downloaded", "objects/ef/p1.jpg"), "m1": ("downloaded", "objects/ef/m1.jpg")}
+        assert store.table("authors", ["author_id", "name"]) == [{"author_id": "1", "name": "A"},
+                                                                 {"author_id": "9", "name": "B"}]
+    finally:
+        store.close()
+
+
 WRITER = """
 import sys
 from mediacrawler.records.rows import Rows, add_record
@@ -189,7 +293,8 @@ def _contents(uri: str) -> dict[str, list[dict[str, Any]]]:
     store = open_store(uri, now=NOW)
     try:
         return {table: [{k: v for k, v in row.items() if k not in VOLATILE} for row in store.table(table)]
-                for table in ("authors", "posts", "media", "post_media", "metrics_history", "comments")}
+                for table in ("authors", "posts", "media", "post_media", "metrics_history", "comments",
+                              "comment_media")}
     finally:
         store.close()
 

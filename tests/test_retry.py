@@ -13,6 +13,7 @@ import pytest
 import redis
 
 from mediacrawler.extensions.retries import FileRetryStore, RedisRetryStore, RetryStore
+from mediacrawler.records.store import open_store
 from mediacrawler.sandbox.process import SandboxProcess
 from mediacrawler.sandbox.world import build_world
 from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run
@@ -104,9 +105,11 @@ def test_next_run_of_the_source_stores_the_failed_video(tmp_path: Path, sb: Sand
 def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxProcess, redis_url: str,
                                                     backend: tuple[tuple[str, ...], RetryStore]) -> None:
     post_id, paths, _ = first_run_fails_the_video(sb, tmp_path, redis_url, backend)
-    # The same -s settings as the crawl, the same OUTPUT_DIR: the job's file is the first run's.
+    # The same -s settings as the crawl, the same OUTPUT_DIR: the job's file is the first run's. A records
+    # database of its own (-s RECORDS_DB): the retry crawl writes there.
+    database = tmp_path / "retry-records.sqlite3"
     command = [sys.executable, "-m", "mediacrawler", "retry", "--platform", "weibo",
-               *crawl_command("weibo", sb, tmp_path, *backend[0], run="run1")[5:]]
+               *crawl_command("weibo", sb, tmp_path, *backend[0], "-s", f"RECORDS_DB={database}", run="run1")[5:]]
     job_file = tmp_path / "run1" / "weibo" / f"{KEY}.jsonl"
     first = job_file.read_bytes()
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry")
@@ -121,6 +124,12 @@ def test_mediacrawler_retry_stores_the_failed_video(tmp_path: Path, sb: SandboxP
     assert len(retried) == 1, sorted(job_file.parent.iterdir())
     assert f"{KEY}: records of the posts read again in {retried[0].resolve()}" in log, log[-3000:]
     assert_stored_on_retry(tmp_path, retried[0], post_id, paths, sb, backend[1])
+    db = open_store(str(database), now="2026-12-02T00:00:00Z")
+    try:
+        assert [p["post_id"] for p in db.table("posts")] == [post_id]  # the post read again, in that database
+        assert [m["status"] for m in db.table("media") if m["kind"] == "video"] == ["downloaded"]
+    finally:
+        db.close()
 
     code, log = run(command, tmp_path, redis_url=redis_url, name="retry-again")
     assert code == 0 and "no media pending retry for weibo" in log, log[-3000:]

@@ -8,12 +8,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.exceptions import NotConfigured
 
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
-from mediacrawler.config import settings_problem
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
 
 
 def _summary(cp: Checkpoint) -> str:
@@ -38,21 +37,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     show.add_argument("key", help="job key, e.g. weibo-uid-7365120894")
     reset = sub.add_parser("reset", help="delete one checkpoint: the next run starts at page 1")
     reset.add_argument("key")
-    try:
-        opts = parser.parse_args(list(argv or []))
-        settings = command_settings(opts.set)
-    except SystemExit as e:
-        return int(e.code or 0)
-    except UsageError as e:
-        print(f"mediacrawler checkpoints: {e}", file=sys.stderr)
-        return 2
+    parsed = checked_settings(parser, argv)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     if opts.dir:
         store: CheckpointStore = FileCheckpointStore(opts.dir)
     else:
-        problem = settings_problem(settings)
-        if problem:
-            print(f"mediacrawler checkpoints: error: {problem}", file=sys.stderr)
-            return 2
         try:
             store = store_from_settings(settings)
         except NotConfigured as e:

@@ -29,10 +29,9 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
-from mediacrawler.config import settings_problem
-from mediacrawler.distributed.connection import redis_connect_problem
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.jobstate import job_state
+from mediacrawler.commands.options import startup_problem
 from mediacrawler.library import default_library_dir
 from mediacrawler.media.store import store_scheme
 from mediacrawler.pipelines.records import records_problem
@@ -72,13 +71,6 @@ def configured_targets(spidercls: type[Spider], settings: BaseSettings) -> list[
                              f"{', '.join(sorted(allowed))}")
         targets.append({key.strip(): value.strip()})
     return targets
-
-
-def startup_problem(settings: BaseSettings) -> str | None:  # also status.py and enqueue.py
-    """One line for the first thing that keeps this crawl from starting: a setting that does not fit its
-    declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
-    REDIS_CONNECT_TIMEOUT); None when the crawl may start. Checked before any crawler exists."""
-    return settings_problem(settings) or redis_connect_problem(settings)
 
 
 #: Close reasons of a lost Redis: what happened and how to go on, for the one line of the exit status 1.

@@ -8,11 +8,9 @@ import sys
 from collections.abc import Sequence
 
 import redis
-from scrapy.exceptions import UsageError
 from scrapy.spiderloader import get_spider_loader
 
-from mediacrawler.commands.crawl import startup_problem
-from mediacrawler.commands.options import add_settings_option, command_settings
+from mediacrawler.commands.options import add_settings_option, checked_settings
 from mediacrawler.distributed.jobs import JobBoard
 from mediacrawler.jobstate import job_state
 from mediacrawler.scrub import mask_url, scrub
@@ -28,20 +26,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("args", nargs="*", metavar="key=value", help="spider arguments, as with -a")
     parser.add_argument("--redis-url", help="Redis to queue into (default: REDIS_URL)")
     add_settings_option(parser)
-    opts = parser.parse_args(argv)
-    try:
-        settings = command_settings(opts.set)
-    except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if opts.redis_url:
-        settings.set("REDIS_URL", opts.redis_url, priority="cmdline")
+    parsed = checked_settings(parser, argv, redis=True, options={"redis_url": "REDIS_URL"})
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     if not settings.get("REDIS_URL"):
         print("error: set REDIS_URL (or --redis-url): jobs are queued in Redis", file=sys.stderr)
-        return 2
-    problem = startup_problem(settings)
-    if problem:
-        print(f"error: {problem}", file=sys.stderr)
         return 2
     kwargs: dict[str, str] = {}
     for pair in opts.args:

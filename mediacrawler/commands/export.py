@@ -1,7 +1,8 @@
 """``mediacrawler export --format csv|jsonl [--kind posts|comments|media] [--platform P] [--job J] [--since D]
-[--out FILE] [-s NAME=VALUE]``: the records of the JSON Lines outputs (OUTPUT_DIR/<spider>/*.jsonl) as flat CSV
-or as JSON Lines, one row per post (its latest record) (docs/records.md, "CSV columns"; docs/operations.md,
-"Exporting"). The records database (issue #25) will be read instead once it exists.
+[--out FILE] [-s NAME=VALUE]``: the records database (RECORDS_DB: one row per post with its latest counts) as flat
+CSV or JSON Lines, in the columns of the CSV feed (exporters.COLUMNS; docs/records.md, "CSV columns";
+docs/operations.md, "Exporting"). Where there is no database (RECORDS_ENABLED off, or its SQLite file not made yet)
+the JSON Lines outputs (OUTPUT_DIR/<spider>/*.jsonl, the latest record of each post) are read instead, said once.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from scrapy.exceptions import UsageError
+from scrapy.settings import BaseSettings
 
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
-from mediacrawler.config import setting, settings_problem
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
+from mediacrawler.config import setting
 from mediacrawler.exporters import COLUMNS, csv_bytes, rows_of
 from mediacrawler.fsutil import loads_bounded
 from mediacrawler.library import library_from_settings, publish_time
+from mediacrawler.records.read import RecordsUnreadable, Selection, open_records, read_comments, read_posts
 
 #: Nesting a record may have (a post, its original, their media): deeper lines are skipped as unreadable.
 MAX_DEPTH = 64
@@ -82,24 +85,63 @@ def select(records: list[dict[str, Any]], *, platform: str | None, job: str | No
     return out
 
 
+def load(prog: str, settings: BaseSettings, kind: str, selection: Selection,
+         output_dir: str | None = None) -> tuple[list[dict[str, Any]], str] | int:
+    """The records of *kind* (``media``: posts and comments) that *selection* picks, posts first (a comment's
+    library path is under its post's folder), and where they came from; or exit status 2 after one line. From the
+    records database, else from the JSON Lines under *output_dir* (default OUTPUT_DIR), said once on stderr."""
+    try:
+        store, where = open_records(settings)
+    except RecordsUnreadable as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    if store is not None:
+        try:
+            records = read_posts(store, selection) if kind != "comments" else []
+            if kind != "posts":
+                records += read_comments(store, selection)
+        finally:
+            store.close()
+        return records, where
+    directory = output_dir or str(setting(settings, "OUTPUT_DIR"))
+    missing = missing_dir(directory, setting="OUTPUT_DIR",
+                          given=f"--output-dir {output_dir}" if output_dir else None)
+    if missing:
+        print(f"{prog}: no records: {where}, and {missing}", file=sys.stderr)
+        return 2
+    print(f"{prog}: {where}: reading the JSON Lines under {directory} instead", file=sys.stderr)
+    errors: list[str] = []
+    found = select(latest(read_records(Path(directory), errors=errors)), platform=selection.platform,
+                   job=selection.job, since=selection.since)
+    for line in errors[:10]:
+        print(f"{prog}: skipped an unreadable line: {line}", file=sys.stderr)
+    wanted = {"posts": (False,), "comments": (True,), "media": (False, True)}[kind]
+    records = [r for r in found if (r.get("comment_id") is not None) in wanted]
+    return sorted(records, key=lambda r: r.get("comment_id") is not None), directory
+
+
 def write_export(records: list[dict[str, Any]], out: IO[bytes], *, fmt: str, kind: str, library: Any) -> int:
-    """Write *records* as *fmt* rows of *kind*; the number of rows."""
-    # Posts first: a comment's library path is under its post's folder.
-    ordered = sorted(records, key=lambda r: r.get("comment_id") is not None)
-    rows = [row for record in ordered for row in rows_of(record, kind, library, lookup=True)]
+    """Write the rows of *kind* of *records* as *fmt* (CSV with its BOM and header, or one JSON object per row
+    with the same columns); the number of rows."""
+    rows, seen = [], set()
+    for record in records:
+        for row in rows_of(record, kind, library, lookup=True):
+            if kind == "media":
+                # A repost's original is a post of its own in the database: its assets once.
+                key = (row["platform"], row["post_id"], row["comment_id"], row["number"])
+                if key in seen:
+                    continue
+                seen.add(key)
+            rows.append(row)
     if fmt == "csv":
         out.write(csv_bytes(rows, COLUMNS[kind], header=True))
-    elif kind == "media":
-        out.write(b"".join(json.dumps(row, ensure_ascii=False).encode() + b"\n" for row in rows))
     else:
-        wanted = [r for r in records if (r.get("comment_id") is not None) == (kind == "comments")]
-        out.write(b"".join(json.dumps(r, ensure_ascii=False).encode() + b"\n" for r in wanted))
-        return len(wanted)
+        out.write(b"".join(json.dumps(row, ensure_ascii=False).encode() + b"\n" for row in rows))
     return len(rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Exit 0 ok, 2 usage or no output directory."""
+    """Exit 0 ok, 2 usage, a database that cannot be read, or nothing to read."""
     parser = argparse.ArgumentParser(prog="mediacrawler export", description=__doc__.splitlines()[0])
     parser.add_argument("--format", choices=("csv", "jsonl"), default="csv", help="csv (the default) or jsonl")
     parser.add_argument("--kind", choices=tuple(COLUMNS), default="posts", help="rows: posts (default), "
@@ -108,30 +150,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--job", help="only the records of this job (e.g. weibo-uid-7365120894)")
     parser.add_argument("--since", help="only posts published at or after this date or time (UTC)")
     parser.add_argument("--out", "-o", help="file to write (default: standard output)")
-    parser.add_argument("--output-dir", help="the crawl's JSON Lines root (default: OUTPUT_DIR)")
+    parser.add_argument("--output-dir", help="the JSON Lines root read when there is no records database "
+                        "(default: OUTPUT_DIR)")
     add_settings_option(parser)
+    parsed = checked_settings(parser, argv)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     try:
-        opts = parser.parse_args(list(argv or []))
-        settings = command_settings(opts.set)
         since = _since(opts.since) if opts.since else None
-    except SystemExit as e:
-        return int(e.code or 0)
     except UsageError as e:
-        print(f"mediacrawler export: {e}", file=sys.stderr)
+        print(f"{parser.prog}: {e}", file=sys.stderr)
         return 2
-    problem = settings_problem(settings)
-    if problem:
-        print(f"mediacrawler export: error: {problem}", file=sys.stderr)
-        return 2
-    output_dir = opts.output_dir or str(setting(settings, "OUTPUT_DIR"))
-    missing = missing_dir(output_dir, setting="OUTPUT_DIR",
-                          given=f"--output-dir {opts.output_dir}" if opts.output_dir else None)
-    if missing:
-        print(f"mediacrawler export: no records: {missing}", file=sys.stderr)
-        return 2
-    errors: list[str] = []
-    records = select(latest(read_records(Path(output_dir), errors=errors)), platform=opts.platform, job=opts.job,
-                     since=since)
+    loaded = load(parser.prog, settings, opts.kind, Selection(opts.platform, opts.job, since), opts.output_dir)
+    if isinstance(loaded, int):
+        return loaded
+    records, where = loaded
     library = library_from_settings(settings) if setting(settings, "LIBRARY_ENABLED") else None
     if opts.out:
         with open(opts.out, "wb") as f:
@@ -139,8 +173,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         count = write_export(records, sys.stdout.buffer, fmt=opts.format, kind=opts.kind, library=library)
         sys.stdout.flush()
-    for line in errors[:10]:
-        print(f"mediacrawler export: skipped an unreadable line: {line}", file=sys.stderr)
-    print(f"mediacrawler export: {count} {opts.kind} rows from {len(records)} records in {output_dir}"
+    print(f"{parser.prog}: {count} {opts.kind} rows from {len(records)} records in {where}"
           + (f" to {opts.out}" if opts.out else ""), file=sys.stderr)
     return 0

@@ -1,6 +1,7 @@
-"""``mediacrawler library rebuild [--output-dir DIR] [--prune] [-s NAME=VALUE]``: link every stored file of the
-records in OUTPUT_DIR/<spider>/*.jsonl into LIBRARY_DIR again (docs/records.md, "Library"). The records database
-(issue #25) will be read instead once it exists. Exit 0 ok, 1 some files could not be linked, 2 usage.
+"""``mediacrawler library rebuild [--prune] [-s NAME=VALUE]``: link every stored file of the records database
+(RECORDS_DB) into LIBRARY_DIR again, posts before comments (docs/records.md, "Library"). Where there is no
+database, the JSON Lines outputs (``--output-dir``, default OUTPUT_DIR) are read instead, said once. Exit 0 ok, 1 some files
+could not be linked, 2 usage or nothing to read.
 """
 
 from __future__ import annotations
@@ -9,51 +10,37 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from scrapy.exceptions import UsageError
-
-from mediacrawler.commands.export import latest, read_records
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
-from mediacrawler.config import setting, settings_problem
+from mediacrawler.commands.export import load
+from mediacrawler.commands.options import add_settings_option, checked_settings
 from mediacrawler.library import check_library, library_from_settings
+from mediacrawler.records.read import Selection
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mediacrawler library", description="The library of stored files.")
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    rebuild = sub.add_parser("rebuild", help="link every stored file of the JSON Lines records into LIBRARY_DIR")
-    rebuild.add_argument("--output-dir", help="the crawl's JSON Lines root (default: OUTPUT_DIR)")
+    rebuild = sub.add_parser("rebuild", help="link every stored file of the records database into LIBRARY_DIR")
+    rebuild.add_argument("--output-dir", help="the JSON Lines root read when there is no records database "
+                         "(default: OUTPUT_DIR)")
     rebuild.add_argument("--prune", action="store_true",
                          help="then remove what is no link to a stored object (stray files, dangling links)")
     add_settings_option(rebuild)
-    try:
-        opts = parser.parse_args(list(argv or []))
-        if opts.action is None:
-            parser.print_usage(sys.stderr)
-            return 2
-        settings = command_settings(opts.set)
-    except SystemExit as e:
-        return int(e.code or 0)
-    except UsageError as e:
-        print(f"mediacrawler library: {e}", file=sys.stderr)
+    parsed = checked_settings(parser, argv)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
+    if opts.action is None:
+        parser.print_usage(sys.stderr)
         return 2
-    problem = settings_problem(settings)
-    if problem:
-        print(f"mediacrawler library: error: {problem}", file=sys.stderr)
-        return 2
-    output_dir = opts.output_dir or str(setting(settings, "OUTPUT_DIR"))
-    missing = missing_dir(output_dir, setting="OUTPUT_DIR",
-                          given=f"--output-dir {opts.output_dir}" if opts.output_dir else None)
-    if missing:
-        print(f"mediacrawler library: no records: {missing}", file=sys.stderr)
-        return 2
+    loaded = load(parser.prog, settings, "media", Selection(), opts.output_dir)
+    if isinstance(loaded, int):
+        return loaded
+    records, _ = loaded
     library = library_from_settings(settings)
     totals: dict[str, int] = {}
     failed = 0
-    records = latest(read_records(Path(output_dir)))
-    # Posts first: a comment's pictures go under its post's folder.
-    for record in sorted(records, key=lambda r: r.get("comment_id") is not None):
+    for record in records:  # posts first: a comment's pictures go under its post's folder
         try:
             counts = library.place(record)
         except (OSError, ValueError) as exc:

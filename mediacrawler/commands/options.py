@@ -1,18 +1,22 @@
 """The settings of a ``mediacrawler`` command (``status``, ``checkpoints``, ``verify``, ``retry``, ``enqueue``,
-``demo``): the project's settings found from any directory, plus ``-s NAME=VALUE`` (docs/operations.md, "Commands
-and settings")."""
+``export``, ``library``, ``demo``): the project's settings found from any directory, plus ``-s NAME=VALUE``,
+checked as a crawl checks them (:func:`checked_settings`; docs/operations.md, "Commands and settings")."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from scrapy.exceptions import UsageError
 from scrapy.settings import Settings
 from scrapy.utils.conf import get_config
 from scrapy.utils.project import get_project_settings
+
+from mediacrawler.config import settings_problem
+from mediacrawler.distributed.connection import redis_connect_problem
 
 #: The settings module a command uses when neither SCRAPY_SETTINGS_MODULE nor a scrapy.cfg names one.
 DEFAULT_SETTINGS_MODULE = "mediacrawler.settings"
@@ -55,3 +59,35 @@ def missing_dir(path: str | os.PathLike[str], *, setting: str, given: str | None
     relative = "" if where.is_absolute() else f", relative to {Path.cwd()}"
     return (f"{where.resolve()} does not exist ({given or f'{setting}={path}'}{relative}); run from the crawl's "
             f"directory or give -s {setting}=…")
+
+
+def startup_problem(settings: Settings) -> str | None:
+    """One line for the first thing that keeps a crawl (or a command) from starting: a setting that does not fit
+    its declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
+    REDIS_CONNECT_TIMEOUT); None when it may start."""
+    return settings_problem(settings) or redis_connect_problem(settings)
+
+
+def checked_settings(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, redis: bool = False,
+                     options: Mapping[str, str] | None = None) -> tuple[argparse.Namespace, Settings] | int:
+    """Parse *argv* with *parser* (which has :func:`add_settings_option`) and build the command's settings:
+    :func:`command_settings` of its ``-s`` pairs, then each of *options* (option dest → setting name) that was
+    given, at command-line priority; checked as a crawl checks them (:func:`startup_problem` with *redis*: the
+    commands that use Redis; else the declarations alone). ``(options, settings)``, or the exit status after one
+    line on stderr (``--help``: 0; usage, a bad setting, an unusable Redis: 2)."""
+    try:
+        opts = parser.parse_args(list(argv or []))
+        settings = command_settings(getattr(opts, "set", None) or ())
+    except SystemExit as e:
+        return int(e.code or 0)
+    except UsageError as e:
+        print(f"{parser.prog}: {e}", file=sys.stderr)
+        return 2
+    for dest, name in (options or {}).items():
+        if getattr(opts, dest, None):
+            settings.set(name, getattr(opts, dest), priority="cmdline")
+    problem = startup_problem(settings) if redis else settings_problem(settings)
+    if problem:
+        print(f"{parser.prog}: error: {problem}", file=sys.stderr)
+        return 2
+    return opts, settings

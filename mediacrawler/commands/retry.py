@@ -10,12 +10,11 @@ import sys
 from collections.abc import Sequence
 
 from scrapy.crawler import AsyncCrawlerProcess
-from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.exceptions import NotConfigured
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
-from mediacrawler.commands.crawl import startup_problem
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
 from mediacrawler.config import setting
 from mediacrawler.extensions.retries import FileRetryStore, RetryCorrupt, RetrySet, retry_store_from_settings
 from mediacrawler.feeds import sync_feeds
@@ -30,18 +29,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      description="Retry the media assets that failed in earlier crawls.")
     parser.add_argument("--platform", help="only the jobs of this spider, e.g. weibo")
     add_settings_option(parser)
-    try:
-        opts = parser.parse_args(list(argv or []))
-        settings = command_settings(opts.set)
-    except SystemExit as e:
-        return int(e.code or 0)
-    except UsageError as e:
-        print(f"mediacrawler retry: {e}", file=sys.stderr)
-        return 2
-    problem = startup_problem(settings)
-    if problem:
-        print(f"mediacrawler retry: error: {problem}", file=sys.stderr)
-        return 2
+    parsed = checked_settings(parser, argv, redis=True)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     # A retry-only crawl walks no listing page: it has no checkpoint to keep.
     settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
     if (settings.getpriority("OUTPUT_FILE") or 0) < SETTINGS_PRIORITIES["cmdline"]:

@@ -20,16 +20,17 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TextIO
 from urllib.parse import urlsplit
 
-from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.exceptions import NotConfigured
 
-from mediacrawler.commands.options import add_settings_option, command_settings, missing_dir
-from mediacrawler.config import setting, settings_problem
+from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
+from mediacrawler.config import setting
 from mediacrawler.fsutil import free_bytes
 from mediacrawler.library import check_library, default_library_dir
 from mediacrawler.media.index import (MediaIndex, ObjectRecord, SourceRecord, SQLiteMediaIndex, index_class,
                                       is_corruption, object_record_of)
 from mediacrawler.media.store import ContentAddressedStore, StoreError, hash_file, parse_object_relpath
 from mediacrawler.media.urls import allowed_schemes
+from mediacrawler.records.read import RecordsUnreadable, open_records, stored_objects
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -68,6 +69,9 @@ class VerifyReport:
     # The library (LIBRARY_DIR), relative to it: links whose object is gone, files that link to no object.
     library_missing: list[str] = field(default_factory=list)
     library_stray: list[str] = field(default_factory=list)
+    # The records database (RECORDS_DB): "<platform> <kind> <key> → <path>" of rows whose object is not stored.
+    records_missing: list[str] = field(default_factory=list)
+    records_problem: str | None = None  # the database could not be read
 
     @property
     def clean(self) -> bool:
@@ -75,7 +79,8 @@ class VerifyReport:
         fixed = set(self.repaired) | set(self.adopted) | set(self.quarantined)
         return (not self.unrepaired and {*self.corrupt, *self.missing, *self.orphans} <= fixed
                 and (not self.index_problem or self.index_repaired)
-                and not self.library_missing and not self.library_stray)
+                and not self.library_missing and not self.library_stray
+                and not self.records_missing and not self.records_problem)
 
 
 def run_verify(*, store: ContentAddressedStore, index: MediaIndex, repair: bool = False,
@@ -279,6 +284,9 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
     lines += [f"orphan   {p}" for p in report.orphans]
     lines += [f"library  missing object: {p}" for p in report.library_missing]
     lines += [f"library  stray: {p}" for p in report.library_stray]
+    lines += [f"records  missing object: {p}" for p in report.records_missing]
+    if report.records_problem:
+        lines.append(f"records  unreadable: {report.records_problem}")
     if repair:
         lines += [f"repaired {p}" for p in report.repaired]
         lines += [f"adopted  {p}" for p in report.adopted]
@@ -293,6 +301,9 @@ def format_report(report: VerifyReport, *, repair: bool) -> list[str]:
     if report.library_missing or report.library_stray:
         summary += (f"; library: {len(report.library_missing)} missing objects, {len(report.library_stray)} stray "
                     "(mediacrawler library rebuild --prune relinks and removes them)")
+    if report.records_missing:
+        summary += (f"; records: {len(report.records_missing)} rows name an object the store does not hold "
+                    "(--repair fetches it again when the index has its URL; else crawl its post again)")
     lines.append(summary)
     if repair and report.unrepaired:
         # A video assembled from a manifest cannot be fetched back from one URL; its post can.
@@ -315,21 +326,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return add_settings_option(parser)
 
 
-def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = None,
-                  out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Run ``verify`` for parsed ``args``; return the exit status."""
+def run_from_args(args: argparse.Namespace, *, settings: BaseSettings, out: TextIO | None = None,
+                  err: TextIO | None = None) -> int:
+    """Run ``verify`` for parsed ``args`` and the settings of :func:`main` (checked there); the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
-    if settings is None:
-        try:
-            settings = command_settings(getattr(args, "set", None) or ())
-        except UsageError as exc:
-            err.write(f"verify: {exc}\n")
-            return 2
-    problem = settings_problem(settings)
-    if problem:
-        err.write(f"verify: error: {problem}\n")
-        return 2
     conf: dict[str, Any] = {
         "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
         "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
@@ -394,9 +395,27 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings | None = N
         found = check_library(library, store_root=store.root)
         report.library_missing, report.library_stray = found.missing or [], found.stray or []
     report.index_repaired = bool(rebuilt) and args.repair
+    report.records_missing, report.records_problem = check_records(settings, store.root)
     for line in format_report(report, repair=args.repair):
         out.write(line + "\n")
     return EXIT_OK if report.clean else EXIT_PROBLEMS
+
+
+def check_records(settings: BaseSettings, store_root: str | os.PathLike[str]) -> tuple[list[str], str | None]:
+    """The media rows of the records database whose object (or a derived one) is not in the store under
+    *store_root*, as ``"<platform> <kind> <key> → <path>"``; and why the database could not be read. Nothing to
+    check where there is no database (RECORDS_ENABLED off, its SQLite file not made yet)."""
+    try:
+        db, _ = open_records(settings)
+    except RecordsUnreadable as exc:
+        return [], str(exc)
+    if db is None:
+        return [], None
+    try:
+        return [f"{asset} → {path}" for asset, path in stored_objects(db)
+                if not os.path.isfile(os.path.join(store_root, path))], None
+    finally:
+        db.close()
 
 
 def _check_index(index: MediaIndex, *, repair: bool) -> tuple[str | None, str | None]:
@@ -423,6 +442,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = add_arguments(argparse.ArgumentParser(
         prog="mediacrawler verify", description="Re-hash every stored media file; report corrupt, missing and "
         "orphan files (--repair: quarantine, re-download, adopt)."))
-    args = parser.parse_args(argv)
-    return run_from_args(args)
+    parsed = checked_settings(parser, argv)
+    if isinstance(parsed, int):
+        return parsed
+    args, settings = parsed
+    return run_from_args(args, settings=settings)
 

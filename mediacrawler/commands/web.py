@@ -17,13 +17,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from scrapy.exceptions import UsageError
-
-from mediacrawler.commands.options import add_settings_option, command_settings
+from mediacrawler.commands.options import add_settings_option, checked_settings
 from mediacrawler.config import setting
 from mediacrawler.pipelines.records import records_problem
 from mediacrawler.records.store import is_postgres
-from mediacrawler.commands.crawl import startup_problem
 
 
 def is_loopback(host: str) -> bool:
@@ -50,18 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--host", help="address to listen on (default: WEB_HOST, 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (default: WEB_PORT, 8080; 0: a free one)")
     add_settings_option(parser)
-    try:
-        opts = parser.parse_args(list(argv or []))
-        settings = command_settings(opts.set)
-    except SystemExit as e:
-        return int(e.code or 0)
-    except UsageError as e:
-        print(f"mediacrawler web: {e}", file=sys.stderr)
-        return 2
-    problem = startup_problem(settings)
-    if problem:
-        print(f"mediacrawler web: error: {problem}", file=sys.stderr)
-        return 2
+    parsed = checked_settings(parser, argv, redis=True)
+    if isinstance(parsed, int):
+        return parsed
+    opts, settings = parsed
     host = opts.host or str(setting(settings, "WEB_HOST"))
     port = opts.port if opts.port is not None else int(setting(settings, "WEB_PORT"))
     auth = os.environ.get("WEB_AUTH") or None

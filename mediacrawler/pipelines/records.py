@@ -32,7 +32,7 @@ from mediacrawler.contracts import REFRESH_ONLY, walk_assets
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.records.rows import Rows, add_record
 from mediacrawler.records.schema import SchemaTooNew
-from mediacrawler.records.store import RecordStore, Written, open_store, resolve_uri, shown
+from mediacrawler.records.store import RecordStore, Written, open_store, records_uri, shown
 from mediacrawler.scrub import scrub
 
 if TYPE_CHECKING:
@@ -45,11 +45,6 @@ logger = logging.getLogger(__name__)
 
 class RefreshedOnly(DropItem):
     """Dropped by the records pipeline: a post read again only to refresh its counts (``-a refresh``)."""
-
-
-def records_uri(settings: Any) -> str:
-    """The store URI that ``RECORDS_DB`` and ``CHECKPOINT_DIR`` name."""
-    return resolve_uri(settings.get("RECORDS_DB"), str(settings.get("CHECKPOINT_DIR") or "checkpoints"))
 
 
 def seen_now() -> str:

@@ -3,7 +3,8 @@ dicts a record becomes (``ItemAdapter(item).asdict()``), no I/O.
 
 One post gives an ``authors`` row (when it names its author), a ``posts`` row, and per media asset a ``media`` row
 (the asset by its platform key) and a ``post_media`` row (its place in the post); the original of a repost gives
-rows of its own. A comment gives a ``comments`` row and its author's row.
+rows of its own. A comment gives a ``comments`` row, its author's row, and per picture a ``media`` row and a
+``comment_media`` row.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class Rows:
     media: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     post_media: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
     comments: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    comment_media: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.posts) + len(self.media) + len(self.comments)
@@ -62,6 +64,24 @@ def _put_media(rows: Rows, key: tuple[str, str, str], row: dict[str, Any]) -> No
     rows.media[key] = row
 
 
+def _add_media(rows: Rows, platform: str, media: Any, *, with_results: bool) -> list[tuple[int, str, str]]:
+    """The ``media`` rows of a post's or a comment's assets; ``(position, kind, key)`` of each, for its links."""
+    placed = []
+    for position, asset in enumerate(media or []):
+        if not isinstance(asset, dict) or not asset.get("kind") or not asset.get("key"):
+            continue
+        kind, key = str(asset["kind"]), str(asset["key"])
+        _put_media(rows, (platform, kind, key), {
+            "platform": platform, "kind": kind, "key": key, "url": asset.get("url"),
+            "width": asset.get("width"), "height": asset.get("height"), "duration": asset.get("duration"),
+            "live_of": asset.get("live_of"), "cover_of": asset.get("cover_of"),
+            "derived": None if asset.get("derived") is None else _json(asset["derived"]),
+            **{name: asset.get(name) if with_results else None for name in MEDIA_RESULTS},
+        })
+        placed.append((position, kind, key))
+    return placed
+
+
 def add_post(rows: Rows, post: dict[str, Any], *, with_results: bool = True) -> None:
     """Add the rows of ``post`` (and of the post it reposts) to ``rows``. ``with_results=False``: the media rows
     carry no download results (the post has not been through the media pipeline yet)."""
@@ -83,17 +103,7 @@ def add_post(rows: Rows, post: dict[str, Any], *, with_results: bool = True) -> 
             "spider": source.get("spider"), "job": source.get("job"), "fetched_at": post.get("fetched_at"),
             "extra": _extra(post),
         }
-        for position, asset in enumerate(post.get("media") or []):
-            if not isinstance(asset, dict) or not asset.get("kind") or not asset.get("key"):
-                continue
-            kind, key = str(asset["kind"]), str(asset["key"])
-            _put_media(rows, (platform, kind, key), {
-                "platform": platform, "kind": kind, "key": key, "url": asset.get("url"),
-                "width": asset.get("width"), "height": asset.get("height"), "duration": asset.get("duration"),
-                "live_of": asset.get("live_of"), "cover_of": asset.get("cover_of"),
-                "derived": None if asset.get("derived") is None else _json(asset["derived"]),
-                **{name: asset.get(name) if with_results else None for name in MEDIA_RESULTS},
-            })
+        for position, kind, key in _add_media(rows, platform, post.get("media"), with_results=with_results):
             rows.post_media[(platform, post_id, position)] = {
                 "platform": platform, "post_id": post_id, "position": position, "kind": kind, "key": key}
         if not isinstance(reposted, dict):
@@ -101,26 +111,31 @@ def add_post(rows: Rows, post: dict[str, Any], *, with_results: bool = True) -> 
         post = reposted
 
 
-def add_comment(rows: Rows, comment: dict[str, Any]) -> None:
-    """Add the rows of ``comment`` (a comment or a reply) to ``rows``."""
+def add_comment(rows: Rows, comment: dict[str, Any], *, with_results: bool = True) -> None:
+    """Add the rows of ``comment`` (a comment or a reply) and of its pictures to ``rows``."""
     platform, comment_id = str(comment.get("platform") or ""), str(comment.get("comment_id") or "")
     if not platform or not comment_id:
         return
     metrics = comment.get("metrics") or {}
+    source = comment.get("source") or {}
     rows.comments[(platform, comment_id)] = {
         "platform": platform, "comment_id": comment_id, "post_id": str(comment.get("post_id") or ""),
         "parent_id": comment.get("parent_id"), "root_id": comment.get("root_id"),
         "author_id": _author(rows, platform, comment.get("author")), "text": comment.get("text") or "",
         "created_at": comment.get("created_at"), "likes": metrics.get("likes"), "replies": metrics.get("replies"),
         "pinned": 1 if comment.get("pinned") else 0, "deleted": 1 if comment.get("deleted") else 0,
+        "spider": source.get("spider"), "job": source.get("job"),
         "fetched_at": comment.get("fetched_at"), "extra": _extra(comment),
     }
+    for position, kind, key in _add_media(rows, platform, comment.get("media"), with_results=with_results):
+        rows.comment_media[(platform, comment_id, position)] = {
+            "platform": platform, "comment_id": comment_id, "position": position, "kind": kind, "key": key}
 
 
 def add_record(rows: Rows, record: dict[str, Any], *, with_results: bool = True) -> bool:
     """Add a post or a comment (told apart by ``comment_id``); False for anything else."""
     if record.get("comment_id"):
-        add_comment(rows, record)
+        add_comment(rows, record, with_results=with_results)
         return True
     if record.get("post_id"):
         add_post(rows, record, with_results=with_results)

@@ -9,7 +9,7 @@ mediacrawler and is refused (:class:`SchemaTooNew`).
 from __future__ import annotations
 
 #: The version this code writes; migrations ``1..SCHEMA_VERSION`` make a database of it from nothing.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _V1 = [
     """CREATE TABLE IF NOT EXISTS authors (
@@ -52,9 +52,22 @@ _V1 = [
     "CREATE INDEX IF NOT EXISTS comments_post ON comments (platform, post_id)",
 ]
 
+# Version 2: the pictures of comments (``comment_media``, as ``post_media`` for posts), and the spider and job that
+# last saw a comment (``mediacrawler export --job`` selects comments as it selects posts).
+_V2 = [
+    """CREATE TABLE IF NOT EXISTS comment_media (
+        platform TEXT NOT NULL, comment_id TEXT NOT NULL, position INTEGER NOT NULL, kind TEXT NOT NULL,
+        key TEXT NOT NULL,
+        PRIMARY KEY (platform, comment_id, position))""",
+    "CREATE INDEX IF NOT EXISTS comment_media_asset ON comment_media (platform, kind, key)",
+    "ALTER TABLE comments ADD COLUMN spider TEXT",
+    "ALTER TABLE comments ADD COLUMN job TEXT",
+    "CREATE INDEX IF NOT EXISTS posts_job ON posts (job)",
+]
+
 #: version → the statements that take a database from the version before it to this one (run in one transaction
 #: with the ``schema_version`` row that records it). A new version appends here; none is ever edited.
-MIGRATIONS: dict[int, list[str]] = {1: _V1}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2}
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
 

@@ -37,6 +37,11 @@ def resolve_uri(value: str | None, checkpoint_dir: str) -> str:
     return text
 
 
+def records_uri(settings: Any) -> str:
+    """The store URI that ``RECORDS_DB`` and ``CHECKPOINT_DIR`` of *settings* name."""
+    return resolve_uri(settings.get("RECORDS_DB"), str(settings.get("CHECKPOINT_DIR") or "checkpoints"))
+
+
 def is_postgres(uri: str) -> bool:
     return uri.startswith(POSTGRES_SCHEMES)
 
@@ -115,16 +120,22 @@ LINK_SQL = _upsert("post_media", LINK_COLUMNS, ("platform", "post_id", "position
                    {"kind": "excluded.kind", "key": "excluded.key"})
 
 COMMENT_COLUMNS = ("platform", "comment_id", "post_id", "parent_id", "root_id", "author_id", "text", "created_at",
-                   "likes", "replies", "pinned", "deleted", "fetched_at", "extra", "first_seen_at", "last_seen_at")
+                   "likes", "replies", "pinned", "deleted", "spider", "job", "fetched_at", "extra",
+                   "first_seen_at", "last_seen_at")
 COMMENT_SQL = _upsert(
     "comments", COMMENT_COLUMNS, ("platform", "comment_id"),
     {
         **{c: f"excluded.{c}" for c in ("post_id", "text", "pinned", "deleted", "extra")},
         **_keep_known("comments", "parent_id", "root_id", "author_id", "created_at", "likes", "replies",
-                      "fetched_at"),
+                      "spider", "job", "fetched_at"),
         "last_seen_at": "excluded.last_seen_at",
     },
 )
+
+COMMENT_LINK_COLUMNS = ("platform", "comment_id", "position", "kind", "key")
+COMMENT_LINK_DELETE = "DELETE FROM comment_media WHERE platform = ? AND comment_id = ?"
+COMMENT_LINK_SQL = _upsert("comment_media", COMMENT_LINK_COLUMNS, ("platform", "comment_id", "position"),
+                           {"kind": "excluded.kind", "key": "excluded.key"})
 
 HISTORY_COLUMNS = ("platform", "post_id", "run_id", "seen_at", *POST_COUNTS)
 HISTORY_SQL = _upsert("metrics_history", HISTORY_COLUMNS, ("platform", "post_id", "run_id"),
@@ -134,7 +145,8 @@ HISTORY_SQL = _upsert("metrics_history", HISTORY_COLUMNS, ("platform", "post_id"
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "authors": ("platform", "author_id"), "posts": ("platform", "post_id"), "media": ("platform", "kind", "key"),
     "post_media": ("platform", "post_id", "position"), "metrics_history": ("platform", "post_id", "run_id"),
-    "comments": ("platform", "comment_id"), "schema_version": ("version",),
+    "comments": ("platform", "comment_id"), "comment_media": ("platform", "comment_id", "position"),
+    "schema_version": ("version",),
 }
 
 
@@ -232,6 +244,11 @@ class RecordStore:
         for _, row in sorted(rows.comments.items()):
             self._execute(COMMENT_SQL, [*(row[c] for c in COMMENT_COLUMNS[:-2]), seen_at, seen_at])
             written.comments += 1
+        # A comment's pictures as its post's: the links of each comment seen are rewritten with it.
+        for platform, comment_id in sorted({(platform, cid) for platform, cid, _ in rows.comment_media}):
+            self._execute(COMMENT_LINK_DELETE, [platform, comment_id])
+        for _, row in sorted(rows.comment_media.items()):
+            self._execute(COMMENT_LINK_SQL, [row[c] for c in COMMENT_LINK_COLUMNS])
         return written
 
     def select(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:

@@ -33,8 +33,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from mediacrawler.config import setting
-from mediacrawler.pipelines.records import records_uri, seen_now
-from mediacrawler.records.store import RecordStore, open_store, shown
+from mediacrawler.pipelines.records import seen_now
+from mediacrawler.records.store import RecordStore, open_store, records_uri, shown
 from mediacrawler.spiders._args import SpiderParams
 from mediacrawler.web import files, queries
 from mediacrawler.web.crawls import CrawlRunner, field_errors, job_key
