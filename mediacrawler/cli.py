@@ -1,5 +1,5 @@
-"""The ``mediacrawler`` command: ``demo``, ``verify``, ``checkpoints``, ``retry``, ``export``, ``library``,
-``web``, ``status``.
+"""The ``mediacrawler`` command: ``demo``, ``get``, ``verify``, ``checkpoints``, ``retry``, ``export``,
+``library``, ``web``, ``status``.
 
 Crawls themselves run with ``scrapy crawl <platform> -a …`` (from a directory with scrapy.cfg, or anywhere with
 ``SCRAPY_SETTINGS_MODULE=mediacrawler.settings``); this command holds what is not a crawl. Each subcommand
@@ -20,6 +20,8 @@ from scrapy.utils.misc import load_object
 COMMANDS = {
     "demo": ("mediacrawler.demo.main",
              "start the bundled sandbox and crawl it with every spider (no account needed)"),
+    "get": ("mediacrawler.commands.get.main",
+            "crawl share links (posts, videos, accounts, lists; short links followed) with the right spider"),
     "verify": ("mediacrawler.commands.verify.main",
                "re-hash every stored media file; report corrupt, missing and orphan files"),
     "checkpoints": ("mediacrawler.commands.checkpoints.main",

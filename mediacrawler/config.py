@@ -136,7 +136,29 @@ class Parsed:
         return self.what
 
 
-Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative | Parsed
+@dataclass(frozen=True)
+class TimeZone:
+    """An IANA time zone name (``Asia/Shanghai``, ``UTC``), or empty when ``blank`` allows it."""
+
+    blank: bool = True
+
+    def problem(self, value: Any, settings: BaseSettings) -> str | None:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        name = str(value or "").strip()
+        if not name:
+            return None if self.blank else self.describe()
+        try:
+            ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            return self.describe()
+        return None
+
+    def describe(self) -> str:
+        return "an IANA time zone name (e.g. Asia/Shanghai, UTC)" + (" or empty" if self.blank else "")
+
+
+Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative | Parsed | TimeZone
 
 # Imported here, below the constraint classes: settings.py imports them from this module.
 from mediacrawler import settings as defaults  # noqa: E402

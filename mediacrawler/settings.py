@@ -14,7 +14,7 @@ import os
 from typing import Annotated
 
 # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative
+from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
@@ -117,17 +117,26 @@ RATE_BUDGET_BURST: Annotated[int, Range(1)] = 1
 RATE_BUDGET_KEY_PREFIX = "mediacrawler:rate"
 
 # --- Platforms --------------------------------------------------------------------------------------------------
+#: The zone of ``-a since``/``-a until`` values given without an offset (a bare date is its midnight): an IANA
+#: name; empty: each platform's own (Asia/Shanghai for Weibo, Bilibili, XHS and Douyin, UTC for Facebook). Stored
+#: times stay UTC (docs/platforms.md, "Date windows").
+TIME_ZONE: Annotated[str, TimeZone()] = ""
 WEIBO_BASE_URL = "https://m.weibo.cn"
 #: Value of the Referer header sent with Weibo media requests (the image hosts refuse requests without one).
 WEIBO_MEDIA_REFERER = "https://m.weibo.cn/"
 #: Fetch the full text of posts marked isLongText from /statuses/extend.
 WEIBO_EXPAND_LONG_TEXT: bool = True
 BILIBILI_API_URL = "https://api.bilibili.com"
+#: Root of Bilibili's short share links (``https://b23.tv/<code>``), followed by ``mediacrawler get``.
+BILIBILI_SHORT_URL = "https://b23.tv"
 BILIBILI_WEB_URL = "https://www.bilibili.com"
 #: Parts (pages[]) crawled per video: the first ones; the record says how many the video has and how many were cut.
 BILIBILI_MAX_PARTS: Annotated[int, Range(1)] = 200
 #: Videos per page of a creator's uploads (``ps`` of /x/space/wbi/arc/search; the site uses 30, at most 50).
 BILIBILI_PAGE_SIZE: Annotated[int, Range(1, 50)] = 30
+#: Results one search/type query answers at most (50 pages of 20): a search from -a since whose window holds that
+#: many is walked day by day (docs/platforms.md, "Date windows").
+BILIBILI_SEARCH_MAX_RESULTS: Annotated[int, Range(1)] = 1000
 #: Seconds the WBI mixin key read from /x/web-interface/nav is kept in the cache (the site rotates it daily).
 BILIBILI_WBI_KEY_TTL: Annotated[int, Range(0)] = 3600
 #: Referer of Bilibili media requests (the stream CDNs refuse requests without one).
@@ -142,6 +151,8 @@ FACEBOOK_PAGE_SIZE: Annotated[int, Range(1, 100)] = 25
 #: Root of XiaoHongShu's site: note pages /explore/{id}?xsec_token=… and profile pages /user/profile/{id} (their
 #: server-rendered state; no signed API is used). XHS_COOKIE (environment) goes with these page requests.
 XHS_WEB_URL = "https://www.xiaohongshu.com"
+#: Root of XHS's short share links (``http://xhslink.com/<code>``), followed by ``mediacrawler get``.
+XHS_SHORT_URL = "http://xhslink.com"
 #: Bounds of ``-a notes_file``: its bytes and lines (a larger file, or /dev/zero, is refused in one line, exit 2).
 XHS_NOTES_FILE_MAX_BYTES: Annotated[int, Range(1)] = 4 * 1024 * 1024
 XHS_NOTES_FILE_MAX_LINES: Annotated[int, Range(1)] = 10_000
@@ -162,6 +173,8 @@ DOUYIN_MEDIA_REFERER = "https://www.douyin.com/"
 ITEM_PIPELINES = {
     # First: drops posts that an interrupted earlier run of the same job already stored.
     "mediacrawler.pipelines.checkpoint.CheckpointSkipPipeline": 50,
+    # Posts outside -a since/-a until that only a chain step could date: dropped before their media is fetched.
+    "mediacrawler.pipelines.window.DateWindowPipeline": 60,
     "mediacrawler.pipelines.normalize.NormalizePipeline": 100,
     # Before dedupe: a post seen again (and one read again by -a refresh) still updates its counts.
     "mediacrawler.pipelines.records.RecordsPipeline": 150,
@@ -366,6 +379,12 @@ FEED_STORAGES = {
     "": "mediacrawler.feeds.SyncedFileFeedStorage",
     "file": "mediacrawler.feeds.SyncedFileFeedStorage",
 }
+
+# --- Links (mediacrawler get; mediacrawler/links.py, commands/get.py) ----------------------------------------
+#: Redirect hops a short link (b23.tv, xhslink.com) may take before it names a post; one more fails that link.
+LINKS_MAX_REDIRECTS: Annotated[int, Range(1, 20)] = 5
+#: Largest ``-f`` links file read (bytes).
+LINKS_FILE_MAX_BYTES: Annotated[int, Range(1)] = 1_048_576
 
 # --- Incremental sync, retries, targets (extensions/marks.py, extensions/retries.py, commands/crawl.py) ----------
 # docs/operations.md, "Incremental sync and retries".

@@ -20,7 +20,8 @@ from scrapy.settings import Settings
 from scrapy.utils.misc import build_from_crawler, load_object
 from scrapy.utils.test import get_crawler
 
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, declarations, settings_problem
+from mediacrawler.config import (LocalPath, NeedsRedis, OneOf, Parsed, Range, TimeZone, declarations,
+                                 settings_problem)
 from mediacrawler.distributed.connection import masked_url
 from tests.plugins.redis_server import free_port, redis_server_binary
 
@@ -42,6 +43,8 @@ def wrong_value(hint: object, constraints: tuple[object, ...]) -> str:
             return "s3://bucket/media"
         if isinstance(c, OneOf):
             return "no such thing"
+        if isinstance(c, TimeZone):
+            return "Mars/Olympus_Mons"
         if isinstance(c, Parsed) and hint is str:
             return "/{post_id}/{nope}"
     if typing.get_origin(hint) is list:

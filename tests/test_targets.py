@@ -91,7 +91,7 @@ def test_an_explicit_target_wins_over_the_setting(tmp_path: Path, sb: SandboxPro
     [
         ("", ["exactly one of", "WEIBO_TARGETS", "REDIS_URL"]),
         ("uid:abc", ["uid='abc'", "WEIBO_TARGETS"]),
-        ("user:1", ["WEIBO_TARGETS entry 'user:1'", "keyword, uid"]),
+        ("user:1", ["WEIBO_TARGETS entry 'user:1'", "keyword, post, search_type, uid"]),
     ],
 )
 def test_no_usable_target_exits_2_with_one_line(tmp_path: Path, sb: SandboxProcess, targets: str,

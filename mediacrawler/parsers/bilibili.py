@@ -278,6 +278,61 @@ def parse_search(payload: Any) -> Page:
     return page
 
 
+def _archives(page: Page, entries: Any) -> int:
+    """Fill ``page.incomplete`` from a collection's or series' ``archives[]`` (same fields in both)."""
+    return _collect(page, entries, lambda e, bvid: _listing_entry(
+        bvid=bvid, aid=e.get("aid"), title=as_text(e.get("title")), description="", pic=e.get("pic"),
+        created=e.get("pubdate"), length=e.get("duration"), author=None, mid=None,
+        views=as_obj(e.get("stat")).get("view"), comments=None, union=None))
+
+
+def parse_fav_list(payload: Any) -> Page:
+    """A favourites folder (``/x/v3/fav/resource/list?media_id=&pn=&ps=``), like :func:`parse_arc_search`:
+    ``data.medias[]`` (entries of another type than a video, ``type`` ≠ 2, are skipped as ``not_a_video``),
+    ``is_last`` unless ``data.has_more``."""
+    raise_for_envelope(payload)
+    data = as_obj(payload.get("data"))
+    page = Page()
+    medias = data.get("medias")
+    videos = [m for m in medias if isinstance(m, dict) and as_int(m.get("type", 2)) == 2] \
+        if isinstance(medias, list) else []
+    if isinstance(medias, list) and len(videos) < len(medias):
+        page.skipped["not_a_video"] = len(medias) - len(videos)
+    n = _collect(page, videos, lambda e, bvid: _listing_entry(
+        bvid=bvid, aid=e.get("id"), title=as_text(e.get("title")), description=as_text(e.get("intro")),
+        pic=e.get("cover"), created=e.get("pubtime"), length=e.get("duration"),
+        author=as_obj(e.get("upper")).get("name"), mid=as_obj(e.get("upper")).get("mid"),
+        views=as_obj(e.get("cnt_info")).get("play"), comments=None, union=None))
+    page.is_last = (n == 0 and not videos) or data.get("has_more") is not True
+    return page
+
+
+def parse_season_archives(payload: Any) -> Page:
+    """A collection (``/x/polymer/web-space/seasons_archives_list?mid=&season_id=&page_num=&page_size=``):
+    ``data.archives[]``; ``is_last`` when ``page_num * page_size >= total`` (unreadable paging: the last)."""
+    raise_for_envelope(payload)
+    data = as_obj(payload.get("data"))
+    page = Page()
+    n = _archives(page, data.get("archives"))
+    info = as_obj(data.get("page"))
+    num, size, total = as_int(info.get("page_num")), as_int(info.get("page_size")), as_int(info.get("total"))
+    page.is_last = n == 0 or None in (num, size, total) or num * size >= total  # type: ignore[operator]
+    return page
+
+
+def parse_series_archives(payload: Any) -> Page:
+    """A series (``/x/series/archives?mid=&series_id=&pn=&ps=``): ``data.archives[]``, ``data.page{num, size,
+    total}``, read like :func:`parse_season_archives`."""
+    raise_for_envelope(payload)
+    data = as_obj(payload.get("data"))
+    page = Page()
+    n = _archives(page, data.get("archives"))
+    info = as_obj(data.get("page"))
+    num, size, total = as_int(info.get("num")), as_int(info.get("size")), as_int(info.get("total"))
+    page.is_last = n == 0 or None in (num, size, total) or num * size >= total  # type: ignore[operator]
+    return page
+
+
 # -------------------------------------------------------------------------------------------------- view
 
 

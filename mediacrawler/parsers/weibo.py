@@ -437,6 +437,55 @@ def timeline_containerid(uid: str) -> str:
     return f"107603{uid}"
 
 
-def search_containerid(keyword: str) -> str:
-    """The containerid of a "search all" keyword query (type 1, the default tab)."""
-    return f"100103type=1&q={keyword}"
+#: The search tabs of m.weibo.cn and their ``100103type=`` numbers (综合, 实时, 热门, 视频, 图片).
+SEARCH_TYPES = {"all": 1, "realtime": 61, "hot": 60, "video": 64, "picture": 63}
+
+
+def search_containerid(keyword: str, search_type: str = "all") -> str:
+    """The containerid of a keyword query on one tab of :data:`SEARCH_TYPES` (``all``, type 1, by default)."""
+    return f"100103type={SEARCH_TYPES[search_type]}&q={keyword}"
+
+
+_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_BID = re.compile(r"[0-9A-Za-z]{8,9}")
+_MID = re.compile(r"[0-9]{10,20}")
+#: The paths of a post's links: m.weibo.cn/detail/<mid>, m.weibo.cn/status/<mid|bid>, weibo.com/<uid>/<mid|bid>.
+_POST_PATH = re.compile(r"/(?:detail|status|[0-9]{1,20})/([0-9A-Za-z]{8,20})/?")
+_POST_HOSTS = ("weibo.com", "www.weibo.com", "m.weibo.cn", "weibo.cn")
+
+
+def bid_to_mid(bid: str) -> str:
+    """A post's bid (the base62 id of its weibo.com link) as its mid: groups of 4 characters from the right, each
+    the base62 of 7 decimal digits (zero-padded but the first). ValueError for a character not in base62."""
+    digits: list[str] = []
+    rest = bid
+    while rest:
+        chunk, rest = rest[-4:], rest[:-4]
+        value = 0
+        for char in chunk:
+            index = _BASE62.find(char)
+            if index < 0:
+                raise ValueError(f"{bid!r} is not a Weibo bid")
+            value = value * 62 + index
+        digits.append(str(value).rjust(7, "0") if rest else str(value))
+    return "".join(reversed(digits)).lstrip("0") or "0"
+
+
+def post_ref(text: str) -> str:
+    """The mid named by ``text``: a mid, a bid, or a post's link (``m.weibo.cn/detail/<mid>``,
+    ``m.weibo.cn/status/<bid>``, ``weibo.com/<uid>/<bid>``); ValueError naming what it is not."""
+    value = text.strip()
+    if "/" in value:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(value if "://" in value else f"https://{value}")
+        match = _POST_PATH.fullmatch(parts.path)
+        if (parts.hostname or "").lower() not in _POST_HOSTS or match is None:
+            raise ValueError(f"{value[:80]!r} is not a Weibo post link (m.weibo.cn/detail/<mid>, "
+                             f"m.weibo.cn/status/<bid>, weibo.com/<uid>/<bid>)")
+        value = match.group(1)
+    if _MID.fullmatch(value):
+        return value
+    if _BID.fullmatch(value):
+        return bid_to_mid(value)
+    raise ValueError(f"{value[:80]!r} is not a Weibo post id (a mid of digits, or a bid like NbqPs0Ab1)")

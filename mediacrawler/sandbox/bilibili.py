@@ -462,16 +462,36 @@ def _highlight(title: str, keyword: str) -> str:
                    for i, p in enumerate(pieces))
 
 
+#: ``order=`` values of search/type (``totalrank``, the default, is newest first here, like ``pubdate``).
+SEARCH_ORDERS = ("totalrank", "pubdate", "click", "stow")
+
+
+def search_hits(keyword: str, *, order: str | None = None, begin_s: int | None = None,
+                end_s: int | None = None) -> list[Upload]:
+    """The uploads search/type finds for ``keyword``: titles matched case-insensitively, published within
+    ``[begin_s, end_s]`` (both inclusive, as ``pubtime_begin_s``/``pubtime_end_s``), newest first, or with
+    ``order=click``/``stow`` most played/favourited first."""
+    hits = [u for u in UPLOADS.values() if keyword.lower() in u.title.lower()
+            and (begin_s is None or u.created >= begin_s) and (end_s is None or u.created <= end_s)]
+    if order in ("click", "stow"):
+        field = "view" if order == "click" else "favorite"
+        return sorted(hits, key=lambda u: (-_meta(u.bvid)["stat"][field], u.bvid))
+    return sorted(hits, key=lambda u: -u.created)
+
+
 def search_response(keyword: str | None, *, search_type: str | None, page: int | None, page_size: int | None,
-                    base: str) -> dict[str, Any]:
-    """The body of ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=`` over :data:`UPLOADS`
-    (titles matched case-insensitively), newest first."""
+                    base: str, order: str | None = None, begin_s: int | None = None,
+                    end_s: int | None = None, cap: int = 1000) -> dict[str, Any]:
+    """The body of ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=[&order=]
+    [&pubtime_begin_s=&pubtime_end_s=]`` over :data:`UPLOADS` (:func:`search_hits`), at most ``cap`` of them (the
+    first ones: Bilibili answers no more than 1,000 results to one query)."""
     from .video import DURATION
 
     page, size = page or 1, page_size or 20
-    if not keyword or search_type != "video" or page < 1 or not 1 <= size <= 50:
+    if (not keyword or search_type != "video" or page < 1 or not 1 <= size <= 50
+            or (order is not None and order not in SEARCH_ORDERS)):
         return dict(BAD_REQUEST)
-    hits = sorted((u for u in UPLOADS.values() if keyword.lower() in u.title.lower()), key=lambda u: -u.created)
+    hits = search_hits(keyword, order=order, begin_s=begin_s, end_s=end_s)[:cap]
     pages = -(-len(hits) // size)
     data: dict[str, Any] = {"seid": str(stable_int("bili-seid", keyword, bits=60)), "page": page, "pagesize": size,
                             "numResults": len(hits), "numPages": pages, "suggest_keyword": "", "rqt_type": "search",
@@ -515,3 +535,13 @@ def nav_response() -> dict[str, Any]:
             },
         },
     }
+
+
+def short_link_target(code: str) -> str | None:
+    """Where ``b23.tv/<code>`` redirects: ``sbx<n>`` the ``n``-th video of :data:`BVIDS` (0-based) on the real
+    site; ``hop<n>`` another short link (``b23.tv/sbx<n>``), ``loop`` itself for ever; other codes ``None``."""
+    if code.startswith("sbx") and code[3:].isdigit() and int(code[3:]) < len(BVIDS):
+        return f"https://www.bilibili.com/video/{BVIDS[int(code[3:])]}?share_source=copy_web&share_medium=android"
+    if code.startswith("hop") and code[3:].isdigit():
+        return f"https://b23.tv/sbx{code[3:]}"
+    return "https://b23.tv/loop" if code == "loop" else None

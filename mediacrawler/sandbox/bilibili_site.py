@@ -8,7 +8,12 @@ Routes (``BILIBILI_API_URL`` = ``{sandbox}/bilibili``)::
     GET /bilibili/x/web-interface/nav                                   logged-out nav (WBI key images)
     GET /bilibili/x/space/wbi/arc/search?mid=N&pn=1&ps=30               a creator's uploads
     GET /bilibili/x/web-interface/wbi/search/type?search_type=video&keyword=KW&page=1   keyword search
+        [&order=pubdate|click|stow][&pubtime_begin_s=S&pubtime_end_s=S]
     GET /bilibili/x/player/wbi/v2?aid=N&cid=N                           subtitle tracks + chapters (view_points)
+    GET /bilibili/x/v3/fav/resource/list?media_id=N&pn=1&ps=20          a favourites folder (.bilibili_lists)
+    GET /bilibili/x/polymer/web-space/seasons_archives_list?mid=N&season_id=N&page_num=1&page_size=30  a collection
+    GET /bilibili/x/series/archives?mid=N&series_id=N&pn=1&ps=30        a series
+    GET /bilibili/b23/<code>                                            b23.tv short links (302 to the video's URL)
     GET /bilibili/subtitle/<cid>/<lan>.json                             a subtitle track's cue JSON
     GET /bilibili/comment/<cid>.xml                                     danmaku (raw deflate; comment-bare/: no header)
 
@@ -32,7 +37,7 @@ from urllib.parse import urlsplit
 
 from twisted.web import server
 
-from . import bilibili, bilibili_extras, comments
+from . import bilibili, bilibili_extras, bilibili_lists, comments
 from .httpbase import SandboxResource, origin_of, query_arg, query_int
 
 __all__ = ["BilibiliResource"]
@@ -83,7 +88,30 @@ class BilibiliResource(SandboxResource):
             return self._json(request, bilibili.search_response(
                 query_arg(request, b"keyword"), search_type=query_arg(request, b"search_type"),
                 page=query_int(request, b"page"), page_size=query_int(request, b"page_size"),
+                base=origin_of(request), order=query_arg(request, b"order"),
+                begin_s=query_int(request, b"pubtime_begin_s"), end_s=query_int(request, b"pubtime_end_s"),
+                cap=self.state.faults.knobs["bilibili_search_cap"]))
+        if path.startswith("b23/"):  # b23.tv/<code> (BILIBILI_SHORT_URL=…/bilibili/b23)
+            target = bilibili.short_link_target(path.removeprefix("b23/"))
+            if target is None:
+                request.setResponseCode(404)
+                return b"404"
+            request.setResponseCode(302)
+            request.setHeader(b"location", target.encode())
+            return b""
+        if path == "x/v3/fav/resource/list":
+            return self._json(request, bilibili_lists.fav_response(
+                query_int(request, b"media_id"), pn=query_int(request, b"pn"), ps=query_int(request, b"ps"),
                 base=origin_of(request)))
+        if path == "x/polymer/web-space/seasons_archives_list":
+            return self._json(request, bilibili_lists.season_response(
+                query_int(request, b"mid"), query_int(request, b"season_id"),
+                page_num=query_int(request, b"page_num"), page_size=query_int(request, b"page_size"),
+                base=origin_of(request)))
+        if path == "x/series/archives":
+            return self._json(request, bilibili_lists.series_response(
+                query_int(request, b"mid"), query_int(request, b"series_id"), pn=query_int(request, b"pn"),
+                ps=query_int(request, b"ps"), base=origin_of(request)))
         if path in ("x/v2/reply/wbi/main", "x/v2/reply/main"):
             # A video's replies, then each reply's thread (x/v2/reply/reply); oid is the aid of the video.
             aid = query_int(request, b"oid") or 0

@@ -309,11 +309,16 @@ def posts_response(
     limit: int | None = None,
     after: str | None = None,
     fields: str | None = None,
+    since: int | None = None,
+    until: int | None = None,
 ) -> tuple[int, dict[str, Any]]:
-    """``(status, body)`` of ``GET /{GRAPH_VERSION}/{page_id}/posts``; ``base`` is the sandbox origin."""
+    """``(status, body)`` of ``GET /{GRAPH_VERSION}/{page_id}/posts``; ``base`` is the sandbox origin. ``since``
+    and ``until`` (unix seconds, both inclusive, as Graph reads them) keep the posts created between them; the
+    cursors then count within what they keep (Graph wants the same ones on every page)."""
     if page_id not in world.pages:
         return 400, unknown_object(page_id)
-    posts = world.posts(page_id)
+    posts = [p for p in world.posts(page_id) if (since is None or p.created.timestamp() >= since)
+             and (until is None or p.created.timestamp() <= until)]
     size = _limit(limit)
     start = 0
     if after:
@@ -332,6 +337,7 @@ def posts_response(
     if fields:
         query["fields"] = fields
     query["limit"] = str(size)
+    query.update({name: str(value) for name, value in (("since", since), ("until", until)) if value is not None})
     endpoint = f"{base}/facebook/{GRAPH_VERSION}/{page_id}/posts?"
     if start + len(chunk) < len(posts):
         paging["next"] = endpoint + urlencode({**query, "after": last})

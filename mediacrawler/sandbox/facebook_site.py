@@ -2,8 +2,9 @@
 
 Routes (``FACEBOOK_GRAPH_URL`` = ``{sandbox}/facebook/v19.0``)::
 
-    GET /facebook/v19.0/{page-id}/posts?fields=…&limit=N&after=CURSOR    a page's posts, newest first
+    GET /facebook/v19.0/{page-id}/posts?fields=…&limit=N&after=CURSOR  posts, newest first [&since=&until=]
     GET /facebook/v19.0/{video-id}?fields=source,length,format           a video node
+    GET /facebook/v19.0/{page-id}_{post-id}?fields=…                     one post node
 
 Every route needs the access token, as ``Authorization: Bearer <token>`` (or ``OAuth <token>``) or an
 ``access_token`` query parameter; the valid one is the ``facebook_token`` knob (default ``"sandbox-token"``). A
@@ -86,7 +87,9 @@ class FacebookResource(SandboxResource):
             if fault is not None:
                 return fault
             status, payload = facebook.posts_response(self.world, parts[1], base=base, token=token, limit=limit,
-                                                      after=after, fields=fields)
+                                                      after=after, fields=fields,
+                                                      since=query_int(request, b"since"),
+                                                      until=query_int(request, b"until"))
             return self._answer(request, status, payload)
         if len(parts) == 3 and parts[2] == "comments":
             # A post's comments (filter=stream: its replies too), or one comment's replies ({post no}_{comment}).
@@ -97,6 +100,9 @@ class FacebookResource(SandboxResource):
                 self.state.world.comments, post_id, node=parts[1], after=query_arg(request, b"after"),
                 limit=query_int(request, b"limit") or 25, stream=query_arg(request, b"filter") == "stream",
                 base=base))
+        if len(parts) == 2 and self._post_of(parts[1]) == parts[1]:  # one post node (-a post)
+            post = next(p for page in self.world.pages.values() for p in page if p.id == parts[1])
+            return self._answer(request, 200, facebook.render_post(base, post, facebook.split_fields(fields)))
         if len(parts) == 2:
             fault = self._fault(request, "video", None)
             if fault is not None:

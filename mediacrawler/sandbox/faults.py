@@ -67,6 +67,8 @@ Video and Bilibili knobs (:mod:`.video_site`, :mod:`.bilibili_site`)
                               ``bilibili.DURL_BVID``, a video without DASH: a durl in 3 segments). N ≥ 1: a
                               ``durl`` answer whatever ``fnval`` says; N > 1 cuts the MP4 into N standalone
                               segments at keyframes (:mod:`.durl`), each with its ``length`` in ms and ``size``.
+``bilibili_search_cap`` int   most results ``search/type`` gives for one query (default 1000, as Bilibili: 50 pages
+                              of 20); ``numResults`` never says more, the pages past it are empty
 ``bilibili_wbi``        str   which ``/wbi/`` routes check the WBI signature (``w_rid``/``wts``; a bad or missing one
                               answers ``{"code":-403,"message":"访问权限不足"}``): ``"lists"`` (default:
                               ``arc/search`` and ``search/type``), ``"all"`` (``playurl`` too), ``"off"``
@@ -154,6 +156,7 @@ DEFAULTS: dict[str, Any] = {
     "bilibili_wbi": "lists",
     "bilibili_stream_url_uses": 0,
     "bilibili_durl_segments": 0,
+    "bilibili_search_cap": 1000,
     "fragment_drop": [],
     "fragment_corrupt": [],
     # -- Facebook (see the docstring section) --
@@ -222,6 +225,8 @@ def _validate(key: str, value: Any) -> Any:
         return _number(key, value, low=0, high=None, integer=True)
     if key == "bilibili_durl_segments":
         return _number(key, value, low=0, high=4, integer=True)
+    if key == "bilibili_search_cap":
+        return _number(key, value, low=1, high=100_000, integer=True)
     if key.endswith("_rate") or key == "media_cut_fraction":
         return float(_number(key, value, low=0, high=1, integer=False))
     if key.endswith("_status"):

@@ -442,11 +442,25 @@ class WeiboWorld:
         rng.shuffle(candidates)
         return [self.posts[pid] for pid in candidates[: self.search_pages * self.per_page]]
 
-    def search_page(self, keyword: str, page: int) -> list[WeiboPost]:
-        """Posts on 1-based search ``page`` for ``keyword``."""
+    def search_page(self, keyword: str, page: int, tab: int = 1) -> list[WeiboPost]:
+        """Posts on 1-based search ``page`` for ``keyword`` on search ``tab`` (:meth:`search_tab`)."""
         if page < 1:
             return []
-        return self.search(keyword)[(page - 1) * self.per_page : page * self.per_page]
+        return self.search_tab(keyword, tab)[(page - 1) * self.per_page : page * self.per_page]
+
+    def search_tab(self, keyword: str, tab: int = 1) -> list[WeiboPost]:
+        """What tab ``100103type=<tab>`` lists: 1 (all) :meth:`search`; 61 (realtime) the same, newest first; 60
+        (hot) most liked first; 64 (video) only posts with a video; 63 (picture) only posts with pictures."""
+        found = self.search(keyword)
+        if tab == 61:
+            return sorted(found, key=lambda p: p.created_at or WEIBO_NOW, reverse=True)
+        if tab == 60:
+            return sorted(found, key=lambda p: (-count_value(p.attitudes_count), p.id))
+        if tab == 64:
+            return [p for p in found if p.video is not None]
+        if tab == 63:
+            return [p for p in found if p.pics]
+        return found
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -302,12 +302,19 @@ def _cardlist(containerid: str, cards: list[dict[str, Any]], info: dict[str, Any
                               "cards": cards, **tail}}
 
 
+def search_tab(containerid: str) -> int:
+    """The tab of a search containerid (``100103type=61&q=…`` → 61; 1, "all", when unreadable)."""
+    match = re.match(r"100103type=(\d+)", containerid)
+    return int(match.group(1)) if match else 1
+
+
 def search_response(
     world: WeiboWorld, containerid: str, keyword: str, *, page: int | None, base: str
 ) -> dict[str, Any]:
-    """The getIndex payload for ``page_type=searchall``: posts mostly inside card_type 11 groups."""
+    """The getIndex payload for ``page_type=searchall``: posts mostly inside card_type 11 groups, of the tab the
+    containerid names (:meth:`WeiboWorld.search_tab`)."""
     page = page or 1
-    posts = world.search_page(keyword, page)
+    posts = world.search_page(keyword, page, search_tab(containerid))
     if not posts:
         return END_OF_LIST
     lfid = "100103type=1&q=" + keyword

@@ -283,3 +283,13 @@ def rate_limited_json() -> bytes:
     """The JSON body of a code 300012 answer (also the body of an HTTP 461)."""
     return json.dumps({"code": 300012, "success": False, "msg": "IP存在风险，请切换可靠网络环境后重试",
                        "data": {}}, ensure_ascii=False).encode("utf-8")
+
+
+def short_link_target(world: XhsWorld, code: str) -> str | None:
+    """Where ``xhslink.com/a/<code>`` redirects: code ``n<i>`` is the ``i``-th note of the user (0-based) on the
+    real site's share URL, with its ``xsec_token``; any other code ``None`` (404)."""
+    if not (code.startswith("n") and code[1:].isdigit() and int(code[1:]) < len(world.order)):
+        return None
+    note = world.notes[world.order[int(code[1:])]]
+    return (f"https://www.xiaohongshu.com/discovery/item/{note.id}?app_platform=ios&xsec_token={note.xsec_token}"
+            f"&xsec_source=app_share&type=normal")

@@ -4,6 +4,8 @@ Routes (``XHS_WEB_URL`` = ``{sandbox}/xhs``)::
 
     GET /xhs/explore/{note_id}?xsec_token=…&xsec_source=…   a note page (also /xhs/discovery/item/{note_id})
     GET /xhs/user/profile/{user_id}                          a profile page (its first notes)
+    GET /xhs/xhslink/a/{code}                                xhslink.com short links (XHS_SHORT_URL=…/xhs/xhslink):
+                                                             307 to the note's share URL (xhs.short_link_target)
 
 Pages are ``text/html`` with ``window.__INITIAL_STATE__`` as a JavaScript object literal. A cookie is accepted and
 never required (the request log records only whether one was sent). The ``xhs_web`` knob
@@ -49,6 +51,12 @@ class XhsResource(SandboxResource):
                 return fault
             return self._page(request, 200, xhs.note_page(self.world, note_id, base=base,
                                                           xsec_token=query_arg(request, b"xsec_token")))
+        if len(parts) == 3 and parts[:2] == ["xhslink", "a"]:  # xhslink.com/a/<code> (XHS_SHORT_URL=…/xhslink)
+            target = xhs.short_link_target(self.world, parts[2])
+            if target is None:
+                return self._page(request, 404, b"<html><body>404</body></html>")
+            request.setHeader(b"location", target.encode())
+            return self._page(request, 307, b"")
         if len(parts) == 3 and parts[:2] == ["user", "profile"] and _ID.match(parts[2]):
             fault = self._fault(request, "profile", None)
             if fault is not None:

@@ -11,6 +11,8 @@ import scrapy_spider_metadata
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from scrapy import Spider
 
+from mediacrawler.spiders._window import check_args
+
 
 class SpiderParams(BaseModel):
     """Arguments every platform spider takes (``-a name=value``)."""
@@ -42,6 +44,13 @@ class SpiderParams(BaseModel):
     retry_only: bool = Field(
         default=False, description="Only retry this job's media that failed in earlier runs; fetch no listing."
     )
+    since: str | None = Field(
+        default=None, max_length=40, description="Only posts published at or after this ISO 8601 date or datetime "
+                                                 "(a bare date: midnight in TIME_ZONE).",
+    )
+    until: str | None = Field(
+        default=None, max_length=40, description="Only posts published before this ISO 8601 date or datetime.",
+    )
     comments: int | Literal["all"] | None = Field(
         default=None, description="Top-level comments to fetch per post: a number or 'all' (default: none).")
     replies: int | Literal["all"] | None = Field(
@@ -69,6 +78,11 @@ class SpiderParams(BaseModel):
         if self.full and self.incremental:
             raise ValueError("give -a full=true (ignore the high-water mark) or -a incremental=true (stop at it), "
                              "not both")
+        return self
+
+    @model_validator(mode="after")
+    def _window(self) -> Any:
+        check_args(self.since, self.until)
         return self
 
     @model_validator(mode="before")

@@ -29,6 +29,7 @@ from mediacrawler.spiders._chain import Chain, ChainWalk, Step
 from mediacrawler.spiders._items import ItemsWalk
 from mediacrawler.spiders._listing import ListingWalk
 from mediacrawler.spiders._reread import PostRereads
+from mediacrawler.spiders._window import DateWindow, window_suffix, zone_named
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +45,15 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
     params_model: ClassVar[type[SpiderParams]]
     #: ``page``: listing pages are numbered (the URL of page N is known without page N-1). ``cursor``: each page
     #: gives the cursor of the next one, so a page that failed for good ends the run there (never skipped).
-    pagination: ClassVar[Literal["page", "cursor"]] = "page"
+    pagination: Literal["page", "cursor"] = "page"
     #: The environment variable (or setting) holding the user's credential for the API, e.g. ``WEIBO_COOKIE``;
     #: ``None``: ``<PLATFORM>_COOKIE``. Sent as :meth:`credential_headers` says, at download time only.
     credential_env: ClassVar[str | None] = None
     #: The settings naming this platform's roots (``WEIBO_BASE_URL``…): a listing answering HTTP 404 names the one
     #: its URL starts with, since a wrong root is the usual cause and running again would not help.
     root_settings: ClassVar[tuple[str, ...]] = ()
+    #: The zone ``-a since``/``-a until`` are read in when TIME_ZONE is empty (spiders/_window.py).
+    time_zone: ClassVar[str] = "Asia/Shanghai"
     args: Any  # set by Args (spiders/_args.py) before our __init__ runs; for a worker, by take_job
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
@@ -92,7 +95,7 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         a worker takes (:meth:`take_job`), so both start a job the same way. Platforms whose state derives from
         their arguments (note references, targets…) extend it: their own state first, then ``super()``."""
         #: The state of the job walked (mediacrawler/jobstate.py), made afresh for each job.
-        self.job_state = self.new_state(self.job_key())
+        self.job_state = self.new_state(self.windowed_job_key())
         self.job_queue = self.job
 
     def new_state(self, job: str) -> JobState:
@@ -125,6 +128,19 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         """A stable, file-name-safe key for this job, e.g. ``weibo-uid-7365120894`` (checkpoints, output files)."""
         raise NotImplementedError
 
+    def windowed_job_key(self) -> str:
+        """:meth:`job_key` with the date window, if any (a windowed job has its own checkpoint and mark)."""
+        return self.job_key() + window_suffix(self.args.since, self.args.until)
+
+    def date_window(self) -> DateWindow | None:
+        """The window of ``-a since``/``-a until`` in UTC (``None``: none), read in TIME_ZONE or
+        :attr:`time_zone`."""
+        key = (self.args.since, self.args.until)
+        if getattr(self, "_window_of", (None,))[0] != key:
+            zone = zone_named(str(self.settings.get("TIME_ZONE") or "").strip() or self.time_zone)
+            self._window_of = (key, DateWindow.of(*key, zone))
+        return self._window_of[1]
+
     def source_kind(self) -> SourceKind:
         """What this job walks (docs/architecture.md, "Sources"): ``listing`` (pages: :meth:`listing_url`,
         :meth:`parse_listing_payload`) or ``items`` (the ones the user gave: :meth:`requested_items`,
@@ -143,6 +159,11 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         """Parse the answer for requested item ``item`` into a :class:`Page` of its posts (raises PlatformError or
         ValueError); ``Page.is_last`` is not read: the list ends with its last item."""
         raise NotImplementedError
+
+    def newest_first(self) -> bool:
+        """Whether the listing is newest first, so that a page all older than ``-a since`` ends the walk (the items
+        of an ``items`` job are in the order given, a search by relevance in none: neither stops there)."""
+        return self.source_kind() == "listing"
 
     def target_args(self) -> dict[str, str]:
         """The arguments that name this job's target (e.g. ``{"uid": "7365120894"}``), as ``-a`` would give them."""

@@ -24,6 +24,7 @@ from mediacrawler.media.urls import strip_userinfo
 from mediacrawler.parsers._common import Page, iso_utc
 from mediacrawler.scrub import scrub
 from mediacrawler.spiders._chain import UNREADABLE_ANSWER
+from mediacrawler.spiders._window import cut_page
 
 if TYPE_CHECKING:
     from mediacrawler.spiders._base import PlatformSpider
@@ -87,6 +88,8 @@ class ListingWalk:
             stats.inc_value(f"{self.platform}/skipped/{reason}", count)
         listed, waiting = list(page.posts), dict(page.incomplete)
         at_mark = self._apply_mark(page, page_no)
+        # A window and the mark compose: whichever the walk reaches first stops it.
+        before_since = self._apply_window(page, page_no)
         post_ids = [p.post_id for p in page.posts] + list(page.incomplete)
         self.crawler.signals.send_catch_log(
             signal=mc_signals.page_parsed,
@@ -96,13 +99,17 @@ class ListingWalk:
             next_cursor=page.next_cursor,
             post_ids=post_ids,
             # A page at the mark ends the part of the source this run covers: the checkpoint completes there.
-            is_last=page.is_last or at_mark,
+            is_last=page.is_last or at_mark or before_since,
         )
         stats.inc_value(f"{self.platform}/pages")
         logger.debug("%s page %d: %d posts, last=%s", self.job, page_no, len(post_ids), page.is_last)
         if page.is_last:
             self.job_state.exhausted = True
             logger.info("%s: last page reached (page %d)", self.job, page_no)
+        elif before_since:
+            # The window's start is the end of this job's part of the source.
+            self.job_state.exhausted = True
+            logger.info("%s: page %d is all older than -a since; stopping there", self.job, page_no)
         elif at_mark:
             self.job_state.stopped_at_mark = True
             assert self.job_state.mark is not None
@@ -156,6 +163,25 @@ class ListingWalk:
             logger.debug("%s page %d: %d posts at or below the mark", self.job, page_no, below)
         page.posts, page.incomplete = kept, kept_incomplete
         return bool(regular) and all(regular)
+
+    def _apply_window(self: PlatformSpider, page: Page, page_no: int) -> bool:
+        """Drop the posts of ``page`` outside the date window (their media is then never fetched); whether the
+        page is entirely older than ``since`` (pinned posts never count; a post still waiting for a step is judged
+        by :meth:`listed_time`; when that is unknown, pipelines/window.py judges the post its chain ends with)."""
+        window = self.date_window()
+        if window is None:
+            return False
+        kept, older = cut_page(window, [(p.created_at, is_pinned(p)) for p in page.posts]
+                               + [(self.listed_time(raw), False) for raw in page.incomplete.values()])
+        posts, incomplete = kept[:len(page.posts)], kept[len(page.posts):]
+        outside = kept.count(False)
+        if outside:
+            assert self.crawler.stats is not None
+            self.crawler.stats.inc_value("window/outside", outside)
+            logger.debug("%s page %d: %d posts outside the date window", self.job, page_no, outside)
+        page.posts = [p for p, keep in zip(page.posts, posts) if keep]
+        page.incomplete = {i: raw for (i, raw), keep in zip(page.incomplete.items(), incomplete) if keep}
+        return older and self.newest_first()
 
     def _refresh_below_mark(self: PlatformSpider, page: Page) -> None:
         """Flag the posts of ``page`` at or below the mark and published within ``-a refresh`` days: the records

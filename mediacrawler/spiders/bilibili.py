@@ -1,8 +1,11 @@
-"""Bilibili: a creator's uploads (``-a mid=``), a keyword search (``-a keyword=``) or given videos (``-a bvid=``).
+"""Bilibili: a creator's uploads (``-a mid=``), a keyword search (``-a keyword=``), given videos (``-a bvid=``), a
+favourites folder (``-a fav=``), a collection (``-a season=<mid>:<id>``) or a series (``-a series=<mid>:<id>``).
 
     scrapy crawl bilibili -a mid=2
-    scrapy crawl bilibili -a keyword=日常 -a max_pages=2
+    scrapy crawl bilibili -a keyword=日常 -a max_pages=2 -a order=click
     scrapy crawl bilibili -a bvid=BV1Sbx411A01,BV1Sbx411A02 -a max_height=480
+    scrapy crawl bilibili -a fav=1000001
+    scrapy crawl bilibili -a season=2:5001
 
 Every video is a chain (spiders/_base.py): ``/x/web-interface/view`` (one video asset per part), then one
 ``/x/player/wbi/playurl`` per part, whose streams go on the asset as ``renditions`` for the media path to select
@@ -21,7 +24,7 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
 from pydantic import Field, field_validator, model_validator
@@ -35,14 +38,20 @@ from mediacrawler.items import MediaAsset, Post, Source
 from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers import bilibili_comments
-from mediacrawler.parsers._common import CommentPage, Page, PlatformError, job_slug
-from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, one_target
+from mediacrawler.parsers._common import CommentPage, Page, PlatformError, as_int, as_obj, job_slug
+from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
+from mediacrawler.spiders._base import PlatformSpider
 from mediacrawler.spiders._chain import Chain, Step
 from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 logger = logging.getLogger(__name__)
 
 _BVID = re.compile(r"^BV[0-9A-Za-z]{10}$")
+_MID_ID = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}$")
+#: Most videos per page of a favourites folder (the API's bound; BILIBILI_PAGE_SIZE when smaller).
+FAV_PAGE_SIZE = 20
+#: The arguments that name a job's target (exactly one is given).
+TARGETS = ("mid", "keyword", "bvid", "fav", "season", "series")
 #: Cache key of the WBI mixin key (one per API root).
 _WBI_CACHE_KEY = "bilibili:wbi:{root}"
 
@@ -52,7 +61,14 @@ class BilibiliParams(SpiderParams):
 
     mid: str | None = Field(default=None, description="Numeric id of the creator whose uploads to crawl.")
     keyword: str | None = Field(default=None, description="Search keyword (video results).")
+    order: Literal["pubdate", "click", "stow"] | None = Field(
+        default=None, description="Order of -a keyword results: pubdate (newest first), click (most played), stow "
+                                  "(most favourited); default Bilibili's own ranking (pubdate with -a since or "
+                                  "-a until).")
     bvid: str | None = Field(default=None, description="One or more video ids, comma-separated (BV…).")
+    fav: str | None = Field(default=None, description="Numeric id (media_id) of a favourites folder.")
+    season: str | None = Field(default=None, description="A collection: <mid>:<season id>.")
+    series: str | None = Field(default=None, description="A series: <mid>:<series id>.")
     subtitles: bool = Field(default=False, description="Also store each part's subtitle tracks (JSON and SRT).")
     danmaku: bool = Field(default=False, description="Also store each part's danmaku (XML).")
     chapters: bool = Field(default=False, description="Keep each part's chapters (view points) in the record.")
@@ -61,6 +77,16 @@ class BilibiliParams(SpiderParams):
     @classmethod
     def _mid_digits(cls, v: Any) -> Any:
         return digits_arg(v, what="Bilibili user id (mid)", example="2")
+
+    @field_validator("fav", mode="before")
+    @classmethod
+    def _fav_digits(cls, v: Any) -> Any:
+        return digits_arg(v, what="favourites folder id (media_id)", example="1000001")
+
+    @field_validator("season", "series", mode="before")
+    @classmethod
+    def _mid_and_id(cls, v: Any) -> Any:
+        return matched_arg(v, pattern=_MID_ID, message="must be <mid>:<id>, both numeric, e.g. 2:5001")
 
     @field_validator("keyword")
     @classmethod
@@ -78,9 +104,16 @@ class BilibiliParams(SpiderParams):
         return ",".join(dict.fromkeys(ids))
 
     @model_validator(mode="after")
+    def _order_of_search(self) -> BilibiliParams:
+        if self.order is not None and self.keyword is None:
+            raise ValueError("-a order applies to -a keyword (a search) only")
+        return self
+
+    @model_validator(mode="after")
     def _one_target(self) -> BilibiliParams:
-        return one_target(self, names=("mid", "keyword", "bvid"),
-                          message="give exactly one of -a mid=<digits>, -a keyword=<text> or -a bvid=<BV…[,BV…]>",
+        return one_target(self, names=TARGETS,
+                          message="give exactly one of -a mid=<digits>, -a keyword=<text>, -a bvid=<BV…[,BV…]>, "
+                                  "-a fav=<media_id>, -a season=<mid>:<id> or -a series=<mid>:<id>",
                           items=("bvid",))
 
 
@@ -124,6 +157,9 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
     def setup_job(self) -> None:
         #: The videos of ``-a bvid``, in order (empty with ``-a mid`` or ``-a keyword``).
         self.bvids: list[str] = str(self.args.bvid).split(",") if self.args.bvid else []
+        # A search from -a since walks windows (the whole one, or day by day: _search_window), each page naming the
+        # next by a cursor.
+        self.pagination = "cursor" if self.args.keyword is not None and self.args.since is not None else "page"
         super().setup_job()
 
     def source_kind(self) -> SourceKind:
@@ -136,7 +172,11 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         if self.args.mid is not None:
             return f"bilibili-mid-{self.args.mid}"
         if self.args.keyword is not None:
-            return f"bilibili-keyword-{job_slug(self.args.keyword)}"
+            order = f"-{self.args.order}" if self.args.order else ""
+            return f"bilibili-keyword-{job_slug(self.args.keyword)}{order}"
+        for name in ("fav", "season", "series"):
+            if (value := getattr(self.args, name)) is not None:
+                return f"bilibili-{name}-{str(value).replace(':', '-')}"
         return f"bilibili-bvid-{job_slug(str(self.args.bvid).replace(',', '-'))}"
 
     @property
@@ -182,11 +222,91 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
             return self.signed("/x/space/wbi/arc/search",
                                {"mid": self.args.mid, "pn": page, "ps": self.settings.getint("BILIBILI_PAGE_SIZE"),
                                 "order": "pubdate"})
-        return self.signed("/x/web-interface/wbi/search/type",
-                           {"search_type": "video", "keyword": self.args.keyword, "page": page})
+        if self.args.keyword is not None:
+            return self.signed("/x/web-interface/wbi/search/type", self._search_query(page, cursor))
+        size = self.settings.getint("BILIBILI_PAGE_SIZE")
+        if self.args.fav is not None:
+            query: dict[str, Any] = {"media_id": self.args.fav, "pn": page, "ps": min(size, FAV_PAGE_SIZE),
+                                     "keyword": "", "order": "mtime", "type": 0, "tid": 0, "platform": "web"}
+            return f"{self.api}/x/v3/fav/resource/list?{urlencode(query)}"
+        if self.args.season is not None:
+            mid, season_id = self.args.season.split(":")
+            query = {"mid": mid, "season_id": season_id, "sort_reverse": "false", "page_num": page,
+                     "page_size": size}
+            return f"{self.api}/x/polymer/web-space/seasons_archives_list?{urlencode(query)}"
+        if self.args.series is not None:
+            mid, series_id = self.args.series.split(":")
+            query = {"mid": mid, "series_id": series_id, "only_normal": "true", "sort": "desc", "pn": page,
+                     "ps": size}
+            return f"{self.api}/x/series/archives?{urlencode(query)}"
+        raise ValueError(f"{self.job}: no listing for these arguments")
 
     def item_url(self, item: str) -> str:
         return self._view_url(item)
+
+    def _search_query(self, page: int, cursor: str | None) -> dict[str, Any]:
+        """search/type's query: ``-a order``, and a date window filtered server-side (``pubtime_begin_s`` and
+        ``pubtime_end_s``, both inclusive, with ``order=pubdate`` unless another order was asked for): the job's
+        window, or the day of the cursor (:meth:`_search_window`)."""
+        window = self.date_window()
+        begin, end = window.bounds_s() if window is not None else (None, None)
+        if self.pagination == "cursor":
+            day_end, page = self._search_cursor(cursor)
+            if day_end is not None:
+                begin, end = max(begin or 0, day_end - 86_400), day_end
+        query: dict[str, Any] = {"search_type": "video", "keyword": self.args.keyword, "page": page}
+        order = self.args.order or ("pubdate" if window is not None else None)
+        if order is not None:
+            query["order"] = order
+        query.update({k: v for k, v in (("pubtime_begin_s", begin), ("pubtime_end_s", end and end - 1))
+                      if v is not None})
+        return query
+
+    @staticmethod
+    def _search_cursor(cursor: str | None) -> tuple[int | None, int]:
+        """``(end of the day walked or None for the whole window, page)`` of a windowed search's cursor:
+        ``all:<page>`` or ``day:<end>:<page>`` (none: the whole window's first page)."""
+        parts = (cursor or "all:1").split(":")
+        if parts[0] == "day" and len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            return int(parts[1]), int(parts[2])
+        if parts[0] == "all" and len(parts) == 2 and parts[1].isdigit():
+            return None, int(parts[1])
+        raise ValueError(f"not a search cursor: {cursor!r}")
+
+    def _search_window(self, page: Page, payload: Any, cursor: str | None) -> Page:
+        """The cursor after a page of a search from ``-a since``. When the whole window holds more than the search
+        answers (``numResults`` at BILIBILI_SEARCH_MAX_RESULTS), its first page is dropped and the window walked
+        again one day at a time, newest first (each day's results then all within reach); a day past its last page
+        gives the next day, down to ``since``."""
+        day_end, number = self._search_cursor(cursor)
+        window = self.date_window()
+        assert window is not None and window.since is not None
+        since, until = window.bounds_s()
+        assert since is not None
+        cap = setting(self.settings, "BILIBILI_SEARCH_MAX_RESULTS")
+        results = as_int(as_obj(as_obj(payload).get("data")).get("numResults")) or 0
+        if day_end is None and number == 1 and results >= cap:
+            end = until if until is not None else int(time.time())
+            if end - since > 86_400:
+                logger.info("%s: the window holds %d results or more, more than one search answers; it is walked "
+                            "day by day", self.job, cap)
+                page.posts, page.incomplete, page.is_last = [], {}, False
+                page.next_cursor = f"day:{end}:1"
+                return page
+        if day_end is not None and results >= cap:
+            logger.warning("%s: the day before %s holds %d results or more: those past them are not reached",
+                           self.job, day_end, cap)
+        if not page.is_last:
+            page.next_cursor = f"all:{number + 1}" if day_end is None else f"day:{day_end}:{number + 1}"
+        elif day_end is not None and day_end - 86_400 > since:
+            page.is_last, page.next_cursor = False, f"day:{day_end - 86_400}:1"
+        return page
+
+    def newest_first(self) -> bool:
+        if self.args.keyword is not None:
+            return (self.args.order or ("pubdate" if self.date_window() else None)) == "pubdate"
+        # A folder is in the order of favouriting, a collection in episode order; a series is asked newest first.
+        return self.args.fav is None and self.args.season is None and super().newest_first()
 
     def _view_url(self, bvid: str) -> str:
         return f"{self.api}/x/web-interface/view?{urlencode({'bvid': bvid})}"
@@ -195,7 +315,17 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         payload = json.loads(response.body)
         if self.args.mid is not None:
             return parser.parse_arc_search(payload)
-        return parser.parse_search(payload)
+        if self.args.keyword is not None:
+            if self.pagination == "cursor":
+                return self._search_window(parser.parse_search(payload), payload, source.cursor)
+            return parser.parse_search(payload)
+        if self.args.fav is not None:
+            return parser.parse_fav_list(payload)
+        if self.args.season is not None:
+            return parser.parse_season_archives(payload)
+        if self.args.series is not None:
+            return parser.parse_series_archives(payload)
+        raise ValueError(f"{self.job}: no listing for these arguments")
 
     def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
         """``-a bvid``: one video's view answer (a video that is gone is a record that says so)."""

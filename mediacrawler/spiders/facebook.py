@@ -1,7 +1,9 @@
-"""Facebook: a page's posts (``-a page=``) or one video (``-a video=``), through the Graph API.
+"""Facebook: a page's posts (``-a page=``), one video (``-a video=``) or given posts (``-a post=``), through the
+Graph API.
 
     FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a page=100000000000001
     FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a video=1234567890
+    FACEBOOK_ACCESS_TOKEN=… scrapy crawl facebook -a post=100000000000001_1000000000000
 
 The API root is ``FACEBOOK_GRAPH_URL``; the token comes from ``FACEBOOK_ACCESS_TOKEN`` (environment) and is sent as
 ``Authorization: Bearer`` at download time by the session middleware, never in a URL: ``paging.next`` carries the
@@ -23,24 +25,41 @@ from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers import facebook_comments
-from mediacrawler.parsers._common import CommentPage, Page, PlatformError
+from mediacrawler.parsers._common import CommentPage, Page, PlatformError, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, matched_arg, one_target
 from mediacrawler.spiders._chain import Chain, Step
 from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 _PAGE = re.compile(r"^[0-9A-Za-z.]{1,100}$")
+#: A Graph post id: ``<page id>_<post id>``.
+_POST = re.compile(r"^[0-9]{1,25}_[0-9]{1,25}$")
+#: Posts one ``-a post`` job may name (each is one page).
+MAX_POSTS = 1000
 #: The fields of a post the parser reads (parsers/facebook.py).
 POST_FIELDS = ("id,message,created_time,permalink_url,from,"
                "attachments{media_type,media,subattachments,target,url,type,title,description}")
 
 
 class FacebookParams(SpiderParams):
-    """Arguments of ``scrapy crawl facebook``: exactly one of ``page`` and ``video``."""
+    """Arguments of ``scrapy crawl facebook``: exactly one of ``page``, ``video`` and ``post``."""
 
     page: str | None = Field(default=None, description="Page id or username whose posts to crawl.")
     video: str | None = Field(default=None, description="Numeric id of one video to store.")
+    post: str | None = Field(default=None, description="Graph post ids (<page id>_<post id>), comma-separated.")
+
+    @field_validator("post", mode="before")
+    @classmethod
+    def _post_ids(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        ids = [x.strip() for x in str(v).split(",") if x.strip()]
+        if not ids or len(ids) > MAX_POSTS or not all(_POST.match(x) for x in ids):
+            raise ValueError(f"must be 1 to {MAX_POSTS} Graph post ids like 100000000000001_1000000000000, "
+                             f"comma-separated")
+        return ",".join(dict.fromkeys(ids))
 
     @field_validator("page", mode="before")
     @classmethod
@@ -55,7 +74,9 @@ class FacebookParams(SpiderParams):
 
     @model_validator(mode="after")
     def _one_target(self) -> FacebookParams:
-        return one_target(self, names=("page", "video"), message="give exactly one of -a page=<id> or -a video=<id>")
+        return one_target(self, names=("page", "video", "post"),
+                          message="give exactly one of -a page=<id>, -a video=<id> or -a post=<page id>_<post id>",
+                          items=("post",))
 
 
 @dataclass
@@ -78,6 +99,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     args: FacebookParams
     pagination = "cursor"
     credential_env = "FACEBOOK_ACCESS_TOKEN"
+    time_zone = "UTC"
     replies_inline = True  # filter=stream lists replies among the comments
     resume_at_mark = True  # order=chronological is oldest first: a re-run starts at the stored `after` cursor
 
@@ -87,9 +109,25 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     def refusal_message(self, reason: str) -> str:
         return f"the Graph API refused the access token: FACEBOOK_ACCESS_TOKEN {self.credential_state()}"
 
+    def setup_job(self) -> None:
+        #: The posts of ``-a post``, in the order given (a list of items).
+        self.post_ids: list[str] = str(self.args.post).split(",") if self.args.post else []
+        super().setup_job()
+
+    def source_kind(self) -> SourceKind:
+        return "items" if self.args.post is not None else "listing"
+
+    def requested_items(self) -> list[str]:
+        return self.post_ids
+
+    def item_url(self, item: str) -> str:
+        return f"{self.base_url}/{quote(item)}?{urlencode({'fields': POST_FIELDS})}"
+
     def job_key(self) -> str:
         if self.args.page is not None:
             return f"facebook-page-{self.args.page.replace('.', '-')}"
+        if self.args.post is not None:
+            return f"facebook-post-{job_slug(self.args.post.replace(',', '-'))}"
         return f"facebook-video-{self.args.video}"
 
     @property
@@ -104,7 +142,12 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.video is not None:
             return f"{self.base_url}/{quote(self.args.video)}?{urlencode({'fields': parser.VIDEO_FIELDS})}"
-        query = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
+        query: dict[str, Any] = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
+        window = self.date_window()
+        if window is not None:
+            # Graph filters by created_time itself (unix seconds, both ends inclusive: until is the last second).
+            since, until = window.bounds_s()
+            query.update({k: v for k, v in (("since", since), ("until", until and until - 1)) if v is not None})
         if cursor:
             query["after"] = cursor
         return f"{self.base_url}/{quote(str(self.args.page))}/posts?{urlencode(query)}"
@@ -128,6 +171,12 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
                                                secrets=self._secrets())
             return Page(posts=[post], is_last=True)
         return parser.parse_posts(payload, source=source, fetched_at=self.now_iso(), secrets=self._secrets())
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """``-a post``: one post node, read as a page of one (its videos without a source then a chain, as on a
+        page)."""
+        return parser.parse_posts({"data": [json.loads(response.text)]}, source=source, fetched_at=self.now_iso(),
+                                  secrets=self._secrets())
 
     def listed_time(self, raw: dict[str, Any]) -> str | None:
         # A raw Graph post (waiting for its video nodes) carries created_time in Graph's own format.

@@ -1,7 +1,12 @@
-"""Weibo: a user's timeline (``-a uid=``) or a keyword search (``-a keyword=``), page by page, from m.weibo.cn.
+"""Weibo: a user's timeline (``-a uid=``), a keyword search (``-a keyword=``, ``-a search_type=``) or given posts
+(``-a post=``), from m.weibo.cn.
 
     scrapy crawl weibo -a uid=7365120894 -a start=3 -a max_pages=10
-    scrapy crawl weibo -a keyword=猫
+    scrapy crawl weibo -a keyword=猫 -a search_type=realtime
+    scrapy crawl weibo -a post=https://m.weibo.cn/detail/4930000000000001,NbqPs0Ab1
+
+Given posts are one listing page each (like Bilibili's ``-a bvid``): ``/statuses/show?id=<mid>`` (a bid or a link
+is turned into its mid first); a post that is gone is a record that says so.
 
 The API root is ``WEIBO_BASE_URL``; a login cookie, when needed, comes from the ``WEIBO_COOKIE`` environment
 variable and is added at download time by the session middleware, never stored on a request. Video URLs are signed
@@ -13,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlencode
 
 from pydantic import Field, field_validator, model_validator
@@ -21,6 +26,7 @@ from scrapy import Request
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
+from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers import weibo_comments
 from mediacrawler.parsers._common import CommentPage, Page, http_date, job_slug
@@ -29,11 +35,21 @@ from mediacrawler.spiders._chain import Chain, Step
 from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
 
+#: Posts one ``-a post`` job may name (each is one page).
+MAX_POSTS = 1000
+
+
 class WeiboParams(SpiderParams):
     """Arguments of ``scrapy crawl weibo``: exactly one of ``uid`` and ``keyword``."""
 
     uid: str | None = Field(default=None, description="Numeric user id whose timeline to crawl.")
-    keyword: str | None = Field(default=None, description="Search keyword (the 'all' tab of m.weibo.cn search).")
+    keyword: str | None = Field(default=None, description="Search keyword (m.weibo.cn search, the -a search_type "
+                                                           "tab).")
+    search_type: Literal["all", "realtime", "hot", "video", "picture"] | None = Field(
+        default=None, description="Tab of -a keyword: all (default), realtime (newest first), hot, video or "
+                                  "picture.")
+    post: str | None = Field(default=None, description="Posts: mids, bids or links (m.weibo.cn/detail/<mid>, "
+                                                       "weibo.com/<uid>/<bid>), comma-separated.")
 
     @field_validator("uid", mode="before")
     @classmethod
@@ -45,10 +61,23 @@ class WeiboParams(SpiderParams):
     def _keyword_text(cls, v: str | None) -> str | None:
         return keyword_arg(v)
 
+    @field_validator("post", mode="before")
+    @classmethod
+    def _posts(cls, v: Any) -> Any:
+        if v is None:
+            return v
+        entries = [x for x in str(v).split(",") if x.strip()]
+        if not entries or len(entries) > MAX_POSTS:
+            raise ValueError(f"must be 1 to {MAX_POSTS} post ids or links, comma-separated")
+        return ",".join(dict.fromkeys(parser.post_ref(x) for x in entries))  # ValueError names the bad one
+
     @model_validator(mode="after")
     def _one_target(self) -> WeiboParams:
-        return one_target(self, names=("uid", "keyword"),
-                          message="give exactly one of -a uid=<digits> or -a keyword=<text>")
+        if self.search_type is not None and self.keyword is None:
+            raise ValueError("-a search_type applies to -a keyword (a search) only")
+        return one_target(self, names=("uid", "keyword", "post"),
+                          message="give exactly one of -a uid=<digits>, -a keyword=<text> or -a post=<mid, bid or "
+                                  "link>[,…]", items=("post",))
 
 
 @dataclass
@@ -73,8 +102,29 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
     def job_key(self) -> str:
         if self.args.uid is not None:
             return f"weibo-uid-{self.args.uid}"
+        if self.args.post is not None:
+            return f"weibo-post-{job_slug(self.args.post.replace(',', '-'))}"
         assert self.args.keyword is not None
-        return f"weibo-keyword-{job_slug(self.args.keyword)}"
+        tab = f"-{self.args.search_type}" if self.args.search_type not in (None, "all") else ""
+        return f"weibo-keyword-{job_slug(self.args.keyword)}{tab}"
+
+    def setup_job(self) -> None:
+        #: The mids of ``-a post``, in the order given (empty with ``-a uid`` or ``-a keyword``).
+        self.post_ids: list[str] = self.args.post.split(",") if self.args.post else []
+        super().setup_job()
+
+    def source_kind(self) -> SourceKind:
+        return "items" if self.args.post is not None else "listing"
+
+    def requested_items(self) -> list[str]:
+        return self.post_ids
+
+    def item_url(self, item: str) -> str:
+        return f"{self.base_url}/statuses/show?{urlencode({'id': item})}"
+
+    def newest_first(self) -> bool:
+        # A timeline and the realtime tab are; the other tabs are ranked, so -a since never stops them.
+        return self.args.uid is not None or self.args.search_type == "realtime"
 
     @property
     def base_url(self) -> str:
@@ -86,7 +136,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
         else:
             assert self.args.keyword is not None
             query = {
-                "containerid": parser.search_containerid(self.args.keyword),
+                "containerid": parser.search_containerid(self.args.keyword, self.args.search_type or "all"),
                 "page_type": "searchall",
                 "page": page,
             }
@@ -106,6 +156,25 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
             expand_long_text=self.settings.getbool("WEIBO_EXPAND_LONG_TEXT"),
             now=http_date(response.headers.get(b"Date")),  # "5分钟前" is relative to when Weibo wrote the answer
         )
+
+    def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
+        """``-a post``: one post from ``/statuses/show`` (its long text a chain step, as on a timeline), or, when
+        it is gone, a record that says so."""
+        mid, page = item, Page()
+        mblog = parser.parse_show(json.loads(response.text))
+        if mblog is None:
+            page.posts.append(Post(platform=self.platform, post_id=mid, url=f"https://m.weibo.cn/detail/{mid}",
+                                   author=None, created_at=None, source=source, fetched_at=self.now_iso(),
+                                   deleted=True, extra={"unavailable": "the post does not exist (or was deleted)"},
+                                   ))
+            return page
+        post = parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
+                                  now=http_date(response.headers.get(b"Date")))
+        if self.settings.getbool("WEIBO_EXPAND_LONG_TEXT") and mblog.get("isLongText"):
+            page.incomplete[post.post_id] = {**mblog, "created_at": post.created_at or mblog.get("created_at")}
+        else:
+            page.posts.append(post)
+        return page
 
     def next_step(self, chain: WeiboChain) -> Step | None:
         # One step: the full text of a post marked isLongText.
