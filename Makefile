@@ -39,10 +39,10 @@ browser:
 	    chromium chromium-driver fonts-wqy-zenhei >/dev/null; } || echo "make browser: not installed; the browser tests will skip"; \
 	else echo "make browser: no chromium and no apt-get as root; the browser tests will skip"; fi
 
-## make test: the whole suite (real redis-server, PostgreSQL and sandbox subprocesses on 127.0.0.1), in two pytest
+## make test: the whole suite (real redis-server, PostgreSQL and sandbox subprocesses on 127.0.0.1), in three pytest
 ## processes.
 test: $(STAMP) postgres browser
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 3
 
 ## make bench: the benchmarks under benchmarks/ (minutes; not part of make test).
 bench: $(STAMP)

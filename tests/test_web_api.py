@@ -217,7 +217,7 @@ def test_jobs_and_the_start_api(client: TestClient, web_data: WebData) -> None:
     assert bad.status_code == 400
     assert bad.json()["errors"] == {"uid": "must be a numeric Weibo user id, e.g. 7365120894"}
     assert client.post("/api/crawls", json={"spider": "weibo", "args": {}}).json()["errors"] == {
-        "": "give exactly one of -a uid=<digits> or -a keyword=<text>"}
+        "": "give exactly one of -a uid=<digits>, -a keyword=<text> or -a post=<mid, bid or link>[,…]"}
     assert "spider" in client.post("/api/crawls", json={"spider": "../sh", "args": {}}).json()["errors"]
     not_json = client.post("/api/crawls", content=b"[", headers={"content-type": "application/json"})
     assert not_json.status_code == 400
@@ -250,6 +250,16 @@ def test_the_start_form_says_what_is_wrong_beside_the_field(client: TestClient) 
     assert 'data-field="max_pages">Input should be greater than or equal to 1' in answer.text
     assert client.post("/start", data={"spider": "weibo", "arg:uid": "1"},
                        headers={"origin": "https://elsewhere.example"}).status_code == 403
+
+
+def test_the_start_form_takes_a_pasted_link(client: TestClient) -> None:
+    answer = client.post("/start", data={"link": "https://example.com/nothing"})
+    assert answer.status_code == 400 and 'data-field="link">https://example.com/nothing: not a link of' in answer.text
+    bad = client.post("/api/crawls", json={"link": "ftp://weibo.com/1/2"})
+    assert bad.status_code == 400 and "not an http(s) link" in bad.json()["errors"]["link"]
+    # A link routed as `mediacrawler get` routes it: its spider and target, then the spider's own checks.
+    answer = client.post("/start", data={"link": f"https://weibo.com/u/{SHOWCASE_UID}", "arg:max_pages": "0"})
+    assert answer.status_code == 400 and 'data-field="max_pages">' in answer.text
 
 
 def test_basic_auth(web_data: WebData, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from scrapy import Spider
 from scrapy.settings import BaseSettings
 from scrapy.spiderloader import get_spider_loader
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
 from starlette.requests import Request
@@ -202,7 +203,13 @@ def build_app(settings: BaseSettings, *, overrides: Sequence[str] = (), auth: st
             return JSONResponse({"error": "expected a JSON object {spider, args}"}, status_code=400)
         if not isinstance(body, dict) or not isinstance(body.get("args", {}), dict):
             return JSONResponse({"error": "expected a JSON object {spider, args}"}, status_code=400)
-        result = start(str(body.get("spider") or ""), {str(k): str(v) for k, v in body.get("args", {}).items()})
+        spider, args = str(body.get("spider") or ""), {str(k): str(v) for k, v in body.get("args", {}).items()}
+        if body.get("link"):
+            routed = await from_link(str(body["link"]))
+            if isinstance(routed, str):
+                return JSONResponse({"errors": {"link": routed}}, status_code=400)
+            spider, args = routed[0], {**args, **routed[1]}
+        result = start(spider, args)
         return JSONResponse(result, status_code=400 if "errors" in result else 201)
 
     def start(spider: str, kwargs: dict[str, str]) -> dict[str, Any]:
@@ -288,24 +295,46 @@ def build_app(settings: BaseSettings, *, overrides: Sequence[str] = (), auth: st
             return web.page("missing.html", request, status_code=404, what="crawl")
         return web.page("crawl.html", request, crawl=crawl)
 
+    async def from_link(link: str) -> tuple[str, dict[str, str]] | str:
+        """The spider and arguments of a pasted share link (a short link resolved by its redirect, off the event
+        loop), or why there are none (mediacrawler/links.py, as ``mediacrawler get`` routes it)."""
+        from mediacrawler.commands.get import resolve
+        from mediacrawler.links import SHORT_LINK, UnknownLink, route
+
+        try:
+            found = route(link)
+            if found.spider == SHORT_LINK:
+                found = await run_in_threadpool(resolve, link, found, web.settings)
+        except (UnknownLink, ValueError, OSError) as e:
+            return str(e)[:300]
+        return found.spider, dict(found.args)
+
     async def start_page(request: Request) -> Response:
         values: dict[str, str]
         if request.method == "POST":
             form = await request.form()
             spider = str(form.get("spider") or "")
             values = {k.removeprefix("arg:"): str(v) for k, v in form.items() if k.startswith("arg:")}
-            result = start(spider, values)
+            link = str(form.get("link") or "").strip()
+            routed = await from_link(link) if link else None
+            if isinstance(routed, str):
+                result: dict[str, Any] = {"errors": {"link": routed}}
+            else:
+                if routed is not None:
+                    spider, values = routed[0], {**values, **routed[1]}
+                result = start(spider, values)
             if "crawl" in result:
                 return RedirectResponse(f"/crawls/{result['crawl']}", status_code=303)
             if "queued" in result:
                 return RedirectResponse("/jobs?queued=" + result["queued"], status_code=303)
             errors = result["errors"]
         else:
-            spider, values, errors = str(request.query_params.get("spider") or ""), {}, {}
+            spider, values, errors, link = str(request.query_params.get("spider") or ""), {}, {}, ""
         spider = spider if spider in web.spiders else next(iter(web.spiders), "")
         fields = _spider_fields(web.spiders[spider]) if spider else []
         return web.page("start.html", request, status_code=400 if errors else 200, spiders=list(web.spiders),
-                        spider=spider, fields=fields, values=values, errors=errors, redis=bool(web.redis_url))
+                        spider=spider, fields=fields, values=values, errors=errors, redis=bool(web.redis_url),
+                        link=link)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> Any:
