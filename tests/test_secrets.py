@@ -208,8 +208,10 @@ PROBE = textwrap.dedent(
 def test_records_logged_after_scrapy_replaced_its_log_handler_are_scrubbed(tmp_path: Path) -> None:
     log = tmp_path / "probe.log"
     env = {k: v for k, v in os.environ.items() if not k.endswith("_COOKIE")}
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(log), COOKIE_SECRET], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, env={**env, "WEIBO_COOKIE": WEIBO_COOKIE}, check=False)
+    # Its own working directory: the project's default FILES_STORE and records database are relative to it.
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(log), COOKIE_SECRET], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60, env={**env, "WEIBO_COOKIE": WEIBO_COOKIE},
+                          check=False)
     text = log.read_text("utf-8")
     assert f"probe: cookie is {MASK}" in text and "RuntimeError: probe: refused" in text, proc.stderr[-2000:]
     assert_absent(COOKIE_SECRET, {"log": text, "stderr": proc.stderr, "stdout": proc.stdout})
