@@ -310,26 +310,25 @@ def parse_fav_list(payload: Any) -> Page:
 def parse_season_archives(payload: Any) -> Page:
     """A collection (``/x/polymer/web-space/seasons_archives_list?mid=&season_id=&page_num=&page_size=``):
     ``data.archives[]``; ``is_last`` when ``page_num * page_size >= total`` (unreadable paging: the last)."""
-    raise_for_envelope(payload)
-    data = as_obj(payload.get("data"))
-    page = Page()
-    n = _archives(page, data.get("archives"))
-    info = as_obj(data.get("page"))
-    num, size, total = as_int(info.get("page_num")), as_int(info.get("page_size")), as_int(info.get("total"))
-    page.is_last = n == 0 or None in (num, size, total) or num * size >= total  # type: ignore[operator]
-    return page
+    return _paged_archives(payload, num="page_num", size="page_size")
 
 
 def parse_series_archives(payload: Any) -> Page:
     """A series (``/x/series/archives?mid=&series_id=&pn=&ps=``): ``data.archives[]``, ``data.page{num, size,
     total}``, read like :func:`parse_season_archives`."""
+    return _paged_archives(payload, num="num", size="size")
+
+
+def _paged_archives(payload: Any, *, num: str, size: str) -> Page:
+    """``data.archives[]`` with ``data.page{<num>, <size>, total}``: the last page when it is empty, its paging is
+    unreadable, or ``num * size >= total``."""
     raise_for_envelope(payload)
     data = as_obj(payload.get("data"))
     page = Page()
     n = _archives(page, data.get("archives"))
     info = as_obj(data.get("page"))
-    num, size, total = as_int(info.get("num")), as_int(info.get("size")), as_int(info.get("total"))
-    page.is_last = n == 0 or None in (num, size, total) or num * size >= total  # type: ignore[operator]
+    at, per, total = as_int(info.get(num)), as_int(info.get(size)), as_int(info.get("total"))
+    page.is_last = n == 0 or at is None or per is None or total is None or at * per >= total
     return page
 
 

@@ -72,6 +72,9 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         "parse_listing", "listing_failed", "parse_item", "item_failed", "parse_retry_post", "retry_post_failed",
         "parse_chain_step", "chain_step_failed",
     })
+    #: The argument that lists the items a job requests, comma-separated (``"bvid"``, ``"post"``): given, the job's
+    #: source is ``items`` (:meth:`source_kind`, :meth:`requested_items`); ``None``: listings only.
+    items_arg: ClassVar[str | None] = None
     #: The class of this platform's chain state (spiders/_chain.py): what its steps keep, as typed fields.
     chain_type: ClassVar[type[Chain]] = Chain
 
@@ -144,12 +147,15 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
     def source_kind(self) -> SourceKind:
         """What this job walks (docs/architecture.md, "Sources"): ``listing`` (pages: :meth:`listing_url`,
         :meth:`parse_listing_payload`) or ``items`` (the ones the user gave: :meth:`requested_items`,
-        :meth:`item_url`, :meth:`parse_item_payload`; in the order given, no page numbers, no high-water mark)."""
-        return "listing"
+        :meth:`item_url`, :meth:`parse_item_payload`; in the order given, no page numbers, no high-water mark).
+        By default ``items`` when the argument :attr:`items_arg` names was given."""
+        return "items" if self.items_arg and getattr(self.args, self.items_arg, None) is not None else "listing"
 
     def requested_items(self) -> list[str]:
-        """The keys of the items an ``items`` job requested, in the order given (ids, or ``short:<code>``…)."""
-        return []
+        """The keys of the items an ``items`` job requested, in the order given (ids, or ``short:<code>``…); by
+        default the comma-separated values of :attr:`items_arg`, as validated."""
+        value = getattr(self.args, self.items_arg, None) if self.items_arg else None
+        return str(value).split(",") if value else []
 
     def item_url(self, item: str) -> str:
         """The URL that fetches requested item ``item``."""

@@ -35,12 +35,10 @@ from scrapy.utils.asyncio import run_in_thread
 from mediacrawler.cache import cache_from_crawler
 from mediacrawler.config import setting
 from mediacrawler.items import MediaAsset, Post, Source
-from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers import bilibili_comments
 from mediacrawler.parsers._common import CommentPage, Page, PlatformError, as_int, as_obj, job_slug
 from mediacrawler.spiders._args import Args, SpiderParams, digits_arg, keyword_arg, matched_arg, one_target
-from mediacrawler.spiders._base import PlatformSpider
 from mediacrawler.spiders._chain import Chain, Step
 from mediacrawler.spiders._threads import CommentThreads, ThreadState
 
@@ -145,6 +143,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
     chain_type = BilibiliChain
     root_settings = ("BILIBILI_API_URL", "BILIBILI_WEB_URL", "BILIBILI_COMMENT_URL")
     params_model = BilibiliParams
+    items_arg = "bvid"
     args: BilibiliParams
     classify_envelope = staticmethod(parser.classify_envelope)
 
@@ -155,18 +154,10 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         self._mixin_at = 0.0
 
     def setup_job(self) -> None:
-        #: The videos of ``-a bvid``, in order (empty with ``-a mid`` or ``-a keyword``).
-        self.bvids: list[str] = str(self.args.bvid).split(",") if self.args.bvid else []
         # A search from -a since walks windows (the whole one, or day by day: _search_window), each page naming the
         # next by a cursor.
         self.pagination = "cursor" if self.args.keyword is not None and self.args.since is not None else "page"
         super().setup_job()
-
-    def source_kind(self) -> SourceKind:
-        return "items" if self.args.bvid is not None else "listing"
-
-    def requested_items(self) -> list[str]:
-        return self.bvids
 
     def job_key(self) -> str:
         if self.args.mid is not None:

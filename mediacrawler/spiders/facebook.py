@@ -25,7 +25,6 @@ from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
-from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers import facebook_comments
 from mediacrawler.parsers._common import CommentPage, Page, PlatformError, job_slug
@@ -96,6 +95,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     chain_type = FacebookChain
     root_settings = ("FACEBOOK_GRAPH_URL",)
     params_model = FacebookParams
+    items_arg = "post"
     args: FacebookParams
     pagination = "cursor"
     credential_env = "FACEBOOK_ACCESS_TOKEN"
@@ -108,17 +108,6 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
 
     def refusal_message(self, reason: str) -> str:
         return f"the Graph API refused the access token: FACEBOOK_ACCESS_TOKEN {self.credential_state()}"
-
-    def setup_job(self) -> None:
-        #: The posts of ``-a post``, in the order given (a list of items).
-        self.post_ids: list[str] = str(self.args.post).split(",") if self.args.post else []
-        super().setup_job()
-
-    def source_kind(self) -> SourceKind:
-        return "items" if self.args.post is not None else "listing"
-
-    def requested_items(self) -> list[str]:
-        return self.post_ids
 
     def item_url(self, item: str) -> str:
         return f"{self.base_url}/{quote(item)}?{urlencode({'fields': POST_FIELDS})}"

@@ -26,7 +26,6 @@ from scrapy import Request
 from scrapy.http import Response
 
 from mediacrawler.items import Post, Source
-from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers import weibo_comments
 from mediacrawler.parsers._common import CommentPage, Page, http_date, job_slug
@@ -96,6 +95,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
     chain_type = WeiboChain
     root_settings = ("WEIBO_BASE_URL",)
     params_model = WeiboParams
+    items_arg = "post"
     args: WeiboParams
     classify_envelope = staticmethod(parser.classify_envelope)
 
@@ -107,17 +107,6 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
         assert self.args.keyword is not None
         tab = f"-{self.args.search_type}" if self.args.search_type not in (None, "all") else ""
         return f"weibo-keyword-{job_slug(self.args.keyword)}{tab}"
-
-    def setup_job(self) -> None:
-        #: The mids of ``-a post``, in the order given (empty with ``-a uid`` or ``-a keyword``).
-        self.post_ids: list[str] = self.args.post.split(",") if self.args.post else []
-        super().setup_job()
-
-    def source_kind(self) -> SourceKind:
-        return "items" if self.args.post is not None else "listing"
-
-    def requested_items(self) -> list[str]:
-        return self.post_ids
 
     def item_url(self, item: str) -> str:
         return f"{self.base_url}/statuses/show?{urlencode({'id': item})}"
