@@ -280,3 +280,49 @@ def test_open_comment_threads_are_kept_across_runs_and_go_with_the_checkpoint(re
                          {"t": "th", "id": "p1", "e": None}], now=NOW)
     assert b.clear(KEY, "run-2") == 1
     assert not b.server.exists(f"t:cp:{KEY}:threads") and b.load(KEY) is None
+
+
+def test_records_exported_after_the_last_batch_are_found_in_this_hosts_feed_on_the_next_run(
+        redis_url: str, tmp_path: Any) -> None:
+    """A kill between the feed's write and the batch that counts it: the next run reads this host's feed past
+    the mark its last batch left, and takes those posts and comments as stored (sent as stored at once)."""
+    import json
+    import socket
+
+    from tests.test_extension_checkpoint import make
+
+    job = "weibo-uid-7365120894"
+    settings = {"REDIS_URL": redis_url, "CHECKPOINT_BACKEND": "redis", "CHECKPOINT_REDIS_PREFIX": "t:cp:",
+                "CHECKPOINT_REDIS_INTERVAL": 60.0, "DISTRIBUTED_KEY_PREFIX": "t:dist",
+                "CHECKPOINT_SYNC_FEEDS": False, "DISTRIBUTED_SOCKET_TIMEOUT": 5.0}
+    store = RedisCheckpointStore(redis.Redis.from_url(redis_url), "t:cp:")
+    feed = tmp_path / "weibo.jsonl"
+
+    def record(post_id: str, page: int, comment_id: str | None = None, job_key: str = job) -> str:
+        rec = {"platform": "weibo", "post_id": post_id, "source": {"job": job_key, "page": page}}
+        return json.dumps({**rec, **({"comment_id": comment_id} if comment_id else {})}) + "\n"
+
+    counted = record("p1", 1)
+    feed.write_text(counted + record("p2", 2) + record("p2", 2, "c7") + record("q1", 2, job_key="weibo-uid-1")
+                    + '{"platform": "weibo", "post_id": "p3", "sou', encoding="utf-8")  # a torn last line
+    _, token = store.open_run(job, spider="weibo", token="run-1", now=NOW)
+    state = {"post_id": "p2", "thread_id": "p2", "cursor": "100:1", "roots": [], "known": {}, "fetched": 20}
+    host = socket.gethostname()
+    store.apply(job, token, [announce(1, ["p1"], "c2"), done(1, "p1"), announce(2, ["p2"]),
+                             {"t": "th", "id": "p2", "e": json.dumps({"state": state, "stored": ["c6"]})},
+                             {"t": "fm", "id": f"{host}:{feed}", "n": len(counted)},
+                             {"t": "fm", "id": f"elsewhere:{tmp_path / 'other.jsonl'}", "n": 0}], now=NOW)
+    assert [m.path for m in store.feed_marks(job, host)] == [str(feed)]
+    ext, spider = make(tmp_path, settings)
+    ext.spider_opened(spider)  # a new run (no queue seeded): it reads the tail of this host's feed
+    try:
+        assert ext.skip_ids == {"p2"}  # q1 is another job's, p3 was never a whole line
+        assert ext.skip_comment_ids == {"c6", "c7"}
+        assert {"t": "d", "p": 2, "id": "p2", "s": 1} in ext._events
+        assert ext.acks_pending()
+        assert store.load(job).stored == {2: ["p2"]}  # type: ignore[union-attr]
+    finally:
+        ext.spider_closed(spider, "shutdown")
+    # An explicit start begins a new history: the marks go with the pages and threads.
+    store.open_run(job, spider="weibo", token="run-2", start=5, now=NOW)
+    assert store.feed_marks(job, host) == []

@@ -13,6 +13,8 @@ default ``mediacrawler:checkpoint:``; job keys never hold a colon)::
                                "c": next cursor, "l": last page 0/1, "f": failed 0/1}
     <prefix><job>:threads HASH post id -> JSON {"state", "stored"}: an open comment thread (``-a comments``), as
                                ``Checkpoint.threads`` holds it (the last worker to read one of its pages wrote it)
+    <prefix><job>:feeds  HASH  <host>:<feed path> -> size: how far each worker's local feed was durable when its
+                               last batch of events was sent (records past it are found there after a kill)
 
 Post ids, not counts: after a lease takeover the same page is announced again and its posts leave again (stored
 again or dropped as duplicates); with ids every event is idempotent, so a batch may be sent twice (a Redis error
@@ -38,6 +40,7 @@ from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.distributed.scheduler import acks_pending
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key, thread_entry
+from mediacrawler.feeds import FeedMark
 
 if TYPE_CHECKING:
     from typing import Self
@@ -67,6 +70,8 @@ for _, ev in ipairs(cjson.decode(ARGV[2])) do
     else
       redis.call('HDEL', KEYS[3], ev.id)
     end
+  elseif ev.t == 'fm' then
+    redis.call('HSET', KEYS[4], ev.id, ev.n)
   elseif page and page > w then
     local st = get(tostring(page))
     if ev.t == 'a' then
@@ -117,7 +122,7 @@ if run and (run == ARGV[1] or ARGV[3] == '1') then return {0, run} end
 -- a completed run's checkpoint (its clear never came): the source was covered, it is not resumed
 local done_last = tonumber(redis.call('HGET', meta, 'last_page') or '')
 if ARGV[5] == '1' or (done_last and tonumber(redis.call('HGET', meta, 'watermark')) >= done_last) then
-  redis.call('DEL', meta, pages, KEYS[3])
+  redis.call('DEL', meta, pages, KEYS[3], KEYS[4])
 end
 if redis.call('EXISTS', meta) == 0 then
   redis.call('HSET', meta, 'spider', ARGV[2], 'watermark', 0, 'cursor', '', 'seq', 0)
@@ -125,7 +130,7 @@ end
 if ARGV[4] ~= '' then
   -- an explicit start wins: pages before it are not this run's, nothing past it was stored by it
   redis.call('HSET', meta, 'watermark', tonumber(ARGV[4]) - 1, 'cursor', '')
-  redis.call('DEL', pages, KEYS[3])
+  redis.call('DEL', pages, KEYS[3], KEYS[4])
 else
   -- a new run fetches every page past the watermark again: only the ids of posts already stored are kept
   local all = redis.call('HGETALL', pages)
@@ -152,7 +157,7 @@ if redis.call('EXISTS', meta) == 0 then return -1 end
 if ARGV[1] ~= '' and redis.call('HGET', meta, 'run') ~= ARGV[1] then return -2 end
 local last = tonumber(redis.call('HGET', meta, 'last_page') or '')
 if last and tonumber(redis.call('HGET', meta, 'watermark')) >= last then
-  redis.call('DEL', meta, pages, KEYS[3])
+  redis.call('DEL', meta, pages, KEYS[3], KEYS[4])
   return 1
 end
 return 0
@@ -194,7 +199,7 @@ class RedisCheckpointStore:
 
     def _keys(self, key: str) -> list[str]:
         meta = f"{self.prefix}{check_key(key)}"
-        return [meta, f"{meta}:pages", f"{meta}:threads"]
+        return [meta, f"{meta}:pages", f"{meta}:threads", f"{meta}:feeds"]
 
     # --- CheckpointStore --------------------------------------------------------------------------------------
 
@@ -202,7 +207,7 @@ class RedisCheckpointStore:
         return f"redis:{self._keys(key)[0]}"
 
     def load(self, key: str) -> Checkpoint | None:
-        meta_key, pages_key, threads_key = self._keys(key)
+        meta_key, pages_key, threads_key, _ = self._keys(key)
         pipe = self.server.pipeline(transaction=True)
         pipe.hgetall(meta_key)
         pipe.hgetall(pages_key)
@@ -239,9 +244,9 @@ class RedisCheckpointStore:
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Replace the whole document (no run: the next worker on the job starts a run from it)."""
-        meta_key, pages_key, threads_key = self._keys(checkpoint.key)
+        meta_key, pages_key, threads_key, feeds_key = self._keys(checkpoint.key)
         pipe = self.server.pipeline(transaction=True)
-        pipe.delete(meta_key, pages_key, threads_key)
+        pipe.delete(meta_key, pages_key, threads_key, feeds_key)
         pipe.hset(meta_key, mapping={
             "spider": checkpoint.spider, "watermark": checkpoint.watermark, "cursor": checkpoint.next_cursor or "",
             "last_page": "" if checkpoint.last_page is None else checkpoint.last_page, "seq": checkpoint.seq,
@@ -296,6 +301,16 @@ class RedisCheckpointStore:
         started, got = self._open(keys=self._keys(key), args=[
             token, spider, "1" if join else "0", "" if start is None else start, "1" if reset else "0", now])
         return bool(int(started)), got.decode() if isinstance(got, bytes) else str(got)
+
+    def feed_marks(self, key: str, host: str) -> list[FeedMark]:
+        """The marks of the feeds *host* wrote for *key*, as its last batch of events left them."""
+        marks = []
+        for field, size in self.server.hgetall(self._keys(key)[3]).items():
+            mark_host, sep, path = field.decode().partition(":")
+            with contextlib.suppress(ValueError):
+                if sep and mark_host == host:
+                    marks.append(FeedMark(path, int(size)))
+        return marks
 
     def start_of_run(self, key: str) -> tuple[int, str | None]:
         """Where the current run began: (page, cursor)."""

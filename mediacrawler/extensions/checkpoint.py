@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import socket
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -598,7 +599,7 @@ class CheckpointExtension:
 
     def acks_pending(self) -> bool:
         """The scheduler is about to acknowledge requests (feeds already synced): their events go first."""
-        return self._flush_shared(sync=False)
+        return self._flush_shared()
 
     def _open_shared(self, spider: Spider, key: str, *, token: str | None, join: bool) -> None:
         args: Any = getattr(spider, "args", None)
@@ -623,9 +624,24 @@ class CheckpointExtension:
             self._token = None
             return
         self.checkpoint = cp or Checkpoint(key=key, spider=spider.name)
-        self.skip_ids = frozenset(self.checkpoint.stored_ids())
         threads = self.checkpoint.threads
-        self.skip_comment_ids = frozenset(i for entry in threads.values() for i in entry["stored"])
+        comments = {i for entry in threads.values() for i in entry["stored"]}
+        # Records this host exported after its last batch of events reached Redis, before the process died: stored
+        # all the same. Their posts are sent as stored now (the marks they came from move on with this run's
+        # first batch); a comment among them is skipped when its page comes again.
+        tail: dict[int, set[str]] = {}
+        try:
+            marks = store.feed_marks(key, socket.gethostname())
+        except Exception as e:  # noqa: BLE001 - Redis unreachable again: at worst a duplicate record
+            logger.warning("%s: cannot read the shared checkpoint's feed marks (%s)", key, e)
+            marks = []
+        for mark in marks:
+            for tail_page, ids in scan_feed_tail(mark, key, comments=comments).items():
+                tail.setdefault(tail_page, set()).update(ids)
+        self._events.extend({"t": "d", "p": tail_page, "id": post_id, "s": 1}
+                            for tail_page, ids in tail.items() for post_id in sorted(ids))
+        self.skip_ids = frozenset(self.checkpoint.stored_ids()).union(*tail.values())
+        self.skip_comment_ids = frozenset(comments)
         if page > 1 or cursor or threads:
             if (state := job_state(spider)) is not None:
                 state.resume = Resume(page=page, cursor=cursor,
@@ -635,17 +651,20 @@ class CheckpointExtension:
                     key, "started" if started else "joined", store.location(key), page,
                     f" (cursor {cursor})" if cursor else "", len(self.skip_ids))
 
-    def _flush_shared(self, *, sync: bool = True) -> bool:
-        """Send the waiting events in one script call, after the feeds (flush + fsync); False when Redis failed."""
+    def _flush_shared(self) -> bool:
+        """Send the waiting events in one script call, after the feeds (flush + fsync), with the marks the feeds
+        reached; False when Redis failed."""
         cp, events = self.checkpoint, self._events
         if cp is None or self._token is None or not events:
             return True
-        if sync and self.sync:
-            sync_feeds(self.crawler)
+        # Before the scheduler's acknowledgements it synced the feeds already: this finds nothing left to write.
+        marks = sync_feeds(self.crawler) if self.sync else []
         self._events = []
         store: Any = self.store
+        host = socket.gethostname()
+        sent = events + [{"t": "fm", "id": f"{host}:{m.path}", "n": m.size} for m in marks if m.line_format]
         try:
-            watermark = store.apply(cp.key, self._token, events, now=utc_now_iso())
+            watermark = store.apply(cp.key, self._token, sent, now=utc_now_iso())
         except Exception as e:  # noqa: BLE001 - kept and sent again (events are idempotent)
             self._events[:0] = events
             self.stats.inc_value("checkpoint/redis_errors")
