@@ -19,8 +19,10 @@ from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Rel
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
 NEWSPIDER_MODULE = "mediacrawler.spiders"
-# Our `crawl` validates spider arguments before the crawler starts (one-line error, exit 2).
-COMMANDS_MODULE = "mediacrawler.commands"
+# Our `crawl` validates spider arguments before the crawler starts (one-line error, exit 2). A module, not the
+# package: Scrapy imports every module of COMMANDS_MODULE at each start to list its commands, and the others in
+# mediacrawler/commands/ are the `mediacrawler` subcommands (verify, export, web…), which a crawl never needs.
+COMMANDS_MODULE = "mediacrawler.commands.crawl"
 
 # --- Politeness -------------------------------------------------------------------------------------------------
 ROBOTSTXT_OBEY: bool = False  # API endpoints, not pages; access stays rate-limited below.
