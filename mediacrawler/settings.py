@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from typing import Annotated
 
+from scrapy.settings import default_settings
+
 # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
 from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
 
@@ -45,8 +47,13 @@ CLOSESPIDER_ITEMCOUNT: Annotated[int, Range(0)] = 0
 CLOSESPIDER_ERRORCOUNT: Annotated[int, Range(0)] = 0
 CLOSESPIDER_TIMEOUT: Annotated[float, Range(0)] = 0.0
 # Scrapy 2.19's remote control runs Python sent over HTTP inside the crawler (which holds the user's cookies) and
-# writes its token to a job file in the user's profile directory: off, like the telnet console.
+# writes its token to a job file in the user's profile directory: off, like the telnet console. Out of the base
+# extensions too, although Scrapy asks projects to change EXTENSIONS instead: its module imports aiohttp, 0.1-0.5 s
+# of every start, and Scrapy imports every key of EXTENSIONS, even one set to None (docs/benchmarks.md,
+# "Start-up"). To use it anyway: EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": 0} and this True.
 REMOTE_CONTROL_ENABLED: bool = False
+EXTENSIONS_BASE = {path: order for path, order in default_settings.EXTENSIONS_BASE.items()
+                   if path != "scrapy.extensions.remote_control.RemoteControl"}
 REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
 FEED_EXPORT_ENCODING = "utf-8"
 # Scrapy re-reads and parses the source of a callback for every response it answers (its cache misses on bound
