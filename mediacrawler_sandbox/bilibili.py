@@ -2,7 +2,7 @@
 :mod:`.video`.
 
 Pure (no Twisted): tests import it to compute what the sandbox serves. Every bvid matching :data:`BVID_RE`
-(``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler.sandbox.video.video_package`
+(``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler_sandbox.video.video_package`
 of the bvid itself; ``aid``/``cid``/title/stats derive from the bvid. :data:`BVIDS` are the ones the sandbox
 advertises. A bvid that does not match answers ``-404``, as does a ``cid`` that is not the video's.
 
