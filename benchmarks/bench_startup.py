@@ -144,7 +144,7 @@ def importtime(sandbox: Any, work: Path, top: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mediacrawler.sandbox.process import start_sandbox
+    from mediacrawler_sandbox.process import start_sandbox
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=7)

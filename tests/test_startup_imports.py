@@ -1,0 +1,106 @@
+"""Start-up stays lean (issue #27; docs/benchmarks.md, "Start-up"): a crawl imports only what it uses.
+
+A media-off crawl without REDIS_URL or METRICS_PORT must not import PyAV, redis-py, scrapy-redis,
+prometheus-client, chompjs, psycopg, Starlette/Jinja2, Pillow, m3u8, aiohttp (Scrapy's remote control), the
+media engine nor the distributed package: Scrapy imports every component named in settings.py (even one that
+raises NotConfigured, even a key set to None) and every spider module, so each of those modules keeps its heavy
+imports in the code paths that need them. Both tests run a fresh interpreter: what this test process already
+imported says nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+UID = 7365120894
+
+#: Top-level packages a media-off crawl without Redis or metrics must not import.
+HEAVY = ("av", "redis", "scrapy_redis", "prometheus_client", "chompjs", "psycopg", "starlette", "jinja2", "PIL",
+         "m3u8", "aiohttp", "hiredis")
+#: Modules of ours that only media downloads, workers and the web page need (the distributed package's addon,
+#: which reads REDIS_URL, and its pure rate limiter, which RATE_BUDGET's check names, are light and allowed).
+HEAVY_OURS = ("mediacrawler.media.committer", "mediacrawler.media.video", "mediacrawler.media.assemble",
+              "mediacrawler.media.manifests", "mediacrawler.media.integrity", "mediacrawler.media.segments",
+              "mediacrawler.web", "mediacrawler_sandbox")
+ALLOWED_DISTRIBUTED = {"mediacrawler.distributed", "mediacrawler.distributed.addon",
+                       "mediacrawler.distributed.limiter", "mediacrawler.distributed.docstore"}
+
+#: Prints, at exit, the modules of sys.modules that the two tuples above name (``{"heavy": [...], "ours": [...]}``).
+PROBE = f"""
+import atexit, json, sys
+HEAVY, HEAVY_OURS, ALLOWED = {HEAVY!r}, {HEAVY_OURS!r}, {sorted(ALLOWED_DISTRIBUTED)!r}
+
+def report():
+    names = sorted(sys.modules)
+    found = {{"heavy": [n for n in names if n.partition(".")[0] in HEAVY],
+              "ours": [n for n in names if n.startswith(HEAVY_OURS) or (n.startswith("mediacrawler.distributed")
+                                                                        and n not in ALLOWED)],
+              "loaded": len(names)}}
+    with open(sys.argv[1], "w") as out:
+        json.dump(found, out)
+
+atexit.register(report)
+"""
+
+
+def env() -> dict[str, str]:
+    drop = ("REDIS_URL", "CACHE_BACKEND", "CHECKPOINT_BACKEND", "METRICS_PORT", "WEIBO_COOKIE")
+    return {**{k: v for k, v in os.environ.items() if k not in drop}, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
+
+
+def found(report: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(report.read_text())
+    return data
+
+
+def test_components_and_spiders_import_no_heavy_module(tmp_path: Path) -> None:
+    """What Scrapy imports before a crawl starts: the settings, every spider module (SPIDER_MODULES), the crawl
+    command (COMMANDS_MODULE) and every component path settings.py names, loaded as Scrapy loads them."""
+    report = tmp_path / "modules.json"
+    code = PROBE + """
+from scrapy.utils.misc import load_object, walk_modules
+from scrapy.utils.project import get_project_settings
+settings = get_project_settings()
+for module in [*settings.getlist("SPIDER_MODULES"), settings["COMMANDS_MODULE"]]:
+    walk_modules(module)
+for name in ("EXTENSIONS", "DOWNLOADER_MIDDLEWARES", "SPIDER_MIDDLEWARES", "ITEM_PIPELINES", "ADDONS"):
+    ours = settings.getdict(name)
+    merged = {**settings.getdict(name + "_BASE"), **ours}
+    for path in {*ours, *(p for p, order in merged.items() if order is not None)}:  # ours: a None value too
+        load_object(path)
+for name in ("DOWNLOAD_HANDLERS", "FEED_STORAGES", "FEED_EXPORTERS"):  # scheme or format -> path
+    for path in {**settings.getdict(name + "_BASE"), **settings.getdict(name)}.values():
+        if path is not None:
+            load_object(path)
+import mediacrawler.pipelines.media, mediacrawler.spiders.xhs, mediacrawler.extensions.metrics  # the probe's own check
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(report)], cwd=tmp_path, env=env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    modules = found(report)
+    assert modules["heavy"] == [] and modules["ours"] == [], modules
+    assert modules["loaded"] > 300  # the components were really imported
+
+
+def test_media_off_crawl_imports_no_heavy_module(sandbox: Any, tmp_path: Path) -> None:
+    """A whole media-off ``scrapy crawl weibo`` (one page of the sandbox's timeline, through every pipeline and
+    extension to the JSON Lines export) imports none of them either, from start to exit."""
+    report, out = tmp_path / "modules.json", tmp_path / "output"
+    code = PROBE + "\nfrom scrapy.cmdline import execute\nexecute(['scrapy', *sys.argv[2:]])\n"
+    argv = [sys.executable, "-c", code, str(report), "crawl", "weibo", "-a", f"uid={UID}", "-a", "max_pages=1",
+            "-s", f"WEIBO_BASE_URL={sandbox.weibo_url}", "-s", "MEDIA_ENABLED=0", "-s", "DOWNLOAD_DELAY=0",
+            "-s", "AUTOTHROTTLE_ENABLED=0", "-s", f"OUTPUT_DIR={out}", "-s", f"CHECKPOINT_DIR={tmp_path / 'ck'}",
+            "-s", f"FILES_STORE={tmp_path / 'files'}", "-s", "LOG_LEVEL=INFO"]
+    done = subprocess.run(argv, cwd=tmp_path, env=env(), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for path in out.rglob("*.jsonl") for line in path.read_text("utf-8").splitlines()]
+    assert len(records) == 10 and {r["platform"] for r in records} == {"weibo"}  # page 1 of 10 posts, exported
+    modules = found(report)
+    assert modules["heavy"] == [] and modules["ours"] == [], modules
