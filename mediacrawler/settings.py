@@ -20,6 +20,8 @@ from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Rel
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
+# Imports only the crawled spider's module (mediacrawler/spiders/<name>.py), not every platform's.
+SPIDER_LOADER_CLASS = "mediacrawler.spiders._loader.SpiderLoader"
 NEWSPIDER_MODULE = "mediacrawler.spiders"
 # Our `crawl` validates spider arguments before the crawler starts (one-line error, exit 2). A module, not the
 # package: Scrapy imports every module of COMMANDS_MODULE at each start to list its commands, and the others in

@@ -3,8 +3,8 @@
 A media-off crawl without REDIS_URL or METRICS_PORT must not import PyAV, redis-py, scrapy-redis,
 prometheus-client, chompjs, psycopg, Starlette/Jinja2, Pillow, m3u8, aiohttp (Scrapy's remote control), the
 media engine nor the distributed package: Scrapy imports every component named in settings.py (even one that
-raises NotConfigured, even a key set to None) and every spider module, so each of those modules keeps its heavy
-imports in the code paths that need them. Both tests run a fresh interpreter: what this test process already
+raises NotConfigured, even a key set to None), so each of those modules keeps its heavy imports in the code paths
+that need them; the spider loader imports the crawled spider's module alone. Both tests run a fresh interpreter: what this test process already
 imported says nothing.
 """
 
@@ -41,6 +41,7 @@ def report():
     found = {{"heavy": [n for n in names if n.partition(".")[0] in HEAVY],
               "ours": [n for n in names if n.startswith(HEAVY_OURS) or (n.startswith("mediacrawler.distributed")
                                                                         and n not in ALLOWED)],
+              "spiders": [n for n in names if n.startswith("mediacrawler.spiders.") and "._" not in n],
               "loaded": len(names)}}
     with open(sys.argv[1], "w") as out:
         json.dump(found, out)
@@ -104,3 +105,32 @@ def test_media_off_crawl_imports_no_heavy_module(sandbox: Any, tmp_path: Path) -
     assert len(records) == 10 and {r["platform"] for r in records} == {"weibo"}  # page 1 of 10 posts, exported
     modules = found(report)
     assert modules["heavy"] == [] and modules["ours"] == [], modules
+    assert modules["spiders"] == ["mediacrawler.spiders.weibo"]  # the other platforms' spiders stay unimported
+
+
+def test_spider_loader_loads_one_spider_module_and_lists_them_all(tmp_path: Path) -> None:
+    """SPIDER_LOADER_CLASS (mediacrawler/spiders/_loader.py): ``load("weibo")`` imports the Weibo spider's module
+    alone; ``list()`` and an unknown name go through every module, as Scrapy's loader does."""
+    code = """
+import json, sys
+from scrapy.spiderloader import get_spider_loader
+from scrapy.utils.project import get_project_settings
+loader = get_spider_loader(get_project_settings())
+def spiders():
+    return sorted(n for n in sys.modules if n.startswith("mediacrawler.spiders.") and "._" not in n)
+out = {"class": loader.load("weibo").__name__, "after_load": spiders()}
+try:
+    loader.load("nosuch")
+except KeyError as e:
+    out["unknown"] = str(e)
+out["list"], out["after_list"] = sorted(loader.list()), spiders()
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env(), capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    assert out["class"] == "WeiboSpider" and out["after_load"] == ["mediacrawler.spiders.weibo"]
+    assert out["unknown"] == "'Spider not found: nosuch'"
+    platforms = ["bilibili", "douyin", "facebook", "weibo", "xhs"]
+    assert out["list"] == platforms and out["after_list"] == [f"mediacrawler.spiders.{p}" for p in platforms]
