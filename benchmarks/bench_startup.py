@@ -11,12 +11,12 @@ each case as a fresh process:
 - ``ours``: ``scrapy crawl weibo -a uid=…`` with the project's settings, media off (``MEDIA_ENABLED=0``), its own
   OUTPUT_DIR and CHECKPOINT_DIR: every extension, middleware and pipeline the project wires.
 
-Both with DOWNLOAD_DELAY 0, AutoThrottle off, LOG_LEVEL INFO. Measured per run: **to the first request**, from just
-before ``Popen`` to the moment the sandbox logged the run's first request (the sandbox's request log keeps monotonic
-times since its start; its clock is placed on ours from ``/_sandbox/stats``'s uptime, read with the smallest
-round trip), and the **whole process wall** (start to exit). Prints the medians and the median of each round's
-difference ``ours - plain``; target: at most 0.3 s to the first request. ``--importtime N`` also runs each once
-under ``python -X importtime`` and prints the N packages whose modules, imported by ours and not by plain, take
+Both with DOWNLOAD_DELAY 0, AutoThrottle off, LOG_LEVEL INFO. Measured per run: **to the first request**, from
+just before ``Popen`` to the moment the sandbox logged the run's first request (the sandbox's request log keeps
+monotonic times since its start; its clock is placed on ours from ``/_sandbox/stats``'s uptime, read with the
+smallest round trip), and the **whole process wall** (start to exit). Prints the medians and the median of each
+round's difference ``ours - plain``; target: at most 0.3 s to the first request. ``--importtime N`` also runs each
+once under ``python -X importtime`` and prints the N packages whose modules, imported by ours and not by plain, take
 the most import time of their own (self time: a package is not charged for what it imports of Scrapy's).
 """
 
@@ -62,11 +62,13 @@ class EmptySpider(scrapy.Spider):
         yield from ()
 
 
-def _env(project: bool) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def _env(root: Path | None) -> dict[str, str]:
+    """The environment of a case: ``root`` is the checkout whose project ours runs (None: plain, no project)."""
+    path = os.pathsep.join(filter(None, [str(root or ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path}
     for name in ("REDIS_URL", "CACHE_BACKEND", "CHECKPOINT_BACKEND", "SCRAPY_SETTINGS_MODULE", "METRICS_PORT"):
         env.pop(name, None)
-    if project:
+    if root is not None:
         env["SCRAPY_SETTINGS_MODULE"] = "mediacrawler.settings"
     return env
 
@@ -96,8 +98,8 @@ def argv_of(case: str, weibo_url: str, out: Path, *, importtime: bool = False) -
                 "-s", "MEDIA_ENABLED=0", "-s", f"OUTPUT_DIR={out / 'output'}",
                 "-s", f"CHECKPOINT_DIR={out / 'checkpoints'}", "-s", f"FILES_STORE={out / 'files'}", *COMMON]
     query = urlencode({"containerid": f"107603{UID}", "page": 1})
-    return [*head, "runspider", str(Path(__file__).resolve()), "-a", f"url={weibo_url}/api/container/getIndex?{query}",
-            *COMMON]
+    return [*head, "runspider", str(Path(__file__).resolve()),
+            "-a", f"url={weibo_url}/api/container/getIndex?{query}", *COMMON]
 
 
 class SandboxClock:
@@ -118,12 +120,12 @@ class SandboxClock:
         return self.t0 + started
 
 
-def run(case: str, sandbox: Any, clock: SandboxClock, work: Path) -> dict[str, Any]:
+def run(case: str, sandbox: Any, clock: SandboxClock, work: Path, root: Path) -> dict[str, Any]:
     out = work / case
     out.mkdir(parents=True)
     sandbox.reset()
     argv = argv_of(case, sandbox.weibo_url, out)
-    env = _env(case == "ours")
+    env = _env(root if case == "ours" else None)
     started = time.monotonic()
     done = subprocess.run(argv, cwd=out, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=120)
@@ -135,7 +137,7 @@ def run(case: str, sandbox: Any, clock: SandboxClock, work: Path) -> dict[str, A
     return {"case": case, "first_request_s": first, "wall_s": wall, "requests": len(log)}
 
 
-def importtime(sandbox: Any, work: Path, top: int) -> None:
+def importtime(sandbox: Any, work: Path, top: int, root: Path) -> None:
     """Ours and plain once each under ``-X importtime``: what ours imports that plain does not, by self time
     summed per package (``mediacrawler.<subpackage>``, else the top-level package), the costliest first."""
     seen: dict[str, dict[str, int]] = {}
@@ -143,8 +145,8 @@ def importtime(sandbox: Any, work: Path, top: int) -> None:
         out = work / f"importtime-{case}"
         out.mkdir(parents=True)
         done = subprocess.run(argv_of(case, sandbox.weibo_url, out, importtime=True), cwd=out,
-                              env=_env(case == "ours"), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=120)
+                              env=_env(root if case == "ours" else None), stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=120)
         own: dict[str, int] = {}
         for line in done.stderr.splitlines():
             if line.startswith("import time:") and "self [us]" not in line:
@@ -171,31 +173,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--importtime", type=int, default=0, metavar="N",
                     help="also print the N packages of ours' own imports that cost the most (-X importtime)")
+    ap.add_argument("--root", type=Path, default=ROOT,
+                    help="the checkout whose mediacrawler ours runs (default: this one), e.g. an older commit's "
+                         "`git archive` to compare before and after on the same machine")
     ap.add_argument("--json", type=Path, help="write every measurement here")
     opts = ap.parse_args(argv)
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, Python "
           f"{platform.python_version()}, Scrapy {scrapy.__version__}, load {os.getloadavg()[0]:.2f}; "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}", flush=True)
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; ours from {opts.root}", flush=True)
     results: list[dict[str, Any]] = []
     with start_sandbox(weibo_users=(UID,), weibo_pages=1, weibo_per_page=10) as sb, \
             tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         clock = SandboxClock(sb)
         # A warm-up pair first (page cache, .pyc files), not counted.
         for case in ("plain", "ours"):
-            run(case, sb, clock, Path(tmp) / f"warm-{case}")
+            run(case, sb, clock, Path(tmp) / f"warm-{case}", opts.root)
         for r in range(opts.rounds):
             # Alternate the order per round, so a neighbour's load does not always hit the same case.
             for case in ("ours", "plain") if r % 2 == 0 else ("plain", "ours"):
-                res = run(case, sb, clock, Path(tmp) / f"r{r}")
+                res = run(case, sb, clock, Path(tmp) / f"r{r}", opts.root)
                 res["round"] = r
                 results.append(res)
                 print(f"  {case:5} round {r}: first request {res['first_request_s']:.3f} s, wall "
                       f"{res['wall_s']:.2f} s ({res['requests']} requests)", flush=True)
         if opts.importtime:
-            importtime(sb, Path(tmp), opts.importtime)
+            importtime(sb, Path(tmp), opts.importtime, opts.root)
     print(f"\nclock offset read with a {clock.rtt * 1000:.2f} ms round trip; load {os.getloadavg()[0]:.2f}")
-    med = {c: {k: statistics.median(x[k] for x in results if x["case"] == c) for k in ("first_request_s", "wall_s")}
-           for c in ("ours", "plain")}
+    med = {c: {k: statistics.median(x[k] for x in results if x["case"] == c)
+               for k in ("first_request_s", "wall_s")} for c in ("ours", "plain")}
     print("\n| case | to the first request (s) | whole process wall (s) |\n|---|---|---|")
     for c in ("plain", "ours"):
         print(f"| {c} | {med[c]['first_request_s']:.3f} | {med[c]['wall_s']:.2f} |")

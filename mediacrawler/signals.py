@@ -26,8 +26,8 @@ requested_item_failed = object()
 #: the thread's newest top-level comment, else None).
 thread_progress = object()
 
-#: A worker (distributed/worker.py) starts serving a job. Arguments: ``spider``, ``job`` (the job key). Here, not in
-#: distributed/jobs.py, so that the extensions keeping per-job state connect to it without importing redis-py.
+#: A worker (distributed/worker.py) starts serving a job. Arguments: ``spider``, ``job`` (the job key). Here, not
+#: in distributed/jobs.py, so that the extensions keeping per-job state connect to it without importing redis-py.
 job_started = object()
 
 #: The job a worker served is finished everywhere. Arguments: ``spider``, ``job``.

@@ -3,9 +3,9 @@
 A media-off crawl without REDIS_URL or METRICS_PORT must not import PyAV, redis-py, scrapy-redis,
 prometheus-client, chompjs, psycopg, Starlette/Jinja2, Pillow, m3u8, aiohttp (Scrapy's remote control), the
 media engine nor the distributed package: Scrapy imports every component named in settings.py (even one that
-raises NotConfigured, even a key set to None), so each of those modules keeps its heavy imports in the code paths
-that need them; the spider loader imports the crawled spider's module alone. Both tests run a fresh interpreter: what this test process already
-imported says nothing.
+raises NotConfigured, even a key set to None), so each of those modules keeps its heavy imports in the code
+paths that need them; the spider loader imports the crawled spider's module alone. Each test runs a fresh
+interpreter: what this test process already imported says nothing.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ HEAVY_OURS = ("mediacrawler.media.committer", "mediacrawler.media.video", "media
 ALLOWED_DISTRIBUTED = {"mediacrawler.distributed", "mediacrawler.distributed.addon",
                        "mediacrawler.distributed.limiter", "mediacrawler.distributed.docstore"}
 
-#: Prints, at exit, the modules of sys.modules that the two tuples above name (``{"heavy": [...], "ours": [...]}``).
+#: Writes, at exit, the modules of sys.modules that the tuples above name (``{"heavy": [...], "ours": [...]}``).
 PROBE = f"""
 import atexit, json, sys
 HEAVY, HEAVY_OURS, ALLOWED = {HEAVY!r}, {HEAVY_OURS!r}, {sorted(ALLOWED_DISTRIBUTED)!r}
@@ -52,7 +52,8 @@ atexit.register(report)
 
 def env() -> dict[str, str]:
     drop = ("REDIS_URL", "CACHE_BACKEND", "CHECKPOINT_BACKEND", "METRICS_PORT", "WEIBO_COOKIE")
-    return {**{k: v for k, v in os.environ.items() if k not in drop}, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
+    kept = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**kept, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
 
 
 def found(report: Path) -> dict[str, Any]:
@@ -79,7 +80,8 @@ for name in ("DOWNLOAD_HANDLERS", "FEED_STORAGES", "FEED_EXPORTERS"):  # scheme 
     for path in {**settings.getdict(name + "_BASE"), **settings.getdict(name)}.values():
         if path is not None:
             load_object(path)
-import mediacrawler.pipelines.media, mediacrawler.spiders.xhs, mediacrawler.extensions.metrics  # the probe's own check
+# Named in the check below: loaded whatever the loops above do.
+import mediacrawler.pipelines.media, mediacrawler.spiders.xhs, mediacrawler.extensions.metrics
 """
     done = subprocess.run([sys.executable, "-c", code, str(report)], cwd=tmp_path, env=env(), capture_output=True,
                           text=True, timeout=120)

@@ -26,8 +26,9 @@ from scrapy.exceptions import NotConfigured
 
 from mediacrawler.fsutil import STATE_MAX_DEPTH, TooLarge, loads_bounded
 
-# redis-py is imported by the Redis store's methods: the marks and retry extensions, which every crawl loads, define
-# their Redis stores on this module, and a crawl without REDIS_URL never calls them (docs/benchmarks.md, "Start-up").
+# redis-py is imported by the Redis store's methods: the marks and retry extensions, which every crawl loads,
+# define their Redis stores on this module, and a crawl without REDIS_URL never calls them (docs/benchmarks.md,
+# "Start-up").
 if TYPE_CHECKING:
     from typing import Self
 

@@ -135,8 +135,8 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
 
 
 class StatsCollector:
-    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time (a collector
-    is any object with ``collect()``; no base class, so that importing this module imports no prometheus-client)."""
+    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time (a
+    collector is any object with ``collect()``; no base class: this module imports no prometheus-client)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler

@@ -204,7 +204,7 @@ def _parsed_state(text: str) -> dict[str, Any]:
         check_depth(text, 0)
     except ValueError as e:
         raise ValueError(f"window.__INITIAL_STATE__ is {e}") from None
-    # Imported by the first XHS page read, not by every crawl that loads the spiders (docs/benchmarks.md, "Start-up").
+    # Imported by the first XHS state read, not by every crawl (docs/benchmarks.md, "Start-up").
     import chompjs
 
     try:
