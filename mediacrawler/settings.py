@@ -11,10 +11,13 @@ package, so a scrapyd egg behaves like a checkout.
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-# Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
+if TYPE_CHECKING:
+    # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
+    # The annotations stay strings here (PEP 563); config.declarations() evaluates them with these classes, so
+    # config.py may import this module without importing back.
+    from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
