@@ -106,9 +106,11 @@ def imported(module: str, tree: ast.AST, *, package: bool) -> set[str]:
 
 
 def package_sources(root: Path) -> dict[str, tuple[str, bool]]:
-    """Every module of the package in directory ``root`` (its name is the directory's)."""
+    """Every module of the package in directory ``root`` (its name is the directory's); directories without an
+    ``__init__.py`` (a build/ left by packaging) hold none."""
     return {".".join((root.name, *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"):
-            (p.read_text("utf-8"), p.name == "__init__.py") for p in sorted(root.rglob("*.py"))}
+            (p.read_text("utf-8"), p.name == "__init__.py") for p in sorted(root.rglob("*.py"))
+            if all((d / "__init__.py").is_file() for d in p.parents if d.is_relative_to(root))}
 
 
 def upward_imports(sources: Sources) -> set[tuple[str, str]]:
