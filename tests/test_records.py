@@ -155,7 +155,8 @@ def test_a_version_1_database_is_migrated_with_its_rows_kept(store_uri: str) -> 
 
 def _run_row(run_id: str, **figures: Any) -> dict[str, Any]:
     return {"run_id": run_id, "spider": "weibo", "job": KEY, "host": "h", "worker": None, "pid": 1,
-            "started_at": NOW, "updated_at": NOW, "finished_at": None, "finish_reason": None, "update_interval": 5.0,
+            "started_at": NOW, "updated_at": NOW, "finished_at": None, "finish_reason": None,
+            "update_interval": 5.0,
             **dict.fromkeys(RUN_COUNTS, 0), **figures}
 
 

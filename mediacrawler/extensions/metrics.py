@@ -110,7 +110,8 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
     yield counter("rate_limit_waits", "Back-offs on rate-limit answers, by reason", "reason",
                   _by_suffix(stats, f"{platform}/rate_limited/"))
     if checkpoint_base is not None:
-        watermark = int(number(stats, "checkpoint/watermark")) if "checkpoint/watermark" in stats else checkpoint_base
+        watermark = (int(number(stats, "checkpoint/watermark")) if "checkpoint/watermark" in stats
+                     else checkpoint_base)
         # Pages this run parsed that the watermark has not passed yet: their posts are still in the pipelines, or a
         # page before them failed. Grows without bound when a page failed for good.
         lag = max(0.0, number(stats, f"{platform}/pages") - max(0, watermark - checkpoint_base))
