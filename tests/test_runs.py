@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 from mediacrawler.commands.options import command_settings
 from mediacrawler.extensions.runs import RunsExtension
 from mediacrawler.records.store import RUN_COUNTS, open_store
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.process import SandboxProcess
 from mediacrawler.web.app import build_app
 from mediacrawler.web.queries import job_runs
 from tests.sync_crawls import ROOT, crawl_command, records, run
