@@ -158,8 +158,7 @@ class RunsExtension:
             self._failure_logged = False
             return
         self.stats.inc_value("runs/write_failed")
-        # A database that could not be opened fails the crawl in the records pipeline, with its own line.
-        if not self._failure_logged and (self.writer is None or self.writer.error is None):
+        if not self._failure_logged:
             self._failure_logged = True
             logger.error("runs: cannot write this run's row to %s: %s (counted in runs/write_failed)",
                          shown(self.uri), scrub(result.getErrorMessage()))
