@@ -95,7 +95,7 @@ def test_a_cli_crawl_is_its_jobs_last_run(sb: SandboxProcess, tmp_path: Path, cl
 def test_a_running_crawl_is_live_and_stopped_once_stale_after_sigkill(sb: SandboxProcess, tmp_path: Path,
                                                                        client: TestClient) -> None:
     sb.reset()
-    sb.set_faults(weibo_latency_ms=1500)  # every API answer 1.5 s late: the crawl takes seconds per page
+    sb.set_faults(weibo_latency_ms=2500)  # every API answer 2.5 s late: the crawl takes seconds per page
     command = crawl_command("weibo", sb, tmp_path, "-a", f"uid={UID}", "-s", "RUNS_INTERVAL=0.5")
     env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
     env.pop("REDIS_URL", None)
