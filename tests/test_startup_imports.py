@@ -136,3 +136,36 @@ print(json.dumps(out))
     assert out["unknown"] == "'Spider not found: nosuch'"
     platforms = ["bilibili", "douyin", "facebook", "weibo", "xhs"]
     assert out["list"] == platforms and out["after_list"] == [f"mediacrawler.spiders.{p}" for p in platforms]
+
+
+def test_a_lazily_imported_library_that_is_missing_fails_where_it_is_needed(tmp_path: Path) -> None:
+    """Imported late, never hidden: with prometheus-client, chompjs and Pillow made unimportable, the modules
+    that use them still import, and the metrics extension (METRICS_PORT set), the XHS state parser and the media
+    pipeline (media on) fail with the ImportError naming the library."""
+    code = """
+import json, sys
+for name in ("prometheus_client", "chompjs", "PIL"):
+    sys.modules[name] = None  # what an uninstalled library gives: ImportError on import
+from scrapy.utils.reactor import install_reactor
+install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")  # as tests/conftest.py does
+from scrapy.utils.misc import build_from_crawler
+from tests.utils import project_crawler
+from mediacrawler.extensions.metrics import MetricsExtension
+from mediacrawler.parsers import xhs
+from mediacrawler.pipelines.media import MediaStorePipeline
+errors = {}
+def attempt(what, call):
+    try:
+        call()
+    except ImportError as e:
+        errors[what] = e.name
+attempt("metrics", lambda: build_from_crawler(MetricsExtension, project_crawler(METRICS_PORT=0)))  # builds it
+attempt("xhs", lambda: xhs.initial_state('<script>window.__INITIAL_STATE__={"a":1}</script>'))
+attempt("media", lambda: MediaStorePipeline.from_crawler(project_crawler(FILES_STORE=sys.argv[1])).open_spider())
+print(json.dumps(errors))
+"""
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "files")], cwd=ROOT, env=env(),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {"metrics": "prometheus_client", "xhs": "chompjs",
+                                                                "media": "PIL"}
