@@ -19,8 +19,8 @@ PACKAGE = Path(mediacrawler.__file__).resolve().parent
 
 #: Low to high; the first part of the module path after ``mediacrawler.``.
 LAYERS: list[set[str]] = [
-    {"__init__", "contracts", "config", "items", "fsutil", "parsers", "signals", "settings", "feeds", "checkpoints",
-     "exporters", "scrub", "jobstate", "records", "library", "links"},
+    {"__init__", "compat", "contracts", "config", "items", "fsutil", "parsers", "signals", "settings", "feeds",
+     "checkpoints", "exporters", "scrub", "jobstate", "records", "library", "links"},
     {"media"},
     {"cache", "distributed"},
     {"middlewares", "handlers"},

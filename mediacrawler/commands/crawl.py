@@ -187,7 +187,7 @@ class Command(ScrapyCrawlCommand):
         for target in self.targets or [{}]:
             # One crawler per configured target, side by side (as `mediacrawler demo` runs its jobs): each is its
             # own job, with its own checkpoint, mark and output file.
-            runs.append((self._create_crawler(args[0]), {**opts.spargs, **target}))
+            runs.append((self.crawler_process.create_crawler(args[0]), {**opts.spargs, **target}))
         for crawler, kwargs in runs:
             self.crawler_process.crawl(crawler, **kwargs)
         self.crawler_process.start()

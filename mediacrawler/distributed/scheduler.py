@@ -43,6 +43,7 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
+from mediacrawler.compat import default_callback
 from mediacrawler.config import setting
 from mediacrawler.distributed.connection import (client_from_settings, is_auth_error, key_base, masked_url,
                                                  workers_key)
@@ -323,7 +324,7 @@ class RedisScheduler(Scheduler):
             return None
         self.held[rid] = Lease(queue.key)
         request.meta[LEASE_META] = rid
-        request.callback = self._wrap(rid, request.callback or getattr(self.spider, "_parse", None), errback=False)
+        request.callback = self._wrap(rid, request.callback or default_callback(self.spider), errback=False)
         request.errback = self._wrap(rid, request.errback, errback=True)
         assert self.stats is not None
         self.stats.inc_value("scheduler/dequeued/redis")

@@ -23,7 +23,7 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
-from mediacrawler.contracts import AlreadyStored, PendingRetries, extension_of
+from mediacrawler.contracts import AlreadyStored, PendingRetries
 from mediacrawler.feeds import sync_feeds
 from mediacrawler.jobstate import job_state
 
@@ -111,7 +111,7 @@ class DedupePipeline:
         #: The owner written into claims: the job key. None until the first item (the spider exists by then).
         self.owner: str | None = None
         #: The retry extension, when on: it says which posts still have media to retry.
-        self.retries = extension_of(crawler, PendingRetries)
+        self.retries = crawler.get_extension(PendingRetries)  # type: ignore[type-abstract]
         # Posts this run let through and that have not left the pipelines yet, with the item that carries each.
         self._in_flight: dict[PostKey, Any] = {}
         self._batch: _Batch | None = None
