@@ -79,7 +79,7 @@ class NeedsRedis:
     when: str = "redis"
 
     def problem(self, value: Any, settings: BaseSettings) -> str | None:
-        if str(value or "").strip().lower() == self.when and not settings.get("REDIS_URL"):
+        if str(value or "").strip().lower() == self.when and not setting(settings, "REDIS_URL"):
             return self.describe()
         return None
 
@@ -97,7 +97,7 @@ class Relative:
 
     def problem(self, value: Any, settings: BaseSettings) -> str | None:
         try:
-            bound = self.factor * settings.getfloat(self.other, getattr(defaults, self.other))
+            bound = self.factor * float(setting(settings, self.other))
         except ValueError:
             return None  # the other setting's own declaration reports it
         ok = value <= bound if self.at_most else value > bound
@@ -167,7 +167,8 @@ from mediacrawler import settings as defaults  # noqa: E402
 def setting(settings: BaseSettings, name: str) -> Any:
     """``settings[name]`` as the type of its default in mediacrawler/settings.py (also the value when unset)."""
     default = getattr(defaults, name)
-    getter = {bool: settings.getbool, int: settings.getint, float: settings.getfloat, list: settings.getlist}
+    getter = {bool: settings.getbool, int: settings.getint, float: settings.getfloat, list: settings.getlist,
+              dict: settings.getdict}
     return getter.get(type(default), settings.get)(name, default)
 
 
