@@ -166,10 +166,17 @@ from mediacrawler import settings as defaults  # noqa: E402
 
 def setting(settings: BaseSettings, name: str) -> Any:
     """``settings[name]`` as the type of its default in mediacrawler/settings.py (also the value when unset)."""
-    default = getattr(defaults, name)
+    default = getattr(defaults, name)  # AttributeError: a setting settings.py does not define
     getter = {bool: settings.getbool, int: settings.getint, float: settings.getfloat, list: settings.getlist,
               dict: settings.getdict}
     return getter.get(type(default), settings.get)(name, default)
+
+
+def default(name: str) -> Any:
+    """The default settings.py gives *name*: only for the keyword defaults of functions and classes that tests and
+    tools build without settings (``check_body(max_image_pixels=…)``); code that has settings reads
+    :func:`setting`."""
+    return getattr(defaults, name)
 
 
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", list: "a list", dict: "a JSON object",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 
 from mediacrawler.compat import connection_pool
+from mediacrawler.config import setting
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -27,5 +28,6 @@ class PooledHTTPDownloadHandler(HTTP11DownloadHandler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
-        per_host = max(settings.getint("HTTP_POOL_PER_HOST"), settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
+        per_host = max(setting(settings, "HTTP_POOL_PER_HOST"),
+                       setting(settings, "CONCURRENT_REQUESTS_PER_DOMAIN"))
         connection_pool(self).maxPersistentPerHost = per_host

@@ -2,7 +2,8 @@
 defines is read with ``config.setting(settings, "NAME")`` (its type and default from there); a Scrapy setting it
 does not define is read with Scrapy's getter and no default (Scrapy's own default_settings has it). No inline
 default anywhere (a getter's second argument, ``or "value"`` after a read), no ``defaults.X`` read and no import
-of the settings module outside config.py. The checks read the package's source, so they fail on a new one."""
+of the settings module outside config.py: a keyword default of a function that tests call without settings is
+``config.default("NAME")``. The checks read the package's source, so they fail on a new one."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import mediacrawler
 from mediacrawler import settings as project_settings
 
 PACKAGE = Path(mediacrawler.__file__).resolve().parent
-GETTERS = {"get", "getbool", "getint", "getfloat", "getlist", "getdict", "getwithbase", "getdictorlist"}
+#: getwithbase is left out: it merges a component dict with its _BASE, as Scrapy reads them.
+GETTERS = {"get", "getbool", "getint", "getfloat", "getlist", "getdict", "getdictorlist"}
 SETTING_NAME = re.compile(r"[A-Z][A-Z0-9_]*[A-Z0-9]")
 DEFINED = {name for name in vars(project_settings) if SETTING_NAME.fullmatch(name)}
 #: Where a getter reads the environment, not settings.
@@ -25,15 +27,17 @@ def _is_read(node: ast.AST) -> bool:
     """Whether *node* reads a setting: ``setting(settings, …)`` or a settings getter given a setting's name."""
     if not isinstance(node, ast.Call):
         return False
-    if isinstance(node.func, ast.Name) and node.func.id == "setting":
+    if isinstance(node.func, ast.Name) and node.func.id in ("setting", "default"):
         return True
     if not (isinstance(node.func, ast.Attribute) and node.func.attr in GETTERS and node.args):
         return False
     if ast.unparse(node.func.value) in ENVIRON:
         return False
     first = node.args[0]
-    return isinstance(first, ast.JoinedStr) or (isinstance(first, ast.Constant) and isinstance(first.value, str)
-                                                and SETTING_NAME.fullmatch(first.value) is not None)
+    if isinstance(first, ast.JoinedStr):  # a name made at run time (``f"{platform}_MEDIA_REFERER"``)
+        return ast.unparse(node.func.value).endswith("settings")
+    return (isinstance(first, ast.Constant) and isinstance(first.value, str)
+            and bool(SETTING_NAME.fullmatch(first.value)))
 
 
 def problems(module: str, tree: ast.AST) -> list[str]:
@@ -43,9 +47,15 @@ def problems(module: str, tree: ast.AST) -> list[str]:
         line = getattr(node, "lineno", 0)
         if _is_read(node):
             assert isinstance(node, ast.Call)
-            first = node.args[1] if isinstance(node.func, ast.Name) and len(node.args) > 1 else node.args[0]
+            if isinstance(node.func, ast.Name) and node.func.id == "setting":
+                first = node.args[1] if len(node.args) > 1 else node.args[0]
+            else:
+                first = node.args[0] if node.args else ast.Constant(None)
             name = first.value if isinstance(first, ast.Constant) else None
-            if isinstance(node.func, ast.Name):
+            if isinstance(node.func, ast.Name) and node.func.id == "default":
+                if name is None or name not in DEFINED:
+                    found.append(f"{line}: default() of a name settings.py does not define")
+            elif isinstance(node.func, ast.Name):
                 if len(node.args) != 2 or node.keywords:
                     found.append(f"{line}: setting() takes the settings and a name")
                 elif name is not None and name not in DEFINED:
@@ -55,7 +65,8 @@ def problems(module: str, tree: ast.AST) -> list[str]:
             elif len(node.args) > 1 or node.keywords:
                 found.append(f"{line}: an inline default in {ast.unparse(node)}")
         elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and _is_read(node.values[0]):
-            if any(isinstance(v, ast.Constant) and v.value is not None for v in node.values[1:]):
+            # ``or None`` / ``or ""`` only make an empty value one kind of empty; anything else is a default.
+            if any(isinstance(v, ast.Constant) and v.value not in (None, "") for v in node.values[1:]):
                 found.append(f"{line}: an inline default in {ast.unparse(node)}")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "defaults":
             found.append(f"{line}: defaults.{node.attr}: read it with config.setting()")
@@ -88,8 +99,10 @@ def test_the_check_sees_each_way_round_the_rule() -> None:
                      'd = defaults.MEDIA_MAXSIZE\n'
                      'from mediacrawler import settings as defaults\n'
                      'e = setting(settings, "NOT_A_SETTING")\n'
-                     'f = self.settings.get(f"{platform}_MEDIA_REFERER", "")\n')
-    assert sorted(int(p.split(":")[0]) for p in problems("mediacrawler.x", tree)) == [1, 2, 3, 3, 4, 5, 6, 7]
+                     'f = self.settings.get(f"{platform}_MEDIA_REFERER", "")\n'
+                     'def g(size: int = default("NOT_A_SETTING")) -> None: ...\n')
+    assert sorted(int(p.split(":")[0]) for p in problems("mediacrawler.x", tree)) == [1, 2, 3, 3, 4, 5, 6, 7, 8]
     fine = ast.parse('a = setting(settings, "DOWNLOAD_DELAY")\nb = crawler.settings.getfloat("MEMUSAGE_LIMIT_MB")\n'
-                     'c = os.environ.get("REDIS_URL", "")\nd = setting(s, "REDIS_URL") or None\n')
+                     'c = os.environ.get("REDIS_URL", "")\nd = setting(s, "REDIS_URL") or None\n'
+                     'def g(size: int = default("MEDIA_SEGMENT_SIZE")) -> None: ...\n')
     assert problems("mediacrawler.x", fine) == []

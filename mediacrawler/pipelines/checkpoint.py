@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler.config import setting
 from mediacrawler.contracts import AlreadyStored, StoredBefore, is_comment
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ class CheckpointSkipPipeline:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("CHECKPOINT_ENABLED", True):
+        if not setting(crawler.settings, "CHECKPOINT_ENABLED"):
             raise NotConfigured("CHECKPOINT_ENABLED is off")
         ext = crawler.get_extension(StoredBefore)  # type: ignore[type-abstract]
         if ext is None:
