@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from mediacrawler.links import SHORT_LINK, Route, UnknownLink, route
-from mediacrawler.sandbox import bilibili, douyin, xhs
-from mediacrawler.sandbox.facebook import build_facebook_world
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.weibo import build_weibo_world, mid_to_bid
+from mediacrawler_sandbox import bilibili, douyin, xhs
+from mediacrawler_sandbox.facebook import build_facebook_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.weibo import build_weibo_world, mid_to_bid
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTE = "64f0aaaaaaaaaaaaaaaaaaaa"
