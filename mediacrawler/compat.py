@@ -2,8 +2,9 @@
 "Private internals"). Each has a test in tests/test_compat.py that fails when an upgrade moves or changes it;
 no other module of the package reaches into Scrapy or Twisted below their documented surface.
 
-The sandbox (a test double, not the product) keeps its own reach: ``twisted.web.server.Request._disconnected``
-(Twisted has no public flag for a client that went away); tests/test_compat.py checks it as well.
+The sandbox (``mediacrawler_sandbox``, a test double outside the product) keeps its own reach,
+``twisted.web.server.Request._disconnected`` (Twisted has no public flag for a client that went away);
+tests/test_compat.py checks it as well.
 
 Nothing here imports another project module, so any layer may import it.
 """

@@ -264,7 +264,7 @@ class RedisCache(Cache):
             raise NotConfigured("CACHE_BACKEND is 'redis' but REDIS_URL is not set")
         return cls(
             url,
-            prefix=settings["CACHE_KEY_PREFIX"],
+            prefix=setting(settings, "CACHE_KEY_PREFIX"),
             retry_times=setting(settings, "CACHE_RETRY_TIMES"),
             backoff_base=setting(settings, "CACHE_RETRY_BACKOFF_BASE"),
             backoff_max=setting(settings, "CACHE_RETRY_BACKOFF_MAX"),
