@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler.config import setting
 from mediacrawler.fsutil import STATE_MAX_DEPTH, TooLarge, loads_bounded
 
 # redis-py is imported by the Redis store's methods: the marks and retry extensions, which every crawl loads,
@@ -81,7 +82,7 @@ class RedisDocumentStore(DocumentCodec[D]):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        if not settings.get("REDIS_URL"):
+        if not setting(settings, "REDIS_URL"):
             raise NotConfigured(f"{cls.__name__} needs REDIS_URL")
         from mediacrawler.distributed.connection import client_from_settings
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from scrapy.spiderloader import SpiderLoader as ScrapySpiderLoader
 from scrapy.utils.spider import iter_spider_classes
 
+from mediacrawler.config import setting
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -28,7 +30,7 @@ class SpiderLoader:
 
     def __init__(self, settings: BaseSettings) -> None:
         self.settings = settings
-        self.spider_modules: list[str] = settings.getlist("SPIDER_MODULES")
+        self.spider_modules: list[str] = setting(settings, "SPIDER_MODULES")
         self._everything: ScrapySpiderLoader | None = None
 
     @classmethod
