@@ -92,9 +92,14 @@ class _Writer:
         self.users = 0
         self.store: RecordStore | None = None
         self.error: BaseException | None = None
-        self._opened: Deferred[Any] = self.call(open_store, uri, now=utc_now_iso(),
-                                                connect_timeout=connect_timeout)
+        self._opened: Deferred[Any] = self.call(self._open, uri, connect_timeout)
         self._opened.addCallbacks(self._set_store, self._set_error)
+
+    def _open(self, uri: str, connect_timeout: float) -> RecordStore:
+        # Set here, in the writer's thread: the calls queued behind this one find it open, before the reactor
+        # thread hears of it (a user that writes before awaiting ready() must not see it closed).
+        self.store = open_store(uri, now=utc_now_iso(), connect_timeout=connect_timeout)
+        return self.store
 
     def _set_store(self, store: RecordStore) -> None:
         self.store = store
