@@ -285,12 +285,9 @@ MEDIA_INDEX_OUTAGE_GRACE: Annotated[float, Range(0)] = 60.0
 MEDIA_INDEX_BUSY_TIMEOUT: Annotated[float, Range(0)] = 30.0
 #: fsync objects and their directories when publishing (off only for throwaway stores).
 MEDIA_FSYNC: bool = True
-#: Bodies above this size are checked in a worker thread before the committer's round (a big decode would hold
-#: the round up); smaller ones by the committer itself.
+#: Bodies above this size are checked on the store's executor before the committer's round (a big decode would
+#: hold the round up); smaller ones within the round.
 MEDIA_INLINE_CHECK_BYTES: Annotated[int, Range(0)] = 262_144
-#: Checks and file work of each committer round in a store process (a ProcessPoolExecutor of one) with its own
-#: GIL; off: in threads of the crawler process (measured 2-3x the CPU on two cores: docs/benchmarks.md).
-MEDIA_COMMIT_PROCESS: bool = True
 #: Most bodies per committer round (media/committer.py).
 MEDIA_COMMIT_BATCH: Annotated[int, Range(1)] = 256
 
