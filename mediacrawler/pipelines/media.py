@@ -126,6 +126,13 @@ def failed_result(*, url: str, reason: str) -> MediaResult:
                        width=None, height=None, error=scrub(reason))  # the record keeps it: no secret
 
 
+#: Settings of earlier versions that no longer do anything, and what took their place (a WARNING when set).
+REMOVED_SETTINGS = {
+    "MEDIA_SLOT_CONCURRENCY": "MEDIA_CONCURRENCY_PER_HOST sizes the media downloader slots too",
+    "MEDIA_COMMIT_PROCESS": "the file work runs on the media store's executor (docs/media.md, \"Concurrency\")",
+}
+
+
 class MediaStorePipeline(MediaPipeline):
     """Downloads every MediaAsset of a Post into the content-addressed store (docs/media.md; its settings: the
     MEDIA_* and FILES_STORE entries of mediacrawler/settings.py, where their defaults live)."""
@@ -153,6 +160,9 @@ class MediaStorePipeline(MediaPipeline):
         self.inline_check_bytes = setting(settings, "MEDIA_INLINE_CHECK_BYTES")
         self.commit_batch = setting(settings, "MEDIA_COMMIT_BATCH")
         self.allowed_schemes = allowed_schemes(settings)
+        for name, instead in REMOVED_SETTINGS.items():
+            if settings.get(name) is not None:
+                logger.warning("%s is no longer used: %s", name, instead)
         super().__init__(crawler=crawler)  # MEDIA_ALLOW_REDIRECTS: allow_redirects, handle_httpstatus_list
         self.cas = STORE_SCHEMES[store_scheme(uri)](uri, fsync=setting(settings, "MEDIA_FSYNC"))
         self.stats = crawler.stats
