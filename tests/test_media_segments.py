@@ -45,8 +45,8 @@ from mediacrawler.media.spool import (
     sweep_spool,
 )
 from mediacrawler.media.store import ContentAddressedStore
-from mediacrawler.sandbox.media import blob_read, blob_sha256
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.media import blob_read, blob_sha256
+from mediacrawler_sandbox.process import SandboxProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 KiB = 1024
