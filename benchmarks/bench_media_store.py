@@ -179,11 +179,13 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
 
     def spider_opened() -> None:
         marks["opened"] = time.perf_counter()
+        marks["opened_at"] = time.time()
 
     def item_scraped() -> None:
         nonlocal items
         items += 1
         marks["last_item"] = time.perf_counter()
+        marks["last_item_at"] = time.time()
 
     crawler.signals.connect(spider_opened, signal=signals.spider_opened)
     crawler.signals.connect(item_scraped, signal=signals.item_scraped)
@@ -210,6 +212,10 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
         "items": items,
         "stored_files": stored,
         "in_process_s": seconds,
+        # Wall-clock instants, for the parent's start-up (its spawn -> spider opened) and teardown (last item ->
+        # exit) figures.
+        "opened_at": marks.get("opened_at", 0.0),
+        "last_item_at": marks.get("last_item_at", 0.0),
         "images_per_s": images / seconds if seconds > 0 else 0.0,
         "failed": stats.get("media/failed", 0),
         # CPU seconds of the crawl (start-up excluded): whole process, and the reactor thread alone.
@@ -226,18 +232,20 @@ def child(kind: str, base_url: str, images: int, workdir: Path, sets: list[str],
     store = workdir / f"store-{kind}"
     shutil.rmtree(store, ignore_errors=True)
     server_stats(base_url)  # reset the in-flight count
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     out = subprocess.run([sys.executable, __file__, "--run-one", kind, "--base-url", base_url,
                           "--images", str(images), "--store", str(store),
                           *(a for kv in sets for a in ("--set", kv)),
                           *(("--profile-file", profile) if profile else ())],
                          cwd=workdir, env=env, capture_output=True, text=True, check=False, timeout=900)
-    wall = time.perf_counter() - started
+    wall, ended_at = time.perf_counter() - started, time.time()
     if out.returncode != 0:
         raise RuntimeError(f"{kind} crawl failed ({out.returncode}):\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["wall_s"] = wall
+    result["startup_s"] = result.pop("opened_at") - started_at
+    result["teardown_s"] = ended_at - result.pop("last_item_at")
     result["max_in_flight"] = server_stats(base_url)["max_in_flight"]
     shutil.rmtree(store, ignore_errors=True)
     return result
@@ -277,7 +285,8 @@ def bench_latency(latency_ms: int, folder: Path, args: argparse.Namespace) -> di
                     res.update(round=r, latency_ms=latency_ms)
                     runs.append(res)
                     print(f"{latency_ms:3d} ms round {r} {kind:5s}: {res['images_per_s']:6.1f} images/s in-process, "
-                          f"wall {res['wall_s']:.2f}s, stored {res['stored_files']}, failed {res['failed']}, "
+                          f"wall {res['wall_s']:.2f}s (start-up {res['startup_s']:.2f}s, teardown "
+                          f"{res['teardown_s']:.2f}s), stored {res['stored_files']}, failed {res['failed']}, "
                           f"cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s, children "
                           f"{res['children_cpu_s']:.2f}s), "
                           f"in flight <= {res['max_in_flight']}", flush=True)
@@ -294,7 +303,7 @@ def bench_latency(latency_ms: int, folder: Path, args: argparse.Namespace) -> di
     summary = {"latency_ms": latency_ms, "wall_ratio_median": statistics.median(wall_ratios),
                "wall_ratios": wall_ratios, "ratio_median": statistics.median(ratios), "ratios": ratios,
                **{f"{kind}_{key}": med(kind, key) for kind in ("stock", "ours")
-                  for key in ("images_per_s", "wall_s", "cpu_s", "max_in_flight")}}
+                  for key in ("images_per_s", "wall_s", "startup_s", "teardown_s", "cpu_s", "max_in_flight")}}
     print(f"{latency_ms} ms: by wall (whole process) stock {summary['stock_wall_s']:.2f}s, ours "
           f"{summary['ours_wall_s']:.2f}s (medians); ratio {summary['wall_ratio_median']:.2f} "
           f"(pairs: {', '.join(f'{r:.2f}' for r in wall_ratios)}); in-process {summary['ratio_median']:.2f} "
