@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
 import signal
 import sqlite3
 import subprocess

@@ -9,7 +9,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from mediacrawler.media.index import MediaIndex, ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body

@@ -164,7 +164,8 @@ class MediaStorePipeline(MediaPipeline):
             if settings.get(name) is not None:
                 logger.warning("%s is no longer used: %s", name, instead)
         super().__init__(crawler=crawler)  # MEDIA_ALLOW_REDIRECTS: allow_redirects, handle_httpstatus_list
-        self.cas = STORE_SCHEMES[store_scheme(uri)](uri, fsync=setting(settings, "MEDIA_FSYNC"))
+        store_class = STORE_SCHEMES[store_scheme(uri)]
+        self.cas: ContentAddressedStore = store_class(uri, fsync=setting(settings, "MEDIA_FSYNC"))
         self.stats = crawler.stats
         self.index: MediaIndex | None = None
         self.index_is_local = self.index_class is SQLiteMediaIndex
