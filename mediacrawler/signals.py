@@ -25,3 +25,10 @@ requested_item_failed = object()
 #: (the thread ended: its post is emitted next), ``mark`` (at the end of a complete walk: ``[id, created_at]`` of
 #: the thread's newest top-level comment, else None).
 thread_progress = object()
+
+#: A worker (distributed/worker.py) starts serving a job. Arguments: ``spider``, ``job`` (the job key). Here, not
+#: in distributed/jobs.py, so that the extensions keeping per-job state connect to it without importing redis-py.
+job_started = object()
+
+#: The job a worker served is finished everywhere. Arguments: ``spider``, ``job``.
+job_finished = object()

@@ -25,7 +25,7 @@ SANDBOX = Path(mediacrawler_sandbox.__file__).resolve().parent
 
 #: Low to high; the first part of the module path after ``mediacrawler.``.
 LAYERS: list[set[str]] = [
-    {"__init__", "contracts", "config", "items", "fsutil", "parsers", "signals", "settings", "feeds",
+    {"__init__", "compat", "contracts", "config", "items", "fsutil", "parsers", "signals", "settings", "feeds",
      "checkpoints", "exporters", "scrub", "jobstate", "records", "library", "links"},
     {"media"},
     {"cache", "distributed"},
@@ -49,6 +49,7 @@ IMPORT_STRING = re.compile(r"mediacrawler(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 #: must be in. A new setting with an import string must be added here.
 SETTING_LAYERS: dict[str, set[str]] = {
     "SPIDER_MODULES": {"spiders"},
+    "SPIDER_LOADER_CLASS": {"spiders"},
     "NEWSPIDER_MODULE": {"spiders"},
     "COMMANDS_MODULE": {"commands"},
     "DOWNLOAD_HANDLERS": {"handlers"},

@@ -38,13 +38,10 @@ from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.queue import BURY_LUA, LeasedQueue, dead_key, letter_header, stamp_generation
 from mediacrawler.fsutil import loads_bounded
+from mediacrawler.signals import job_finished, job_started  # noqa: F401 (sent by worker.py as jobs.job_started)
 
 logger = logging.getLogger(__name__)
 
-#: Sent by a worker when it starts serving a job (``spider``, ``job``: the job key).
-job_started = object()
-#: Sent by a worker when the job it served is finished everywhere (``spider``, ``job``).
-job_finished = object()
 
 ENQUEUE = """
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 or redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 0 end
@@ -137,10 +134,10 @@ class JobBoard:
     def __init__(self, settings: BaseSettings, spider_name: str, worker: str,
                  server: redis.Redis | None = None) -> None:
         self.server = server or client_from_settings(settings)
-        self.prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX")).rstrip(":")
+        self.prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX")).rstrip(":")
         self.spider_name = spider_name
         self.worker = worker
-        self.seeding_ms = int(settings.getfloat("DISTRIBUTED_LEASE_TTL") * 1000)
+        self.seeding_ms = int(setting(settings, "DISTRIBUTED_LEASE_TTL") * 1000)
         base = f"{self.prefix}:{spider_name}"
         self.keys = [f"{base}:jobs", f"{base}:active", f"{base}:queued"]
         #: The board's generation stamp, never deleted: one per spider (a job's keys all go when it finishes, and

@@ -51,8 +51,8 @@ from scrapy.exceptions import NotConfigured
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.checkpoints.store import store_from_settings
+from mediacrawler.config import setting
 from mediacrawler.distributed.docstore import RedisDocumentStore
-from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
@@ -223,7 +223,7 @@ class MarkExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("MARKS_ENABLED"):
+        if not setting(settings, "MARKS_ENABLED"):
             raise NotConfigured("MARKS_ENABLED is off")
         self.store = mark_store_from_settings(settings)
         self.crawler = crawler
@@ -244,8 +244,8 @@ class MarkExtension:
         #: checkpoint store that says whether the job completed (set on the first job).
         self.token: str | None = None
         self.checkpoints: Any = None
-        crawler.signals.connect(self.job_started, signal=job_started)
-        crawler.signals.connect(self.job_finished, signal=job_finished)
+        crawler.signals.connect(self.job_started, signal=mc_signals.job_started)
+        crawler.signals.connect(self.job_finished, signal=mc_signals.job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
@@ -359,7 +359,7 @@ class MarkExtension:
             return  # a mark on this worker's disk would say nothing about the job
         if self.checkpoints is None:
             settings = self.crawler.settings
-            store = store_from_settings(settings) if settings.getbool("CHECKPOINT_ENABLED") else None
+            store = store_from_settings(settings) if setting(settings, "CHECKPOINT_ENABLED") else None
             if not hasattr(store, "run_token"):
                 logger.warning("Workers advance no high-water mark without the Redis checkpoint store "
                                "(CHECKPOINT_BACKEND=redis): it is what says a job completed")

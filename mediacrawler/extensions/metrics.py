@@ -44,23 +44,22 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import redis
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
-from mediacrawler.distributed.connection import client_from_settings
-from mediacrawler.distributed.status import spider_state
+from mediacrawler.config import setting
 from mediacrawler.extensions.figures import crawl_figures, number
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.jobstate import job_state
 
+# prometheus-client (and, for the shared state, redis-py) are imported where metrics are made, never by a crawl
+# with METRICS_PORT unset: Scrapy imports this module for every crawl (docs/benchmarks.md, "Start-up").
 if TYPE_CHECKING:
     from typing import Self
     from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -83,6 +82,8 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
                      checkpoint_base: int | None = None) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
     """The metric families for one crawl's *stats* (a plain dict copy). ``checkpoint_base`` is the watermark this
     run started from (the page before its first page); ``None``: the crawl keeps no checkpoint, no lag."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     labels = ["platform", "job"]
     ids = [platform, job]
 
@@ -128,8 +129,9 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
     yield family
 
 
-class StatsCollector(Collector):
-    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time."""
+class StatsCollector:
+    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time (a
+    collector is any object with ``collect()``; no base class: this module imports no prometheus-client)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -153,6 +155,8 @@ class StatsCollector(Collector):
 
 def distributed_metrics(state: Mapping[str, Any], *, platform: str) -> Iterator[GaugeMetricFamily]:
     """The gauges of one spider's shared state (:func:`mediacrawler.distributed.status.spider_state`)."""
+    from prometheus_client.core import GaugeMetricFamily
+
     per_job = {
         "queue_depth": ("Requests queued in the job's shared queue", "queued"),
         "leases": ("Requests leased by workers (in flight)", "leased"),
@@ -174,14 +178,16 @@ def distributed_metrics(state: Mapping[str, Any], *, platform: str) -> Iterator[
     yield family
 
 
-class DistributedCollector(Collector):
+class DistributedCollector:
     """The shared state of one spider in Redis, read at scrape time (a few reads per active job)."""
 
     def __init__(self, crawler: Crawler) -> None:
+        from mediacrawler.distributed.connection import client_from_settings
+
         settings = crawler.settings
         self.server = client_from_settings(settings)
-        self.prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX")).rstrip(":")
-        self.checkpoint_prefix = str(settings.get("CHECKPOINT_REDIS_PREFIX"))
+        self.prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX")).rstrip(":")
+        self.checkpoint_prefix = str(setting(settings, "CHECKPOINT_REDIS_PREFIX"))
         self.spider = ""
 
     def describe(self) -> list[Any]:
@@ -190,6 +196,10 @@ class DistributedCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         if not self.spider:
             return
+        import redis
+
+        from mediacrawler.distributed.status import spider_state
+
         try:
             state = spider_state(self.server, self.prefix, self.spider, checkpoint_prefix=self.checkpoint_prefix)
         except redis.RedisError as e:
@@ -204,7 +214,7 @@ class MetricsExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        port = settings.get("METRICS_PORT")
+        port = setting(settings, "METRICS_PORT")
         if port in (None, ""):
             raise NotConfigured("METRICS_PORT is not set")
         try:
@@ -213,14 +223,16 @@ class MetricsExtension:
             raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535") from None
         if not 0 <= self.port <= 65535:
             raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535")
-        self.host: str = settings.get("METRICS_HOST") or "127.0.0.1"
-        self.textfile: str | None = settings.get("METRICS_TEXTFILE") or None
+        self.host: str = setting(settings, "METRICS_HOST")
+        self.textfile: str | None = setting(settings, "METRICS_TEXTFILE") or None
+        from prometheus_client import CollectorRegistry
+
         self.crawler = crawler
         self.collector = StatsCollector(crawler)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.distributed: DistributedCollector | None = None
-        if settings.get("REDIS_URL") and settings.getbool("DISTRIBUTED_ENABLED"):
+        if setting(settings, "REDIS_URL") and setting(settings, "DISTRIBUTED_ENABLED"):
             self.distributed = DistributedCollector(crawler)
             self.registry.register(self.distributed)
         self.server: WSGIServer | None = None
@@ -241,6 +253,8 @@ class MetricsExtension:
         return f"http://{host}:{port}/metrics"
 
     def engine_started(self) -> None:
+        from prometheus_client import start_http_server
+
         try:
             self.server, self.thread = start_http_server(self.port, addr=self.host, registry=self.registry)
         except OSError as e:
@@ -259,7 +273,7 @@ class MetricsExtension:
         self.collector.job = str(state.job if state is not None else spider.name)
         if self.distributed is not None:
             self.distributed.spider = spider.name
-        if self.crawler.settings.getbool("CHECKPOINT_ENABLED") and state is not None:
+        if setting(self.crawler.settings, "CHECKPOINT_ENABLED") and state is not None:
             # The checkpoint extension (earlier in EXTENSIONS) has set the job's resume point by now.
             self.collector.checkpoint_base = state.first_page()[0] - 1
         self.collector.running = True
@@ -273,6 +287,8 @@ class MetricsExtension:
 
     def _close(self, server: WSGIServer | None) -> None:
         if self.textfile:
+            from prometheus_client import generate_latest
+
             try:
                 write_atomic(self.textfile, generate_latest(self.registry))
             except OSError as e:

@@ -26,14 +26,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task, threads
 
-from mediacrawler.distributed.connection import client_from_settings
+from mediacrawler.config import setting
 from mediacrawler.distributed.limiter import Limiter, LocalLimiter, Rate, RedisLimiter, parse_rate
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
 
@@ -59,22 +58,25 @@ class RateBudgetMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
-        budget = s.getdict("RATE_BUDGET")
+        budget = setting(s, "RATE_BUDGET")
         if not budget:
             raise NotConfigured("RATE_BUDGET is empty: no shared rate budget")
         try:
             self.rates: dict[str, Rate] = {str(k): parse_rate(v) for k, v in budget.items()}
         except ValueError as e:
             raise ValueError(f"RATE_BUDGET={budget!r}: {e}") from None
-        self.burst = s.getint("RATE_BUDGET_BURST")
+        self.burst = setting(s, "RATE_BUDGET_BURST")
         if self.burst < 1:
             raise ValueError(f"RATE_BUDGET_BURST={self.burst!r}: expected an integer >= 1")
         self.crawler = crawler
         self.stats = crawler.stats
         self.local: LocalLimiter = LocalLimiter()
         self.shared: Limiter | None = None
-        if s.get("REDIS_URL"):
-            self.shared = RedisLimiter(client_from_settings(s), str(s.get("RATE_BUDGET_KEY_PREFIX")))
+        if setting(s, "REDIS_URL"):
+            # redis-py only when the budget is shared (docs/benchmarks.md, "Start-up").
+            from mediacrawler.distributed.connection import client_from_settings
+
+            self.shared = RedisLimiter(client_from_settings(s), str(setting(s, "RATE_BUDGET_KEY_PREFIX")))
         self._redis_down_until = 0.0
         crawler.signals.connect(self.cool_down_requested, signal=cool_down_requested)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
@@ -114,6 +116,8 @@ class RateBudgetMiddleware:
         limiter = self._limiter()
         if limiter is self.local:
             return getattr(limiter, method)(*args)
+        import redis
+
         try:
             # One EVAL, O(1), in the reactor's thread pool: the reactor never waits on the network.
             result = await maybe_deferred_to_future(threads.deferToThread(getattr(limiter, method), *args))

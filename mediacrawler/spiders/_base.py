@@ -16,9 +16,8 @@ from pydantic import ValidationError
 from scrapy import Request, Spider, signals
 from scrapy.http import Response
 
+from mediacrawler.config import setting
 from mediacrawler.contracts import AlreadyStored
-from mediacrawler.distributed.scheduler import worker_id
-from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
 from mediacrawler.jobstate import JobState, SourceKind
 from mediacrawler.parsers._common import Page, utc_now_iso
@@ -116,7 +115,10 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop(WORKER_KWARG, None)  # never from the user
         if is_worker_mode(cls, crawler.settings, kwargs):
-            # No target: a worker, built without a job; each job brings its own arguments (take_job).
+            # No target: a worker, built without a job; each job brings its own arguments (take_job). The
+            # distributed package (redis-py) is imported by workers only.
+            from mediacrawler.distributed.scheduler import worker_id
+
             kwargs[WORKER_KWARG] = worker_id()
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.distributed = is_distributed(crawler.settings)
@@ -140,7 +142,7 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         :attr:`time_zone`."""
         key = (self.args.since, self.args.until)
         if getattr(self, "_window_of", (None,))[0] != key:
-            zone = zone_named(str(self.settings.get("TIME_ZONE") or "").strip() or self.time_zone)
+            zone = zone_named(str(setting(self.settings, "TIME_ZONE")).strip() or self.time_zone)
             self._window_of = (key, DateWindow.of(*key, zone))
         return self._window_of[1]
 
@@ -254,6 +256,8 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         if self.worker_id:
+            from mediacrawler.distributed.worker import Worker
+
             async for request in Worker(self).requests():
                 yield request
             return
