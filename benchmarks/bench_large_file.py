@@ -93,12 +93,12 @@ def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
         name = "bench_ours"
 
         async def start(self) -> AsyncIterator[Any]:
-            downloader = SegmentedDownloader(self.crawler)
             store = ContentAddressedStore(workdir / "store", fsync=fsync)
+            downloader = SegmentedDownloader(self.crawler, store=store)
             t0 = time.monotonic()
             result = await downloader.download(url, key="bench/blob/1")
             t1 = time.monotonic()
-            persisted = await downloader.publish(result, store=store)
+            persisted = await downloader.publish(result)
             phases.update(download_s=round(t1 - t0, 3), publish_s=round(time.monotonic() - t1, 3))
             stored.append(store.abspath(persisted.relpath))
             return

@@ -2,7 +2,7 @@
 "Concurrency").
 
 Scrapy's HTTP/1.1 handler keeps at most CONCURRENT_REQUESTS_PER_DOMAIN idle connections per host (4 here, the
-APIs' pace). Media slots run MEDIA_SLOT_CONCURRENCY requests (32) to one CDN host, so most media requests would
+APIs' pace). Media slots run MEDIA_CONCURRENCY_PER_HOST requests (32) to one CDN host, so most media requests would
 open a new connection (a TLS handshake each over HTTPS). Scrapy has no setting for the pool size yet (scrapy#5618;
 scrapy#7932 proposes one): this subclass sets it through the pool that mediacrawler/compat.py reaches, and
 tests/test_compat.py fails when it moves.

@@ -74,7 +74,7 @@ DOWNLOAD_HANDLERS = {
     "file": None, "data": None, "s3": None, "ftp": None,
 }
 #: Idle connections kept per host (Scrapy keeps CONCURRENT_REQUESTS_PER_DOMAIN): as many as the media requests run
-#: to one CDN host (MEDIA_SLOT_CONCURRENCY), so that they reuse connections (mediacrawler/handlers.py).
+#: to one CDN host (MEDIA_CONCURRENCY_PER_HOST), so that they reuse connections (mediacrawler/handlers.py).
 HTTP_POOL_PER_HOST: Annotated[int, Range(1)] = 32
 
 # --- Retries ----------------------------------------------------------------------------------------------------
@@ -269,17 +269,17 @@ MEDIA_MAX_IMAGE_DECODE_BYTES: Annotated[int, Range(1)] = 128 * 1024 * 1024
 #: Largest body of a one-request media download (an image, a video fragment), on the wire and once inflated; a
 #: larger one fails that asset ("too-large"). Range segments and manifests have their own limits below.
 MEDIA_MAXSIZE: Annotated[int, Range(1)] = 64 * 1024 * 1024
-#: Media downloads in flight per host (they bypass the scheduler, so CONCURRENT_REQUESTS does not bound them). A CDN
-#: is not the API, but a bound all the same: stock FilesPipeline keeps ~100 in flight to one host; 32 keeps 50 ms
-#: of latency hidden (docs/benchmarks.md, "Media store").
+#: The one size of a host's media concurrency: assets in download per host (the pipeline's semaphore; they bypass
+#: the scheduler, so CONCURRENT_REQUESTS does not bound them) and media requests in flight per host, all assets
+#: together (the media downloader slot; per asset: MEDIA_SEGMENT_CONCURRENCY, MEDIA_FRAGMENT_CONCURRENCY). A CDN is
+#: not the API, but a bound all the same: stock FilesPipeline keeps ~100 in flight to one host; 32 keeps 50 ms of
+#: latency hidden (docs/benchmarks.md, "Media store").
 MEDIA_CONCURRENCY_PER_HOST: Annotated[int, Range(1)] = 32
 #: Media requests (images, Range segments, video fragments) use downloader slots "media:<host>" of their own, not
 #: the API's DOWNLOAD_DELAY/AutoThrottle pace (middlewares/media_slots.py).
 MEDIA_SLOTS_ENABLED: bool = True
 #: Seconds between two media requests to one host (CDNs; the APIs keep DOWNLOAD_DELAY).
 MEDIA_DOWNLOAD_DELAY: Annotated[float, Range(0)] = 0.0
-#: Media requests in flight per host, all assets together (per asset: MEDIA_SEGMENT_CONCURRENCY).
-MEDIA_SLOT_CONCURRENCY: Annotated[int, Range(1)] = 32
 #: Schemes a media URL and each of its redirect hops may use; others fail as scheme-not-allowed, never fetched.
 MEDIA_ALLOWED_SCHEMES = ["http", "https"]
 #: Characters of a media URL: a longer one (a multi-KB data: URL) is refused as ``url-too-long`` and kept in the
@@ -302,12 +302,9 @@ MEDIA_INDEX_OUTAGE_GRACE: Annotated[float, Range(0)] = 60.0
 MEDIA_INDEX_BUSY_TIMEOUT: Annotated[float, Range(0)] = 30.0
 #: fsync objects and their directories when publishing (off only for throwaway stores).
 MEDIA_FSYNC: bool = True
-#: Bodies above this size are checked in a worker thread before the committer's round (a big decode would hold
-#: the round up); smaller ones by the committer itself.
+#: Bodies above this size are checked on the store's executor before the committer's round (a big decode would
+#: hold the round up); smaller ones within the round.
 MEDIA_INLINE_CHECK_BYTES: Annotated[int, Range(0)] = 262_144
-#: Checks and file work of each committer round in a store process (a ProcessPoolExecutor of one) with its own
-#: GIL; off: in threads of the crawler process (measured 2-3x the CPU on two cores: docs/benchmarks.md).
-MEDIA_COMMIT_PROCESS: bool = True
 #: Most bodies per committer round (media/committer.py).
 MEDIA_COMMIT_BATCH: Annotated[int, Range(1)] = 256
 

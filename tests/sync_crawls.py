@@ -30,7 +30,6 @@ def crawl_command(spider: str, sandbox: SandboxProcess, workdir: Path, *args: st
         "-s", f"FILES_STORE={workdir / 'files'}",
         "-s", f"OUTPUT_DIR={workdir / run}",
         "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0", "-s", "LOG_LEVEL=INFO",
-        "-s", "MEDIA_COMMIT_PROCESS=0",
         *args,
     ]
 

@@ -101,8 +101,7 @@ def get(tmp_path: Path, sandbox: SandboxProcess, *args: str) -> subprocess.Compl
            "-s", f"DOUYIN_SHARE_URL={root}/douyin", "-s", f"DOUYIN_WEB_URL={root}/douyin",
            "-s", f"DOUYIN_SHORT_URL={root}/douyin/v", "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0",
            "-s", f"FILES_STORE={tmp_path / 'files'}", "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
-           "-s", f"OUTPUT_DIR={tmp_path / 'out'}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
-           "-s", "MEDIA_COMMIT_PROCESS=0"]
+           "-s", f"OUTPUT_DIR={tmp_path / 'out'}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}"]
     env = {k: v for k, v in os.environ.items()
            if k not in ("REDIS_URL", "WEIBO_COOKIE", "BILIBILI_COOKIE", "XHS_COOKIE", "DOUYIN_COOKIE")}
     env["FACEBOOK_ACCESS_TOKEN"] = "sandbox-token"

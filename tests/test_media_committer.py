@@ -1,22 +1,19 @@
 """The batch committer and the group writes under it: store.persist_many/stage/publish, index.record_many.
 
-Real filesystem, real SQLite, real Pillow-encoded images; the crash test SIGKILLs a committer process mid-round.
+Real filesystem, real SQLite, real Pillow-encoded images; the crash test SIGKILLs a committing process mid-round.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import os
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
-
-from concurrent.futures.process import BrokenProcessPool
 
 import pytest
 
@@ -117,6 +114,22 @@ def test_record_many_is_committed_when_it_returns(tmp_path: Path) -> None:
     idx.close()
 
 
+def test_lookup_prefers_the_key_then_the_url_queued_or_committed(tmp_path: Path) -> None:
+    idx = SQLiteMediaIndex(tmp_path / "i.sqlite3")
+    a, b, c = (ObjectRecord(sha256=h * 64, path=f"objects/{h * 2}/{h * 2}/{h * 64}.jpg", size=n)
+               for n, h in enumerate("abc", 1))
+    idx.record_many([(a, "k/a", "http://h/a.jpg"), (b, "k/b", "http://h/b.jpg")])
+    sha = lambda o: o.sha256 if o is not None else None  # noqa: E731 - seen times differ
+    assert sha(idx.lookup(key="k/a", url="http://h/b.jpg")) == a.sha256  # the key wins over a URL
+    assert sha(idx.lookup(key="k/new", url="http://h/b.jpg")) == b.sha256  # a new key: found by its URL
+    assert idx.lookup(key="k/new", url="http://h/new.jpg") is None
+    idx.record(obj=c, key="k/c", url="http://h/c.jpg")  # queued, not committed
+    assert sha(idx.lookup(key="k/new", url="http://h/c.jpg")) == c.sha256
+    assert sha(idx.lookup(key="k/a", url="http://h/c.jpg")) == a.sha256  # a committed key wins over a queued URL
+    assert sha(idx.lookup(key="k/c", url="http://h/a.jpg")) == c.sha256
+    idx.close()
+
+
 def test_lookups_do_not_wait_for_a_commit_in_progress(tmp_path: Path) -> None:
     idx = SQLiteMediaIndex(tmp_path / "i.sqlite3")
     sha = "ab" * 32
@@ -135,31 +148,30 @@ def test_lookups_do_not_wait_for_a_commit_in_progress(tmp_path: Path) -> None:
 
 
 # --- committer --------------------------------------------------------------------------------------------------
-def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None, jobs: list[CommitJob], *,
-                  isolated: bool = False, before: object = None) -> tuple[BatchCommitter, list[CommitJob]]:
-    delivered: list[CommitJob] = []
-    done = threading.Event()
-
-    def deliver(batch: list[CommitJob]) -> None:
-        delivered.extend(batch)
-        if len(delivered) == len(jobs):
-            done.set()
-
-    committer = BatchCommitter(store=store, index=index, deliver=deliver, max_image_pixels=10_000_000,
+def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None,
+                  jobs: list[CommitJob]) -> tuple[BatchCommitter, list[CommitJob]]:
+    """Commit ``jobs`` concurrently from coroutines on an asyncio loop; the jobs in the order they came back."""
+    committer = BatchCommitter(store=store, index=index, max_image_pixels=10_000_000,
                                max_image_decode_bytes=settings.MEDIA_MAX_IMAGE_DECODE_BYTES,
-                               max_batch=settings.MEDIA_COMMIT_BATCH, isolated=isolated)
-    committer.start()
-    if callable(before):
-        before(committer)
-    for job in jobs:
-        committer.submit(job)
-    assert done.wait(30)
-    committer.close()
+                               max_batch=settings.MEDIA_COMMIT_BATCH)
+    delivered: list[CommitJob] = []
+
+    async def one(job: CommitJob) -> None:
+        delivered.append(await committer.commit(job))
+
+    async def scenario() -> None:
+        await asyncio.gather(*(one(job) for job in jobs))
+        await committer.close()
+
+    loop = asyncio.new_event_loop()  # not asyncio.run: it would unset the event loop of the installed reactor
+    try:
+        loop.run_until_complete(asyncio.wait_for(scenario(), 30))
+    finally:
+        loop.close()
     return committer, delivered
 
 
-@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker-process"])
-def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path, isolated: bool) -> None:
+def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     index = SQLiteMediaIndex(store.root / "index.sqlite3")
     base = encode("JPEG", (120, 80))
@@ -168,7 +180,7 @@ def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path, isolated:
     jobs.append(CommitJob(variant(base, 4), kind="image", key="t/image/again", url="http://h/again.jpg"))
     jobs.append(CommitJob(b"<!doctype html><title>no</title>", kind="image", key="t/image/html", url="http://h/x"))
     jobs.append(CommitJob(base[: len(base) // 2], kind="image", key="t/image/cut", url="http://h/cut.jpg"))
-    committer, delivered = run_committer(store, index, jobs, isolated=isolated)
+    committer, delivered = run_committer(store, index, jobs)
     assert sorted(map(id, delivered)) == sorted(map(id, jobs))
     ok = [j for j in jobs if j.error is None]
     assert len(ok) == 61
@@ -188,113 +200,77 @@ def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path, isolated:
     store.close()
 
 
-@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker-process"])
-def test_committer_delivers_store_errors(tmp_path: Path, isolated: bool) -> None:
+def test_committer_delivers_store_errors(tmp_path: Path) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     body = encode("JPEG")
     sha = hashlib.sha256(body).hexdigest()
     (store.objects_dir / sha[:2]).symlink_to(tmp_path, target_is_directory=True)  # planted: refused
-    _, delivered = run_committer(store, None, [CommitJob(body, kind="image", key=None, url="http://h/1.jpg")],
-                                 isolated=isolated)
+    _, delivered = run_committer(store, None, [CommitJob(body, kind="image", key=None, url="http://h/1.jpg")])
     assert delivered[0].obj is None and type(delivered[0].error).__name__ == "StoreError"
-    store.close()
-
-
-def test_a_dead_worker_process_falls_back_to_in_process(tmp_path: Path) -> None:
-    store = ContentAddressedStore(tmp_path / "files")
-    index = SQLiteMediaIndex(store.root / "index.sqlite3")
-    base = encode("JPEG")
-
-    def kill_worker(committer: BatchCommitter) -> None:
-        assert committer.pool is not None
-        with pytest.raises(BrokenProcessPool):
-            committer.pool.submit(os._exit, 9).result()  # the store process dies
-
-    jobs = [CommitJob(variant(base, n), kind="image", key=f"k{n}", url=f"http://h/{n}") for n in range(5)]
-    committer, delivered = run_committer(store, index, jobs, isolated=True, before=kill_worker)
-    assert all(j.error is None and j.obj is not None for j in delivered)
-    assert committer.pool is None
-    assert len(files_under(store.objects_dir)) == 5
-    index.close()
     store.close()
 
 
 CRASH_COMMITTER = textwrap.dedent(
     """
-    import io, os, sys, threading
+    import asyncio, io, os, sys
     from PIL import Image
     from mediacrawler import settings
     from mediacrawler.media.committer import BatchCommitter, CommitJob
     from mediacrawler.media.index import SQLiteMediaIndex
     from mediacrawler.media.store import ContentAddressedStore
 
-    root, isolated = sys.argv[1], sys.argv[2] == "1"
+    root = sys.argv[1]
     store = ContentAddressedStore(root)
     index = SQLiteMediaIndex(os.path.join(root, "index.sqlite3"))
     buf = io.BytesIO()
     Image.effect_mandelbrot((160, 120), (-2, -1.5, 1, 1.5), 50).convert("RGB").save(buf, "JPEG")
     base = buf.getvalue()
-    room = threading.Semaphore(256)
-
-    def deliver(jobs):
-        # What a record would claim: printed only once the committer says the job is done.
-        out = "".join(f"done {j.obj.sha256} {j.key}\\n" for j in jobs if j.obj is not None)
-        sys.stdout.write(out)
-        sys.stdout.flush()
-        for _ in jobs:
-            room.release()
-
-    committer = BatchCommitter(store=store, index=index, deliver=deliver, isolated=isolated,
-                               max_image_pixels=settings.MEDIA_MAX_IMAGE_PIXELS,
+    committer = BatchCommitter(store=store, index=index, max_image_pixels=settings.MEDIA_MAX_IMAGE_PIXELS,
                                max_image_decode_bytes=settings.MEDIA_MAX_IMAGE_DECODE_BYTES,
                                max_batch=settings.MEDIA_COMMIT_BATCH)
-    committer.start()
-    print("ready", committer.pool.submit(os.getpid).result() if committer.pool else 0, flush=True)
-    n = 0
-    while True:
-        room.acquire()
+
+    async def one(n, room):
         # ~200 KiB each: the kill lands inside writes and syncs, not only between them. Keys are unique per attempt:
         # a later attempt may index a key (new bytes) and die before reporting it, which is not a lie of the first.
-        committer.submit(CommitJob(base + os.urandom(200_000 + n % 4096), kind="image", key=f"k/{os.getpid()}/{n}",
-                                   url=f"http://h/{n}.jpg"))
-        n += 1
+        try:
+            job = await committer.commit(CommitJob(base + os.urandom(200_000 + n % 4096), kind="image",
+                                                   key=f"k/{os.getpid()}/{n}", url=f"http://h/{n}.jpg"))
+            if job.obj is not None:  # what a record would claim: printed only once the committer says it is done
+                sys.stdout.write(f"done {job.obj.sha256} {job.key}\\n")
+                sys.stdout.flush()
+        finally:
+            room.release()
+
+    async def main():
+        room = asyncio.Semaphore(256)
+        print("ready", flush=True)
+        tasks = set()
+        n = 0
+        while True:
+            await room.acquire()
+            task = asyncio.ensure_future(one(n, room))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            n += 1
+            await asyncio.sleep(0)  # bodies arrive one by one, as downloads do: rounds start small
+
+    asyncio.run(main())
     """
 )
 
 
-def wait_gone(pid: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        try:  # our grandchild is reaped by init; a zombie still answers kill(0)
-            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return
-        except OSError:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"process {pid} still running")
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("isolated", [False, True], ids=["in-process", "worker-process"])
-def test_kill_9_mid_round_leaves_no_partial_object_and_no_dangling_row(tmp_path: Path, isolated: bool) -> None:
+def test_kill_9_mid_round_leaves_no_partial_object_and_no_dangling_row(tmp_path: Path) -> None:
     root = tmp_path / "files"
     claimed: dict[str, str] = {}
     for attempt in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", CRASH_COMMITTER, str(root), "1" if isolated else "0"],
+        proc = subprocess.Popen([sys.executable, "-c", CRASH_COMMITTER, str(root)],
                                 stdout=subprocess.PIPE, cwd=Path(__file__).parents[1])
         assert proc.stdout is not None
-        ready, worker_pid = proc.stdout.readline().split()
-        assert ready == b"ready"
+        assert proc.stdout.readline().split() == [b"ready"]
         time.sleep(0.4 + 0.13 * attempt)
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
-        if int(worker_pid):
-            # The worker finishes its round (objects without index rows: orphans) and exits on EOF.
-            wait_gone(int(worker_pid))
         for line in out.decode().split("\n")[:-1]:  # the last line may have been cut by the kill
             if line.startswith("done "):
                 _, sha, key = line.split()

@@ -101,7 +101,7 @@ def crawl(bad_sandbox: SandboxProcess, tmp_path_factory: pytest.TempPathFactory)
         ITEM_PIPELINES={"mediacrawler.pipelines.normalize.NormalizePipeline": 100,
                         "mediacrawler.pipelines.media.MediaStorePipeline": 300},
         DOWNLOADER_MIDDLEWARES=project.DOWNLOADER_MIDDLEWARES, DOWNLOAD_HANDLERS=project.DOWNLOAD_HANDLERS,
-        **{**media_settings, "MEDIA_COMMIT_PROCESS": False, "MEDIA_SEGMENT_THRESHOLD": LARGE_THRESHOLD,
+        **{**media_settings, "MEDIA_SEGMENT_THRESHOLD": LARGE_THRESHOLD,
            "MEDIA_SEGMENT_SIZE": LARGE_THRESHOLD}, LOG_LEVEL="DEBUG")
     return case, result, bad_sandbox.requests()
 

@@ -44,6 +44,7 @@ from mediacrawler.media.spool import (
     spool_path,
     sweep_spool,
 )
+from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler_sandbox.media import blob_read, blob_sha256
 from mediacrawler_sandbox.process import SandboxProcess
 
@@ -178,8 +179,9 @@ def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
     def download() -> _Download:
         return _Download(url="http://127.0.0.1:9/v", key="test/video/1", crawler=NoCrawl(),  # type: ignore[arg-type]
                          spool=spool_path(spool_dir=tmp_path, key="test/video/1"), config=SegmentConfig(),
-                         headers=None, resolve=None)
+                         headers=None, resolve=None, run=store.run)
 
+    store = ContentAddressedStore(tmp_path / "files")  # nothing here runs on its executor
     first, second = download(), download()
     fd = first._lock_spool()
     os.pwrite(fd, b"segment bytes", 0)
@@ -204,17 +206,20 @@ def test_a_second_download_of_a_spool_never_touches_it(tmp_path: Path) -> None:
 def test_memory_budget_lends_within_its_budget_first_come_first_served() -> None:
     from mediacrawler.media.segments import MemoryBudget
 
-    pool = MemoryBudget(budget=10)
-    a, b = pool.request(4), pool.request(4)
-    assert a.called and b.called and pool.lent == 8
-    c, d = pool.request(4), pool.request(1)  # c does not fit; d would, but waits behind c (no overtaking)
-    assert not c.called and not d.called and pool.waits == 2
-    pool.give_back(4)
-    assert c.called and d.called and pool.lent == 9 and pool.peak == 9
-    alone = MemoryBudget(budget=10)
-    big = alone.request(64)  # larger than the budget: granted when nothing else is lent, so it progresses
-    assert big.called and alone.lent == 64
-    assert not alone.request(1).called
+    async def scenario() -> None:
+        pool = MemoryBudget(budget=10)
+        a, b = pool.request(4), pool.request(4)
+        assert a.done() and b.done() and pool.lent == 8
+        c, d = pool.request(4), pool.request(1)  # c does not fit; d would, but waits behind c (no overtaking)
+        assert not c.done() and not d.done() and pool.waits == 2
+        pool.give_back(4)
+        assert c.done() and d.done() and pool.lent == 9 and pool.peak == 9
+        alone = MemoryBudget(budget=10)
+        big = alone.request(64)  # larger than the budget: granted when nothing else is lent, so it progresses
+        assert big.done() and alone.lent == 64
+        assert not alone.request(1).done()
+
+    _run_on_own_loop(scenario())
 
 
 def test_sweep_removes_only_stale_unlocked_spools(tmp_path: Path) -> None:
@@ -253,7 +258,7 @@ def _run_on_own_loop(coro: Any) -> Any:
         loop.close()
 
 
-def test_saver_reports_a_generation_saved_only_once_a_save_includes_it() -> None:
+def test_saver_reports_a_generation_saved_only_once_a_save_includes_it(tmp_path: Path) -> None:
     """What segment workers wait for before their next request: ``saved(n)`` returns after the save of a snapshot
     taken after request ``n``, not after a save that was already under way, and raises a failed save's error."""
     state = {"value": 0}
@@ -267,7 +272,7 @@ def test_saver_reports_a_generation_saved_only_once_a_save_includes_it() -> None
         saved_values.append(snapshot)
 
     async def scenario() -> list[Any]:
-        saver = CoalescingSaver(snapshot=lambda: state["value"], save=save)
+        saver = CoalescingSaver(snapshot=lambda: state["value"], save=save, run=store.run)
         events: list[Any] = []
         state["value"] = 1
         first = saver.request()  # the pass saving 1 starts and blocks in save()
@@ -295,7 +300,11 @@ def test_saver_reports_a_generation_saved_only_once_a_save_includes_it() -> None
             await saver.flush()
         return events
 
-    first, second, error = _run_on_own_loop(scenario())
+    store = ContentAddressedStore(tmp_path / "files")  # its executor runs the saves
+    try:
+        first, second, error = _run_on_own_loop(scenario())
+    finally:
+        store.close()
     assert first[0] == "first" and 1 in first[1]
     assert second == ("second", [1, 2])  # not released by the save of 1 that was under way when it asked
     assert error == "error 28"
@@ -326,10 +335,10 @@ class SegmentSpider(Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         from mediacrawler.media.segments import SegmentedDownloader
-        from mediacrawler.media.store import ContentAddressedStore
 
         settings = self.crawler.settings
-        downloader = SegmentedDownloader(self.crawler)
+        store = ContentAddressedStore(settings.get("FILES_STORE"), fsync=settings.getbool("MEDIA_FSYNC"))
+        downloader = SegmentedDownloader(self.crawler, store=store)
         out: dict[str, Any] = {"ok": False}
         try:
             result = await downloader.download(self.url, key=self.key, headers={"Referer": "http://sandbox/"})
@@ -337,8 +346,7 @@ class SegmentSpider(Spider):
                                                              "fetched_bytes", "resumed_bytes", "restarts",
                                                              "resolves")}
             if self.publish:
-                store = ContentAddressedStore(settings.get("FILES_STORE"), fsync=settings.getbool("MEDIA_FSYNC"))
-                persisted = await downloader.publish(result, store=store)
+                persisted = await downloader.publish(result)
                 out["persisted"] = {"relpath": persisted.relpath, "sha256": persisted.sha256,
                                     "size": persisted.size}
             out["ok"] = True

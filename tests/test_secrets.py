@@ -111,7 +111,7 @@ def crawl(tmp_path: Path, spider: str, *args: str, env: dict[str, str] | None = 
         "-s", "PLATFORM_BACKOFF_BASE=0.05", "-s", "PLATFORM_BACKOFF_MAX=0.1", "-s", "LOG_LEVEL=DEBUG",
         "-s", f"FILES_STORE={tmp_path / 'files'}", "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
         "-s", f"OUTPUT_DIR={tmp_path / 'out'}", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
-        "-s", "MEDIA_COMMIT_PROCESS=0", env=env, timeout=timeout)
+        env=env, timeout=timeout)
 
 
 # -- the scrubber, unit ------------------------------------------------------------------------------------------

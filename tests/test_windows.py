@@ -131,7 +131,7 @@ def crawl(tmp_path: Path, sandbox: SandboxProcess, spider: str, *args: str, medi
            "-s", f"FACEBOOK_GRAPH_URL={sandbox.url}/facebook/v19.0", "-s", "DOWNLOAD_DELAY=0",
            "-s", "AUTOTHROTTLE_ENABLED=0", "-s", f"MEDIA_ENABLED={int(media)}",
            "-s", f"FILES_STORE={tmp_path / 'files'}", "-s", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}",
-           "-s", "LOG_LEVEL=DEBUG", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}", "-s", "MEDIA_COMMIT_PROCESS=0",
+           "-s", "LOG_LEVEL=DEBUG", "-s", f"LOG_FILE={tmp_path / 'crawl.log'}",
            "-O", str(out)]
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "WEIBO_COOKIE", "BILIBILI_COOKIE")}
     env["FACEBOOK_ACCESS_TOKEN"] = "sandbox-token"

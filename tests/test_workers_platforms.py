@@ -70,7 +70,7 @@ def crawl(spider: str, sandbox: SandboxProcess, workdir: Path, *args: str, redis
     command = [sys.executable, "-m", "scrapy", "crawl", spider, *args, *roots(sandbox),
                "-s", f"FILES_STORE={workdir / 'files'}", "-s", f"CHECKPOINT_DIR={workdir / 'checkpoints'}",
                "-s", f"OUTPUT_DIR={workdir / 'output'}", "-s", "DOWNLOAD_DELAY=0", "-s", "AUTOTHROTTLE_ENABLED=0",
-               "-s", "MEDIA_COMMIT_PROCESS=0", "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=0",
+               "-s", "LOG_LEVEL=INFO", "-s", "TELNETCONSOLE_ENABLED=0",
                "-s", "PLATFORM_BACKOFF_BASE=0.05", "-s", "PLATFORM_BACKOFF_MAX=0.2"]
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CACHE_BACKEND")}
     env.update(SCRAPY_SETTINGS_MODULE="mediacrawler.settings", FACEBOOK_ACCESS_TOKEN=FACEBOOK_TOKEN)

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import errno
@@ -24,9 +25,6 @@ from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.exceptions import StopDownload
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
-from scrapy.utils.asyncio import run_in_thread
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred, succeed
 
 from mediacrawler.config import default, setting
 from mediacrawler.contracts import META_SEGMENT, META_VIDEO, download_error_reason
@@ -34,6 +32,7 @@ from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
     CoalescingSaver,
+    Runner,
     Ledger,
     drain,
     ledger_path,
@@ -222,24 +221,26 @@ def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
 
 class _OrderedHasher:
     """SHA-256 of the spool in file order, overlapping the transfer: the prefix already written is read back
-    (from the page cache) and hashed in a worker thread while later segments download (:meth:`advance`)."""
+    (from the page cache) and hashed on the store's executor (``run``) while later segments download
+    (:meth:`advance`)."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, *, run: Runner) -> None:
         self.fd = fd
+        self.run = run
         self.digest = hashlib.sha256()
         self.offset = self.target = 0
         #: Held while writing a segment: concurrent pwrite()s to one inode spin in the kernel; this lock sleeps.
         self.write_lock = threading.Lock()
-        self._task: Deferred[None] | None = None
-        self._running = False  # not "_task is None": a coroutine may finish before deferred_from_coro returns
+        self._task: asyncio.Task[None] | None = None
+        self._running = False  # not "_task is None": the task ends before wait() takes it
 
     def write(self, body: bytes, start: int) -> None:
-        """(Worker thread.) Write a segment at its offset."""
+        """(Store executor.) Write a segment at its offset."""
         with self.write_lock:
             _write_at(self.fd, body, start)
 
     def _catch_up(self, end: int) -> None:
-        # (Worker thread, one at a time.) preadv into one reused buffer; hashlib and preadv release the GIL.
+        # (Store executor, one at a time.) preadv into one reused buffer; hashlib and preadv release the GIL.
         buf = memoryview(bytearray(_HASH_CHUNK))
         while self.offset < end:
             n = os.preadv(self.fd, [buf[: min(_HASH_CHUNK, end - self.offset)]], self.offset)
@@ -253,19 +254,19 @@ class _OrderedHasher:
         self.target = max(self.target, end)
         if not self._running and self.offset < self.target:
             self._running = True
-            self._task = deferred_from_coro(self._run())
+            self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         try:
             while self.offset < self.target:  # bounded: the target only grows up to the file size
-                await run_in_thread(self._catch_up, self.target)
+                await self.run(self._catch_up, self.target)
         finally:
             self._running = False
 
     async def wait(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            await maybe_deferred_to_future(task)
+            await task
 
     async def finish(self, total: int) -> str:
         self.advance(total)
@@ -284,13 +285,15 @@ class MemoryBudget:
         self.lent = 0
         self.peak = 0
         self.waits = 0
-        self._waiters: deque[tuple[int, Deferred[int]]] = deque()
+        self._waiters: deque[tuple[int, asyncio.Future[int]]] = deque()
 
-    def request(self, size: int) -> Deferred[int]:
+    def request(self, size: int) -> asyncio.Future[int]:
+        """A future of the grant (done already when it fits now); await it, then :meth:`give_back` the size."""
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         if not self._waiters and self._take(size):
-            return succeed(size)
+            waiter.set_result(size)
+            return waiter
         self.waits += 1
-        waiter: Deferred[int] = Deferred()
         self._waiters.append((size, waiter))
         return waiter
 
@@ -298,7 +301,7 @@ class MemoryBudget:
         self.lent -= size
         while self._waiters and self._take(self._waiters[0][0]):  # bounded: each pass grants one waiter
             granted, waiter = self._waiters.popleft()
-            waiter.callback(granted)
+            waiter.set_result(granted)
 
     def _take(self, size: int) -> bool:
         if self.lent and self.lent + size > self.budget:
@@ -312,8 +315,8 @@ class _Download:
     """The state of one :meth:`SegmentedDownloader.download` call."""
 
     def __init__(self, *, url: str, key: str, crawler: Crawler, spool: Path, config: SegmentConfig,
-                 headers: dict[str, str] | None, resolve: Resolver | None, budget: MemoryBudget | None = None
-                 ) -> None:
+                 headers: dict[str, str] | None, resolve: Resolver | None, run: Runner,
+                 budget: MemoryBudget | None = None) -> None:
         self.url = url
         self.key = key
         self.crawler = crawler
@@ -322,6 +325,7 @@ class _Download:
         self.config = config
         self.headers = {**(headers or {}), "Accept-Encoding": "identity"}
         self.resolve = resolve
+        self.run_blocking = run
         self.stats = crawler.stats
         self.fd: int | None = None
         self.fetched = self.resumed = self.restarts = self.resolves = 0
@@ -476,7 +480,7 @@ class _Download:
         assert self.fd is not None
         os.ftruncate(self.fd, 0)  # nothing of an earlier version may survive in the gaps
         os.ftruncate(self.fd, total)  # sparse: segments land at their offsets in any order
-        await run_in_thread(_write_at, self.fd, response.body, 0)
+        await self.run_blocking(_write_at, self.fd, response.body, 0)
         ledger.done.add(0)
         if len(ledger.segments()) > 1:
             logger.info("Downloading %s (%d bytes) as %d Range segments of %d bytes into %s", self.key, total,
@@ -494,10 +498,10 @@ class _Download:
                     "limit DOWNLOAD_MAXSIZE)", self.url, len(body))
         self._inc("ranges_ignored")
         assert self.fd is not None
-        hasher = _OrderedHasher(self.fd)
-        await run_in_thread(hasher.write, body, 0)
+        hasher = _OrderedHasher(self.fd, run=self.run_blocking)
+        await self.run_blocking(hasher.write, body, 0)
         if self.config.fsync:
-            await run_in_thread(os.fdatasync, self.fd)
+            await self.run_blocking(os.fdatasync, self.fd)
         return self._result(len(body), await hasher.finish(len(body)), body[:SNIFF_BYTES], segments=1)
 
     def _result(self, size: int, sha256: str, head: bytes, *, segments: int) -> SpoolResult:
@@ -509,15 +513,16 @@ class _Download:
         fd = self.fd
         assert fd is not None
         segments = ledger.segments()
-        hasher = _OrderedHasher(fd)
+        hasher = _OrderedHasher(fd, run=self.run_blocking)
         hasher.advance(ledger.contiguous_end())
 
-        def save(snapshot: Ledger) -> None:  # (worker thread) data first: the ledger claims only bytes on disk
+        def save(snapshot: Ledger) -> None:  # (executor) data first: the ledger claims only bytes on disk
             if self.config.fsync:
                 os.fdatasync(fd)
             save_ledger(self.ledger_file, snapshot, fsync=self.config.fsync)
 
-        saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)), save=save)
+        saver = CoalescingSaver(snapshot=lambda: dataclasses.replace(ledger, done=set(ledger.done)), save=save,
+                                run=self.run_blocking)
         if ledger.missing():
             # A new spool gets its ledger before the first segment request goes out: a crash then keeps the probe.
             await saver.saved(saver.request())
@@ -555,9 +560,9 @@ class _Download:
         round stopped early), ``None`` when every pending segment is in; raises the first hard error."""
         async def one(index: int) -> None:
             start, end = segments[index]
-            if not (reserved := self.budget.request(end - start)).called:
+            if not (reserved := self.budget.request(end - start)).done():
                 self._inc("buffer_waits")
-            await maybe_deferred_to_future(reserved)
+            await reserved
             if self.stats is not None:
                 self.stats.max_value("media/segments/buffer_peak_bytes", self.budget.peak)
             try:
@@ -614,16 +619,19 @@ class _Download:
             raise _Expired(response.status)
         check(response)
         assert self.fd is not None
-        await run_in_thread(hasher.write, response.body, start)
+        await self.run_blocking(hasher.write, response.body, start)
         self._inc("written_bytes", end - start)
 
 
 class SegmentedDownloader:
-    """The large-file path (docs/media.md, "Large files and video"): spools under ``<FILES_STORE>/spool``, which
-    it sweeps of spools older than MEDIA_SPOOL_MAX_AGE when it opens."""
+    """The large-file path (docs/media.md, "Large files and video") into ``store``, whose executor does its file
+    work: spools under ``<FILES_STORE>/spool``, which it sweeps of spools older than MEDIA_SPOOL_MAX_AGE when it
+    opens."""
 
-    def __init__(self, crawler: Crawler, *, spool_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, crawler: Crawler, *, store: ContentAddressedStore,
+                 spool_dir: str | os.PathLike[str] | None = None) -> None:
         self.crawler = crawler
+        self.store = store
         # A ValueError (a bad MEDIA_SEGMENT_* setting) fails the crawl: the media pipeline never disables itself.
         self.config = SegmentConfig.from_settings(crawler.settings)
         self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(setting(crawler.settings, "FILES_STORE"))
@@ -637,6 +645,7 @@ class SegmentedDownloader:
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
                              spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget,
+                             run=self.store.run,
                              resolve=None if refresh is None else lambda old: refresh(key=key, url=old))
         started = time.monotonic()
         try:
@@ -648,12 +657,11 @@ class SegmentedDownloader:
                      result.fetched_bytes, result.resumed_bytes, time.monotonic() - started, result.sha256)
         return result
 
-    async def publish(self, result: SpoolResult, *, store: ContentAddressedStore,
-                      ext: str | None = None) -> Persisted:
+    async def publish(self, result: SpoolResult, *, ext: str | None = None) -> Persisted:
         """Move a complete spool (its own name, no ledger since :meth:`_Download._hand_over`) into the store by
         rename; the store takes the SHA-256 already computed."""
-        return await run_in_thread(store.publish_file, result.path, ext=ext, sha256=result.sha256)
+        return await self.store.run(self.store.publish_file, result.path, ext=ext, sha256=result.sha256)
 
     async def discard(self, result: SpoolResult) -> None:
         """Drop a spool that will not be published (e.g. rejected content)."""
-        await run_in_thread(remove_spool, result.path)
+        await self.store.run(remove_spool, result.path)

@@ -5,6 +5,7 @@ the sweep of stale spools, and the one Content-Range parser of the project (:fun
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -18,10 +19,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
-
-from scrapy.utils.asyncio import run_in_thread
-from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet.defer import Deferred, DeferredList
 
 from mediacrawler.fsutil import remove_stray_temps, write_atomic
 
@@ -204,7 +201,7 @@ def _check_version(data: Any) -> None:
 
 
 def save_ledger(path: str | os.PathLike[str], ledger: Ledger | FragmentLedger, *, fsync: bool = True) -> None:
-    """(Worker thread.) Write a ledger atomically (temp + fsync + rename + directory fsync)."""
+    """(Store executor.) Write a ledger atomically (temp + fsync + rename + directory fsync)."""
     data = {"version": LEDGER_VERSION, **ledger.to_json(), "updated": time.time()}
     write_atomic(path, json.dumps(data, separators=(",", ":")).encode("utf-8"), fsync=fsync)
 
@@ -232,23 +229,30 @@ def load_ledger(path: str | os.PathLike[str], *, key: str,
     return ledger
 
 
+#: ``run(fn, *args)``: a blocking call on the store's executor, awaited (ContentAddressedStore.run).
+Runner = Callable[..., Awaitable[Any]]
+
+
 class CoalescingSaver:
     """Saves a ledger in the background, one save in flight, the next taking the newest state (``snapshot()`` on
-    the reactor, ``save`` in a thread); :meth:`saved` waits for the generation :meth:`request` returned."""
+    the loop, ``save`` through ``run``, the store's executor); :meth:`saved` waits for the generation
+    :meth:`request` returned."""
 
-    def __init__(self, *, snapshot: Callable[[], Any], save: Callable[[Any], None]) -> None:
+    def __init__(self, *, snapshot: Callable[[], Any], save: Callable[[Any], None], run: Runner) -> None:
         self._snapshot = snapshot
         self._save = save
+        self._run_blocking = run
         self.requested = self.done = 0
         self._running = False
         self._error: BaseException | None = None
-        self._waiters: list[tuple[int, Deferred[None]]] = []
+        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._task: asyncio.Task[None] | None = None  # held: the loop keeps only weak references to tasks
 
     def request(self) -> int:
         self.requested += 1
         if not self._running:
             self._running = True
-            deferred_from_coro(self._run())  # never fails: a save error goes to the waiters
+            self._task = asyncio.get_running_loop().create_task(self._run())  # never fails: errors go to waiters
         return self.requested
 
     async def saved(self, generation: int) -> None:
@@ -257,9 +261,9 @@ class CoalescingSaver:
             return
         if self._error is not None and not self._running:
             raise self._error
-        waiter: Deferred[None] = Deferred()
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((generation, waiter))
-        await maybe_deferred_to_future(waiter)
+        await waiter
 
     async def flush(self) -> None:
         """Wait until the newest state is saved (raises a save error)."""
@@ -268,9 +272,9 @@ class CoalescingSaver:
     async def _run(self) -> None:
         try:
             while self.done < self.requested:  # bounded: each pass saves every request made before it
-                generation = self.requested  # read with the snapshot, on the reactor thread
+                generation = self.requested  # read with the snapshot, on the loop
                 try:
-                    await run_in_thread(self._save, self._snapshot())
+                    await self._run_blocking(self._save, self._snapshot())
                 except BaseException as exc:
                     self._error = exc
                     break
@@ -283,21 +287,21 @@ class CoalescingSaver:
     def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
         for generation, waiter in waiters:
+            if waiter.done():  # its coroutine was cancelled
+                continue
             if self.done >= generation:
-                waiter.callback(None)
+                waiter.set_result(None)
             elif self._error is not None:
-                waiter.errback(self._error)
+                waiter.set_exception(self._error)
             else:
                 self._waiters.append((generation, waiter))
 
 
 async def gather_all(coros: Iterable[Awaitable[None]]) -> None:
-    """Run coroutines concurrently until all have ended, then raise the first error (reactor-agnostic)."""
-    results = await maybe_deferred_to_future(
-        DeferredList([deferred_from_coro(c) for c in coros], consumeErrors=True))
-    for ok, value in results:
-        if not ok:
-            raise value.value
+    """Run coroutines concurrently until all have ended, then raise the first error."""
+    for outcome in await asyncio.gather(*coros, return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 async def drain(items: Sequence[T], work: Callable[[T], Awaitable[None]], *, workers: int) -> list[BaseException]:

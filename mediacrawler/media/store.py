@@ -5,8 +5,10 @@ Layout, publishing order and crash safety: docs/media.md, "Layout" and "Crash sa
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import errno
+import functools
 import hashlib
 import itertools
 import logging
@@ -21,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 from mediacrawler.media.sniff import DOCUMENT_EXTENSIONS, MEDIA_EXTENSIONS, SNIFF_BYTES, sniff
@@ -32,6 +34,7 @@ OBJECTS_DIR = "objects"
 TMP_DIR = "tmp"
 QUARANTINE_DIR = "quarantine"
 
+T = TypeVar("T")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _RELPATH_RE = re.compile(r"objects/([0-9a-f]{2})/([0-9a-f]{2})/([0-9a-f]{64})((?:\.[a-z0-9]{1,5})?)")
 
@@ -103,8 +106,9 @@ def _fsync_dir(path: str | os.PathLike[str]) -> None:
 
 #: fdatasync where the platform has it (file data and size, not the mtime), fsync elsewhere.
 _datasync = getattr(os, "fdatasync", os.fsync)
-#: Threads that sync one group's files, then its directories, in parallel: journaling filesystems commit concurrent
-#: syncs together (ext4, benchmark VM: ~460 us per file synced alone, ~90 us with 8 in flight).
+#: Threads of the store's executor, the one pool of media/ for file work (checks, hashing, writes, syncs, links,
+#: remux): one group's files, then its directories, are synced in parallel on them, since journaling filesystems
+#: commit concurrent syncs together (ext4, benchmark VM: ~460 us per file synced alone, ~90 us with 8 in flight).
 SYNC_THREADS = 8
 
 
@@ -145,15 +149,31 @@ class ContentAddressedStore:
         self._root = str(self.root)
         self._tmp = str(self.tmp_dir)
         self._seq = itertools.count()
-        self._sync_pool: ThreadPoolExecutor | None = None
-        self._sync_pool_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._executor_lock = threading.Lock()
 
     def close(self) -> None:
-        """Stop the sync threads (started by the first group write); the store stays usable."""
-        with self._sync_pool_lock:
-            pool, self._sync_pool = self._sync_pool, None
+        """Stop the executor's threads (started by the first file work), after the work queued; the store stays
+        usable (the next file work starts them again)."""
+        with self._executor_lock:
+            pool, self._executor = self._executor, None
         if pool is not None:
             pool.shutdown(wait=True)
+
+    # --- the executor --------------------------------------------------------------------------------------------
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """The store's :data:`SYNC_THREADS` threads: every blocking file operation of media/ runs on them, awaited
+        from the reactor's asyncio loop through :meth:`run` (docs/media.md, "Concurrency")."""
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="media-store")
+            return self._executor
+
+    async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn(*args, **kwargs)`` on the store's executor, awaited on the running asyncio loop."""
+        call = functools.partial(fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self.executor, call)
 
     # --- paths ----------------------------------------------------------------------------------------------
     def abspath(self, relpath: str) -> Path:
@@ -286,13 +306,12 @@ class ContentAddressedStore:
             _unlink_quietly(st.tmp)
 
     def map_parallel(self, fn: Any, items: list[Any]) -> list[Any]:
-        """``[fn(item) for item in items]`` on :data:`SYNC_THREADS` threads (one task per thread, not per item)."""
+        """``[fn(item) for item in items]`` on the executor's threads (one task per thread, not per item). Blocks:
+        never from a coroutine; from a task of the executor only while fewer such tasks than threads wait (the
+        committer's rounds, at most ROUNDS_IN_FLIGHT of SYNC_THREADS)."""
         if len(items) <= 1 or SYNC_THREADS <= 1:
             return [fn(item) for item in items]
-        with self._sync_pool_lock:
-            if self._sync_pool is None:
-                self._sync_pool = ThreadPoolExecutor(SYNC_THREADS, thread_name_prefix="media-sync")
-            pool = self._sync_pool
+        pool = self.executor
         k = min(SYNC_THREADS, len(items))
         out: list[Any] = [None] * len(items)
         parts = pool.map(lambda part: [fn(item) for item in part], [items[j::k] for j in range(k)])

@@ -23,7 +23,6 @@ from urllib.parse import parse_qsl, urlsplit
 
 from scrapy.http import Request, Response
 from scrapy.http.request import NO_CALLBACK
-from scrapy.utils.asyncio import run_in_thread
 
 from mediacrawler.config import setting
 from mediacrawler.contracts import META_VIDEO, download_error_reason
@@ -195,7 +194,7 @@ def part_path(video_dir: Path, track: str, index: int) -> Path:
 
 
 def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[int, int]]:
-    """(Worker thread.) The ledger's entries whose part file is there with the recorded size."""
+    """(Store executor.) The ledger's entries whose part file is there with the recorded size."""
     def there(track: str, index: int, size: int) -> bool:
         with contextlib.suppress(OSError):
             return part_path(video_dir, track, index).stat().st_size == size
@@ -205,7 +204,7 @@ def _existing_parts(video_dir: Path, ledger: FragmentLedger) -> dict[str, dict[i
 
 
 def _reset_dir(video_dir: Path) -> None:
-    """(Worker thread.) Empty a video spool directory, keeping its lock file (held by the caller)."""
+    """(Store executor.) Empty a video spool directory, keeping its lock file (held by the caller)."""
     for child in video_dir.iterdir():
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
@@ -234,7 +233,7 @@ class VideoDownloader:
         self.settings = crawler.settings
         self.store = store
         self.spool_dir = Path(spool_dir)
-        self.segments = SegmentedDownloader(crawler, spool_dir=self.spool_dir)
+        self.segments = SegmentedDownloader(crawler, store=store, spool_dir=self.spool_dir)
         self.fsync = setting(self.settings, "MEDIA_FSYNC")
         self.max_image_pixels = setting(self.settings, "MEDIA_MAX_IMAGE_PIXELS")
         self.max_image_decode_bytes = setting(self.settings, "MEDIA_MAX_IMAGE_DECODE_BYTES")
@@ -270,7 +269,7 @@ class VideoDownloader:
                                     renditions=renditions)
             if outcome.obj is not None and index is not None:
                 try:
-                    await run_in_thread(index.record_many, [(outcome.obj, key, url)])  # durable, outage grace
+                    await self.store.run(index.record_many, [(outcome.obj, key, url)])  # durable, outage grace
                 except Exception as exc:
                     # The file is safe in the store; verify lists it as an orphan until a later run indexes it.
                     logger.error("Media index write failed for %s (%s)", url, exc)
@@ -313,6 +312,7 @@ class _VideoJob:
         self.chapters = list(chapters or ()) if kind == "video" else []
         self.video_dir = video_dir_for(owner.spool_dir, key=key)
         self._keys: dict[str, bytes] = {}
+        self.offload = owner.store.run  # every blocking file operation, on the store's executor
 
     async def _fetch_text(self, url: str, *, what: str) -> bytes:
         """A manifest body (one request with Scrapy's retries, size-capped)."""
@@ -378,7 +378,7 @@ class _VideoJob:
         try:
             if spooled.size > self.limits.max_chars:
                 raise ManifestError(f"{detected} manifest is {spooled.size} bytes, over the cap")
-            body = await run_in_thread(Path(spooled.path).read_bytes)
+            body = await self.offload(Path(spooled.path).read_bytes)
         finally:
             await self.owner.segments.discard(spooled)
         return await self._from_manifest(await self._parse(body, kind=detected, url=chosen))
@@ -399,7 +399,7 @@ class _VideoJob:
         if all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in lengths):
             duration = sum(lengths) / 1000
         self.limits.check_duration(duration, what="segmented rendition")
-        lock = await run_in_thread(_lock_dir, self.video_dir)
+        lock = await self.offload(_lock_dir, self.video_dir)
         try:
             spools: list[SpoolResult] = []
             try:
@@ -418,7 +418,7 @@ class _VideoJob:
             os.close(lock)
 
     async def _parse(self, body: bytes, *, kind: str, url: str) -> Manifest:
-        return await run_in_thread(parse_manifest, body, kind=kind, base_url=url, limits=self.limits)
+        return await self.offload(parse_manifest, body, kind=kind, base_url=url, limits=self.limits)
 
     def _choose_progressive(self, alternates: Sequence[str]) -> tuple[str, Selection | None]:
         """The URL to fetch for an asset without a declared manifest: among ``url`` + ``alternates`` (progressive
@@ -484,7 +484,7 @@ class _VideoJob:
         plans = [FragmentPlan(name, r.id, Segment(INIT, r.fetch.init.url, None, r.fetch.init.byte_range)
                               if r.fetch.init else None, r.fetch.segments())
                  for name, r in tracks if isinstance(r.fetch, SegmentedFetch)]
-        lock = await run_in_thread(_lock_dir, self.video_dir)
+        lock = await self.offload(_lock_dir, self.video_dir)
         try:
             parts = await self._fetch_fragments(plans) if plans else {}
             spools: dict[str, SpoolResult] = {}
@@ -511,13 +511,13 @@ class _VideoJob:
             os.close(lock)
 
     def _verify(self, path: Path, *, expect_audio: bool, duration: float | None) -> VideoInfo:
-        """(Worker thread.) :func:`verify_mp4` with the configured tolerances."""
+        """(Store executor.) :func:`verify_mp4` with the configured tolerances."""
         return verify_mp4(path, expect_audio=expect_audio, expected_duration=duration,
                           tolerance=self.config.duration_tolerance, max_gap=self.config.max_gap)
 
     def _remux(self, inputs: dict[str, tuple[list[Path], Path | None]], out: Path, *, expect_audio: bool,
                duration: float | None, join: bool = False) -> VideoInfo:
-        """(Worker thread.) Remux the tracks into ``out`` (``join``: whole files in a row) with the asset's
+        """(Store executor.) Remux the tracks into ``out`` (``join``: whole files in a row) with the asset's
         chapters, and verify it."""
         video_parts, init_video = inputs["video"]
         chapters = chapter_entries(self.chapters, duration=duration)
@@ -537,23 +537,23 @@ class _VideoJob:
         starts this video over); a store error keeps its fragments for the next run."""
         out = self.video_dir / "assembled.mp4"
         try:
-            info = await run_in_thread(self._remux, inputs, out, expect_audio=expect_audio, duration=duration,
+            info = await self.offload(self._remux, inputs, out, expect_audio=expect_audio, duration=duration,
                                        join=join)
         except AssemblyError:
-            await run_in_thread(shutil.rmtree, self.video_dir, True)
+            await self.offload(shutil.rmtree, self.video_dir, True)
             raise
         finally:
             for spooled in spools:
                 await self.owner.segments.discard(spooled)
         self.owner._inc("assembled")
-        persisted = await run_in_thread(self.owner.store.publish_file, out, ext=".mp4")
-        await run_in_thread(shutil.rmtree, self.video_dir, True)
+        persisted = await self.offload(self.owner.store.publish_file, out, ext=".mp4")
+        await self.offload(shutil.rmtree, self.video_dir, True)
         return self._outcome(persisted, info, selection, mime="video/mp4")
 
     async def _checked(self, spooled: SpoolResult, check: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``check(*args, **kwargs)`` in a worker thread; a spool it rejects is discarded."""
+        """``check(*args, **kwargs)`` on the store's executor; a spool it rejects is discarded."""
         try:
-            return await run_in_thread(check, *args, **kwargs)
+            return await self.offload(check, *args, **kwargs)
         except BaseException:
             await self.owner.segments.discard(spooled)
             raise
@@ -595,7 +595,7 @@ class _VideoJob:
             return self._outcome(persisted, None, selection, mime=checked.sniffed.mime)
         expect_audio = selection is not None and _declares_audio(selection.video)
         try:
-            info = await run_in_thread(self._verify, spooled.path, expect_audio=expect_audio,
+            info = await self.offload(self._verify, spooled.path, expect_audio=expect_audio,
                                        duration=expected_duration)
         except AssemblyError:
             info = None  # not an MP4 we can store as it is (FLV, TS, fragmented…): remux below
@@ -603,7 +603,7 @@ class _VideoJob:
         if info is not None and info.faststart and checked.sniffed.ext == ".mp4" and not self.chapters:
             persisted = await self._store_as_is(spooled, ".mp4")
             return self._outcome(persisted, info, selection, mime="video/mp4")
-        lock = await run_in_thread(_lock_dir, self.video_dir)
+        lock = await self.offload(_lock_dir, self.video_dir)
         try:
             return await self._assemble_store({"video": ([spooled.path], None)}, [spooled], selection=selection,
                                               duration=expected_duration, expect_audio=expect_audio)
@@ -612,7 +612,7 @@ class _VideoJob:
 
     async def _store_as_is(self, spooled: SpoolResult, ext: str | None) -> Persisted:
         self.owner._inc("stored_as_is")
-        return await self.owner.segments.publish(spooled, store=self.owner.store, ext=ext)
+        return await self.owner.segments.publish(spooled, ext=ext)
 
     def _outcome(self, persisted: Persisted, info: VideoInfo | None, selection: Selection | None, *,
                  mime: str | None) -> VideoOutcome:
@@ -633,16 +633,16 @@ class _VideoJob:
         fragments on disk. Raises VideoError(``fragment-missing``) when one fails for good."""
         fingerprint = plan_fingerprint(plans)
         ledger_file = self.video_dir / LEDGER_NAME
-        ledger = await run_in_thread(load_ledger, ledger_file, key=self.key, parse=FragmentLedger.from_json)
+        ledger = await self.offload(load_ledger, ledger_file, key=self.key, parse=FragmentLedger.from_json)
         if ledger is not None and ledger.fingerprint != fingerprint:
             logger.info("Video %s changed rendition or segments since the spool was started: starting over",
                         self.key)
             ledger = None
         if ledger is None:
-            await run_in_thread(_reset_dir, self.video_dir)
+            await self.offload(_reset_dir, self.video_dir)
             ledger = FragmentLedger(key=self.key, fingerprint=fingerprint)
         else:
-            ledger.done = await run_in_thread(_existing_parts, self.video_dir, ledger)
+            ledger.done = await self.offload(_existing_parts, self.video_dir, ledger)
             resumed = sum(len(d) for d in ledger.done.values())
             if resumed:
                 self.owner._inc("fragments_resumed", resumed)
@@ -650,7 +650,7 @@ class _VideoJob:
         saver = CoalescingSaver(
             snapshot=lambda: FragmentLedger(key=ledger.key, fingerprint=ledger.fingerprint,
                                             done={t: dict(d) for t, d in ledger.done.items()}),
-            save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync),
+            save=lambda snap: save_ledger(ledger_file, snap, fsync=self.owner.fsync), run=self.offload,
         )
         pending = [(p, f) for p in plans for f in p.all() if f.index not in ledger.done.get(p.track, {})]
         for url in dict.fromkeys(f.key.url for _, f in pending if f.key is not None):  # once per video, in memory
@@ -698,7 +698,7 @@ class _VideoJob:
         del response
         path = part_path(self.video_dir, plan.track, fragment.index)
         try:
-            size = await run_in_thread(_decrypt_and_write, data, path, fsync=self.owner.fsync, key=(
+            size = await self.offload(_decrypt_and_write, data, path, fsync=self.owner.fsync, key=(
                 (self._keys[fragment.key.url], fragment.key.iv) if fragment.key is not None else None))
         except AssemblyError as exc:
             raise VideoError("fragment-corrupt", f"{what}: {exc.reason}") from None

@@ -1,6 +1,7 @@
 """Downloader middleware: media requests (CDNs) get per-host downloader slots ``media:<host>`` of their own, paced
-by MEDIA_DOWNLOAD_DELAY and MEDIA_SLOT_CONCURRENCY instead of the API's DOWNLOAD_DELAY/AutoThrottle (docs/media.md,
-"Pace of media requests"). A request that already names a ``download_slot`` is left as it is.
+by MEDIA_DOWNLOAD_DELAY and MEDIA_CONCURRENCY_PER_HOST (the one size of a host's media concurrency, also the media
+pipeline's per-host semaphore) instead of the API's DOWNLOAD_DELAY/AutoThrottle (docs/media.md, "Pace of media
+requests"). A request that already names a ``download_slot`` is left as it is.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SLOT_PREFIX = "media:"
 class MediaSlotMiddleware:
     """Puts media requests into per-host ``media:<host>`` downloader slots (see the module docstring).
 
-    Settings: MEDIA_SLOTS_ENABLED, MEDIA_DOWNLOAD_DELAY, MEDIA_SLOT_CONCURRENCY.
+    Settings: MEDIA_SLOTS_ENABLED, MEDIA_DOWNLOAD_DELAY, MEDIA_CONCURRENCY_PER_HOST.
     """
 
     def __init__(self, crawler: Crawler) -> None:
@@ -36,11 +37,11 @@ class MediaSlotMiddleware:
             raise NotConfigured("MEDIA_SLOTS_ENABLED is off: media requests share the API slots and their delay")
         self.crawler = crawler
         self.delay = setting(settings, "MEDIA_DOWNLOAD_DELAY")
-        self.concurrency = setting(settings, "MEDIA_SLOT_CONCURRENCY")
+        self.concurrency = setting(settings, "MEDIA_CONCURRENCY_PER_HOST")
         if self.delay < 0 or self.concurrency < 1:
             if self.delay < 0:
                 raise ValueError(f"MEDIA_DOWNLOAD_DELAY={self.delay!r}: expected a number >= 0")
-            raise ValueError(f"MEDIA_SLOT_CONCURRENCY={self.concurrency!r}: expected an integer >= 1")
+            raise ValueError(f"MEDIA_CONCURRENCY_PER_HOST={self.concurrency!r}: expected an integer >= 1")
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> MediaSlotMiddleware:

@@ -1,7 +1,9 @@
 """The media pipeline: every MediaAsset of a Post downloaded, checked, and stored once by its SHA-256.
 
-A FilesPipeline subclass overriding only its documented surface. The steps of one asset (identity, index lookup,
-download, checks, store, record) and the results on the record: docs/media.md, "What happens to one asset".
+A ``scrapy.pipelines.media.MediaPipeline`` subclass that owns its download path: ``process_item`` runs each
+request's steps (``media_to_download``, the download through ``crawler.engine.download_async``,
+``media_downloaded`` or ``media_failed``) as coroutines on the reactor's asyncio loop, then ``item_completed``. The
+steps of one asset and the results on the record: docs/media.md, "What happens to one asset".
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ import errno
 import hashlib
 import logging
 import time
-from os import PathLike
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from itemadapter import ItemAdapter
@@ -19,13 +20,9 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured, StopDownload
 from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
-from scrapy.pipelines.files import FilesPipeline
-from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError
-from scrapy.utils.asyncio import is_asyncio_available, run_in_thread
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.pipelines.media import FileException, FileInfo, FileInfoOrError, MediaPipeline
 from scrapy.utils.httpobj import urlparse_cached
-from twisted.internet.defer import Deferred, DeferredSemaphore
-from twisted.internet.task import deferLater
+from scrapy.utils.reactor import is_asyncio_reactor_installed
 from twisted.python.failure import Failure
 
 from mediacrawler.config import setting
@@ -42,16 +39,12 @@ from mediacrawler.scrub import scrub
 if TYPE_CHECKING:
     from mediacrawler.media.committer import BatchCommitter, CommitJob
     from mediacrawler.media.index import MediaIndex, ObjectRecord
-    from scrapy import Spider
     from scrapy.crawler import Crawler
-    from scrapy.pipelines.media import MediaPipeline as _ScrapyMediaPipeline
 
 logger = logging.getLogger(__name__)
 
 #: Seconds between two looks at an asset whose spool another request holds (MEDIA_SPOOL_BUSY_WAIT bounds the wait).
 SPOOL_BUSY_POLL = 0.5
-# request.meta key marking that this request holds a per-host download slot (released exactly once).
-_META_SLOT = "_media_slot"
 # request.meta key: the Content-Encoding the body had on the wire (set at headers_received, see _on_headers).
 _META_WIRE_CODING = "_media_wire_coding"
 
@@ -134,23 +127,26 @@ def failed_result(*, url: str, reason: str) -> MediaResult:
                        width=None, height=None, error=scrub(reason))  # the record keeps it: no secret
 
 
-class MediaStorePipeline(FilesPipeline):
+#: Settings of earlier versions that no longer do anything, and what took their place (a WARNING when set).
+REMOVED_SETTINGS = {
+    "MEDIA_SLOT_CONCURRENCY": "MEDIA_CONCURRENCY_PER_HOST sizes the media downloader slots too",
+    "MEDIA_COMMIT_PROCESS": "the file work runs on the media store's executor (docs/media.md, \"Concurrency\")",
+}
+
+
+class MediaStorePipeline(MediaPipeline):
     """Downloads every MediaAsset of a Post into the content-addressed store (docs/media.md; its settings: the
     MEDIA_* and FILES_STORE entries of mediacrawler/settings.py, where their defaults live)."""
 
-    MEDIA_NAME = "media"
-    # Local paths get the content-addressed store; other FilesPipeline schemes stay listed because
-    # FilesPipeline.from_crawler configures them by name, but __init__ refuses them.
-    STORE_SCHEMES = {**FilesPipeline.STORE_SCHEMES, **STORE_SCHEMES}
-
-    def __init__(self, store_uri: str | PathLike[str] | None, download_func: None = None, *,
-                 crawler: Crawler) -> None:
+    def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         if not setting(settings, "MEDIA_ENABLED"):
             raise NotConfigured("MEDIA_ENABLED is off: records are crawled without downloading media")
         # Only MEDIA_ENABLED switches the pipeline off: a setting it cannot work with fails the crawl (ValueError,
         # one line naming it; commands/crawl.py refuses these before the crawl already, config.settings_problem).
-        uri = str(store_uri or setting(settings, "FILES_STORE"))
+        uri = str(setting(settings, "FILES_STORE"))
+        if not uri:
+            raise ValueError("FILES_STORE is empty: the media store needs a local directory")
         if store_scheme(uri) not in STORE_SCHEMES:
             raise ValueError(f"FILES_STORE={uri!r}: the media store supports local paths only")
         from mediacrawler.media.index import SQLiteMediaIndex, index_class
@@ -167,20 +163,22 @@ class MediaStorePipeline(FilesPipeline):
             raise ValueError("MEDIA_CONCURRENCY_PER_HOST must be at least 1")
         self.inline_check_bytes = setting(settings, "MEDIA_INLINE_CHECK_BYTES")
         self.commit_batch = setting(settings, "MEDIA_COMMIT_BATCH")
-        self.commit_process = setting(settings, "MEDIA_COMMIT_PROCESS")
         self.allowed_schemes = allowed_schemes(settings)
-        super().__init__(uri, crawler=crawler)
-        # FilesPipeline built it from STORE_SCHEMES; the scheme check above makes it ours.
-        self.cas: ContentAddressedStore = cast(ContentAddressedStore, self.store)
-        self.cas.fsync = setting(settings, "MEDIA_FSYNC")
+        for name, instead in REMOVED_SETTINGS.items():
+            if settings.get(name) is not None:
+                logger.warning("%s is no longer used: %s", name, instead)
+        super().__init__(crawler=crawler)  # MEDIA_ALLOW_REDIRECTS: allow_redirects, handle_httpstatus_list
+        store_class = STORE_SCHEMES[store_scheme(uri)]
+        self.cas: ContentAddressedStore = store_class(uri, fsync=setting(settings, "MEDIA_FSYNC"))
         self.stats = crawler.stats
         self.index: MediaIndex | None = None
         self.index_is_local = self.index_class is SQLiteMediaIndex
         self.committer: BatchCommitter | None = None
-        # The reactor's asyncio loop when coroutines run on asyncio (decided on the first response), else None.
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_checked = False
-        self._slots: dict[str, DeferredSemaphore] = {}
+        self._slots: dict[str, asyncio.Semaphore] = {}
+        # Results by request fingerprint, for the crawl (as MediaPipeline keeps them): a request seen before gets
+        # the same result object, and an asset reporting an object already reported is "uptodate" (_apply).
+        self._downloaded: dict[bytes, MediaResult | BaseException] = {}
+        self._downloading: dict[bytes, asyncio.Future[None]] = {}
         # ids of results already written to an asset (see item_completed).
         self._reported: set[int] = set()
         # --- video and large files (mediacrawler.media.video): spool under FILES_STORE/spool ---
@@ -191,27 +189,33 @@ class MediaStorePipeline(FilesPipeline):
         self.spool_busy_wait = setting(settings, "MEDIA_SPOOL_BUSY_WAIT")
         crawler.signals.connect(self._on_headers, signal=signals.headers_received)
 
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> MediaStorePipeline:
+        return cls(crawler)
+
     # --- lifecycle ------------------------------------------------------------------------------------------
-    def open_spider(self, spider: Spider | None = None) -> None:
+    def open_spider(self) -> None:
+        if not is_asyncio_reactor_installed():
+            # One concurrency model: coroutines on the asyncio loop (Scrapy's default reactor).
+            raise ValueError("TWISTED_REACTOR: the media pipeline needs "
+                             "twisted.internet.asyncioreactor.AsyncioSelectorReactor")
         super().open_spider()
         from mediacrawler.media.committer import BatchCommitter
 
         self.index = self.index_class.from_settings(self.crawler.settings, store_root=self.cas.root)
-        self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
-                                        max_image_pixels=self.max_image_pixels,
+        self.committer = BatchCommitter(store=self.cas, index=self.index, max_image_pixels=self.max_image_pixels,
                                         max_image_decode_bytes=self.max_image_decode_bytes,
-                                        max_batch=self.commit_batch, isolated=self.commit_process)
-        self.committer.start()
+                                        max_batch=self.commit_batch)
         self._require_redirect_checks()
         swept = self.cas.sweep_tmp()
         if swept:
             logger.info("Removed %d stale temporary files from %s", swept, self.cas.tmp_dir)
         logger.info("Media store at %s, index %r", self.cas.root, self.index)
 
-    def close_spider(self, spider: Spider | None = None) -> None:
+    async def close_spider(self) -> None:
         if self.committer is not None:
-            self.committer.close()
-            self.committer = None
+            committer, self.committer = self.committer, None
+            await committer.close()
         if self.index is not None:
             self.index.close()
             self.index = None
@@ -234,26 +238,41 @@ class MediaStorePipeline(FilesPipeline):
             self.allow_redirects = False
             self.handle_httpstatus_list = None
 
-    # --- FilesPipeline surface ------------------------------------------------------------------------------
-    def get_media_requests(self, item: Any, info: _ScrapyMediaPipeline.SpiderInfo) -> list[Request]:
-        requests = []
-        for platform, asset in pending_assets(item):
-            if media_url_problem(asset.get("url"), allowed_schemes=self.allowed_schemes) is None:
-                referer = media_referer(self.crawler.settings, platform=platform)
-                requests.append(build_media_request(url=asset["url"], platform=platform, kind=asset["kind"],
-                                                    key=str(asset["key"]), referer=referer))
-        return requests
+    # --- MediaPipeline surface ------------------------------------------------------------------------------
+    async def process_item(self, item: Any) -> Any:
+        """Each media request of ``item`` through :meth:`_result_of`, concurrently; then :meth:`item_completed`."""
+        info = self.spiderinfo
+        checked = self._checked_assets(item)  # walked once for both ends (a third of the pipeline's own CPU)
+        outcomes = await asyncio.gather(*(self._result_of(r, info, item) for r in self._requests(checked)),
+                                        return_exceptions=True)
+        results: list[FileInfoOrError] = [(False, Failure(o)) if isinstance(o, BaseException) else (True, o)
+                                          for o in outcomes]
+        return self._completed(results, checked, item)
 
-    async def media_to_download(self, request: Request, info: _ScrapyMediaPipeline.SpiderInfo, *,
+    def get_media_requests(self, item: Any, info: MediaPipeline.SpiderInfo) -> list[Request]:
+        return self._requests(self._checked_assets(item))
+
+    def _checked_assets(self, item: Any) -> list[tuple[str, ItemAdapter, str | None]]:
+        """``(platform, asset, problem of its URL or None)`` for each of :func:`pending_assets`."""
+        return [(platform, asset, media_url_problem(asset.get("url"), allowed_schemes=self.allowed_schemes))
+                for platform, asset in pending_assets(item)]
+
+    def _requests(self, checked: list[tuple[str, ItemAdapter, str | None]]) -> list[Request]:
+        return [build_media_request(url=asset["url"], platform=platform, kind=asset["kind"], key=str(asset["key"]),
+                                    referer=media_referer(self.crawler.settings, platform=platform))
+                for platform, asset, problem in checked if problem is None]
+
+    async def media_to_download(self, request: Request, info: MediaPipeline.SpiderInfo, *,
                                 item: Any = None) -> MediaResult | None:
+        """The stored object's result when the index has this asset and the store its bytes; else ``None``."""
         ident = request.meta.get(META_ASSET) or {}
         try:
             if self.index_is_local:
                 # SQLite: a primary-key read of a local file (tens of microseconds) costs less than the
-                # thread hand-off would.
+                # executor hand-off would.
                 stored = self._stored_object(key=ident.get("index_key"), url=request.url)
             else:
-                stored = await run_in_thread(self._stored_object, key=ident.get("index_key"), url=request.url)
+                stored = await self.cas.run(self._stored_object, key=ident.get("index_key"), url=request.url)
         except Exception as exc:
             # An unreachable index costs a download, never the asset.
             self.stats.inc_value("media/index/errors")
@@ -263,17 +282,44 @@ class MediaStorePipeline(FilesPipeline):
             # A document is read again (it is small): what is derived from it (a subtitle's SRT) needs its bytes.
             logger.debug("Media up to date: %s is %s", request.url, stored.path)
             return result_from_record(url=request.url, obj=stored, status="uptodate")
-        await self._acquire_slot(request)
+        return None
+
+    async def _result_of(self, request: Request, info: MediaPipeline.SpiderInfo, item: Any) -> MediaResult:
+        """The result of ``request``: the one of an earlier request with its fingerprint (awaited while that one
+        runs), else :meth:`_fetch`'s. A failure that is not an asset's (a bug) is logged once, as an ERROR."""
+        fp = self.crawler.request_fingerprinter.fingerprint(request)
+        if fp not in self._downloaded:
+            running = self._downloading.get(fp)
+            if running is not None:
+                await asyncio.shield(running)
+            else:
+                done = self._downloading[fp] = asyncio.get_running_loop().create_future()
+                try:
+                    self._downloaded[fp] = await self._fetch(request, info, item)
+                except Exception as exc:
+                    logger.exception("Media request %s failed", strip_userinfo(request.url))
+                    self._downloaded[fp] = exc.with_traceback(None)  # cached: no frames kept alive
+                finally:
+                    self._downloading.pop(fp, None)
+                    done.set_result(None)
+        result = self._downloaded[fp]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _fetch(self, request: Request, info: MediaPipeline.SpiderInfo, item: Any) -> MediaResult:
+        """One asset: the index, then the download within the host's slot, then its checks and storing. An
+        ordinary failure (a 404, a corrupt body, a refused redirect) becomes a failed result, reported once, as
+        the asset's WARNING (_apply)."""
+        stored = await self.media_to_download(request, info, item=item)
+        if stored is not None:
+            return stored
+        ident = request.meta.get(META_ASSET) or {}
         # --- video/audio: manifests, Range segments, resumable spool (mediacrawler.media.video) -------------
         if ident.get("kind") in ("video", "audio"):
-            try:
+            async with self._host_slot(request):
                 return await self._download_video(request, item=item, ident=ident)
-            finally:
-                self._release_slot(request)
-        # --- end of the video hook; images: one request, media_downloaded ---------------------------------
-        # Downloaded here, not by MediaPipeline, which logs whatever media_failed raises as an ERROR with a
-        # traceback: an ordinary failure (a 404, a corrupt body, a refused redirect) becomes a failed result,
-        # reported once, as the asset's WARNING (_apply).
+        # --- images and documents: one request, media_downloaded --------------------------------------------
         if self.handle_httpstatus_list:
             # As MediaPipeline does: MEDIA_ALLOW_REDIRECTS leaves 3xx to RedirectMiddleware (hops re-checked by
             # middlewares/media_redirects.py), every other status reaches media_downloaded.
@@ -281,7 +327,8 @@ class MediaStorePipeline(FilesPipeline):
         else:
             request.meta["handle_httpstatus_all"] = True
         try:
-            response = await self.crawler.engine.download_async(request)
+            async with self._host_slot(request):
+                response = await self.crawler.engine.download_async(request)
         except Exception as exc:
             return self._failed(exc, request, info)
         try:
@@ -315,10 +362,8 @@ class MediaStorePipeline(FilesPipeline):
             if time.monotonic() > deadline:
                 break
             self.stats.inc_value("media/spool_busy_waits")
-            from twisted.internet import reactor  # the installed reactor, at call time
-
-            await maybe_deferred_to_future(deferLater(reactor, SPOOL_BUSY_POLL, lambda: None))
-            stored = await run_in_thread(self._stored_object, key=ident.get("index_key"), url=request.url)
+            await asyncio.sleep(SPOOL_BUSY_POLL)
+            stored = await self.cas.run(self._stored_object, key=ident.get("index_key"), url=request.url)
             if stored is not None:
                 return result_from_record(url=request.url, obj=stored, status="deduplicated")
         if outcome.obj is None:
@@ -348,21 +393,19 @@ class MediaStorePipeline(FilesPipeline):
             raise StopDownload(fail=False)
 
     async def _download_large_image(self, request: Request, *, item: Any, ident: dict[str, Any]) -> MediaResult:
-        await self._acquire_slot(request)
-        try:
+        async with self._host_slot(request):
             logger.debug("Large image (%d bytes): %s goes in Range segments", request.meta[META_LARGE],
                          request.url)
             self.stats.inc_value("media/large_images")
             return await self._download_video(request, item=item, ident=ident)
-        finally:
-            self._release_slot(request)
 
     async def media_downloaded(self, response: Response, request: Request,
-                               info: _ScrapyMediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
+                               info: MediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
+        """Check, store and index one response's body (the committer's round), or hand a large image on to the
+        Range-segment path; raises :class:`MediaDownloadFailed` for a store failure."""
         from mediacrawler.media.committer import CommitJob
         from mediacrawler.media.integrity import MediaRejected, check_body, check_http
 
-        self._release_slot(request)
         # After a redirect the stopped request is the last hop (response.request), a copy of ``request``.
         last = response.request if response.request is not None else request
         if last.meta.get(META_LARGE) and "download_stopped" in response.flags:
@@ -390,8 +433,8 @@ class MediaStorePipeline(FilesPipeline):
             checked = None
             if len(body) > self.inline_check_bytes:
                 # A big decode would hold up the committer's whole round: checked in a worker thread first.
-                checked = await run_in_thread(check_body, body, kind=kind, max_image_pixels=self.max_image_pixels,
-                                              max_image_decode_bytes=self.max_image_decode_bytes)
+                checked = await self.cas.run(check_body, body, kind=kind, max_image_pixels=self.max_image_pixels,
+                                             max_image_decode_bytes=self.max_image_decode_bytes)
             # Checks, hash, write, syncs and the index row: the batch committer, in one round with whatever else
             # arrived meanwhile; the job comes back once its object and its index row are durable.
             job = CommitJob(body, kind=kind, key=ident.get("index_key"), url=url, checked=checked)
@@ -448,8 +491,8 @@ class MediaStorePipeline(FilesPipeline):
         return out
 
     def media_failed(self, failure: Failure, request: Request,
-                     info: _ScrapyMediaPipeline.SpiderInfo) -> NoReturn:
-        self._release_slot(request)
+                     info: MediaPipeline.SpiderInfo) -> NoReturn:
+        """Raise the :class:`MediaDownloadFailed` of a failed download, its reason a slug."""
         exc = failure.value
         if isinstance(exc, MediaDownloadFailed):
             raise exc
@@ -459,7 +502,7 @@ class MediaStorePipeline(FilesPipeline):
         logger.debug("Media download failed: %s: %s: %s", request.url, type(exc).__name__, exc)
         raise MediaDownloadFailed(reason, f"{type(exc).__name__}: {exc}") from exc
 
-    def _failed(self, exc: BaseException, request: Request, info: _ScrapyMediaPipeline.SpiderInfo) -> MediaResult:
+    def _failed(self, exc: BaseException, request: Request, info: MediaPipeline.SpiderInfo) -> MediaResult:
         """The failed result of a download that ended with ``exc`` (reason as media_failed gives it)."""
         try:
             self.media_failed(Failure(exc), request, info)
@@ -467,11 +510,14 @@ class MediaStorePipeline(FilesPipeline):
             return failed_result(url=request.url, reason=str(failed))
 
     def item_completed(self, results: list[FileInfoOrError], item: Any,
-                       info: _ScrapyMediaPipeline.SpiderInfo) -> Any:
+                       info: MediaPipeline.SpiderInfo) -> Any:
+        return self._completed(results, self._checked_assets(item), item)
+
+    def _completed(self, results: list[FileInfoOrError], checked: list[tuple[str, ItemAdapter, str | None]],
+                   item: Any) -> Any:
         pending = iter(results)
-        for _, asset in pending_assets(item):
+        for _, asset, problem in checked:
             url = asset.get("url")
-            problem = media_url_problem(url, allowed_schemes=self.allowed_schemes)
             repeat = False
             if problem is not None:
                 result = failed_result(url=str(url), reason=problem)
@@ -481,9 +527,9 @@ class MediaStorePipeline(FilesPipeline):
                 ok, value = next(pending)
                 if ok:
                     result = cast(MediaResult, value)
-                    # FilesPipeline hands the same cached result object to every request with the same
-                    # fingerprint (kept alive in its cache, so ids are stable); only the first asset that
-                    # reports it caused the download.
+                    # Every request with the same fingerprint gets the same cached result object (kept alive
+                    # in _downloaded, so ids are stable); only the first asset that reports it caused the
+                    # download.
                     repeat = id(result) in self._reported
                     self._reported.add(id(result))
                 else:
@@ -492,7 +538,7 @@ class MediaStorePipeline(FilesPipeline):
         return item
 
     def file_path(self, request: Request, response: Response | None = None,
-                  info: _ScrapyMediaPipeline.SpiderInfo | None = None, *, item: Any = None) -> str:
+                  info: MediaPipeline.SpiderInfo | None = None, *, item: Any = None) -> str:
         """The object path of a response's body. Content-addressed: without the response there is no path."""
         if response is None:
             raise ValueError("a content-addressed path depends on the bytes: pass the response")
@@ -510,42 +556,19 @@ class MediaStorePipeline(FilesPipeline):
         self.index.record(obj=obj, key=key, url=url)
         return obj
 
-    def _commit(self, job: CommitJob) -> Any:
-        """Queue ``job`` with the batch committer; an awaitable of the finished job (an asyncio future when
-        coroutines run on asyncio, a Deferred otherwise)."""
-        if not self._loop_checked:
-            self._loop = asyncio.get_running_loop() if is_asyncio_available() else None
-            self._loop_checked = True
+    async def _commit(self, job: CommitJob) -> CommitJob:
+        """``job`` through the batch committer's next round: back once its object and index row are durable."""
         if self.committer is None:
             raise MediaDownloadFailed("store-error", "the media store is closed")
-        waiter: Any = self._loop.create_future() if self._loop is not None else Deferred()
-        job.waiter = waiter
-        self.committer.submit(job)
-        return waiter
+        return await self.committer.commit(job)
 
-    def _deliver(self, jobs: list[CommitJob]) -> None:
-        """(Committer thread.) Hand a finished round to the reactor thread: one wake-up per round."""
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(_resolve, jobs)
-        else:
-            from twisted.internet import reactor  # the installed reactor, at call time
-
-            reactor.callFromThread(_resolve, jobs)  # type: ignore[attr-defined]
-
-    async def _acquire_slot(self, request: Request) -> None:
+    def _host_slot(self, request: Request) -> asyncio.Semaphore:
+        """The host's semaphore (MEDIA_CONCURRENCY_PER_HOST), held around a download: ``async with``."""
         host = urlparse_cached(request).netloc.lower()
         sem = self._slots.get(host)
         if sem is None:
-            sem = self._slots[host] = DeferredSemaphore(self.concurrency_per_host)
-        await maybe_deferred_to_future(sem.acquire())
-        request.meta[_META_SLOT] = host
-
-    def _release_slot(self, request: Request) -> None:
-        # Called from media_downloaded and media_failed; FilesPipeline calls media_failed also when
-        # media_downloaded raised, so the slot is released by whichever runs first.
-        host = request.meta.pop(_META_SLOT, None)
-        if host is not None:
-            self._slots[host].release()
+            sem = self._slots[host] = asyncio.Semaphore(self.concurrency_per_host)
+        return sem
 
     def _apply(self, asset: ItemAdapter, result: MediaResult, *, repeat: bool) -> None:
         status = result["status"]
@@ -582,16 +605,6 @@ class MediaStorePipeline(FilesPipeline):
 
 #: Asset kinds stored as documents, not media (media/integrity.py check_document).
 _DOCUMENT_KINDS = ("subtitle", "danmaku")
-
-
-def _resolve(jobs: list[CommitJob]) -> None:
-    """(Reactor thread.) Wake the coroutine waiting for each job."""
-    for job in jobs:
-        waiter, job.waiter = job.waiter, None
-        if isinstance(waiter, Deferred):
-            waiter.callback(job)
-        elif waiter is not None and not waiter.done():
-            waiter.set_result(job)
 
 
 def _store_failure(exc: BaseException) -> MediaDownloadFailed:

@@ -47,8 +47,7 @@ class WebData:
 def crawl_settings(root: Path, sandbox: SandboxProcess) -> list[str]:
     return [f"WEIBO_BASE_URL={sandbox.weibo_url}", f"BILIBILI_API_URL={sandbox.url}/bilibili",
             f"CHECKPOINT_DIR={root / 'checkpoints'}", f"FILES_STORE={root / 'files'}",
-            f"OUTPUT_DIR={root / 'output'}", "DOWNLOAD_DELAY=0", "AUTOTHROTTLE_ENABLED=0", "LOG_LEVEL=INFO",
-            "MEDIA_COMMIT_PROCESS=0"]
+            f"OUTPUT_DIR={root / 'output'}", "DOWNLOAD_DELAY=0", "AUTOTHROTTLE_ENABLED=0", "LOG_LEVEL=INFO"]
 
 
 def _crawl(root: Path, pairs: list[str], spider: str, *args: str) -> None:
