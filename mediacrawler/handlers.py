@@ -1,5 +1,6 @@
 """HTTP download handler: Scrapy's own, with a connection pool as large as the media slots, and segment bodies
-received straight into their buffers (docs/media.md, "Concurrency" and "Large files and video: the download layer").
+received straight into their buffers (docs/media.md, "Concurrency" and "Large files and video: the download
+layer").
 
 Scrapy's HTTP/1.1 handler keeps at most CONCURRENT_REQUESTS_PER_DOMAIN idle connections per host (4 here, the
 APIs' pace). Media slots run MEDIA_SLOT_CONCURRENCY requests (32) to one CDN host, so most media requests would
@@ -55,8 +56,8 @@ class PooledHTTPDownloadHandler(HTTP11DownloadHandler):
         settings = crawler.settings
         per_host = max(settings.getint("HTTP_POOL_PER_HOST"), settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
         self._pool.maxPersistentPerHost = per_host
-        # The TLS policy Scrapy built from its settings (no certificate checks unless DOWNLOAD_VERIFY_CERTIFICATES),
-        # so a sink's HTTPS connection is set up exactly like Scrapy's own.
+        # The TLS policy Scrapy built from its settings (no certificate checks unless
+        # DOWNLOAD_VERIFY_CERTIFICATES), so a sink's HTTPS connection is set up exactly like Scrapy's own.
         self.sinks = SinkFetcher(crawler, per_host=per_host, tls_policy=self._contextFactory)
 
     async def download_request(self, request: Request) -> Response:
@@ -154,7 +155,8 @@ def _scrapy_error(exc: Exception) -> Exception:
     """The Scrapy exception Scrapy's own handler raises for a Twisted one (RETRY_EXCEPTIONS names Scrapy's)."""
     for types, scrapy_error in ((CancelledError, DownloadCancelledError),
                                 (net.ConnectionRefusedError, DownloadConnectionRefusedError),
-                                (net.DNSLookupError, CannotResolveHostError), (net.TimeoutError, DownloadTimeoutError),
+                                (net.DNSLookupError, CannotResolveHostError),
+                                (net.TimeoutError, DownloadTimeoutError),
                                 ((ResponseFailed, ResponseNeverReceived), DownloadFailedError)):
         if isinstance(exc, types):
             return scrapy_error(str(exc))

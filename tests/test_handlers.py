@@ -167,9 +167,9 @@ class Sinks(scrapy.Spider):
 
     async def fetch(self, path, start, end):
         sink = BufferPool(1 << 20, keep=1).take(end - start)
-        request = scrapy.Request(f"{base}{path}", headers={"Range": f"bytes={start}-{end - 1}"}, dont_filter=True,
-                                 meta={META_BODY_SINK: sink, "download_maxsize": end - start, "max_retry_times": 0},
-                                 callback=NO_CALLBACK)
+        meta = {META_BODY_SINK: sink, "download_maxsize": end - start, "max_retry_times": 0}
+        request = scrapy.Request(f"{base}{path}", headers={"Range": f"bytes={start}-{end - 1}"}, meta=meta,
+                                 dont_filter=True, callback=NO_CALLBACK)
         try:
             response = await self.crawler.engine.download_async(request)
         except Exception as exc:

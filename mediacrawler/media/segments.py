@@ -701,7 +701,8 @@ class SegmentedDownloader:
         :class:`SegmentError`, the spool kept for a later run; on success :meth:`publish` or :meth:`discard`."""
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
-                             spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget, pool=self.pool,
+                             spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget,
+                             pool=self.pool,
                              resolve=None if refresh is None else lambda old: refresh(key=key, url=old))
         started = time.monotonic()
         try:
