@@ -125,8 +125,8 @@ def run(case: str, weibo_url: str, work: Path, expected: set[str]) -> dict[str, 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mediacrawler.sandbox.process import start_sandbox
-    from mediacrawler.sandbox.world import build_world
+    from mediacrawler_sandbox.process import start_sandbox
+    from mediacrawler_sandbox.world import build_world
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)

@@ -81,7 +81,7 @@ def upward_imports() -> set[tuple[str, str]]:
     found = set()
     for module, path in modules():
         mine = layer(module)
-        if mine is None or module == "mediacrawler.settings":  # sandbox/: outside the layers; settings: the wiring
+        if mine is None or module == "mediacrawler.settings":  # settings: the wiring point
             continue
         tree = ast.parse(path.read_text("utf-8"))
         for target in imported(module, tree, package=path.name == "__init__.py"):
@@ -94,7 +94,29 @@ def upward_imports() -> set[tuple[str, str]]:
 def test_every_package_has_a_layer() -> None:
     tops = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
             if (p.suffix == ".py" or (p / "__init__.py").exists())}
-    assert tops - {name for names in LAYERS for name in names} == {"sandbox"}
+    assert tops - {name for names in LAYERS for name in names} == set()
+
+
+def sandbox_imports() -> set[tuple[str, str]]:
+    """(module, name) for every import of the sandbox (mediacrawler_sandbox, a test double) in the product, by an
+    import statement or an import string."""
+    found = set()
+    for module, path in modules():
+        tree = ast.parse(path.read_text("utf-8"))
+        names = imported(module, tree, package=path.name == "__init__.py") | {
+            n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        found.update((module, name) for name in names if re.fullmatch(r"mediacrawler_sandbox(\.\w+)*", name))
+    return found
+
+
+def test_the_product_imports_the_sandbox_only_in_the_demo_command() -> None:
+    """Only ``mediacrawler demo`` runs the sandbox, and imports it inside the command (it is not installed with
+    the product): no module-level import of it anywhere."""
+    importers = {module for module, _ in sandbox_imports()}
+    assert importers == {"mediacrawler.demo"}
+    tree = ast.parse((PACKAGE / "demo.py").read_text("utf-8"))
+    top_level = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert not [n for n in top_level if "mediacrawler_sandbox" in ast.unparse(n)]
 
 
 def test_no_module_imports_a_layer_above_it() -> None:

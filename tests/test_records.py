@@ -19,8 +19,8 @@ from mediacrawler.pipelines.records import records_problem
 from mediacrawler.records.rows import Rows, add_record
 from mediacrawler.records.schema import SCHEMA_VERSION, SchemaTooNew
 from mediacrawler.records.store import open_store
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import ROOT, control, crawl_command, media_paths, records, run
 from tests.utils import project_crawler, weibo_sandbox
 

@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from mediacrawler.commands import web as web_command
 from mediacrawler.commands.options import command_settings
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.weibo import build_weibo_world
 from mediacrawler.web.app import build_app
 from mediacrawler.web.queries import comment_thread
 from tests.plugins.web_data import (BVID, HOSTILE_AUTHOR, HOSTILE_ID, HOSTILE_TEXT, SHOWCASE_UID, THREAD_POST,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.weibo import build_weibo_world
 from tests.plugins.web_data import BVID, ROOT, SHOWCASE_UID, THREAD_POST, WebData
 
 CHROMIUM = "/usr/bin/chromium"

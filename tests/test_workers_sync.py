@@ -14,8 +14,8 @@ import redis
 
 from mediacrawler.extensions.marks import RedisMarkStore
 from mediacrawler.extensions.retries import RedisRetryStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import control, listing_requests, run_workers
 from tests.test_retry import assert_stored_on_retry, video_post
 from tests.utils import weibo_sandbox

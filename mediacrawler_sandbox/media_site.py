@@ -8,7 +8,7 @@ URL patterns (relative to the sandbox origin)::
     /media/weibo/live/{pid}.mp4                the Live Photo motion clip of a picture (a 360p MP4 of its own)
     /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video: the progressive faststart MP4 (H.264/AAC, 4 s) of
                                                that id at its declared height: 720 → 720p, hd → 480p, sd → 360p
-                                               (:func:`mediacrawler.sandbox.video.video_file`). Needs a Referer too,
+                                               (:func:`mediacrawler_sandbox.video.video_file`). Needs a Referer too,
                                                and with ``weibo_video_url_uses`` a valid ``?ssig=`` (else 403).
     /media/hostile/{case}                      hostile manifests for the video path's guards (:data:`HOSTILE`):
                                                huge_timeline.mpd (SegmentTimeline r="1000000000"), million.m3u8

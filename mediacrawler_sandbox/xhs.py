@@ -1,7 +1,7 @@
 """XiaoHongShu (www.xiaohongshu.com) in the sandbox: a deterministic world of notes and the pages rendered from it.
 
 Pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox serves, and
-:mod:`mediacrawler.sandbox.xhs_site` renders it over HTTP (``XHS_WEB_URL`` = ``{sandbox}/xhs``).
+:mod:`mediacrawler_sandbox.xhs_site` renders it over HTTP (``XHS_WEB_URL`` = ``{sandbox}/xhs``).
 
 World model
 ===========
@@ -17,7 +17,7 @@ answered like :data:`GONE_NOTE`.
 Media are real sandbox media on the request's origin: image ``n`` is ``/media/img/{n}.jpg`` (scene ``WB_DFT`` and
 ``urlDefault`` as ``?sc=dft``, the ``WB_PRV`` preview as ``?sc=prv``: the same bytes, so a test can tell which URL
 was used only from the record); a video's ``h264[]`` streams are ``/media/progressive/{video id}/{r}.mp4`` at 720p,
-480p and 360p (H.264/AAC, :data:`mediacrawler.sandbox.video.DURATION` seconds), each with a backup URL
+480p and 360p (H.264/AAC, :data:`mediacrawler_sandbox.video.DURATION` seconds), each with a backup URL
 (``?bak=1``, same bytes); ``h265[]`` is empty, as it is for many real notes (the sandbox has no HEVC to serve).
 
 Pages
@@ -110,7 +110,7 @@ class XhsWorld:
 
 
 def _image(n: int) -> XhsImage:
-    # Same formula as mediacrawler.sandbox.media.generic_image: the declared size is the served image's.
+    # Same formula as mediacrawler_sandbox.media.generic_image: the declared size is the served image's.
     return XhsImage(n=n, width=160 + stable_int("img-w", n, bits=7), height=160 + stable_int("img-h", n, bits=7))
 
 

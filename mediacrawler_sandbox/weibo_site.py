@@ -1,4 +1,4 @@
-"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered by :mod:`mediacrawler.sandbox.weibo_api` from the world of :mod:`mediacrawler.sandbox.weibo`.
+"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered by :mod:`mediacrawler_sandbox.weibo_api` from the world of :mod:`mediacrawler_sandbox.weibo`.
 
 Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
 
@@ -11,9 +11,9 @@ Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
     GET /weibo/comments/hotFlowChild?cid=CID&max_id=N&max_id_type=0         the replies of one comment
 
 With the ``weibo_video_url_uses`` knob, every answer signs the video URLs it renders (``?ssig=`` token, one per
-path per answer; see :class:`mediacrawler.sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``,
+path per answer; see :class:`mediacrawler_sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``,
 ``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the ``weibo_*`` fault knobs
-(:mod:`mediacrawler.sandbox.faults`) replace them with Weibo's error answers.
+(:mod:`mediacrawler_sandbox.faults`) replace them with Weibo's error answers.
 """
 
 from __future__ import annotations

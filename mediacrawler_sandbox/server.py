@@ -43,7 +43,7 @@ from .weibo_site import WeiboResource
 from .world import build_world
 from .xhs_site import XhsResource
 
-logger = logging.getLogger("mediacrawler.sandbox")
+logger = logging.getLogger("mediacrawler_sandbox")
 
 __all__ = ["SandboxSite", "build_site", "main", "parse_args"]
 
@@ -142,9 +142,9 @@ def _faults(value: str) -> dict[str, Any]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line of ``python -m mediacrawler.sandbox``."""
+    """The command line of ``python -m mediacrawler_sandbox``."""
     parser = argparse.ArgumentParser(
-        prog="python -m mediacrawler.sandbox",
+        prog="python -m mediacrawler_sandbox",
         description="Local test double of the remote platforms. Prints its base URL as the first stdout line.",
     )
     parser.add_argument("--host", default="127.0.0.1")

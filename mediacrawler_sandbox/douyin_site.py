@@ -1,5 +1,5 @@
 """``/douyin/…``: www.iesdouyin.com share pages, www.douyin.com's detail API and v.douyin.com short links, rendered
-from :mod:`mediacrawler.sandbox.douyin`.
+from :mod:`mediacrawler_sandbox.douyin`.
 
 Routes (``DOUYIN_SHARE_URL`` = ``DOUYIN_WEB_URL`` = ``DOUYIN_SHORT_URL`` = ``{sandbox}/douyin``)::
 

@@ -1,4 +1,4 @@
-"""``/xhs/…``: XiaoHongShu's server-rendered pages over HTTP, rendered from :mod:`mediacrawler.sandbox.xhs`.
+"""``/xhs/…``: XiaoHongShu's server-rendered pages over HTTP, rendered from :mod:`mediacrawler_sandbox.xhs`.
 
 Routes (``XHS_WEB_URL`` = ``{sandbox}/xhs``)::
 
@@ -9,7 +9,7 @@ Routes (``XHS_WEB_URL`` = ``{sandbox}/xhs``)::
 
 Pages are ``text/html`` with ``window.__INITIAL_STATE__`` as a JavaScript object literal. A cookie is accepted and
 never required (the request log records only whether one was sent). The ``xhs_web`` knob
-(:mod:`mediacrawler.sandbox.faults`) answers rate limits instead: HTTP 461, or code 300012 in the page state or in
+(:mod:`mediacrawler_sandbox.faults`) answers rate limits instead: HTTP 461, or code 300012 in the page state or in
 a JSON body. Anything else under ``/xhs`` is a 404 page.
 """
 

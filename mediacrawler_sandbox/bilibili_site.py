@@ -1,4 +1,4 @@
-"""``/bilibili/…``: api.bilibili.com over HTTP, rendered from :mod:`mediacrawler.sandbox.bilibili`.
+"""``/bilibili/…``: api.bilibili.com over HTTP, rendered from :mod:`mediacrawler_sandbox.bilibili`.
 
 Routes (``BILIBILI_API_URL`` = ``{sandbox}/bilibili``)::
 

@@ -1,6 +1,6 @@
 """The bundled platform sandbox: a local HTTP test double of the remote platforms (see docs, BRIEF §4).
 
-Run it with ``python -m mediacrawler.sandbox --port 0`` (prints its base URL as the first stdout line), or from
+Run it with ``python -m mediacrawler_sandbox --port 0`` (prints its base URL as the first stdout line), or from
 Python with :func:`start_sandbox`. Module map:
 
 - :mod:`.world` / :mod:`.weibo` — pure, deterministic world models (what tests import to compute expectations)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .bilibili import BVID_RE, BVIDS, cid_for
+from .bilibili_ids import BVID_RE, BVIDS, cid_for
 from .det import stable_hex, stable_int
 
 __all__ = [

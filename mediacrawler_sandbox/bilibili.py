@@ -2,7 +2,7 @@
 :mod:`.video`.
 
 Pure (no Twisted): tests import it to compute what the sandbox serves. Every bvid matching :data:`BVID_RE`
-(``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler.sandbox.video.video_package`
+(``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler_sandbox.video.video_package`
 of the bvid itself; ``aid``/``cid``/title/stats derive from the bvid. :data:`BVIDS` are the ones the sandbox
 advertises. A bvid that does not match answers ``-404``, as does a ``cid`` that is not the video's.
 
@@ -62,7 +62,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from . import durl
+from .bilibili_ids import BVID_RE, BVIDS, aid_for, cid_for
 from .det import stable_hex, stable_int
+from .video import DURATION, RENDITIONS, video_catalog, video_package
 
 __all__ = [
     "BAD_REQUEST",
@@ -94,8 +97,6 @@ __all__ = [
     "wbi_signature_ok",
 ]
 
-BVID_RE = re.compile(r"BV1[0-9A-Za-z]{9}")
-BVIDS: tuple[str, ...] = ("BV1Sbx411A01", "BV1Sbx411A02", "BV1Sbx411A03")
 
 RISK_CONTROL: dict[str, Any] = {"code": -352, "message": "风控校验失败", "ttl": 1,
                                 "data": {"v_voucher": "voucher_00000000-0000-0000-0000-000000000000"}}
@@ -114,16 +115,6 @@ _MIXIN_TAB = (46, 47, 18, 2, 53, 8, 23, 32, 15, 50, 10, 31, 58, 3, 45, 35, 27, 4
 _QUALITY_NAMES = {64: "高清 720P", 32: "清晰 480P", 16: "流畅 360P"}
 _QUALITY_FORMATS = {64: "flv720", 32: "flv480", 16: "mp4"}
 _DEADLINE = 1_793_498_400  # a fixed far-future "deadline" query value (URLs are not really expiring)
-
-
-def aid_for(bvid: str) -> int:
-    """The numeric ``aid`` of ``bvid`` (stable)."""
-    return 100_000_000 + stable_int("bili-aid", bvid, bits=40) % 900_000_000
-
-
-def cid_for(bvid: str) -> int:
-    """The ``cid`` of ``bvid``'s only page (stable)."""
-    return 10_000_000 + stable_int("bili-cid", bvid, bits=40) % 90_000_000
 
 
 def _known(bvid: str | None) -> bool:
@@ -249,8 +240,6 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
     Encodes the video on first use. ``durl_segments`` N ≥ 1 (the ``bilibili_durl_segments`` knob): a ``durl``
     answer whatever ``fnval`` asks, the file in N segments (:mod:`.durl`) when N > 1; :data:`DURL_BVID` answers
     so (in :data:`DURL_SEGMENTS`) when the knob is off."""
-    from .video import RENDITIONS, video_catalog, video_package
-
     if not _known(bvid):
         return dict(NOT_FOUND)
     assert bvid is not None
@@ -320,11 +309,9 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         data["durl"] = [{"order": 1, "length": round(catalog.duration * 1000), "size": info.progressive_size,
                          "ahead": "", "vhead": "", "url": primary, "backup_url": backup}]
         if durl_segments > 1:
-            from .durl import durl_segments as cut, segment_name
-
             data["durl"] = []
-            for k, (body, length) in enumerate(cut(media_id, info.name, durl_segments), start=1):
-                primary, backup = _urls(base, media_id, segment_name(cid, quality, k, durl_segments),
+            for k, (body, length) in enumerate(durl.durl_segments(media_id, info.name, durl_segments), start=1):
+                primary, backup = _urls(base, media_id, durl.segment_name(cid, quality, k, durl_segments),
                                         mirrors=mirrors)
                 data["durl"].append({"order": k, "length": length, "size": len(body), "ahead": "", "vhead": "",
                                      "url": primary, "backup_url": backup})
@@ -381,8 +368,6 @@ def _pic(base: str, bvid: str) -> str:
 
 def view_response(bvid: str | None, *, base: str) -> dict[str, Any]:
     """The body of ``/x/web-interface/view?bvid=`` (no encoding needed: heights and duration are fixed)."""
-    from .video import DURATION, RENDITIONS
-
     if not _known(bvid):
         return dict(BAD_REQUEST) if bvid is None else dict(NOT_FOUND)
     assert bvid is not None
@@ -425,8 +410,6 @@ def view_response(bvid: str | None, *, base: str) -> dict[str, Any]:
 
 def arc_search_response(mid: int | None, *, pn: int | None, ps: int | None, base: str) -> dict[str, Any]:
     """The body of ``/x/space/wbi/arc/search?mid=&pn=&ps=``: ``mid``'s uploads, newest first."""
-    from .video import DURATION
-
     pn, ps = pn or 1, ps or 30
     if mid is None or pn < 1 or not 1 <= ps <= 50:
         return dict(BAD_REQUEST)
@@ -485,8 +468,6 @@ def search_response(keyword: str | None, *, search_type: str | None, page: int |
     """The body of ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=[&order=]
     [&pubtime_begin_s=&pubtime_end_s=]`` over :data:`UPLOADS` (:func:`search_hits`), at most ``cap`` of them (the
     first ones: Bilibili answers no more than 1,000 results to one query)."""
-    from .video import DURATION
-
     page, size = page or 1, page_size or 20
     if (not keyword or search_type != "video" or page < 1 or not 1 <= size <= 50
             or (order is not None and order not in SEARCH_ORDERS)):

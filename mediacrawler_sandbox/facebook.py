@@ -1,7 +1,7 @@
 """Facebook (Graph API v19.0) in the sandbox: a deterministic world model and the payloads rendered from it.
 
 Pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox serves, and
-:mod:`mediacrawler.sandbox.facebook_site` renders it over HTTP.
+:mod:`mediacrawler_sandbox.facebook_site` renders it over HTTP.
 
 World model
 ===========
@@ -14,7 +14,7 @@ Graph pages of 4 posts.
 
 Media are real sandbox media on the request's origin: photo ``n`` is ``/media/img/{n}.jpg`` (its declared
 ``width``/``height`` are the generated image's), a video's source is ``/media/progressive/{video id}/720p.mp4``
-(H.264/AAC, :data:`mediacrawler.sandbox.video.DURATION` seconds) and its thumbnail a ``/media/img`` picture.
+(H.264/AAC, :data:`mediacrawler_sandbox.video.DURATION` seconds) and its thumbnail a ``/media/img`` picture.
 
 Payloads
 ========
@@ -117,7 +117,7 @@ class FacebookWorld:
 
 
 def _photo(n: int) -> FbPhoto:
-    # Same formula as mediacrawler.sandbox.media.generic_image: the declared size is the served image's.
+    # Same formula as mediacrawler_sandbox.media.generic_image: the declared size is the served image's.
     return FbPhoto(id=str(400_000_000_000_000 + n), n=n, width=160 + stable_int("img-w", n, bits=7),
                    height=160 + stable_int("img-h", n, bits=7))
 

@@ -1,7 +1,7 @@
 """Douyin in the sandbox: a small deterministic world of awemes and the pages and answers rendered from it.
 
 Pure (no Twisted, no I/O): tests import it to compute what the sandbox serves, and
-:mod:`mediacrawler.sandbox.douyin_site` renders it over HTTP.
+:mod:`mediacrawler_sandbox.douyin_site` renders it over HTTP.
 
 World
 =====
@@ -14,7 +14,7 @@ image album with background music (:data:`ALBUM_AWEME`,
 Media are real sandbox media on the request's origin:
 
 - a video's ``bit_rate[]`` lists H.264 at 720/480/360 (``/media/progressive/{aweme}/{r}.mp4``, H.264/AAC,
-  :data:`mediacrawler.sandbox.video.DURATION` s) and HEVC at 720/480 (``/douyin/media/hevc/{aweme}/{r}.mp4``,
+  :data:`mediacrawler_sandbox.video.DURATION` s) and HEVC at 720/480 (``/douyin/media/hevc/{aweme}/{r}.mp4``,
   libx265 + AAC, faststart, encoded on first request by :func:`hevc_file`), best first; ``play_addr`` is the
   720p H.264 file;
 - :data:`BYTEVC2_AWEME`'s ``bit_rate[]`` lists only ByteVC2 files at 720/480 (``is_bytevc1 = is_h265 = 2``,
@@ -126,7 +126,7 @@ def album_image_numbers(aweme_id: str) -> list[int]:
 
 def live_clip_id(aweme_id: str, n: int) -> str:
     """The sandbox video id of the motion clip of picture ``n`` (from 1) of an album: its file is
-    ``/media/progressive/{id}/360p.mp4`` (:func:`mediacrawler.sandbox.video.video_file`)."""
+    ``/media/progressive/{id}/360p.mp4`` (:func:`mediacrawler_sandbox.video.video_file`)."""
     return f"live{aweme_id}_{n}"
 
 

@@ -1,7 +1,7 @@
 """Weibo (m.weibo.cn) in the sandbox: a deterministic world model (the payloads: :mod:`.weibo_api`).
 
 This module is pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox subprocess serves,
-and :mod:`mediacrawler.sandbox.weibo_site` renders it over HTTP.
+and :mod:`mediacrawler_sandbox.weibo_site` renders it over HTTP.
 
 World model
 ===========
@@ -56,7 +56,7 @@ Example (what a test expects for uid 7365120894)::
     pids = world.timeline_pids(7365120894)                   # own pics + pics of reposted originals
     distinct_contents = world.distinct_contents(pids)         # len(set of content pids)
 
-Payloads: :mod:`mediacrawler.sandbox.weibo_api` renders them from this model.
+Payloads: :mod:`mediacrawler_sandbox.weibo_api` renders them from this model.
 """
 
 from __future__ import annotations
@@ -198,7 +198,7 @@ class WeiboVideo:
 
     ``qualities`` lists the files that exist (``"720"``, ``"hd"``, ``"sd"``); media_info fields whose quality is
     missing are served as ``""``. Files are real H.264/AAC MP4s
-    (see :func:`mediacrawler.sandbox.media.video_bytes`);
+    (see :func:`mediacrawler_sandbox.media.video_bytes`);
     each quality has its own resolution and each video id its own bytes.
     """
 
