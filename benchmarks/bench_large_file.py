@@ -117,32 +117,6 @@ def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
     _report(workdir, stored[0] if stored else None, **phases)
 
 
-def _self_signed_pem(directory: Path) -> Path:
-    """A private key and self-signed certificate for 127.0.0.1 (P-256, one day) in one PEM file."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
-    path = directory / "sandbox-tls.pem"
-    pem = serialization.Encoding.PEM
-    path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-                     + cert.public_bytes(pem))
-    return path
-
-
 def _report(workdir: Path, path: Path | None, **phases: float) -> None:
     (workdir / "result.json").write_text(json.dumps({"path": str(path) if path else None, "phases": phases}))
 
@@ -237,6 +211,7 @@ def main() -> None:
 
     from mediacrawler_sandbox.media import blob_sha256
     from mediacrawler_sandbox.process import start_sandbox
+    from mediacrawler_sandbox.tls import self_signed_pem
 
     cases = [c for c in args.cases.split(",") if c]
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench-large-"))
@@ -248,7 +223,7 @@ def main() -> None:
     base.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         urls = {}
-        for scheme, extra in (("http", ()), ("https", ("--tls-pem", str(_self_signed_pem(base))))):
+        for scheme, extra in (("http", ()), ("https", ("--tls-pem", str(self_signed_pem(base))))):
             if any(c.endswith("-https") == (scheme == "https") for c in cases):
                 sandbox = stack.enter_context(start_sandbox(extra_args=extra))
                 urls[scheme] = f"{sandbox.url}/media/blob/bench?size={args.size}"
