@@ -24,10 +24,10 @@ from typing import Any
 DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "7365120894"}),
     ("weibo", {"uid": "1669879400", "comments": "all"}),  # with every comment and reply (spiders/_threads.py)
-    ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
+    ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (docs/sandbox.md)
     ("weibo", {"keyword": "猫"}),
-    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4
-    # (sandbox.bilibili_extras); one upload has no DASH, only a durl in 3 segments, joined (sandbox.bilibili).
+    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4;
+    # one upload has no DASH, only a durl in 3 segments, joined (docs/sandbox.md, "bilibili.py").
     ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true",
                   "comments": "all"}),
     ("facebook", {"page": "100000000000001", "comments": "all"}),

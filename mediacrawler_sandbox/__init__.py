@@ -1,15 +1,8 @@
-"""The bundled platform sandbox: a local HTTP test double of the remote platforms (see docs, BRIEF §4).
+"""The platform sandbox: a local HTTP test double of the remote platforms for the tests, benchmarks and ``make
+demo`` (its own distribution: never installed with mediacrawler).
 
-Run it with ``python -m mediacrawler_sandbox --port 0`` (prints its base URL as the first stdout line), or from
-Python with :func:`start_sandbox`. Module map:
-
-- :mod:`.world` / :mod:`.weibo` — pure, deterministic world models (what tests import to compute expectations)
-- :mod:`.media` — pure media generators (Pillow images, PyAV MP4, streamed blobs)
-- :mod:`.faults`, :mod:`.state` — fault knobs, request log, counters
-- :mod:`.server`, :mod:`.httpbase`, :mod:`.weibo_site`, :mod:`.media_site`, :mod:`.control` — the Twisted server
-- :mod:`.process` — start/stop a sandbox subprocess and call its control endpoints (stdlib only)
-
-Importing this package never imports Twisted's reactor.
+``python -m mediacrawler_sandbox --port 0`` prints its base URL first; from Python, :func:`start_sandbox`.
+Importing this package never imports Twisted's reactor. Reference: docs/sandbox.md, "__init__.py".
 """
 
 from .process import SandboxError, SandboxProcess, start_sandbox

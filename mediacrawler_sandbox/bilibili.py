@@ -1,54 +1,7 @@
 """Bilibili in the sandbox: creators, search, video metadata and the ``playurl``/``view`` payloads, rendered from
 :mod:`.video`.
 
-Pure (no Twisted): tests import it to compute what the sandbox serves. Every bvid matching :data:`BVID_RE`
-(``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler_sandbox.video.video_package`
-of the bvid itself; ``aid``/``cid``/title/stats derive from the bvid. :data:`BVIDS` are the ones the sandbox
-advertises. A bvid that does not match answers ``-404``, as does a ``cid`` that is not the video's.
-
-Creators and multi-part videos
-==============================
-:data:`CREATORS` (mid → name) upload the videos of :data:`UPLOADS` (newest first per creator); their ``view``
-(owner, title, pubdate) agrees with what ``arc/search`` and ``search/type`` list. mid 2 has 10 uploads (3 pages at
-``ps=4``: 4, 4, 2), among them :data:`MULTIPART_BVID` with 3 parts and :data:`UNION_BVID`, a collaboration owned by
-mid 3 and listed under both (``is_union_video: 1``); mid 3 has 3 uploads; mid 4 has 45 (two pages at the default
-``ps=30``; search "日常" finds them in 3 pages of 20). Part ``n`` ≥ 2 of a video has ``cid``
-``cid_for(f"{bvid}-p{n}")`` and the media of video id ``{bvid}-p{n}`` (real, distinct bytes, 4 s like every part);
-part 1 is the bvid itself, so single-part videos are unchanged. :func:`parts_of` lists ``(cid, media id)``.
-
-Payloads
-========
-:func:`playurl_response` — ``/x/player/wbi/playurl?bvid=&cid=&fnval=16``: ``data.dash.video[]`` (one AVC stream
-per height, highest first; ``id`` is the quality number ``qn``: 64 720P, 32 480P, 16 360P) and
-``data.dash.audio[]`` (id 30280), each a single-file fMP4 with a real ``sidx`` (``SegmentBase`` ranges), ``baseUrl`` on the ``cos``
-mirror and one ``backupUrl`` on ``bak`` (same bytes); creator uploads list a second backup on the ``ali`` mirror.
-camelCase and snake_case twins as Bilibili sends them. Without ``fnval & 16``: ``data.durl[]`` with one progressive
-MP4 of quality ``qn`` (default 64). No HEVC/AV1 entries: the sandbox has no HEVC encoder it could honestly label.
-:data:`DURL_BVID` (mid 2's "旅行 vlog") has no DASH streams at all, like old real uploads: whatever ``fnval`` asks,
-its playurl is a ``durl`` of :data:`DURL_SEGMENTS` files (:mod:`.durl`), to be joined (``make demo`` shows it).
-
-:func:`view_response` — ``/x/web-interface/view?bvid=``: ``data{bvid,aid,cid,title,desc,pic,pubdate,duration,
-owner{mid,name,face},stat{…},pages[{cid,page,part,duration,dimension}]}``.
-
-:func:`arc_search_response` — ``/x/space/wbi/arc/search?mid=&pn=&ps=``: ``data.list.vlist[]`` +
-``data.page{pn,ps,count}`` (``ps`` 1..50, default 30; a ``pn`` past the end is an empty ``vlist``; an unknown mid
-``-404``). ``length`` is ``MM:SS``.
-
-:func:`search_response` — ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=``: ``data.result[]``
-(titles with ``<em class="keyword">``, protocol-relative ``pic`` on the sandbox origin, ``duration`` ``M:SS``),
-``data.numPages``/``numResults``/``page``/``pagesize`` (20; ``page_size`` 1..50 overrides). No match: no
-``result`` key at all, as Bilibili answers.
-
-:func:`nav_response` — ``/x/web-interface/nav`` (logged out): ``code -101`` with ``data.wbi_img`` (the WBI keys
-:data:`WBI_IMG_KEY`, :data:`WBI_SUB_KEY`).
-
-WBI: :func:`wbi_signature_ok` recomputes ``w_rid`` from the query received (every parameter but ``w_rid``, ``wts``
-included, sorted, ``!'()*`` stripped, percent-encoded like ``encodeURIComponent``) and the mixin key of the nav
-keys; a ``/wbi/`` request that fails it is answered :data:`WBI_REJECTED` (``-403``). Which routes check is the
-``bilibili_wbi`` knob (:mod:`.faults`): the listings by default; ``playurl`` too with ``"all"``.
-
-Errors: :data:`RISK_CONTROL` (``-352``), :data:`BLOCKED` (``-412``), :data:`NOT_FOUND` (``-404``),
-:data:`BAD_REQUEST` (``-400``), :data:`WBI_REJECTED` (``-403``).
+Reference: docs/sandbox.md, "bilibili.py".
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Start a sandbox subprocess and talk to its control endpoints (stdlib only: usable from tests, demo, benchmarks).
 
-::
-
-    from mediacrawler_sandbox.process import start_sandbox
-
-    with start_sandbox(weibo_users=(7365120894,), weibo_pages=3) as sb:
-        settings["WEIBO_BASE_URL"] = sb.weibo_url
-        sb.set_faults(media_cut_first=1)
-        ...
-        assert sb.stats()["media_bytes_sent"] > 0
+Reference: docs/sandbox.md, "process.py".
 """
 
 from __future__ import annotations
