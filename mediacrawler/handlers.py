@@ -5,15 +5,15 @@ layer").
 Scrapy's HTTP/1.1 handler keeps at most CONCURRENT_REQUESTS_PER_DOMAIN idle connections per host (4 here, the
 APIs' pace). Media slots run MEDIA_SLOT_CONCURRENCY requests (32) to one CDN host, so most media requests would
 open a new connection (a TLS handshake each over HTTPS). Scrapy has no setting for the pool size yet (scrapy#5618;
-scrapy#7932 proposes one): this subclass is the project's one seam into Scrapy internals, and
-tests/test_handlers.py fails when the attributes it uses (``_pool``, ``_contextFactory``) move.
+scrapy#7932 proposes one): this subclass sets it through the pool that mediacrawler/compat.py reaches, and
+tests/test_compat.py fails when it moves.
 
 A request whose ``meta`` carries a :class:`~mediacrawler.contracts.BodySink` (the Range segments of a large file,
 media/segments.py) is fetched by :class:`SinkFetcher` instead: Twisted's ``Agent`` on a pool of its own, through
 public Twisted APIs only (``Agent.request``, ``IResponse.deliverBody``, a ``Protocol`` for the body). The body of a
 ``206`` goes into the sink as it arrives, one copy per socket read; Scrapy's reader would collect it in a
-``BytesIO``, copy it into ``bytes`` at the end, and send ``bytes_received`` for each read (on 2 cores that was
-most of the time between us and curl on a 1 GiB file: docs/benchmarks.md, "Session 8"). Any other answer keeps
+``BytesIO``, copy it into ``bytes`` at the end, and send ``bytes_received`` for each read (~0.4 s of CPU per GiB:
+docs/benchmarks.md, "Session 8"). Any other answer keeps
 its body in ``Response.body``. Downloader middlewares, retries, DOWNLOAD_TIMEOUT, ``download_maxsize``,
 ``headers_received`` (StopDownload included) and data loss behave as on Scrapy's path; ``bytes_received`` is not
 sent for a sink's body. Requests through a proxy or with a bind address take Scrapy's path.
@@ -39,6 +39,8 @@ from twisted.web.http import PotentialDataLoss
 from twisted.web.http_headers import Headers as TxHeaders
 from twisted.web.iweb import UNKNOWN_LENGTH
 
+from mediacrawler.compat import connection_pool, tls_policy
+from mediacrawler.config import setting
 from mediacrawler.contracts import META_BODY_SINK, BodySink
 
 if TYPE_CHECKING:
@@ -54,11 +56,12 @@ class PooledHTTPDownloadHandler(HTTP11DownloadHandler):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler)
         settings = crawler.settings
-        per_host = max(settings.getint("HTTP_POOL_PER_HOST"), settings.getint("CONCURRENT_REQUESTS_PER_DOMAIN"))
-        self._pool.maxPersistentPerHost = per_host
+        per_host = max(setting(settings, "HTTP_POOL_PER_HOST"),
+                       setting(settings, "CONCURRENT_REQUESTS_PER_DOMAIN"))
+        connection_pool(self).maxPersistentPerHost = per_host
         # The TLS policy Scrapy built from its settings (no certificate checks unless
         # DOWNLOAD_VERIFY_CERTIFICATES), so a sink's HTTPS connection is set up exactly like Scrapy's own.
-        self.sinks = SinkFetcher(crawler, per_host=per_host, tls_policy=self._contextFactory)
+        self.sinks = SinkFetcher(crawler, per_host=per_host, tls_policy=tls_policy(self))
 
     async def download_request(self, request: Request) -> Response:
         sink = request.meta.get(META_BODY_SINK)
@@ -83,7 +86,7 @@ class SinkFetcher:
         self.pool.maxPersistentPerHost = per_host
         self.agent = Agent(reactor, contextFactory=tls_policy, pool=self.pool)
         settings = crawler.settings
-        self.timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
+        self.timeout = setting(settings, "DOWNLOAD_TIMEOUT")
         self.maxsize = settings.getint("DOWNLOAD_MAXSIZE")
         self.fail_on_dataloss = settings.getbool("DOWNLOAD_FAIL_ON_DATALOSS")
 
