@@ -117,32 +117,6 @@ def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
     _report(workdir, stored[0] if stored else None, **phases)
 
 
-def _self_signed_pem(directory: Path) -> Path:
-    """A private key and self-signed certificate for 127.0.0.1 (P-256, one day) in one PEM file."""
-    import datetime
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                           critical=False)
-            .sign(key, hashes.SHA256()))
-    path = directory / "sandbox-tls.pem"
-    pem = serialization.Encoding.PEM
-    path.write_bytes(key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-                     + cert.public_bytes(pem))
-    return path
-
-
 def _report(workdir: Path, path: Path | None, **phases: float) -> None:
     (workdir / "result.json").write_text(json.dumps({"path": str(path) if path else None, "phases": phases}))
 
@@ -156,14 +130,15 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _timed(command: list[str], *, log: Path) -> tuple[float, float]:
-    """Run ``command`` under GNU time; return (wall seconds, peak RSS MiB)."""
+def _timed(command: list[str], *, log: Path) -> tuple[float, float, float]:
+    """Run ``command`` under GNU time; return (wall seconds, peak RSS MiB, CPU seconds: user + system of it and
+    its children; on a loaded machine the CPU figure moves less than the wall)."""
     timing = log.with_suffix(".time")
     with open(log, "wb") as out:
-        subprocess.run(["/usr/bin/time", "-o", str(timing), "-f", "%e %M", *command], stdout=out,
+        subprocess.run(["/usr/bin/time", "-o", str(timing), "-f", "%e %M %U %S", *command], stdout=out,
                        stderr=subprocess.STDOUT, check=True, timeout=600)
-    wall, rss_kib = timing.read_text().split()[-2:]
-    return float(wall), int(rss_kib) / 1024
+    wall, rss_kib, user, system = timing.read_text().split()[-4:]
+    return float(wall), int(rss_kib) / 1024, float(user) + float(system)
 
 
 def _prewarm(workdir: Path, size: int) -> None:
@@ -195,20 +170,20 @@ def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0,
     log = workdir.parent / f"{case}.log"
     if case == "curl":
         target = workdir / "blob.bin"
-        wall, rss = _timed(["curl", "-sS", "-o", str(target), url], log=log)
-        return wall, rss, target, {}
+        wall, rss, cpu = _timed(["curl", "-sS", "-o", str(target), url], log=log)
+        return wall, rss, target, {"cpu_s": cpu}
     if case == "curl-https":
         target = workdir / "blob.bin"
-        wall, rss = _timed(["sh", "-c", 'curl -sSk "$0" | tee "$1" | sha256sum', url, str(target)], log=log)
-        return wall, rss, target, {}
+        wall, rss, cpu = _timed(["sh", "-c", 'curl -sSk "$0" | tee "$1" | sha256sum', url, str(target)], log=log)
+        return wall, rss, target, {"cpu_s": cpu}
     mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"],
             "ours-https": ["ours", "1"]}[case]
-    wall, rss = _timed([sys.executable, str(Path(__file__).resolve()), "--child", *mode, url, str(workdir)],
+    wall, rss, cpu = _timed([sys.executable, str(Path(__file__).resolve()), "--child", *mode, url, str(workdir)],
                        log=log)
     result = json.loads((workdir / "result.json").read_text())
     if not result["path"]:
         raise SystemExit(f"{case}: no file stored; see {log}")
-    return wall, rss, Path(result["path"]), result.get("phases") or {}
+    return wall, rss, Path(result["path"]), {**(result.get("phases") or {}), "cpu_s": cpu}
 
 
 def main() -> None:
@@ -237,6 +212,7 @@ def main() -> None:
 
     from mediacrawler_sandbox.media import blob_sha256
     from mediacrawler_sandbox.process import start_sandbox
+    from mediacrawler_sandbox.tls import self_signed_pem
 
     cases = [c for c in args.cases.split(",") if c]
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench-large-"))
@@ -244,11 +220,11 @@ def main() -> None:
     # Per case and round: (process wall s, peak RSS MiB, transfer s). Transfer is the time from the first request
     # to the file published in the store, as the child measures it (Scrapy's ~0.7 s start-up excluded: a crawl
     # pays it once, not per file); for curl and the stock pipeline it is the process wall time.
-    figures: dict[str, list[tuple[float, float, float]]] = {c: [] for c in cases}
+    figures: dict[str, list[tuple[float, float, float, float]]] = {c: [] for c in cases}
     base.mkdir(parents=True, exist_ok=True)
     with contextlib.ExitStack() as stack:
         urls = {}
-        for scheme, extra in (("http", ()), ("https", ("--tls-pem", str(_self_signed_pem(base))))):
+        for scheme, extra in (("http", ()), ("https", ("--tls-pem", str(self_signed_pem(base))))):
             if any(c.endswith("-https") == (scheme == "https") for c in cases):
                 sandbox = stack.enter_context(start_sandbox(extra_args=extra))
                 urls[scheme] = f"{sandbox.url}/media/blob/bench?size={args.size}"
@@ -261,10 +237,11 @@ def main() -> None:
                 digest = _sha256(path)
                 if digest != expected or path.stat().st_size != args.size:
                     raise SystemExit(f"{case}: stored file differs from the source ({digest} != {expected})")
+                cpu = phases.pop("cpu_s")
                 transfer = round(sum(phases.values()), 3) if phases else wall
-                figures[case].append((wall, rss, transfer))
+                figures[case].append((wall, rss, transfer, cpu))
                 print(f"round {round_no} {case:>13}: {wall:6.2f} s  {rss:7.1f} MiB  "
-                      f"{args.size / MiB / wall:7.1f} MiB/s  {phases or ''}", flush=True)
+                      f"{args.size / MiB / wall:7.1f} MiB/s  CPU {cpu:5.2f} s  {phases or ''}", flush=True)
                 shutil.rmtree(base / case)
     if not args.workdir:
         shutil.rmtree(base, ignore_errors=True)
@@ -276,11 +253,14 @@ def main() -> None:
     print()
     machine = f"{platform.node()}: {os.cpu_count()} CPU, Python {platform.python_version()}, {platform.platform()}"
     print(f"Machine: {machine}; size {args.size} bytes; {args.rounds} rounds")
-    print("| case | process wall s, median (min-max) | transfer s | peak RSS MiB | transfer MiB/s (median) |")
-    print("|---|---|---|---|---|")
+    print(f"Load average at the end: {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+    print("| case | process wall s, median (min-max) | transfer s | CPU s (user + sys) | peak RSS MiB "
+          "| transfer MiB/s (median) |")
+    print("|---|---|---|---|---|---|")
     for case in cases:
         transfer = statistics.median(f[2] for f in figures[case])
-        print(f"| {case} | {med(case, 0)} | {med(case, 2)} | {med(case, 1)} | {args.size / MiB / transfer:.0f} |")
+        print(f"| {case} | {med(case, 0)} | {med(case, 2)} | {med(case, 3)} | {med(case, 1)} "
+              f"| {args.size / MiB / transfer:.0f} |")
 
     def paired(a: str, b: str, i: int, j: int) -> str:
         ratios = [x[i] / y[j] for x, y in zip(figures[a], figures[b], strict=True)]

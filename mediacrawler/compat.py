@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.exporters import BaseItemExporter
     from twisted.web.client import HTTPConnectionPool
+    from twisted.web.iweb import IPolicyForHTTPS
 
-__all__ = ["DataLoss", "TunnelError", "connection_pool", "default_callback", "exporter_kwargs", "set_slot_pace"]
+__all__ = ["DataLoss", "TunnelError", "connection_pool", "default_callback", "exporter_kwargs", "set_slot_pace",
+           "tls_policy"]
 
 #: Twisted's private ``_DataLoss`` (a body shorter than its Content-Length, inside a ResponseFailed).
 DataLoss = _DataLoss
@@ -36,6 +38,14 @@ def connection_pool(handler: HTTP11DownloadHandler) -> HTTPConnectionPool:
     scrapy#5618; mediacrawler/handlers.py)."""
     pool: HTTPConnectionPool = handler._pool  # noqa: SLF001
     return pool
+
+
+def tls_policy(handler: HTTP11DownloadHandler) -> IPolicyForHTTPS:
+    """The TLS policy Scrapy's HTTP/1.1 handler built from its settings (``_contextFactory``: no certificate
+    checks unless DOWNLOAD_VERIFY_CERTIFICATES; its class is private too), so that the Range segments
+    mediacrawler/handlers.py fetches with Twisted's Agent connect exactly as Scrapy's own requests do."""
+    policy: IPolicyForHTTPS = handler._contextFactory  # noqa: SLF001
+    return policy
 
 
 def exporter_kwargs(exporter: BaseItemExporter) -> dict[str, Any]:

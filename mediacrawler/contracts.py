@@ -35,6 +35,9 @@ META_LARGE = "media_large"
 META_SEGMENT = "media_segment"
 #: A fragment or manifest request of a video: ``{"key", "track", "index"}`` (media/video.py).
 META_VIDEO = "media_video"
+#: A :class:`BodySink` for the ``206`` body of a segment request (never serialized: segment requests go to the
+#: downloader directly, not through the scheduler; handlers.py, media/segments.py).
+META_BODY_SINK = "media_body_sink"
 #: A key of a post's ``extra`` set by the spider (``-a refresh``): the post was read again only to refresh its
 #: counts in the records database, which drops it after the upsert (no media download, no feed line).
 REFRESH_ONLY = "refresh_only"
@@ -154,6 +157,20 @@ class PendingRetries(Protocol):
     """The media retry extension as the dedupe pipeline sees it (extensions/retries.py)."""
 
     def pending_post(self, post_id: str) -> bool: ...
+
+
+class BodySink(Protocol):
+    """Where the download handler puts the ``206`` body of a request carrying one under :data:`META_BODY_SINK`
+    (handlers.py): ``Response.body`` is then empty and ``attached`` true. Reset before every attempt."""
+
+    #: True once the handler put the current attempt's body here (false: read ``Response.body``).
+    attached: bool
+
+    def reset(self) -> None: ...
+
+    def write(self, data: bytes) -> bool:
+        """Append ``data``; false when it does not fit (the handler then cancels the download)."""
+        ...
 
 
 def backend_class(setting: str, name: str, backends: dict[str, str]) -> Any:

@@ -56,6 +56,16 @@ def test_connection_pool_is_the_one_the_handler_downloads_through() -> None:
     assert "pool=self._pool" in inspect.getsource(HTTP11DownloadHandler.download_request)
 
 
+def test_tls_policy_is_the_one_the_handler_connects_with() -> None:
+    from twisted.web.iweb import IPolicyForHTTPS
+
+    handler = HTTP11DownloadHandler(get_crawler())
+    policy = compat.tls_policy(handler)
+    assert IPolicyForHTTPS.providedBy(policy)
+    assert policy.creatorForNetloc(b"example.com", 443) is not None
+    assert "contextFactory=self._contextFactory" in inspect.getsource(HTTP11DownloadHandler.download_request)
+
+
 def test_exporter_kwargs_are_the_encoder_options() -> None:
     exporter = JsonLinesItemExporter(io.BytesIO(), sort_keys=True, fields_to_export=["a"])
     kwargs = compat.exporter_kwargs(exporter)

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_pool_size_follows_the_setting() -> None:
     handler = PooledHTTPDownloadHandler(get_crawler(settings_dict=project_settings_dict()))
     assert connection_pool(handler).maxPersistentPerHost == 32
+    assert handler.sinks.pool.maxPersistentPerHost == 32  # the sink fetcher's own pool, the same size
     handler = PooledHTTPDownloadHandler(get_crawler(settings_dict=project_settings_dict(
         HTTP_POOL_PER_HOST=2, CONCURRENT_REQUESTS_PER_DOMAIN=8)))
     assert connection_pool(handler).maxPersistentPerHost == 8  # never below Scrapy's own figure
@@ -120,3 +121,102 @@ def test_a_second_wave_reuses_the_first_waves_connections(server: str) -> None:
     scrapy_default = _connections(server, pool=0)  # Scrapy's own figure: CONCURRENT_REQUESTS_PER_DOMAIN (2)
     assert pooled <= 18, pooled  # 16 connections, reused by the second wave
     assert scrapy_default >= 28, scrapy_default  # 2 kept, 14 reopened
+
+
+class _Ranges(BaseHTTPRequestHandler):
+    """``/ranged``: 206 for a Range of BODY; ``/whole``: 200 with all of it; ``/long``: 206 with one byte too many;
+    ``/cut``: 206 that closes after half its Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+    BODY = bytes(range(256)) * 4096  # 1 MiB, every byte's place visible
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        start, end = (int(x) for x in self.headers["Range"].removeprefix("bytes=").split("-"))
+        body = self.BODY[start : end + 1]
+        path = self.path.split("?")[0]
+        if path == "/whole":
+            self.send_response(200)
+            body = self.BODY
+        else:
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(self.BODY)}")
+            body += b"!" if path == "/long" else b""
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[: len(body) // 2] if path == "/cut" else body)
+        if path == "/cut":
+            self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+SINK_CRAWL = """
+import hashlib, json, sys
+import scrapy
+from scrapy.crawler import CrawlerProcess
+from scrapy.http.request import NO_CALLBACK
+from mediacrawler.contracts import META_BODY_SINK
+from mediacrawler.media.segments import BufferPool
+
+base = sys.argv[1]
+out = {}
+
+class Sinks(scrapy.Spider):
+    name = "sinks"
+
+    async def fetch(self, path, start, end):
+        sink = BufferPool(1 << 20, keep=1).take(end - start)
+        meta = {META_BODY_SINK: sink, "download_maxsize": end - start, "max_retry_times": 0}
+        request = scrapy.Request(f"{base}{path}", headers={"Range": f"bytes={start}-{end - 1}"}, meta=meta,
+                                 dont_filter=True, callback=NO_CALLBACK)
+        try:
+            response = await self.crawler.engine.download_async(request)
+        except Exception as exc:
+            return {"error": type(exc).__name__}
+        return {"status": response.status, "attached": sink.attached, "body": len(response.body),
+                "sink": hashlib.sha256(sink.view()).hexdigest() if sink.attached else None,
+                "whole": hashlib.sha256(response.body).hexdigest() if response.body else None}
+
+    async def start(self):
+        out["ranged"] = await self.fetch("/ranged", 4096, 4096 + 300000)
+        out["again"] = await self.fetch("/ranged", 0, 1 << 20)  # the same connection, from the pool
+        out["whole"] = await self.fetch("/whole", 0, 1 << 20)
+        out["long"] = await self.fetch("/long", 0, 1000)
+        out["cut"] = await self.fetch("/cut", 0, 100000)
+        return
+        yield
+
+process = CrawlerProcess({
+    "DOWNLOAD_HANDLERS": {"http": "mediacrawler.handlers.PooledHTTPDownloadHandler"},
+    "LOG_LEVEL": "ERROR", "ROBOTSTXT_OBEY": False, "TELNETCONSOLE_ENABLED": False,
+})
+process.crawl(Sinks)
+process.start()
+print(json.dumps(out))
+"""
+
+
+def test_a_206_body_goes_into_the_sink_and_anything_else_into_the_response() -> None:
+    import hashlib
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Ranges)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        done = subprocess.run([sys.executable, "-c", SINK_CRAWL, f"http://127.0.0.1:{httpd.server_address[1]}"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    body = _Ranges.BODY
+    assert out["ranged"] == {"status": 206, "attached": True, "body": 0, "whole": None,
+                             "sink": hashlib.sha256(body[4096 : 4096 + 300000]).hexdigest()}
+    assert out["again"]["sink"] == hashlib.sha256(body).hexdigest()
+    # A 200 to a sink request keeps its body where Scrapy puts it; the sink is left alone.
+    assert out["whole"] == {"status": 200, "attached": False, "body": len(body), "sink": None,
+                            "whole": hashlib.sha256(body).hexdigest()}
+    assert out["long"] == {"error": "DownloadCancelledError"}  # Content-Length above download_maxsize
+    assert out["cut"] == {"error": "ResponseDataLossError"}  # as Scrapy's handler (DOWNLOAD_FAIL_ON_DATALOSS)

@@ -465,3 +465,35 @@ def test_large_blob_streams_with_little_memory(fresh_sandbox: SandboxProcess) ->
     assert received == size
     assert peak - baseline < 64 * 1024 * 1024  # the whole body would be 256 MiB on its own
     assert fresh_sandbox.stats()["media_bytes_sent"] == size
+
+
+def test_https_serves_the_same_bytes_through_the_tls_front(tmp_path: Any) -> None:
+    """``--tls-pem``: TLS in front of the plain site (mediacrawler_sandbox/tls.py): ranges, a body of several
+    writes, three requests on one kept-alive connection, and a cut."""
+    import ssl
+
+    from mediacrawler_sandbox.process import start_sandbox
+    from mediacrawler_sandbox.tls import self_signed_pem
+
+    size = 3 * 1024 * 1024 + 5  # more than one 1 MiB write, not a multiple of it
+    faults = {"media_cut_paths": {"/media/blob/cut": 1}, "media_cut_fraction": 0.25}
+    with start_sandbox(faults=faults, extra_args=("--tls-pem", str(self_signed_pem(tmp_path)))) as sb:
+        parts = urlsplit(sb.url)
+        assert parts.scheme == "https"
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        conn = http.client.HTTPSConnection(parts.hostname, parts.port, timeout=10, context=context)
+        try:
+            conn.request("GET", f"/media/blob/tls?size={size}")
+            whole = conn.getresponse()
+            assert whole.status == 200 and whole.read() == media.blob_read("tls", 0, size)
+            conn.request("GET", f"/media/blob/tls?size={size}", headers={"Range": "bytes=1048570-2097160"})
+            part = conn.getresponse()
+            assert part.status == 206 and part.read() == media.blob_read("tls", 1048570, 1048591)
+            conn.request("GET", "/media/blob/cut?size=400000")
+            cut = conn.getresponse()
+            with pytest.raises(http.client.IncompleteRead) as got:
+                cut.read()
+            assert got.value.partial == media.blob_read("cut", 0, 100000)
+        finally:
+            conn.close()

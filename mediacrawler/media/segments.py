@@ -27,7 +27,7 @@ from scrapy.http import Headers, Request, Response
 from scrapy.http.request import NO_CALLBACK
 
 from mediacrawler.config import default, setting
-from mediacrawler.contracts import META_SEGMENT, META_VIDEO, download_error_reason
+from mediacrawler.contracts import META_BODY_SINK, META_SEGMENT, META_VIDEO, download_error_reason
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
@@ -311,12 +311,58 @@ class MemoryBudget:
         return True
 
 
+class SegmentBuffer:
+    """A segment's body, received by the download handler straight into a reusable buffer (a
+    :class:`~mediacrawler.contracts.BodySink`: handlers.py). ``view()`` is the body of the last attempt."""
+
+    __slots__ = ("_view", "attached", "buffer", "size")
+
+    def __init__(self, buffer: bytearray, capacity: int) -> None:
+        self.buffer = buffer
+        self._view = memoryview(buffer)[:capacity]
+        self.size = 0
+        self.attached = False
+
+    def reset(self) -> None:
+        self.size = 0
+        self.attached = False
+
+    def write(self, data: bytes) -> bool:
+        end = self.size + len(data)
+        if end > len(self._view):
+            return False
+        self._view[self.size : end] = data
+        self.size = end
+        return True
+
+    def view(self) -> memoryview:
+        return self._view[: self.size]
+
+
+class BufferPool:
+    """Segment buffers of the crawl, reused: a fresh 8 MiB buffer costs 2,048 page faults (MEDIA_SEGMENT_MEMORY
+    bounds how many are lent at once, :class:`MemoryBudget`)."""
+
+    def __init__(self, size: int, keep: int) -> None:
+        self.size = size
+        self.keep = keep
+        self._free: list[bytearray] = []
+
+    def take(self, capacity: int) -> SegmentBuffer:
+        buffer = self._free.pop() if self._free and capacity <= self.size else bytearray(max(capacity, self.size))
+        return SegmentBuffer(buffer, capacity)
+
+    def give_back(self, sink: SegmentBuffer) -> None:
+        if len(sink.buffer) == self.size and len(self._free) < self.keep:
+            self._free.append(sink.buffer)
+
+
 class _Download:
     """The state of one :meth:`SegmentedDownloader.download` call."""
 
     def __init__(self, *, url: str, key: str, crawler: Crawler, spool: Path, config: SegmentConfig,
                  headers: dict[str, str] | None, resolve: Resolver | None, run: Runner,
-                 budget: MemoryBudget | None = None) -> None:
+                 budget: MemoryBudget | None = None, pool: BufferPool | None = None) -> None:
         self.url = url
         self.key = key
         self.crawler = crawler
@@ -330,6 +376,7 @@ class _Download:
         self.fd: int | None = None
         self.fetched = self.resumed = self.restarts = self.resolves = 0
         self.budget = budget if budget is not None else MemoryBudget(config.memory)
+        self.pool = pool if pool is not None else BufferPool(config.size, keep=config.concurrency)
         self._started = self._last_progress = time.monotonic()
 
     def _inc(self, key: str, count: int = 1) -> None:
@@ -368,13 +415,16 @@ class _Download:
             os.unlink(self.ledger_file)
         return dataclasses.replace(result, path=done)
 
-    def _request(self, *, start: int, end: int, probe: bool, validator: str | None) -> Request:
+    def _request(self, *, start: int, end: int, probe: bool, validator: str | None,
+                 sink: SegmentBuffer | None = None) -> Request:
         headers = {**self.headers, "Range": f"bytes={start}-{end - 1}"}
         if validator:
             headers["If-Range"] = validator
         meta: dict[str, Any] = {META_SEGMENT: {"key": self.key, "start": start, "end": end, "probe": probe}}
         if not probe:  # a segment never holds more than its length in memory, and its size is expected
             meta.update(download_maxsize=end - start, download_warnsize=0)
+        if sink is not None:
+            meta[META_BODY_SINK] = sink
         return Request(self.url, headers=headers, meta=meta, callback=NO_CALLBACK, dont_filter=True)
 
     async def _download(self, request: Request, problem: Callable[[Response], str | None] = lambda r: None
@@ -384,8 +434,9 @@ class _Download:
             response = await download_piece(self.crawler, request, problem)
         except Exception as exc:
             raise SegmentError(download_error_reason(exc), f"{type(exc).__name__}: {exc}") from exc
-        self.fetched += len(response.body)
-        self._inc("response_bytes", len(response.body))
+        size = len(_body(response))
+        self.fetched += size
+        self._inc("response_bytes", size)
         return response
 
     async def _resolve(self, status: int) -> None:
@@ -599,10 +650,11 @@ class _Download:
                     len(ledger.segments()), self.fetched / max(now - self._started, 1e-6) / MiB)
 
     async def _segment(self, ledger: Ledger, start: int, end: int, hasher: _OrderedHasher) -> None:
-        """Fetch one segment, check it, write it at its offset and hash it when next in line."""
+        """Fetch one segment into a pooled buffer, check it, write it at its offset and hash it when next in
+        line."""
         def check(response: Response) -> None:
             check_segment(status=response.status, content_range=_header(response, "Content-Range"),
-                          etag=_header(response, "ETag"), body_size=len(response.body), flags=response.flags,
+                          etag=_header(response, "ETag"), body_size=len(_body(response)), flags=response.flags,
                           start=start, end=end, total=ledger.total, expected_etag=ledger.etag)
 
         def problem(response: Response) -> str | None:
@@ -613,14 +665,24 @@ class _Download:
                 return exc.reason if exc.reason == "short-segment" else None
             return None
 
-        response = await self._download(self._request(start=start, end=end, probe=False,
-                                                       validator=ledger.if_range), problem)
-        if response.status in _EXPIRED_STATUSES:
-            raise _Expired(response.status)
-        check(response)
-        assert self.fd is not None
-        await self.run_blocking(hasher.write, response.body, start)
+        sink = self.pool.take(end - start)
+        try:
+            response = await self._download(self._request(start=start, end=end, probe=False,
+                                                           validator=ledger.if_range, sink=sink), problem)
+            if response.status in _EXPIRED_STATUSES:
+                raise _Expired(response.status)
+            check(response)
+            assert self.fd is not None
+            await self.run_blocking(hasher.write, _body(response), start)
+        finally:
+            self.pool.give_back(sink)
         self._inc("written_bytes", end - start)
+
+
+def _body(response: Response) -> bytes | memoryview:
+    """The body of a segment answer: in its :class:`SegmentBuffer` when the handler put it there."""
+    sink = response.meta.get(META_BODY_SINK) if response.request is not None else None
+    return sink.view() if isinstance(sink, SegmentBuffer) and sink.attached else response.body
 
 
 class SegmentedDownloader:
@@ -636,6 +698,7 @@ class SegmentedDownloader:
         self.config = SegmentConfig.from_settings(crawler.settings)
         self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(setting(crawler.settings, "FILES_STORE"))
         self.budget = MemoryBudget(self.config.memory)  # shared by all large downloads of the crawl
+        self.pool = BufferPool(self.config.size, keep=self.config.concurrency)
         sweep_spool(self.spool_dir, older_than=setting(crawler.settings, "MEDIA_SPOOL_MAX_AGE"))
         crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)
 
@@ -645,7 +708,7 @@ class SegmentedDownloader:
         refresh = getattr(self.crawler.spider, "refresh_media_url", None)
         download = _Download(url=url, key=key, crawler=self.crawler, config=self.config, headers=headers,
                              spool=spool_path(spool_dir=self.spool_dir, key=key), budget=self.budget,
-                             run=self.store.run,
+                             run=self.store.run, pool=self.pool,
                              resolve=None if refresh is None else lambda old: refresh(key=key, url=old))
         started = time.monotonic()
         try:
