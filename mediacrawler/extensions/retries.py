@@ -38,10 +38,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
@@ -49,7 +50,7 @@ from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, 
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.contracts import asset_key_of, is_comment, walk_assets
+from mediacrawler.contracts import asset_key_of, field_of, is_comment, is_record, walk_assets
 
 if TYPE_CHECKING:
     from typing import Self
@@ -160,7 +161,8 @@ class RetryExtension:
         crawler.signals.connect(self.job_started, signal=job_started)
         crawler.signals.connect(self.job_finished, signal=job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        mc_signals.forward_item_signals(crawler)
+        crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -211,16 +213,18 @@ class RetryExtension:
                         key, len(self.set.assets), len(self._pending_posts))
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
-        if self.set is None or not is_item(item) or is_comment(item):
+        if self.set is None or not is_record(item) or is_comment(item):
             return  # a comment's pictures are not retried (its thread is walked again by a later run)
-        post_id = str(ItemAdapter(item).get("post_id") or "")
+        post_id = str(field_of(item, "post_id") or "")
         if not post_id:
             return
         changed = False
-        now = utc_now_iso()
         for index_key, asset in _assets(item):
             status = asset.get("status")
+            if status is None:
+                continue  # never downloaded (media off): nothing to record or resolve
             entry = self.set.assets.get(index_key)
+            now = utc_now_iso()
             if status == "failed":
                 reason = str(asset.get("error") or "unknown").split(":", 1)[0]
                 if reason in self.ignore:

@@ -20,13 +20,13 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter, is_item
-from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.threads import deferToThreadPool
 from twisted.python.threadpool import ThreadPool
 
+from mediacrawler import signals as mc_signals
 from mediacrawler.config import setting
 from mediacrawler.contracts import REFRESH_ONLY, walk_assets
 from mediacrawler.items import as_plain
@@ -144,7 +144,8 @@ class RecordsPipeline:
         self._scheduled: Any = None
         self._writing: set[Deferred[Any]] = set()
         self._failure_logged = False
-        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        mc_signals.forward_item_signals(crawler)
+        crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from scrapy import Request, Spider, signals
 from scrapy.http import Response
 
+from mediacrawler import signals as mc_signals
 from mediacrawler.contracts import AlreadyStored
 from mediacrawler.distributed.scheduler import worker_id
 from mediacrawler.distributed.worker import Worker
@@ -122,7 +123,8 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         spider.distributed = is_distributed(crawler.settings)
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
-        crawler.signals.connect(spider.item_dropped, signal=signals.item_dropped)
+        mc_signals.forward_item_signals(crawler)
+        crawler.signals.connect(spider.item_dropped, signal=mc_signals.item_dropped_sync)
         return spider
 
     # --- What a platform provides ----------------------------------------------------------------------------
