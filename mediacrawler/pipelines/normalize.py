@@ -67,7 +67,7 @@ class NormalizePipeline:
         adapter = ItemAdapter(item)
         if adapter.get("comment_id"):
             return self._comment(item, adapter)
-        missing = [f for f in REQUIRED if f not in adapter.field_names() or not adapter.get(f)]
+        missing = [f for f in REQUIRED if not adapter.get(f)]  # get: None for a field the item lacks
         if missing:
             raise self._drop("missing_field", f"missing {', '.join(missing)}")
         self._normalize(adapter, top=True)

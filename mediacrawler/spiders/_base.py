@@ -17,6 +17,7 @@ from scrapy import Request, Spider, signals
 from scrapy.http import Response
 
 from mediacrawler import signals as mc_signals
+from mediacrawler.config import setting
 from mediacrawler.contracts import AlreadyStored
 from mediacrawler.distributed.scheduler import worker_id
 from mediacrawler.distributed.worker import Worker
@@ -59,6 +60,8 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
     #: How many media assets' posts are remembered for :meth:`refresh_media_url` (least recent forgotten first;
     #: an asset is downloaded shortly after its post is emitted).
     media_posts_remembered: ClassVar[int] = 20_000
+    #: Whether :meth:`remember_media` keeps anything (MEDIA_ENABLED, read in :meth:`from_crawler`).
+    remembers_media: bool = True
     #: True when requests go through the shared Redis queue (set in :meth:`from_crawler`): the queue, not this
     #: process, answers for every request, so pending listing pages are not tracked here.
     distributed: bool = False
@@ -121,6 +124,8 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
             kwargs[WORKER_KWARG] = worker_id()
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.distributed = is_distributed(crawler.settings)
+        # Media off: nothing downloads, so nothing asks for a fresh media URL (remember_media keeps no posts).
+        spider.remembers_media = bool(setting(crawler.settings, "MEDIA_ENABLED"))
         crawler.signals.connect(spider.request_dropped, signal=signals.request_dropped)
         crawler.signals.connect(spider.spider_idle, signal=signals.spider_idle)
         mc_signals.forward_item_signals(crawler)
