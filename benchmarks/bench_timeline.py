@@ -19,9 +19,11 @@ hold every post of the timeline. The headline is ``plain/ours`` by whole-process
 round's pair (both cases run back to back in one round, in alternating order); target: at least 0.9x (issue #27).
 
     .venv/bin/python benchmarks/bench_timeline.py --profile /tmp/ours.prof   # one `ours` run under cProfile
+    git archive 643ba31 | tar -x -C /tmp/base && .venv/bin/python benchmarks/bench_timeline.py --base /tmp/base
 
 ``--profile`` runs ``ours`` once as ``python -m cProfile -o PATH -m scrapy crawl weibo …`` and prints the top
 functions by own time and by cumulative time (profiled times are slower than real ones: read the shares).
+``--base DIR`` adds a third case per round, ``base``: the same crawl from another checkout (before/after a change).
 """
 
 from __future__ import annotations
@@ -92,8 +94,8 @@ class PlainTimelineSpider(scrapy.Spider):
         yield dataclasses.asdict(post)
 
 
-def _env(project: bool) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+def _env(project: bool, root: Path = ROOT) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
     for name in ("REDIS_URL", "CACHE_BACKEND", "CHECKPOINT_BACKEND", "SCRAPY_SETTINGS_MODULE"):
         env.pop(name, None)
     if project:
@@ -104,9 +106,10 @@ def _env(project: bool) -> dict[str, str]:
 _STAT = re.compile(r"'(elapsed_time_seconds|item_scraped_count)': ([0-9.]+)")
 
 
-def run(case: str, weibo_url: str, work: Path, expected: set[str], profile: Path | None = None) -> dict[str, Any]:
+def run(case: str, weibo_url: str, work: Path, expected: set[str], profile: Path | None = None,
+        base: Path | None = None) -> dict[str, Any]:
     out = work / case
-    if case == "ours":
+    if case in ("ours", "base"):
         prefix = ["-m", "cProfile", "-o", str(profile)] if profile else []
         argv = [sys.executable, *prefix, "-m", "scrapy", "crawl", "weibo", "-a", f"uid={UID}",
                 "-s", f"WEIBO_BASE_URL={weibo_url}",
@@ -119,7 +122,8 @@ def run(case: str, weibo_url: str, work: Path, expected: set[str], profile: Path
     log = out / "stderr.log"
     with log.open("wb") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen(argv, cwd=out, env=_env(case == "ours"), stdin=subprocess.DEVNULL,
+        env = _env(case != "plain", base if case == "base" and base else ROOT)
+        proc = subprocess.Popen(argv, cwd=out, env=env, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err)
         # The process's own rusage (not RUSAGE_CHILDREN, which the sandbox would join when it is reaped).
         try:
@@ -160,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=100)
     ap.add_argument("--per-page", type=int, default=20)
     ap.add_argument("--json", type=Path, help="write every measurement here")
+    ap.add_argument("--base", type=Path, help="also run `scrapy crawl weibo` from this checkout of another commit "
+                    "(`git archive <commit> | tar -x -C DIR`) in each round, as case `base`")
     ap.add_argument("--profile", type=Path,
                     help="run `ours` once under cProfile, write the profile here and print its top")
     opts = ap.parse_args(argv)
@@ -170,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {opts.pages} pages x {opts.per_page} posts",
           flush=True)
     results: list[dict[str, Any]] = []
+    cases = ("ours", "plain", "base") if opts.base else ("ours", "plain")
     with start_sandbox(weibo_users=(UID,), weibo_pages=opts.pages, weibo_per_page=opts.per_page) as sb, \
             tempfile.TemporaryDirectory(prefix="bench-timeline-") as tmp:
         if opts.profile:
@@ -180,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         for r in range(opts.rounds):
             # Alternate the order per round, so a neighbour's load does not always hit the same case.
-            for case in ("ours", "plain") if r % 2 == 0 else ("plain", "ours"):
-                res = run(case, sb.weibo_url, Path(tmp) / f"r{r}", expected)
+            for case in cases if r % 2 == 0 else cases[::-1]:
+                res = run(case, sb.weibo_url, Path(tmp) / f"r{r}", expected, base=opts.base)
                 res["round"] = r
                 res["load"] = os.getloadavg()[0]
                 results.append(res)
@@ -191,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
                       flush=True)
     keys = ("wall_s", "cpu_s", "rss_mib", "rate")
     med = {c: {k: statistics.median(x[k] for x in results if x["case"] == c) for k in keys}
-           for c in ("ours", "plain")}
+           for c in cases}
     print("\n| case | wall (s) | CPU (s) | peak RSS (MiB) | items/s in process |\n|---|---|---|---|---|")
-    for c in ("plain", "ours"):
+    for c in sorted(cases, key=("plain", "base", "ours").index):
         m = med[c]
         print(f"| {c} | {m['wall_s']:.2f} | {m['cpu_s']:.2f} | {m['rss_mib']:.0f} | {m['rate']:.0f} |")
     pairs = [({x["case"]: x for x in results if x["round"] == r}) for r in range(opts.rounds)]
@@ -206,6 +213,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  by CPU time {statistics.median(by_cpu):.2f}x (pairs {', '.join(f'{x:.2f}' for x in by_cpu)}); "
           f"in process {statistics.median(in_process):.2f}x (pairs {', '.join(f'{x:.2f}' for x in in_process)}); "
           f"load {min(x['load'] for x in results):.2f}-{max(x['load'] for x in results):.2f}")
+    if opts.base:
+        base_wall = [p["base"]["wall_s"] / p["ours"]["wall_s"] for p in pairs]
+        base_cpu = [p["base"]["cpu_s"] / p["ours"]["cpu_s"] for p in pairs]
+        print(f"base/ours (--base {opts.base}): {statistics.median(base_wall):.2f}x by wall (pairs "
+              f"{', '.join(f'{x:.2f}' for x in base_wall)}), {statistics.median(base_cpu):.2f}x by CPU time")
     if opts.json:
         opts.json.write_text(json.dumps(results, indent=1))
     return 0
