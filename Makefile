@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install postgres browser demo test bench clean
 
-$(STAMP): requirements.txt requirements-dev.txt setup.py
+$(STAMP): requirements.txt requirements-dev.txt setup.py mediacrawler_sandbox/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
@@ -15,7 +15,8 @@ $(STAMP): requirements.txt requirements-dev.txt setup.py
 
 install: $(STAMP)
 
-## make demo: start the bundled sandbox, crawl it with every spider into ./demo-output, print a summary.
+## make demo: start the platform sandbox (mediacrawler_sandbox/, installed editable by requirements-dev.txt), crawl
+## it with every spider into ./demo-output, print a summary.
 demo: $(STAMP)
 	$(PY) -m mediacrawler demo --out demo-output
 

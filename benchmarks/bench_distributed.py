@@ -44,8 +44,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox  # noqa: E402
-from mediacrawler.sandbox.world import build_world  # noqa: E402
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox  # noqa: E402
+from mediacrawler_sandbox.world import build_world  # noqa: E402
 from tests.plugins.redis_server import RedisServer  # noqa: E402
 
 UID = 7365120894

@@ -235,8 +235,8 @@ def main() -> None:
             _child_ours(rest[1], Path(rest[2]), rest[0] == "1")
         return
 
-    from mediacrawler.sandbox.media import blob_sha256
-    from mediacrawler.sandbox.process import start_sandbox
+    from mediacrawler_sandbox.media import blob_sha256
+    from mediacrawler_sandbox.process import start_sandbox
 
     cases = [c for c in args.cases.split(",") if c]
     base = Path(args.workdir or tempfile.mkdtemp(prefix="bench-large-"))

@@ -156,8 +156,8 @@ def print_profile(path: Path, top: int = 25) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from mediacrawler.sandbox.process import start_sandbox
-    from mediacrawler.sandbox.world import build_world
+    from mediacrawler_sandbox.process import start_sandbox
+    from mediacrawler_sandbox.world import build_world
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)

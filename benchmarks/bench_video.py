@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mediacrawler.items import MediaAsset, Post  # noqa: E402
-from mediacrawler.sandbox import video  # noqa: E402
-from mediacrawler.sandbox.process import start_sandbox  # noqa: E402
+from mediacrawler_sandbox import video  # noqa: E402
+from mediacrawler_sandbox.process import start_sandbox  # noqa: E402
 
 VIDEO_ID = "sbxvid001"
 STREAMS = {"hls": "hls", "hls_fmp4": "hls", "dash": "dash"}  # video_urls() name → MediaAsset.manifest

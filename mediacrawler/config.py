@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from scrapy.utils.misc import load_object
 
+from mediacrawler import settings as defaults
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -160,9 +162,6 @@ class TimeZone:
 
 Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative | Parsed | TimeZone
 
-# Imported here, below the constraint classes: settings.py imports them from this module.
-from mediacrawler import settings as defaults  # noqa: E402
-
 
 def setting(settings: BaseSettings, name: str) -> Any:
     """``settings[name]`` as the type of its default in mediacrawler/settings.py (also the value when unset)."""
@@ -178,7 +177,9 @@ _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", list: 
 def declarations() -> dict[str, tuple[Any, bool, tuple[Constraint, ...]]]:
     """Every declared setting of settings.py: name -> (its type, whether unset is allowed, its constraints)."""
     found: dict[str, tuple[Any, bool, tuple[Constraint, ...]]] = {}
-    hints = typing.get_type_hints(defaults, include_extras=True)
+    # The declarations' constraints are strings in settings.py (it imports this module only for type checkers).
+    constraints = {kind.__name__: kind for kind in typing.get_args(Constraint)}
+    hints = typing.get_type_hints(defaults, localns=constraints, include_extras=True)
     for name, hint in hints.items():
         if not name.isupper():
             continue

@@ -1,8 +1,9 @@
 """``mediacrawler demo``: the main job on the embedded default.
 
-Starts the bundled platform sandbox on 127.0.0.1, crawls it with every spider (each platform's demo jobs), writes
-records to ``<out>/<spider>/<job>.jsonl`` and media to ``<out>/files``, logs to ``<out>/crawl.log``, and prints a
-short summary; the stored files show under readable names in ``<out>/library``. No account and no network beyond
+Starts the platform sandbox (``mediacrawler_sandbox``, docs/sandbox.md; a source checkout's dev install) on
+127.0.0.1, crawls it with every spider (each platform's demo jobs), writes records to
+``<out>/<spider>/<job>.jsonl`` and media to ``<out>/files``, logs to ``<out>/crawl.log``, and prints a short
+summary; the stored files show under readable names in ``<out>/library``. No account and no network beyond
 loopback. Run it twice: the second run appends no record and stores no new media ("0 new posts, 0 new media
 files"); the first run's records stay (docs/operations.md, "Output files").
 """
@@ -23,10 +24,10 @@ from typing import Any
 DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "7365120894"}),
     ("weibo", {"uid": "1669879400", "comments": "all"}),  # with every comment and reply (spiders/_threads.py)
-    ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (sandbox.weibo)
+    ("weibo", {"uid": "6000000001"}),  # the showcase: Live Photos, a mixed post, covers (docs/sandbox.md)
     ("weibo", {"keyword": "猫"}),
-    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4
-    # (sandbox.bilibili_extras); one upload has no DASH, only a durl in 3 segments, joined (sandbox.bilibili).
+    # With every Bilibili extra: subtitles (JSON + SRT), danmaku XML and chapters, written into each part's MP4;
+    # one upload has no DASH, only a durl in 3 segments, joined (docs/sandbox.md, "bilibili.py").
     ("bilibili", {"mid": "2", "subtitles": "true", "danmaku": "true", "chapters": "true",
                   "comments": "all"}),
     ("facebook", {"page": "100000000000001", "comments": "all"}),
@@ -35,11 +36,9 @@ DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
 ]
 
 
-def _settings(settings: Any, out: Path, sandbox_url: str, log_level: str) -> Any:
+def _settings(settings: Any, out: Path, sandbox_url: str, sandbox_token: str, log_level: str) -> Any:
     """The demo's settings over the command's: what ``-s`` gave (e.g. ``-s RECORDS_DB=postgresql://…``) wins."""
     from scrapy.settings import SETTINGS_PRIORITIES
-
-    from mediacrawler.sandbox.facebook import DEFAULT_TOKEN
 
     overrides = {
         "WEIBO_BASE_URL": f"{sandbox_url}/weibo",
@@ -52,7 +51,7 @@ def _settings(settings: Any, out: Path, sandbox_url: str, log_level: str) -> Any
         "DOUYIN_SHORT_URL": f"{sandbox_url}/douyin/v",
         # The sandbox's own token (not a secret: it opens nothing but the sandbox). A real one comes from the
         # FACEBOOK_ACCESS_TOKEN environment variable and is never a setting.
-        "FACEBOOK_ACCESS_TOKEN": DEFAULT_TOKEN,
+        "FACEBOOK_ACCESS_TOKEN": sandbox_token,
         "OUTPUT_DIR": str(out),
         "FILES_STORE": str(out / "files"),
         "CHECKPOINT_DIR": str(out / "checkpoints"),
@@ -130,12 +129,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from mediacrawler.commands.options import add_settings_option, checked_settings
     from mediacrawler.records.store import records_uri, shown
-    from mediacrawler.sandbox.process import start_sandbox
 
     parsed = checked_settings(add_settings_option(parser), argv)
     if isinstance(parsed, int):
         return parsed
     opts, settings = parsed
+    # The sandbox is a test double, not part of the product: a source checkout's dev install brings it.
+    try:
+        from mediacrawler_sandbox.facebook import DEFAULT_TOKEN
+        from mediacrawler_sandbox.process import start_sandbox
+    except ModuleNotFoundError as exc:
+        if exc.name != "mediacrawler_sandbox":
+            raise
+        print("mediacrawler demo: the sandbox (mediacrawler_sandbox) is not installed: run `make demo` from a "
+              "source checkout of mediacrawler", file=sys.stderr)
+        return 2
 
     out = Path(opts.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.monotonic()
     with start_sandbox() as sandbox:
         print(f"sandbox: {sandbox.url}  (the bundled platform double; all traffic stays on 127.0.0.1)")
-        process = AsyncCrawlerProcess(_settings(settings, out, sandbox.url, opts.log_level))
+        process = AsyncCrawlerProcess(_settings(settings, out, sandbox.url, DEFAULT_TOKEN, opts.log_level))
         crawlers = []
         for name, kwargs in DEMO_JOBS:
             crawler = process.create_crawler(name)

@@ -13,6 +13,7 @@ import re
 from typing import NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
+from mediacrawler.parsers import bilibili as bilibili_parser
 from mediacrawler.parsers import douyin as douyin_parser
 from mediacrawler.parsers import weibo as weibo_parser
 from mediacrawler.parsers import xhs as xhs_parser
@@ -26,6 +27,7 @@ SHORT_HOSTS = {"b23.tv": "BILIBILI_SHORT_URL", "www.b23.tv": "BILIBILI_SHORT_URL
                "www.xhslink.com": "XHS_SHORT_URL"}
 
 _BVID = re.compile(r"BV[0-9A-Za-z]{10}")
+_AVID = re.compile(r"[aA][vV][1-9][0-9]{0,15}")
 _DIGITS = re.compile(r"[0-9]{1,20}")
 _FB_NAME = re.compile(r"[0-9A-Za-z.]{1,100}")
 #: Facebook paths that are not a page's name.
@@ -112,6 +114,11 @@ def _bilibili(host: str, segments: list[str], query: dict[str, list[str]]) -> Ro
         return None
     if segments[:1] == ["video"] and len(segments) >= 2 and _BVID.fullmatch(segments[1]):
         return Route("bilibili", {"bvid": segments[1]})
+    if segments[:1] == ["video"] and len(segments) >= 2 and _AVID.fullmatch(segments[1]):
+        try:
+            return Route("bilibili", {"bvid": bilibili_parser.aid_to_bvid(int(segments[1][2:]))})
+        except ValueError:
+            return None
     # www.bilibili.com/list/ml<id> and /medialist/detail/ml<id>: a favourites folder.
     last = segments[-1] if segments else ""
     if segments[:1] in (["list"], ["medialist"]) and last.startswith("ml") and _DIGITS.fullmatch(last[2:]):

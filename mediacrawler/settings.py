@@ -11,10 +11,13 @@ package, so a scrapyd egg behaves like a checkout.
 from __future__ import annotations
 
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-# Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
-from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
+if TYPE_CHECKING:
+    # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
+    # The annotations stay strings here (PEP 563); config.declarations() evaluates them with these classes, so
+    # config.py may import this module without importing back.
+    from mediacrawler.config import LocalPath, NeedsRedis, OneOf, Parsed, Range, Relative, TimeZone
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
@@ -195,6 +198,9 @@ RECORDS_DB: str = os.environ.get("RECORDS_DB") or ""
 RECORDS_BATCH_MAX: Annotated[int, Range(1)] = 500
 #: Seconds PostgreSQL may take to accept a connection (the crawl then fails with one line).
 RECORDS_CONNECT_TIMEOUT: Annotated[float, Range(0, above=True)] = 10.0
+#: Seconds between two writes of the crawl's row in the records database's `runs` table (extensions/runs.py: its
+#: figures so far, read by the web page's jobs page); a row not written for 3 intervals is shown as stopped.
+RUNS_INTERVAL: Annotated[float, Range(0, above=True)] = 5.0
 
 # --- Dedupe (pipelines/dedupe.py) -------------------------------------------------------------------------------
 #: Drop posts already emitted (same platform and post_id) within DEDUPE_TTL.
@@ -507,6 +513,8 @@ EXTENSIONS = {
     "mediacrawler.extensions.progress.ProgressLogStats": 0,
     # After the checkpoint extension: reads where it resumed on spider_opened (METRICS_PORT unset: off).
     "mediacrawler.extensions.metrics.MetricsExtension": 900,
+    # The crawl's row in the records database's `runs` table, every RUNS_INTERVAL (off with RECORDS_ENABLED).
+    "mediacrawler.extensions.runs.RunsExtension": 910,
 }
 
 #: Where Scrapy's cookie middleware (through tldextract) reads the public suffix list from; empty: the snapshot

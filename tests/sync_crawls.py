@@ -15,7 +15,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.process import SandboxProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 CRAWL_TIMEOUT = 90.0

@@ -16,8 +16,8 @@ from urllib.parse import parse_qs
 import pytest
 
 from mediacrawler.parsers import bilibili as parser
-from mediacrawler.sandbox import bilibili, bilibili_lists
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import bilibili, bilibili_lists
+from mediacrawler_sandbox.process import SandboxProcess
 from mediacrawler.spiders._args import validate_args
 from mediacrawler.spiders.bilibili import BilibiliSpider
 

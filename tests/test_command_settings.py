@@ -58,10 +58,10 @@ def test_status_reads_the_checkpoints_and_records_database_of_s(elsewhere: Path,
     assert status.main(["-s", f"CHECKPOINT_DIR={directory}", "-s", f"RECORDS_DB={uri}", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert [e["job"] for e in report["checkpoints"]] == ["weibo-uid-1"]
-    assert report["records"] == {"database": uri, "schema_version": 2, "posts": 1, "comments": 0, "authors": 1,
+    assert report["records"] == {"database": uri, "schema_version": 3, "posts": 1, "comments": 0, "authors": 1,
                                  "media": 1, "metrics_history": 1, "media_stored": 1, "last_seen_at": NOW}
     assert status.main(["-s", f"CHECKPOINT_DIR={directory}", "-s", f"RECORDS_DB={uri}"]) == 0
-    assert f"records database {uri} (schema 2): 1 posts, 0 comments" in capsys.readouterr().out
+    assert f"records database {uri} (schema 3): 1 posts, 0 comments" in capsys.readouterr().out
     # No database where RECORDS_DB points: no line about one, and none is made.
     assert status.main(["-s", f"CHECKPOINT_DIR={directory}", "-s", f"RECORDS_DB={elsewhere / 'no.sqlite3'}"]) == 0
     assert "records database" not in capsys.readouterr().out and not (elsewhere / "no.sqlite3").exists()

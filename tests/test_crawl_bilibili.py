@@ -21,7 +21,7 @@ from urllib.parse import parse_qs
 import av
 import pytest
 
-from mediacrawler.sandbox import bilibili, video
+from mediacrawler_sandbox import bilibili, video
 
 pytestmark = pytest.mark.slow
 
@@ -223,7 +223,7 @@ def test_a_part_whose_playurl_cannot_be_read_again_fails_alone(bili: Any, tmp_pa
 
 def test_a_bad_best_rendition_falls_back_to_the_next_best_one(bili: Any, tmp_path: Path) -> None:
     # The 720p stream is gone on every mirror (404 for good): the part is stored from the 480p stream, not refused.
-    from mediacrawler.sandbox.video import RENDITIONS
+    from mediacrawler_sandbox.video import RENDITIONS
 
     best = max(RENDITIONS, key=lambda r: r.height)
     bili.set_faults(fragment_drop=[{"path_regex": rf"-1-{best.bili_stream_id}\.m4s$", "times": None}])
@@ -244,7 +244,7 @@ def test_a_bad_best_rendition_falls_back_to_the_next_best_one(bili: Any, tmp_pat
 def test_a_segmented_durl_is_joined_into_one_mp4_of_the_full_duration(bili: Any, tmp_path: Path) -> None:
     # The playurl answers a durl of 3 segments (real MP4 pieces cut at keyframes): one rendition, its segments
     # fetched in order and joined, the MP4 held to the sum of the segments' lengths.
-    from mediacrawler.sandbox.video import DURATION
+    from mediacrawler_sandbox.video import DURATION
 
     bili.set_faults(bilibili_durl_segments=3)
     bvid = bilibili.BVIDS[0]

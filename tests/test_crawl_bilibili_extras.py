@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 import av
 import pytest
 
-from mediacrawler.sandbox import bilibili, bilibili_extras, video
+from mediacrawler_sandbox import bilibili, bilibili_extras, video
 from tests.test_crawl_bilibili import CANARY, crawl
 
 pytestmark = pytest.mark.slow

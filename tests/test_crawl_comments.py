@@ -4,7 +4,7 @@ Every comment and reply exactly once (with its parent and root), pinned replies 
 its post, comment pictures in the media store, comments in ``<job>.comments.jsonl`` beside the posts; XHS and
 Douyin refuse the argument; a SIGKILLed thread (a listing's, an items job's) resumes at its stored cursor; a re-run
 asks one page per thread and emits only the new comments (Weibo from the top, Bilibili ``mode=2``, Facebook from
-the stored ``after``). Expectations come from the sandbox's pure model (mediacrawler/sandbox/comments.py).
+the stored ``after``). Expectations come from the sandbox's pure model (mediacrawler_sandbox/comments.py).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from mediacrawler.sandbox.bilibili import BVIDS
-from mediacrawler.sandbox.comments import CommentWorld, Thread
-from mediacrawler.sandbox.facebook import DEFAULT_TOKEN, PAGE_ID
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.bilibili import BVIDS
+from mediacrawler_sandbox.comments import CommentWorld, Thread
+from mediacrawler_sandbox.facebook import DEFAULT_TOKEN, PAGE_ID
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.weibo import build_weibo_world
 
 pytestmark = pytest.mark.slow
 
@@ -300,7 +300,7 @@ def _published(platform: str, post: str, added: list[str], **change: int) -> lis
 
 
 def test_bilibili_rerun_asks_newest_first_down_to_the_mark(sandbox: SandboxProcess, tmp_path: Path) -> None:
-    from mediacrawler.sandbox.bilibili import aid_for
+    from mediacrawler_sandbox.bilibili import aid_for
 
     bvid = BVIDS[0]
     sandbox.comments("bilibili", bvid, size=30)  # the pinned one, then 2 pages, hot first

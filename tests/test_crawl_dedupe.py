@@ -295,7 +295,7 @@ def test_sigkill_mid_crawl_then_same_command_emits_every_post_once(
 ) -> None:
     """Posts that passed dedupe but were not stored yet when the process died come again on resume: they must not
     be dropped as "seen" (the job's own claim lets them through), and nothing stored is emitted twice."""
-    from mediacrawler.sandbox.world import build_weibo_world
+    from mediacrawler_sandbox.world import build_weibo_world
 
     sandbox = sandbox_factory(weibo_users=(WEIBO_UID,), weibo_pages=KILL_PAGES, weibo_per_page=KILL_PER_PAGE)
     world = build_weibo_world(users=(int(WEIBO_UID),), pages=KILL_PAGES, per_page=KILL_PER_PAGE)

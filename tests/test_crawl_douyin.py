@@ -2,7 +2,7 @@
 
 Without DOUYIN_COOKIE every aweme is read from its share page; with it (a canary value) from the detail API, and the
 cookie must reach those requests and nothing else: no log line at DEBUG, no record, no checkpoint, no JOBDIR file,
-no feed. Expectations come from the sandbox's world model (mediacrawler/sandbox/douyin.py) and its media.
+no feed. Expectations come from the sandbox's world model (mediacrawler_sandbox/douyin.py) and its media.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 import av
 import pytest
 
-from mediacrawler.sandbox import douyin, media, video
+from mediacrawler_sandbox import douyin, media, video
 
 pytestmark = pytest.mark.slow
 

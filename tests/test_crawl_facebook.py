@@ -1,6 +1,6 @@
 """End to end: ``scrapy crawl facebook`` as a user runs it, against the sandbox's Graph API over real HTTP.
 
-Expectations come from the sandbox's world model (mediacrawler/sandbox/facebook.py). The access token is a canary:
+Expectations come from the sandbox's world model (mediacrawler_sandbox/facebook.py). The access token is a canary:
 it must reach the Graph API (as ``Authorization: Bearer``) and nothing else: no log line at DEBUG, no record, no
 checkpoint, no JOBDIR file, no feed.
 """
@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.sandbox.facebook import PAGE_ID, build_facebook_world
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.facebook import PAGE_ID, build_facebook_world
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ import pytest
 from PIL import Image
 
 from mediacrawler.items import MediaAsset
-from mediacrawler.sandbox import media
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import media
+from mediacrawler_sandbox.process import SandboxProcess
 
 from .test_crawl_video import post, run_crawl
 

@@ -23,7 +23,7 @@ import pytest
 
 from mediacrawler.items import MediaAsset, Post
 from mediacrawler.media.store import parse_object_relpath
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.world import build_world
 
 pytestmark = pytest.mark.slow
 
@@ -293,7 +293,7 @@ def test_redis_index_shared_between_runs(tmp_path: Path, fresh_sandbox: Any, red
 def test_a_valid_image_sent_gzip_encoded_is_stored_as_its_decoded_bytes(tmp_path: Path, fresh_sandbox: Any) -> None:
     # The server gzips although asked for identity: Content-Length counts the gzip bytes, the body the middleware
     # hands on is inflated. Compared on one side of the coding, the image is whole and is stored.
-    from mediacrawler.sandbox.media import generic_image
+    from mediacrawler_sandbox.media import generic_image
 
     base = fresh_sandbox.url
     posts = [Post(platform="weibo", post_id="1", url="https://weibo.com/1/a", author=None, created_at=None,

@@ -3,7 +3,7 @@
 Each crawl is ``scrapy runspider tests/spiders.py`` in a subprocess (Scrapy defaults + ``-a``/``-s``), yielding
 ``Post`` items whose video assets point at the sandbox's HLS/DASH/progressive entry points or carry the renditions
 that ``parsers/bilibili.py`` read from the sandbox's playurl answer. Expectations come from the pure sandbox
-catalog (:mod:`mediacrawler.sandbox.video`); every check is on files on disk (opened with PyAV), records in the
+catalog (:mod:`mediacrawler_sandbox.video`); every check is on files on disk (opened with PyAV), records in the
 feed, the crawl's stats and the sandbox's request log.
 """
 
@@ -38,9 +38,9 @@ from mediacrawler.media.video import (
 )
 from mediacrawler.parsers import bilibili as bilibili_parser
 from mediacrawler.pipelines.media import find_asset
-from mediacrawler.sandbox import bilibili, video
-from mediacrawler.sandbox.media_site import HOSTILE
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import bilibili, video
+from mediacrawler_sandbox.media_site import HOSTILE
+from mediacrawler_sandbox.process import SandboxProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 SPIDERS = ROOT / "tests" / "spiders.py"

@@ -20,9 +20,9 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from mediacrawler.parsers._common import html_to_text
-from mediacrawler.sandbox.media_site import _WEIBO_QUALITY_RENDITION
-from mediacrawler.sandbox.video import video_file
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.media_site import _WEIBO_QUALITY_RENDITION
+from mediacrawler_sandbox.video import video_file
+from mediacrawler_sandbox.weibo import build_weibo_world
 
 ROOT = Path(__file__).resolve().parents[1]
 UID = 7365120894

@@ -1,5 +1,5 @@
 """End to end: the media kinds a Weibo post carries beyond pictures and one video, crawled from the sandbox's
-showcase timeline (mediacrawler/sandbox/weibo.py, ``SHOWCASE_UID``) with media on: Live Photos stored as a linked
+showcase timeline (mediacrawler_sandbox/weibo.py, ``SHOWCASE_UID``) with media on: Live Photos stored as a linked
 pair, every video of a mixed post, every video's cover once."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.sandbox.weibo import SHOWCASE_UID, build_weibo_world
-from mediacrawler.sandbox.video import video_file
+from mediacrawler_sandbox.weibo import SHOWCASE_UID, build_weibo_world
+from mediacrawler_sandbox.video import video_file
 from tests.test_crawl_weibo import crawl
 
 pytestmark = pytest.mark.slow

@@ -1,6 +1,6 @@
 """End to end: ``scrapy crawl xhs`` as a user runs it, against the sandbox's XiaoHongShu pages over real HTTP.
 
-Expectations come from the sandbox's world model (mediacrawler/sandbox/xhs.py). XHS_COOKIE is a canary: it must
+Expectations come from the sandbox's world model (mediacrawler_sandbox/xhs.py). XHS_COOKIE is a canary: it must
 reach the page requests and nothing else: no media request, log line at DEBUG, record, checkpoint or feed.
 """
 
@@ -19,7 +19,7 @@ from urllib.parse import quote
 import av
 import pytest
 
-from mediacrawler.sandbox import xhs
+from mediacrawler_sandbox import xhs
 
 pytestmark = pytest.mark.slow
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import redis
 
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import control, crawl_command, listing_requests, records, run
 from tests.utils import weibo_sandbox
 
@@ -130,7 +130,7 @@ def list_crawl(tmp_path: Path, sandbox: Any, spider: str, name: str, *args: str,
 @pytest.mark.parametrize("cache", ["memory", "redis"])
 def test_a_list_run_twice_emits_or_reports_every_item(tmp_path: Path, sandbox: Any, cache: str,
                                                        request: pytest.FixtureRequest) -> None:
-    from mediacrawler.sandbox.bilibili import BVIDS
+    from mediacrawler_sandbox.bilibili import BVIDS
 
     sandbox.reset()
     sandbox.set_faults(bilibili_wbi="all")
@@ -153,7 +153,7 @@ def test_a_list_run_twice_emits_or_reports_every_item(tmp_path: Path, sandbox: A
 @pytest.mark.parametrize("order", ["id first", "short link first"])
 def test_a_douyin_short_link_and_its_id_in_one_list_give_one_post_and_a_line(
         tmp_path: Path, sandbox: Any, order: str) -> None:
-    from mediacrawler.sandbox import douyin
+    from mediacrawler_sandbox import douyin
 
     sandbox.reset()
     video = douyin.VIDEO_AWEMES[0]

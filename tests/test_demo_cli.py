@@ -22,7 +22,7 @@ import av
 import pytest
 
 from mediacrawler.demo import DEMO_JOBS
-from mediacrawler.sandbox import bilibili, video
+from mediacrawler_sandbox import bilibili, video
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -215,8 +215,9 @@ def test_demo_crawls_every_job_and_verify_checks_its_store(tmp_path: Path) -> No
 
 
 def test_the_douyin_demo_job_has_the_album_with_its_live_photo() -> None:
-    from mediacrawler.sandbox import douyin
+    from mediacrawler_sandbox import douyin
 
     [(_, args)] = [job for job in DEMO_JOBS if job[0] == "douyin"]
     assert douyin.ALBUM_AWEME in args["aweme"].split(",") and douyin.ALBUM_LIVE_IMAGES
     assert any(a in args["aweme"] for a in douyin.VIDEO_AWEMES)  # and a video, with its cover
+

@@ -28,8 +28,8 @@ import pytest
 import redis
 
 from mediacrawler.media.store import parse_object_relpath
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.world import build_world
 from tests.plugins.redis_server import free_port, redis_server_binary
 from tests.utils import weibo_sandbox
 

@@ -16,8 +16,8 @@ from scrapy.exporters import JsonItemExporter, JsonLinesItemExporter
 from mediacrawler.exporters import JsonExporter, JsonLinesExporter
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source, as_plain
 from mediacrawler.parsers import weibo as parser
-from mediacrawler.sandbox.weibo import build_weibo_world
-from mediacrawler.sandbox.weibo_api import timeline_response
+from mediacrawler_sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.weibo_api import timeline_response
 
 UID = 7365120894
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import ROOT, crawl_command
 from tests.utils import weibo_sandbox
 

@@ -20,8 +20,8 @@ from mediacrawler.extensions.marks import FileMarkStore, MarkExtension, MarkStor
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers._common import Page
 from mediacrawler.parsers.weibo import parse_mblog
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from mediacrawler.contracts import HighWaterMark
 from mediacrawler.spiders.weibo import WeiboSpider
 from tests.sync_crawls import control, crawl_command, listing_requests, media_paths, records, run
@@ -160,7 +160,7 @@ def test_pinned_posts_never_stop_the_walk_nor_become_the_mark(tmp_path: Path) ->
 
 def test_xhs_profile_notes_are_judged_by_the_time_in_their_ids_and_pinned_ones_stay_pinned() -> None:
     from mediacrawler.parsers import xhs as xhs_parser
-    from mediacrawler.sandbox.xhs import USER_ID, build_xhs_world, note_page, profile_page
+    from mediacrawler_sandbox.xhs import USER_ID, build_xhs_world, note_page, profile_page
     from mediacrawler.spiders.xhs import XhsChain, XhsSpider
 
     base = "http://127.0.0.1:9"

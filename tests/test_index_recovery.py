@@ -21,8 +21,8 @@ import pytest
 
 from mediacrawler.media.index import SQLITE_FILENAME, ObjectRecord, SQLiteMediaIndex
 from mediacrawler.media.store import ContentAddressedStore
-from mediacrawler.sandbox.media import generic_image
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.media import generic_image
+from mediacrawler_sandbox.world import build_world
 from tests.test_crawl_media import UID, run_crawl, weibo_posts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from mediacrawler.library import (COMPONENT_MAX_BYTES, Library, LibraryTemplate,
                                   default_library_dir, safe_component)
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.pipelines.library import LibraryPipeline
-from mediacrawler.sandbox.media import generic_image
+from mediacrawler_sandbox.media import generic_image
 from tests.test_pipeline_dedupe import run_coro
 from tests.utils import project_crawler
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from mediacrawler.links import SHORT_LINK, Route, UnknownLink, route
-from mediacrawler.sandbox import bilibili, douyin, xhs
-from mediacrawler.sandbox.facebook import build_facebook_world
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.weibo import build_weibo_world, mid_to_bid
+from mediacrawler_sandbox import bilibili, douyin, xhs
+from mediacrawler_sandbox.facebook import build_facebook_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.weibo import build_weibo_world, mid_to_bid
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTE = "64f0aaaaaaaaaaaaaaaaaaaa"
@@ -38,6 +38,7 @@ MID = "4930000000000001"
      {"bvid": "BV1Sbx411A01"}),
     ("https://m.bilibili.com/video/BV1Sbx411A01", "bilibili", {"bvid": "BV1Sbx411A01"}),
     ("bilibili.com/video/BV1Sbx411A01", "bilibili", {"bvid": "BV1Sbx411A01"}),
+    ("https://www.bilibili.com/video/av170001/", "bilibili", {"bvid": "BV17x411w7KC"}),  # an old av link
     ("https://space.bilibili.com/2", "bilibili", {"mid": "2"}),
     ("https://space.bilibili.com/2/video?tid=0", "bilibili", {"mid": "2"}),
     ("https://space.bilibili.com/2/favlist?fid=1000001&ftype=create", "bilibili", {"fav": "1000001"}),
@@ -84,7 +85,7 @@ def test_each_link_form_routes_to_its_spider_and_target(url: str, spider: str, a
     "https://www.bilibili.com/read/cv123", "https://www.facebook.com/groups/1234", "https://weibo.com/u/abc",
     "https://www.facebook.com/sandbox.page/posts/pfbid02abcDEF",
     "https://www.xiaohongshu.com/explore", "https://www.douyin.com/user/MS4wLjABAAAA", "not a link at all",
-    "https://b23.tv/",
+    "https://b23.tv/", "https://www.bilibili.com/video/av0", "https://www.bilibili.com/video/av9999999999999999",
 ])
 def test_what_no_spider_takes_is_named(url: str) -> None:
     with pytest.raises(UnknownLink, match="not"):

@@ -19,9 +19,9 @@ import pytest
 
 from mediacrawler import settings as project
 from mediacrawler.items import MediaAsset, Post
-from mediacrawler.sandbox import media
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox import media
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.world import build_world
 from tests.test_crawl_media import UID, Crawl, assert_store_is_content_addressed, run_crawl
 
 pytestmark = pytest.mark.slow

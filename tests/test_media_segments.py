@@ -44,8 +44,8 @@ from mediacrawler.media.spool import (
     spool_path,
     sweep_spool,
 )
-from mediacrawler.sandbox.media import blob_read, blob_sha256
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.media import blob_read, blob_sha256
+from mediacrawler_sandbox.process import SandboxProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 KiB = 1024

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.process import SandboxProcess
 from tests.sync_crawls import control, crawl_command, records, run
 from tests.utils import weibo_sandbox
 

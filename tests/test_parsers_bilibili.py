@@ -223,3 +223,24 @@ def test_inflate_danmaku_takes_raw_deflate_or_plain_xml_within_the_bound() -> No
         bilibili.inflate_danmaku(bomb, max_bytes=1000)
     with pytest.raises(ValueError, match="neither XML nor raw deflate"):
         bilibili.inflate_danmaku(b"\x00garbage\xff" * 10, max_bytes=1000)
+
+
+@pytest.mark.parametrize(("aid", "bvid"), [(170001, "BV17x411w7KC"), (455017605, "BV1Q541167Qg"),
+                                           (882584971, "BV1mK4y1C7Bz"), (111298867365120, "BV1L9Uoa9EUx")])
+def test_an_av_id_maps_to_its_bv_id(aid: int, bvid: str) -> None:
+    # The pairs the public description of the mapping gives (bilibili-API-collect, docs/misc/bvid_desc.md).
+    assert bilibili.aid_to_bvid(aid) == bvid
+
+
+@pytest.mark.parametrize("aid", [0, -1, 1 << 51])
+def test_what_is_no_av_id_is_refused(aid: int) -> None:
+    with pytest.raises(ValueError, match="not an av id"):
+        bilibili.aid_to_bvid(aid)
+
+
+def test_the_bvid_argument_takes_av_ids_as_their_bv_ids() -> None:
+    from mediacrawler.spiders.bilibili import BilibiliParams
+
+    assert BilibiliParams(bvid="av170001, BV1Sbx411A01,BV17x411w7KC").bvid == "BV17x411w7KC,BV1Sbx411A01"
+    with pytest.raises(ValueError, match="av170001"):
+        BilibiliParams(bvid="BV1Sbx411A0")

@@ -22,8 +22,8 @@ from scrapy.utils.test import get_crawler
 from mediacrawler.distributed.limiter import LocalLimiter, Rate, RedisLimiter, gcra, parse_rate
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
 from mediacrawler.middlewares.rate_budget import RateBudgetMiddleware, cool_down_requested
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.test_crawl_weibo import crawl
 from tests.test_distributed_e2e import UID, Worker, enqueue, outputs
 from tests.utils import weibo_sandbox

@@ -18,9 +18,9 @@ import pytest
 from mediacrawler.pipelines.records import records_problem
 from mediacrawler.records.rows import Rows, add_record
 from mediacrawler.records.schema import SCHEMA_VERSION, SchemaTooNew
-from mediacrawler.records.store import open_store
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler.records.store import RUN_COUNTS, open_store
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import ROOT, control, crawl_command, media_paths, records, run
 from tests.utils import project_crawler, weibo_sandbox
 
@@ -132,7 +132,8 @@ def test_a_version_1_database_is_migrated_with_its_rows_kept(store_uri: str) -> 
     store = open_store(store_uri, now=NOW)
     store._begin()  # back to what version 1 made: no comment_media, comments without spider and job
     for statement in ("DROP TABLE comment_media", "DROP INDEX posts_job", "DELETE FROM schema_version",
-                      "ALTER TABLE comments DROP COLUMN job", "ALTER TABLE comments DROP COLUMN spider"):
+                      "ALTER TABLE comments DROP COLUMN job", "ALTER TABLE comments DROP COLUMN spider",
+                      "DROP TABLE runs"):
         store._execute(statement)
     store._execute("INSERT INTO schema_version (version, applied_at) VALUES (1, ?)", (NOW,))
     store._execute("INSERT INTO comments (platform, comment_id, post_id, text, pinned, deleted, extra, "
@@ -142,12 +143,43 @@ def test_a_version_1_database_is_migrated_with_its_rows_kept(store_uri: str) -> 
     store.close()
     store = open_store(store_uri, now=NOW)
     try:
-        assert store.version() == SCHEMA_VERSION == 2
-        assert [r["version"] for r in store.table("schema_version")] == [1, 2]
+        assert store.version() == SCHEMA_VERSION == 3
+        assert [r["version"] for r in store.table("schema_version")] == [1, 2, 3]
         _write(store, "r1", "2026-12-02T00:00:01Z", _comment("c1", "m1"))
         assert store.table("comments", ["comment_id", "text", "job"]) == [
             {"comment_id": "c1", "text": "好", "job": KEY}, {"comment_id": "old", "text": "kept", "job": None}]
         assert len(store.table("comment_media")) == 1
+    finally:
+        store.close()
+
+
+def _run_row(run_id: str, **figures: Any) -> dict[str, Any]:
+    return {"run_id": run_id, "spider": "weibo", "job": KEY, "host": "h", "worker": None, "pid": 1,
+            "started_at": NOW, "updated_at": NOW, "finished_at": None, "finish_reason": None,
+            "update_interval": 5.0,
+            **dict.fromkeys(RUN_COUNTS, 0), **figures}
+
+
+def test_a_version_2_database_gains_the_runs_table_and_a_finished_run_stays_finished(store_uri: str) -> None:
+    store = open_store(store_uri, now=NOW)
+    _write(store, "r1", "2026-12-02T00:00:01Z", _post("1", 5))
+    store._begin()  # back to what version 2 made: no runs table
+    for statement in ("DROP TABLE runs", "DELETE FROM schema_version WHERE version = 3"):
+        store._execute(statement)
+    store._commit()
+    assert store.version() == 2
+    store.close()
+    store = open_store(store_uri, now=NOW)
+    try:
+        assert [r["version"] for r in store.table("schema_version")] == [1, 2, 3]
+        assert [r["post_id"] for r in store.table("posts")] == ["1"] and store.table("runs") == []
+        store.write_run(_run_row("a", pages=1))
+        store.write_run(_run_row("a", pages=4, posts=30, updated_at="2026-12-02T00:00:05Z"))
+        store.write_run(_run_row("a", pages=5, finished_at="2026-12-02T00:00:06Z", finish_reason="finished"))
+        store.write_run(_run_row("a", pages=9, updated_at="2026-12-02T00:00:07Z"))  # late: a finished run stays
+        (row,) = store.table("runs")
+        assert (row["pages"], row["posts"], row["finish_reason"], row["updated_at"]) == (
+            5, 0, "finished", NOW)
     finally:
         store.close()
 
@@ -204,7 +236,7 @@ def test_a_crawl_upserts_its_comment_items_with_their_pictures(tmp_path: Path) -
 WRITER = """
 import sys
 from mediacrawler.records.rows import Rows, add_record
-from mediacrawler.records.store import open_store
+from mediacrawler.records.store import RUN_COUNTS, open_store
 uri, run_id, first, last = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 store = open_store(uri, now="2026-12-02T00:00:00Z")
 for start in range(first, last, 10):  # small batches, so the two writers interleave

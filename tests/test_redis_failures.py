@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.plugins.redis_server import RedisServer
 from tests.sync_crawls import records
 from tests.utils import weibo_sandbox

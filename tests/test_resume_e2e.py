@@ -24,8 +24,8 @@ from scrapy.utils.project import get_project_settings
 
 from mediacrawler.checkpoints.model import Checkpoint
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow

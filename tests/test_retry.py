@@ -14,8 +14,8 @@ import redis
 
 from mediacrawler.extensions.retries import FileRetryStore, RedisRetryStore, RetryStore
 from mediacrawler.records.store import open_store
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import crawl_command, listing_requests, media_paths, records, run
 from tests.utils import weibo_sandbox
 

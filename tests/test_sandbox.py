@@ -1,7 +1,7 @@
 """The platform sandbox over real HTTP: Weibo shapes and escaping, paging, faults, media semantics, the log.
 
 Everything runs against the subprocess started by the ``sandbox`` fixtures; expectations come from the pure world
-model (:mod:`mediacrawler.sandbox.weibo`) and media generators, never from the server itself.
+model (:mod:`mediacrawler_sandbox.weibo`) and media generators, never from the server itself.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import av
 import pytest
 from PIL import Image
 
-from mediacrawler.sandbox import media
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.weibo import build_weibo_world, count_value, mid_to_bid
-from mediacrawler.sandbox.weibo_api import END_OF_LIST
+from mediacrawler_sandbox import media
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.weibo import build_weibo_world, count_value, mid_to_bid
+from mediacrawler_sandbox.weibo_api import END_OF_LIST
 
 UID = 7365120894
 OTHER = 1669879400
@@ -88,7 +88,7 @@ def mblogs(payload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_cli_prints_the_url_first_and_exits_0_on_sigterm() -> None:
-    proc = subprocess.Popen([sys.executable, "-u", "-m", "mediacrawler.sandbox", "--host", "127.0.0.1",
+    proc = subprocess.Popen([sys.executable, "-u", "-m", "mediacrawler_sandbox", "--host", "127.0.0.1",
                              "--port", "0", "--weibo-pages", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
@@ -331,7 +331,7 @@ def test_weibo_images_need_a_referer_and_decode(fresh_sandbox: SandboxProcess, w
 
 def test_video_is_a_real_h264_aac_mp4(fresh_sandbox: SandboxProcess, world: Any) -> None:
     # Each Weibo quality is the sandbox video's progressive MP4 at its declared height: 720 → 720p, hd → 480p,
-    # sd → 360p (mediacrawler.sandbox.video, 4 s).
+    # sd → 360p (mediacrawler_sandbox.video, 4 s).
     video = next(v for v in world.videos.values() if len(v.qualities) > 1)
     status, headers, body = fetch(fresh_sandbox.url + video.best_path(), REFERER)
     assert status == 200 and headers["Content-Type"] == "video/mp4"

@@ -3,7 +3,7 @@ videos whose every cid has its own playurl and real media, and the ``bilibili_wb
 
 Requests are signed and answers read with the crawler's own parser (:mod:`mediacrawler.parsers.bilibili`), so
 these tests also prove the sandbox speaks what the client understands; expectations come from the pure model
-(:mod:`mediacrawler.sandbox.bilibili`).
+(:mod:`mediacrawler_sandbox.bilibili`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pytest
 from mediacrawler.media import manifests as mf
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import PlatformError
-from mediacrawler.sandbox import bilibili, video
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import bilibili, video
+from mediacrawler_sandbox.process import SandboxProcess
 
 MIXIN = parser.mixin_key(bilibili.WBI_IMG_KEY, bilibili.WBI_SUB_KEY)
 ARC = "/x/space/wbi/arc/search"
@@ -275,7 +275,7 @@ def test_a_playurl_fault_can_start_after_the_first_answers(fresh_sandbox: Sandbo
 
 def test_the_upload_without_dash_answers_a_segmented_durl_whatever_fnval_asks(
         fresh_sandbox: SandboxProcess) -> None:
-    from mediacrawler.sandbox.durl import durl_segments
+    from mediacrawler_sandbox.durl import durl_segments
 
     sb = fresh_sandbox
     bvid = bilibili.DURL_BVID

@@ -2,7 +2,7 @@
 once, each platform's cursor and its quirks (Weibo max_id 0 at the end and ok:0 for none, Bilibili's pinned reply
 on every page and a thread that closes mid-walk, Graph's nested replies), pictures that are real images, and
 comments published after a first walk appearing at the top. Expectations come from the pure model
-(mediacrawler/sandbox/comments.py)."""
+(mediacrawler_sandbox/comments.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 from urllib.parse import urlencode
 
 from mediacrawler.parsers import bilibili_comments, facebook_comments, weibo_comments
-from mediacrawler.sandbox.bilibili import BVIDS, aid_for
-from mediacrawler.sandbox.comments import CommentWorld
-from mediacrawler.sandbox.facebook import DEFAULT_TOKEN, PAGE_ID
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.bilibili import BVIDS, aid_for
+from mediacrawler_sandbox.comments import CommentWorld
+from mediacrawler_sandbox.facebook import DEFAULT_TOKEN, PAGE_ID
+from mediacrawler_sandbox.process import SandboxProcess
 
 WEIBO_POST = "5104383848730501"
 FB_POST = f"{PAGE_ID}_1000000000001"
@@ -164,7 +164,7 @@ def test_facebook_stream_nests_replies_and_needs_the_token(fresh_sandbox: Sandbo
 
 
 def test_bilibili_mode_2_is_newest_first_and_mode_3_hot_first() -> None:
-    from mediacrawler.sandbox.comments import bilibili_main
+    from mediacrawler_sandbox.comments import bilibili_main
 
     world = CommentWorld()
     world.set_size("bilibili", BVIDS[0], 15)
@@ -177,7 +177,7 @@ def test_bilibili_mode_2_is_newest_first_and_mode_3_hot_first() -> None:
 
 
 def test_facebook_after_names_the_end_on_the_last_page_and_published_comments_follow_it() -> None:
-    from mediacrawler.sandbox.comments import facebook_comments as fb_page
+    from mediacrawler_sandbox.comments import facebook_comments as fb_page
 
     world = CommentWorld()
     world.set_size("facebook", FB_POST, 4)

@@ -3,7 +3,7 @@ short links that redirect, and real media at several heights (H.264 and HEVC) pl
 
 Answers are read with the crawler's own parser (:mod:`mediacrawler.parsers.douyin`), so these tests also prove
 the sandbox speaks what the client understands; expectations come from the pure model
-(:mod:`mediacrawler.sandbox.douyin`).
+(:mod:`mediacrawler_sandbox.douyin`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from PIL import Image
 
 from mediacrawler.media.manifests import manifest_from_renditions, select
 from mediacrawler.parsers import douyin as parser
-from mediacrawler.sandbox import douyin, media, video
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import douyin, media, video
+from mediacrawler_sandbox.process import SandboxProcess
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -2,7 +2,7 @@
 node, error envelopes from the ``facebook_api`` knob, real media behind the URLs, and a token-free request log.
 
 Everything runs against the sandbox subprocess; expectations come from the pure world model
-(:mod:`mediacrawler.sandbox.facebook`), and every payload goes through the real parser
+(:mod:`mediacrawler_sandbox.facebook`), and every payload goes through the real parser
 (:mod:`mediacrawler.parsers.facebook`), so these tests also prove the two speak the same Graph.
 """
 
@@ -20,8 +20,8 @@ from PIL import Image
 
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers._common import PlatformError
-from mediacrawler.sandbox import facebook
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import facebook
+from mediacrawler_sandbox.process import SandboxProcess
 
 TOKEN = facebook.DEFAULT_TOKEN
 PAGE = facebook.PAGE_ID

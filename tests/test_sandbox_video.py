@@ -3,7 +3,7 @@ SegmentTimeline, SegmentBase with sidx), Bilibili playurl/view, progressive MP4,
 
 Manifests are parsed with the crawler's own parsers (:mod:`mediacrawler.media.manifests`) and the fragments are
 assembled and verified with :mod:`mediacrawler.media.assemble`, so these tests also prove the sandbox speaks what
-the client understands. Expectations come from the pure catalog (:mod:`mediacrawler.sandbox.video`).
+the client understands. Expectations come from the pure catalog (:mod:`mediacrawler_sandbox.video`).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from mediacrawler.media import manifests as mf
 from mediacrawler.media.assemble import decrypt_aes128, remux_to_mp4, verify_mp4
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import PlatformError
-from mediacrawler.sandbox import bilibili, video
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import bilibili, video
+from mediacrawler_sandbox.process import SandboxProcess
 
 VID = bilibili.BVIDS[0]  # a bvid is a video id too: one encode serves every test
 REFERER = {"Referer": "https://www.bilibili.com/video/" + VID}

@@ -2,7 +2,7 @@
 unavailable notes, the ``xhs_web`` rate-limit knob, and real media behind every URL.
 
 Everything runs against the sandbox subprocess; expectations come from the pure world model
-(:mod:`mediacrawler.sandbox.xhs`), and every page goes through the real parser (:mod:`mediacrawler.parsers.xhs`),
+(:mod:`mediacrawler_sandbox.xhs`), and every page goes through the real parser (:mod:`mediacrawler.parsers.xhs`),
 so these tests also prove the two speak the same site.
 """
 
@@ -21,8 +21,8 @@ from PIL import Image
 
 from mediacrawler.parsers import xhs as parser
 from mediacrawler.parsers._common import PlatformError
-from mediacrawler.sandbox import xhs
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import xhs
+from mediacrawler_sandbox.process import SandboxProcess
 
 
 @pytest.fixture(scope="module")

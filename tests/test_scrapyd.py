@@ -26,6 +26,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -35,8 +36,8 @@ import pytest
 
 from mediacrawler.checkpoints.model import Checkpoint
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.world import build_world
 from tests.utils import weibo_sandbox
 
 pytestmark = pytest.mark.slow
@@ -174,8 +175,8 @@ def deploy(scrapyd: Scrapyd, workdir: Path) -> str:
     """scrapyd-deploy from a copy of the checkout with a generated scrapy.cfg; returns scrapyd-deploy's output."""
     project = workdir / "project"
     project.mkdir()
-    shutil.copytree(ROOT / "mediacrawler", project / "mediacrawler",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for package in ("mediacrawler", "mediacrawler_sandbox"):  # the sandbox too: setup.py is what leaves it out
+        shutil.copytree(ROOT / package, project / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("setup.py", "requirements.txt", "README.md", "MANIFEST.in"):
         shutil.copy2(ROOT / name, project / name)
     # In the egg only: proves that scrapyd's runner imports the egg, not the checkout.
@@ -298,6 +299,14 @@ def test_basic_auth_is_required_and_the_egg_is_what_runs(scrapyd: Scrapyd) -> No
     assert refused.value.code == 401
     spiders = scrapyd.get(f"listspiders.json?project={PROJECT}")["spiders"]
     assert set(spiders) == {"bilibili", "douyin", "facebook", "weibo", "xhs", "scrapyd_probe"}
+
+
+def test_the_egg_holds_the_package_and_no_sandbox(scrapyd: Scrapyd) -> None:
+    (egg,) = (scrapyd.root / "eggs" / PROJECT).glob("*.egg")
+    with zipfile.ZipFile(egg) as archive:
+        names = archive.namelist()
+    assert {"mediacrawler/settings.py", "mediacrawler/spiders/scrapyd_probe.py"} <= set(names)
+    assert not [n for n in names if n.startswith(("mediacrawler_sandbox", "mediacrawler/sandbox"))], names
     assert scrapyd.get(f"listversions.json?project={PROJECT}")["versions"] == ["e2e1"]
     assert PASSWORD not in scrapyd.log()
 

@@ -23,7 +23,7 @@ import pytest
 from mediacrawler import scrub as scrub_module
 from mediacrawler.parsers import facebook as fb_parser
 from mediacrawler.parsers._common import PlatformError
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.process import SandboxProcess
 from mediacrawler.scrub import MASK, Scrubber, ScrubFilter, configured_secrets, mask_url
 from tests.plugins.redis_server import RedisServer, free_port
 

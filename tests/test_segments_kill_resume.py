@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from mediacrawler.media.spool import ledger_path, load_ledger, spool_path
-from mediacrawler.sandbox.media import blob_sha256
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.media import blob_sha256
+from mediacrawler_sandbox.process import SandboxProcess
 from tests.test_media_segments import ROOT, driver_command, sha256_file, spool_files
 
 KiB = 1024

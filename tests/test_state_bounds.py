@@ -18,7 +18,7 @@ from mediacrawler.checkpoints.model import CheckpointCorrupt
 from mediacrawler.checkpoints.store import FileCheckpointStore
 from mediacrawler.extensions.marks import FileMarkStore, RedisMarkStore
 from mediacrawler.extensions.retries import FileRetryStore
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.process import SandboxProcess
 from tests.sync_crawls import crawl_command, records, run
 from tests.utils import weibo_sandbox
 from tests.test_extension_checkpoint import KEY, make, parsed, scraped

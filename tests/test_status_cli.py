@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from mediacrawler.checkpoints.store import FileCheckpointStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 UID = 7365120894

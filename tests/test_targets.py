@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mediacrawler.parsers._common import job_slug
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.world import build_world
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import crawl_command, listing_requests, records, run
 
 pytestmark = pytest.mark.slow

@@ -24,7 +24,7 @@ from mediacrawler.media.index import ObjectRecord, SourceRecord, SQLiteMediaInde
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.commands.verify import add_arguments, format_report, main, run_from_args
 from mediacrawler.commands.verify import run_verify
-from mediacrawler.sandbox.media import blob_read, generic_image
+from mediacrawler_sandbox.media import blob_read, generic_image
 from tests.utils import project_settings_dict
 
 ROOT = Path(__file__).resolve().parents[1]

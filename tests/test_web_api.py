@@ -17,7 +17,7 @@ from starlette.testclient import TestClient
 
 from mediacrawler.commands import web as web_command
 from mediacrawler.commands.options import command_settings
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.weibo import build_weibo_world
 from mediacrawler.web.app import build_app
 from mediacrawler.web.queries import comment_thread
 from tests.plugins.web_data import (BVID, HOSTILE_AUTHOR, HOSTILE_ID, HOSTILE_TEXT, SHOWCASE_UID, THREAD_POST,
@@ -236,6 +236,12 @@ def test_jobs_and_the_start_api(client: TestClient, web_data: WebData) -> None:
     figures = crawl["progress"]
     assert figures["posts_per_minute"] == pytest.approx(figures["posts"] / figures["minutes"], rel=0.01, abs=0.1)
     assert [c["id"] for c in client.get("/api/crawls").json()["crawls"]] == [crawl_id]
+    # Its run (the runs table) is the job's last one, and links to the crawl's log: the page started it.
+    last = {j["job"]: j for j in client.get("/api/jobs").json()["jobs"]}[crawl["job"]]["last_run"]
+    assert (last["crawl"], last["pid"], last["state"], last["reason"]) == (crawl_id, crawl["pid"], "finished",
+                                                                          "finished")
+    assert last["progress"]["posts"] == figures["posts"] and last["progress"]["pages"] == figures["pages"]
+    assert f'<a href="/crawls/{crawl_id}" class="state finished">' in client.get("/jobs").text
     # No credential is ever rendered: not the -s value given to the app, not in the log it shows.
     for text in (client.get("/api/crawls").text, client.get(f"/crawls/{crawl_id}").text, client.get("/jobs").text,
                  client.get(f"/api/crawls/{crawl_id}?log=1").text):

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox.weibo import build_weibo_world
 from tests.plugins.web_data import BVID, ROOT, SHOWCASE_UID, THREAD_POST, WebData
 
 CHROMIUM = "/usr/bin/chromium"
@@ -225,3 +225,15 @@ def test_start_form_refuses_a_bad_argument_then_starts_a_crawl_shown_on_the_jobs
     state = wait_for(lambda: (lambda s: s if s in ("finished", "failed") else None)(browser.find_element(
         "css selector", f"tr[data-job='{job}'] .state").text), "the crawl to end", timeout=150)
     assert state == "finished"
+
+
+def test_the_jobs_page_shows_the_last_run_of_a_crawl_started_elsewhere(browser: Any, server: str) -> None:
+    # The showcase crawl of tests/plugins/web_data.py ran as `scrapy crawl`: its run is in the runs table.
+    showcase = len(build_weibo_world().timeline(int(SHOWCASE_UID)))
+    browser.get(f"{server}/jobs")
+    row = wait_for(lambda: browser.find_elements("css selector", f"tr[data-job='weibo-uid-{SHOWCASE_UID}']"),
+                   "the showcase job's row")[0]
+    assert row.find_element("css selector", ".state").text == "finished"
+    assert not row.find_elements("css selector", "a.state")  # not started from the page: no log to link
+    assert re.match(rf"\d+ pages · {showcase} posts · [1-9]\d* media", row.find_element("css selector",
+                                                                                      ".progress").text)

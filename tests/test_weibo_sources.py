@@ -14,8 +14,8 @@ from urllib.parse import parse_qs
 import pytest
 
 from mediacrawler.parsers.weibo import bid_to_mid, post_ref, search_containerid
-from mediacrawler.sandbox.process import SandboxProcess
-from mediacrawler.sandbox.weibo import build_weibo_world, mid_to_bid
+from mediacrawler_sandbox.process import SandboxProcess
+from mediacrawler_sandbox.weibo import build_weibo_world, mid_to_bid
 from mediacrawler.spiders._args import validate_args
 from mediacrawler.spiders.weibo import WeiboSpider
 

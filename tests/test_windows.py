@@ -18,10 +18,10 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from mediacrawler.parsers._common import iso_utc
-from mediacrawler.sandbox import bilibili
-from mediacrawler.sandbox.facebook import PAGE_ID, build_facebook_world
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.weibo import build_weibo_world
+from mediacrawler_sandbox import bilibili
+from mediacrawler_sandbox.facebook import PAGE_ID, build_facebook_world
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.weibo import build_weibo_world
 from mediacrawler.spiders._args import validate_args
 from mediacrawler.spiders._window import DateWindow, cut_page, parse_when, window_suffix
 from mediacrawler.spiders.weibo import WeiboSpider

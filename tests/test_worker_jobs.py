@@ -12,7 +12,7 @@ import pytest
 
 from mediacrawler.media.store import ContentAddressedStore
 from mediacrawler.media.video import VideoDownloader
-from mediacrawler.sandbox import douyin, xhs
+from mediacrawler_sandbox import douyin, xhs
 from mediacrawler.spiders.bilibili import BilibiliSpider
 from mediacrawler.spiders.douyin import DouyinSpider
 from mediacrawler.spiders.xhs import XhsSpider

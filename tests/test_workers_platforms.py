@@ -22,9 +22,9 @@ from urllib.parse import quote
 import pytest
 
 from mediacrawler.commands import enqueue
-from mediacrawler.sandbox import bilibili, douyin, xhs
-from mediacrawler.sandbox.facebook import PAGE_ID
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox import bilibili, douyin, xhs
+from mediacrawler_sandbox.facebook import PAGE_ID
+from mediacrawler_sandbox.process import SandboxProcess
 from tests.sync_crawls import CRAWL_TIMEOUT, ROOT, records
 
 pytestmark = pytest.mark.slow

@@ -14,8 +14,9 @@ import redis
 
 from mediacrawler.extensions.marks import RedisMarkStore
 from mediacrawler.extensions.retries import RedisRetryStore
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
-from mediacrawler.sandbox.world import build_world
+from mediacrawler.records.store import open_store
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.world import build_world
 from tests.sync_crawls import control, listing_requests, run_workers
 from tests.test_retry import assert_stored_on_retry, video_post
 from tests.utils import weibo_sandbox
@@ -59,6 +60,15 @@ def test_workers_read_and_move_the_mark_in_redis(tmp_path: Path, sb: SandboxProc
     first_seq = mark.seq
     # Workers share no disk: checkpoint and mark in Redis (each has its own records database, the default).
     assert only_records_db(tmp_path / "checkpoints")
+    # Each worker's run of the job is a row of the runs table (here one database for both), finished with it.
+    store = open_store(str(tmp_path / "checkpoints" / "records.sqlite3"), now="2026-12-02T00:00:00Z")
+    try:
+        runs = store.table("runs")
+    finally:
+        store.close()
+    assert 1 <= len(runs) <= 2 and len({r["worker"] for r in runs}) == len(runs) and all(r["worker"] for r in runs)
+    assert {(r["job"], r["finish_reason"]) for r in runs} == {(KEY, "finished")}
+    assert sum(r["posts"] for r in runs) == len(first) and all(r["finished_at"] for r in runs)
 
     sb.reset()
     new_ids = control(sb, "weibo/publish", {"uid": UID, "count": 3})["ids"]

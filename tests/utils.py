@@ -12,7 +12,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 import mediacrawler.settings as project_settings
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
 
 
 def project_settings_dict(**overrides: Any) -> dict[str, Any]:

@@ -73,6 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        # Listening before the address is printed: a client that reads it connects even while uvicorn starts.
+        sock.listen(2048)
     except OSError as e:
         print(f"mediacrawler web: error: cannot listen on {host}:{port}: {e}", file=sys.stderr)
         return 2

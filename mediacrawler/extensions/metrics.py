@@ -54,6 +54,7 @@ from scrapy.utils.asyncio import run_in_thread
 
 from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.distributed.status import spider_state
+from mediacrawler.extensions.figures import crawl_figures, number
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.jobstate import job_state
 
@@ -72,14 +73,9 @@ DEDUPE_KINDS = {"dedupe/dropped": "seen", "dedupe/claimed_elsewhere": "claimed_e
                 "checkpoint/skipped_stored": "checkpoint"}
 
 
-def _num(stats: Mapping[str, Any], key: str) -> float:
-    value = stats.get(key, 0)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
-
-
 def _by_suffix(stats: Mapping[str, Any], prefix: str) -> dict[str, float]:
     """``{suffix: value}`` of the numeric stats named ``<prefix><suffix>`` (one level: no ``/`` in the suffix)."""
-    return {key[len(prefix):]: _num(stats, key) for key in stats
+    return {key[len(prefix):]: number(stats, key) for key in stats
             if key.startswith(prefix) and "/" not in key[len(prefix):] and key != prefix}
 
 
@@ -96,31 +92,29 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
             family.add_metric(ids + ([value_label] if extra else []), value)
         return family
 
+    figures = crawl_figures(stats, platform=platform)
     yield counter("pages", "Listing pages by status", "status", {
-        "parsed": _num(stats, f"{platform}/pages"), "failed": _num(stats, f"{platform}/pages_failed")})
-    # Scrapy counts every item; comments (-a comments) are counted apart (spiders/_threads.py).
-    comments = {"scraped": _num(stats, "comments/scraped"), "dropped": _num(stats, "comments/dropped")}
+        "parsed": figures["pages"], "failed": figures["pages_failed"]})
     yield counter("posts", "Posts out of the item pipelines by status", "status", {
-        "scraped": _num(stats, "item_scraped_count") - comments["scraped"],
-        "dropped": _num(stats, "item_dropped_count") - comments["dropped"]})
-    yield counter("comments", "Comments and replies out of the item pipelines by status", "status", comments)
+        "scraped": figures["posts"], "dropped": figures["posts_dropped"]})
+    yield counter("comments", "Comments and replies out of the item pipelines by status", "status", {
+        "scraped": figures["comments"], "dropped": figures["comments_dropped"]})
     yield counter("media_files", "Media assets by outcome", "status",
-                  {status: _num(stats, f"media/{status}") for status in MEDIA_STATUSES})
+                  {status: number(stats, f"media/{status}") for status in MEDIA_STATUSES})
     yield counter("media_bytes", "Media bytes written to the store (stored) or received from the network "
-                  "(received)", "status", {
-                      "stored": _num(stats, "media/stored_bytes"),
-                      "received": _num(stats, "media/response_bytes") + _num(stats, "media/segments/response_bytes")})
+                  "(received)", "status", {"stored": figures["bytes"], "received": figures["bytes_received"]})
     yield counter("media_failures", "Failed media assets by reason", "reason", _by_suffix(stats, "media/failed/"))
     yield counter("dedupe_hits", "Posts dropped as already emitted, by kind", "kind",
-                  {kind: _num(stats, key) for key, kind in DEDUPE_KINDS.items()})
+                  {kind: number(stats, key) for key, kind in DEDUPE_KINDS.items()})
     yield counter("retries", "Requests retried, by reason", "reason", _by_suffix(stats, "retry/reason_count/"))
     yield counter("rate_limit_waits", "Back-offs on rate-limit answers, by reason", "reason",
                   _by_suffix(stats, f"{platform}/rate_limited/"))
     if checkpoint_base is not None:
-        watermark = int(_num(stats, "checkpoint/watermark")) if "checkpoint/watermark" in stats else checkpoint_base
+        watermark = (int(number(stats, "checkpoint/watermark")) if "checkpoint/watermark" in stats
+                     else checkpoint_base)
         # Pages this run parsed that the watermark has not passed yet: their posts are still in the pipelines, or a
         # page before them failed. Grows without bound when a page failed for good.
-        lag = max(0.0, _num(stats, f"{platform}/pages") - max(0, watermark - checkpoint_base))
+        lag = max(0.0, number(stats, f"{platform}/pages") - max(0, watermark - checkpoint_base))
         family = GaugeMetricFamily(PREFIX + "checkpoint_watermark", "Highest page whose posts are all stored",
                                    labels=labels)
         family.add_metric(ids, watermark)

@@ -21,6 +21,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.logstats import LogStats
 
+from mediacrawler.extensions.figures import crawl_figures
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -30,7 +32,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
-STORED_STATUSES = ("downloaded", "uptodate", "deduplicated")
 
 
 class ProgressLogStats(LogStats):
@@ -53,12 +54,9 @@ class ProgressLogStats(LogStats):
 
     def log(self, spider: Spider) -> None:
         platform = getattr(spider, "platform", None) or spider.name
-        get = self.stats.get_value
-        pages = int(get(f"{platform}/pages", 0))
-        comments = int(get("comments/scraped", 0))
-        posts = int(get("item_scraped_count", 0)) - comments
-        files = sum(int(get(f"media/{status}", 0)) for status in STORED_STATUSES)
-        stored = int(get("media/stored_bytes", 0))
+        figures = crawl_figures(self.stats.get_stats(), platform=str(platform))
+        pages, posts, files, stored = (figures[n] for n in ("pages", "posts", "media", "bytes"))
+        comments = figures["comments"]
         prev_pages, prev_posts, prev_files, prev_stored = self._prev
         self._prev = (pages, posts, files, stored)
         m = self.multiplier
@@ -66,7 +64,7 @@ class ProgressLogStats(LogStats):
             "Crawled %d pages (at %d pages/min), scraped %d posts (at %d posts/min), %d media files "
             "(at %d files/min), %.1f MiB stored (at %.1f MiB/min), %d media failed%s",
             pages, (pages - prev_pages) * m, posts, (posts - prev_posts) * m, files, (files - prev_files) * m,
-            stored / MIB, (stored - prev_stored) / MIB * m, int(get("media/failed", 0)),
+            stored / MIB, (stored - prev_stored) / MIB * m, figures["media_failed"],
             f", {comments} comments" if comments else "",
             extra={"spider": spider},
         )

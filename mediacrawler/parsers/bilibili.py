@@ -93,6 +93,27 @@ def video_url(bvid: str) -> str:
     return f"https://www.bilibili.com/video/{bvid}"
 
 
+# The public av ↔ BV mapping (bilibili-API-collect, docs/misc/bvid_desc.md): the aid with bit 51 set, XORed with a
+# constant, written in base 58 over this alphabet, two pairs of its digits swapped, after "BV1".
+_BV_ALPHABET = "FcwAPNKTMug3GV5Lj7EJnHpWsx4tb8haYeviqBz6rkCy12mUSDQX9RdoZf"
+_BV_XOR = 23442827791579
+_BV_MAX_AID = 1 << 51
+
+
+def aid_to_bvid(aid: int) -> str:
+    """The BV id of the video whose (old, numeric) av id is *aid*: ``aid_to_bvid(170001) == "BV17x411w7KC"``."""
+    if not 0 < aid < _BV_MAX_AID:
+        raise ValueError(f"av{aid}: not an av id (1 to 2**51 - 1)")
+    value, digits = (_BV_MAX_AID | aid) ^ _BV_XOR, []
+    for _ in range(9):
+        value, digit = divmod(value, 58)
+        digits.append(_BV_ALPHABET[digit])
+    code = digits[::-1]  # most significant first
+    code[0], code[6] = code[6], code[0]
+    code[1], code[4] = code[4], code[1]
+    return "BV1" + "".join(code)
+
+
 # ----------------------------------------------------------------------------------------------- envelope
 
 

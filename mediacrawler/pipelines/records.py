@@ -124,6 +124,29 @@ class _Writer:
 _WRITERS: dict[str, _Writer] = {}
 
 
+def shared_writer(uri: str, connect_timeout: float) -> _Writer:
+    """The writer of ``uri`` in this process (started on first use), with one more user: every component that
+    writes the database (this pipeline, extensions/runs.py) takes it so, and gives it back with
+    :func:`release_writer`."""
+    writer = _WRITERS.get(uri)
+    if writer is None:
+        writer = _WRITERS[uri] = _Writer(uri, connect_timeout)
+    writer.users += 1
+    return writer
+
+
+async def release_writer(writer: _Writer) -> None:
+    """One user less; the last one closes the store (in its thread) and stops the thread."""
+    writer.users -= 1
+    if writer.users > 0:
+        return
+    if _WRITERS.get(writer.uri) is writer:
+        del _WRITERS[writer.uri]
+    if writer.store is not None:
+        await maybe_deferred_to_future(writer.call(writer.store.close))
+    writer.stop()
+
+
 class RecordsPipeline:
     """Upserts records into ``RECORDS_DB`` (see the module docstring)."""
 
@@ -152,11 +175,7 @@ class RecordsPipeline:
         return cls(crawler)
 
     async def open_spider(self, spider: Any = None) -> None:
-        writer = _WRITERS.get(self.uri)
-        if writer is None:
-            writer = _WRITERS[self.uri] = _Writer(self.uri, self.connect_timeout)
-        writer.users += 1
-        self.writer = writer
+        self.writer = writer = shared_writer(self.uri, self.connect_timeout)
         await maybe_deferred_to_future(writer.ready())
         if writer.error is not None:
             await self._release()
@@ -250,13 +269,5 @@ class RecordsPipeline:
 
     async def _release(self) -> None:
         writer, self.writer = self.writer, None
-        if writer is None:
-            return
-        writer.users -= 1
-        if writer.users > 0:
-            return
-        if _WRITERS.get(writer.uri) is writer:
-            del _WRITERS[writer.uri]
-        if writer.store is not None:
-            await maybe_deferred_to_future(writer.call(writer.store.close))
-        writer.stop()
+        if writer is not None:
+            await release_writer(writer)

@@ -9,7 +9,7 @@ mediacrawler and is refused (:class:`SchemaTooNew`).
 from __future__ import annotations
 
 #: The version this code writes; migrations ``1..SCHEMA_VERSION`` make a database of it from nothing.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _V1 = [
     """CREATE TABLE IF NOT EXISTS authors (
@@ -65,9 +65,23 @@ _V2 = [
     "CREATE INDEX IF NOT EXISTS posts_job ON posts (job)",
 ]
 
+# Version 3: one row per crawl run (``runs``, written by extensions/runs.py), so the web page knows the last run of
+# every job and the progress of one running, whoever started it.
+_V3 = [
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT NOT NULL, spider TEXT NOT NULL, job TEXT NOT NULL, host TEXT NOT NULL, worker TEXT,
+        pid BIGINT NOT NULL, started_at TEXT NOT NULL, updated_at TEXT NOT NULL, finished_at TEXT,
+        finish_reason TEXT, update_interval DOUBLE PRECISION NOT NULL,
+        pages BIGINT NOT NULL, pages_failed BIGINT NOT NULL, posts BIGINT NOT NULL, posts_dropped BIGINT NOT NULL,
+        comments BIGINT NOT NULL, media BIGINT NOT NULL, media_failed BIGINT NOT NULL, bytes BIGINT NOT NULL,
+        errors BIGINT NOT NULL,
+        PRIMARY KEY (run_id))""",
+    "CREATE INDEX IF NOT EXISTS runs_job ON runs (job, started_at)",
+]
+
 #: version → the statements that take a database from the version before it to this one (run in one transaction
 #: with the ``schema_version`` row that records it). A new version appends here; none is ever edited.
-MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2}
+MIGRATIONS: dict[int, list[str]] = {1: _V1, 2: _V2, 3: _V3}
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
 

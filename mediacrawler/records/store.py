@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mediacrawler.records.rows import MEDIA_RESULTS, POST_COUNTS, Rows
 from mediacrawler.records.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE, SchemaTooNew
 from mediacrawler.scrub import mask_url
+
+T = TypeVar("T")
 
 #: The file name of the default SQLite database, in CHECKPOINT_DIR.
 DEFAULT_FILE = "records.sqlite3"
@@ -141,12 +143,23 @@ HISTORY_COLUMNS = ("platform", "post_id", "run_id", "seen_at", *POST_COUNTS)
 HISTORY_SQL = _upsert("metrics_history", HISTORY_COLUMNS, ("platform", "post_id", "run_id"),
                       {c: f"excluded.{c}" for c in ("seen_at", *POST_COUNTS)})
 
+#: The figures of a run (``runs``), from the crawl's stats by ``extensions.metrics.crawl_figures``.
+RUN_COUNTS = ("pages", "pages_failed", "posts", "posts_dropped", "comments", "media", "media_failed", "bytes",
+              "errors")
+RUN_COLUMNS = ("run_id", "spider", "job", "host", "worker", "pid", "started_at", "updated_at", "finished_at",
+               "finish_reason", "update_interval", *RUN_COUNTS)
+# A run's row is written whole each time (opened, every interval, finished): the latest write wins, except that a
+# finished run stays finished.
+RUN_SQL = _upsert("runs", RUN_COLUMNS, ("run_id",), {
+    c: f"CASE WHEN runs.finished_at IS NULL THEN excluded.{c} ELSE runs.{c} END"
+    for c in RUN_COLUMNS if c not in ("run_id", "started_at")})
+
 #: Primary keys, for reading a table in a fixed order.
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "authors": ("platform", "author_id"), "posts": ("platform", "post_id"), "media": ("platform", "kind", "key"),
     "post_media": ("platform", "post_id", "position"), "metrics_history": ("platform", "post_id", "run_id"),
     "comments": ("platform", "comment_id"), "comment_media": ("platform", "comment_id", "position"),
-    "schema_version": ("version",),
+    "runs": ("run_id",), "schema_version": ("version",),
 }
 
 
@@ -211,12 +224,20 @@ class RecordStore:
     def write(self, rows: Rows, *, run_id: str, seen_at: str) -> Written:
         """Upsert every row of ``rows`` in one transaction (tried again on a deadlock), and a ``metrics_history``
         row for each post whose counts this run changed."""
+        return self._transaction(lambda: self._write(rows, run_id=run_id, seen_at=seen_at))
+
+    def write_run(self, row: dict[str, Any]) -> None:
+        """Upsert one ``runs`` row (every column of :data:`RUN_COLUMNS`) in its own transaction."""
+        self._transaction(lambda: self._execute(RUN_SQL, [row[c] for c in RUN_COLUMNS]))
+
+    def _transaction(self, work: Callable[[], T]) -> T:
+        """``work()`` in one transaction, tried again when PostgreSQL aborted it for a deadlock."""
         for attempt in range(PG_RETRIES + 1):
             self._begin()
             try:
-                written = self._write(rows, run_id=run_id, seen_at=seen_at)
+                result = work()
                 self._commit()
-                return written
+                return result
             except BaseException as exc:
                 self._rollback()
                 if attempt >= PG_RETRIES or not self._retryable(exc):

@@ -45,6 +45,7 @@ from mediacrawler.spiders._threads import CommentThreads, ThreadState
 logger = logging.getLogger(__name__)
 
 _BVID = re.compile(r"^BV[0-9A-Za-z]{10}$")
+_AVID = re.compile(r"[aA][vV][1-9][0-9]{0,15}")
 _MID_ID = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}$")
 #: Most videos per page of a favourites folder (the API's bound; BILIBILI_PAGE_SIZE when smaller).
 FAV_PAGE_SIZE = 20
@@ -97,8 +98,10 @@ class BilibiliParams(SpiderParams):
         if v is None:
             return v
         ids = [x.strip() for x in str(v).split(",") if x.strip()]
+        # An old av id names the same video: it is crawled (and keyed) as its BV id.
+        ids = [parser.aid_to_bvid(int(x[2:])) if _AVID.fullmatch(x) else x for x in ids]
         if not ids or len(ids) > 1000 or not all(_BVID.match(x) for x in ids):
-            raise ValueError("must be video ids like BV1Sbx411A01, comma-separated")
+            raise ValueError("must be video ids like BV1Sbx411A01 (or av170001), comma-separated")
         return ",".join(dict.fromkeys(ids))
 
     @model_validator(mode="after")

@@ -36,6 +36,7 @@ from starlette.staticfiles import StaticFiles
 from mediacrawler.config import setting
 from mediacrawler.pipelines.records import seen_now
 from mediacrawler.records.store import RecordStore, open_store, records_uri, shown
+from mediacrawler.scrub import scrub
 from mediacrawler.spiders._args import SpiderParams
 from mediacrawler.web import files, queries
 from mediacrawler.web.crawls import CrawlRunner, field_errors, job_key
@@ -184,8 +185,17 @@ def build_app(settings: BaseSettings, *, overrides: Sequence[str] = (), auth: st
             return JSONResponse({"error": "no such author"}, status_code=404)
         return JSONResponse(author)
 
+    def job_figures() -> dict[str, Any]:
+        """The jobs page's figures: the runs from the records database (read under its lock), then the rest."""
+        try:
+            with web.db() as store:
+                runs = queries.job_runs(store)
+        except Exception as exc:  # noqa: BLE001 - a database out of reach is a line on the page
+            return jobs_status(web.settings, web.runner, {}, [scrub(f"runs: {type(exc).__name__}: {exc}")[:300]])
+        return jobs_status(web.settings, web.runner, runs)
+
     def api_jobs(request: Request) -> Response:
-        return JSONResponse(jobs_status(web.settings, web.runner))
+        return JSONResponse(job_figures())
 
     def api_crawls(request: Request) -> Response:
         return JSONResponse({"crawls": web.runner.list()})
@@ -287,7 +297,7 @@ def build_app(settings: BaseSettings, *, overrides: Sequence[str] = (), auth: st
         return web.page("author.html", request, data=author)
 
     def jobs_page(request: Request) -> Response:
-        return web.page("jobs.html", request, data=jobs_status(web.settings, web.runner))
+        return web.page("jobs.html", request, data=job_figures())
 
     def crawl_page(request: Request) -> Response:
         crawl = web.runner.get(request.path_params["crawl_id"], log=True)

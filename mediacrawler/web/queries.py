@@ -13,13 +13,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from mediacrawler.records.rows import POST_COUNTS
-from mediacrawler.records.store import RecordStore
+from mediacrawler.records.store import RUN_COUNTS, RecordStore
 
 #: Posts per page of the grid and of ``/api/posts`` (``per_page`` may ask for fewer, never more than MAX_PER_PAGE).
 PER_PAGE = 24
 MAX_PER_PAGE = 200
 #: Replies nested deeper than this are shown at this depth (a thread is a tree; its rendering stays bounded).
 MAX_THREAD_DEPTH = 12
+#: A run whose row was not written for this many of its intervals is taken as stopped (killed, or its machine gone:
+#: no ``spider_closed`` wrote its end).
+STALE_INTERVALS = 3
+#: Runs without an end older than this are not looked at for live progress (a crawl killed long ago).
+OPEN_RUNS_WINDOW = timedelta(days=2)
 
 _POST_FIELDS = ("p.platform, p.post_id, p.url, p.author_id, a.name AS author_name, p.created_at, p.text, "
                 "p.likes, p.comments, p.shares, p.views, p.reposted_id, p.deleted, p.spider, p.job, p.fetched_at, "
@@ -311,3 +316,56 @@ def arrange_media(media: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif m["kind"] not in ("subtitle", "video"):
             shown.append({"type": "other", "asset": m})
     return shown
+
+
+def _time(text: str | None) -> datetime | None:
+    try:
+        when = datetime.fromisoformat(str(text).replace("Z", "+00:00")) if text else None
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if when is not None and when.tzinfo is None else when
+
+
+def run_state(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """A ``runs`` row as the jobs page shows it: its state (``running``; ``stopped``: no end written and no update
+    for :data:`STALE_INTERVALS` intervals; ``finished``: ended, ``reason`` says how) and its figures with the rates
+    since it started (to its end, or to its last update)."""
+    updated, started = _time(row["updated_at"]), _time(row["started_at"])
+    if row["finished_at"]:
+        state = "finished"
+    elif updated is None or (now - updated).total_seconds() > STALE_INTERVALS * float(row["update_interval"]):
+        state = "stopped"
+    else:
+        state = "running"
+    progress: dict[str, Any] = {name: int(row[name] or 0) for name in RUN_COUNTS}
+    end = _time(row["finished_at"]) or updated
+    if started is not None and end is not None:
+        minutes = max(1 / 60, (end - started).total_seconds() / 60)
+        progress.update(minutes=round(minutes, 4), pages_per_minute=round(progress["pages"] / minutes, 1),
+                        posts_per_minute=round(progress["posts"] / minutes, 1),
+                        mib_per_minute=round(progress["bytes"] / 2**20 / minutes, 2))
+    progress.update(source="runs", live=state == "running")
+    return {"run_id": row["run_id"], "spider": row["spider"], "job": row["job"], "host": row["host"],
+            "worker": row["worker"], "pid": int(row["pid"]), "started_at": row["started_at"],
+            "updated_at": row["updated_at"], "finished_at": row["finished_at"], "reason": row["finish_reason"],
+            "state": state, "progress": progress}
+
+
+def job_runs(store: RecordStore, *, now: datetime | None = None) -> dict[str, dict[str, Any]]:
+    """Per job key of the ``runs`` table: ``last`` (its newest run, :func:`run_state`), ``running`` (its runs
+    still writing: several workers may serve one job at once) and ``runs`` (how many it had)."""
+    now = now or datetime.now(UTC)
+    found: dict[str, dict[str, Any]] = {}
+    for row in store.select("SELECT job, COUNT(*) AS n FROM runs GROUP BY job"):
+        found[row["job"]] = {"last": None, "running": [], "runs": int(row["n"])}
+    newest = store.select("SELECT * FROM runs r WHERE r.started_at = (SELECT MAX(q.started_at) FROM runs q "
+                          "WHERE q.job = r.job) ORDER BY r.job, r.run_id")
+    for row in newest:
+        found[row["job"]]["last"] = run_state(row, now)
+    since = (now - OPEN_RUNS_WINDOW).strftime("%Y-%m-%dT%H:%M:%S")
+    for row in store.select("SELECT * FROM runs WHERE finished_at IS NULL AND updated_at >= ? ORDER BY job, "
+                            "started_at", [since]):
+        run = run_state(row, now)
+        if run["state"] == "running" and row["job"] in found:
+            found[row["job"]]["running"].append(run)
+    return found

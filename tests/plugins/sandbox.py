@@ -4,9 +4,9 @@
   the whole session, so a test that changes faults or reads the log calls ``sandbox.reset()`` first.
 - ``fresh_sandbox`` (function): the session sandbox, reset before the test.
 - ``sandbox_factory`` (function): ``sandbox_factory(weibo_pages=2, bad_media=True, …)`` starts an extra sandbox
-  with other CLI options (keywords of :func:`mediacrawler.sandbox.process.start_sandbox`); stopped after the test.
+  with other CLI options (keywords of :func:`mediacrawler_sandbox.process.start_sandbox`); stopped after the test.
 
-Each fixture yields a :class:`mediacrawler.sandbox.process.SandboxProcess`: ``.url``, ``.weibo_url``,
+Each fixture yields a :class:`mediacrawler_sandbox.process.SandboxProcess`: ``.url``, ``.weibo_url``,
 ``.requests()``, ``.reset()``, ``.set_faults(**knobs)``, ``.faults(dict)``, ``.stats()``, ``.info()``.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
 
 SandboxFactory = Callable[..., SandboxProcess]
 

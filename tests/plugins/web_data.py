@@ -22,7 +22,7 @@ import pytest
 
 from mediacrawler.records.rows import Rows, add_record
 from mediacrawler.records.store import open_store
-from mediacrawler.sandbox.process import SandboxProcess
+from mediacrawler_sandbox.process import SandboxProcess
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SHOWCASE_UID = "6000000001"

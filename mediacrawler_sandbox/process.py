@@ -1,14 +1,6 @@
 """Start a sandbox subprocess and talk to its control endpoints (stdlib only: usable from tests, demo, benchmarks).
 
-::
-
-    from mediacrawler.sandbox.process import start_sandbox
-
-    with start_sandbox(weibo_users=(7365120894,), weibo_pages=3) as sb:
-        settings["WEIBO_BASE_URL"] = sb.weibo_url
-        sb.set_faults(media_cut_first=1)
-        ...
-        assert sb.stats()["media_bytes_sent"] > 0
+Reference: docs/sandbox.md, "process.py".
 """
 
 from __future__ import annotations
@@ -60,7 +52,7 @@ class SandboxProcess:
             raise SandboxError(f"{method} /_sandbox/{name}: HTTP {exc.code}: {exc.read().decode()}") from exc
 
     def requests(self) -> list[dict[str, Any]]:
-        """The request log since the last reset (see :class:`mediacrawler.sandbox.state.RequestLog`)."""
+        """The request log since the last reset (see :class:`mediacrawler_sandbox.state.RequestLog`)."""
         return list(self._call("GET", "requests"))
 
     def comments(self, platform: str, post_id: str, **change: int) -> dict[str, Any]:
@@ -174,7 +166,7 @@ def start_sandbox(
     startup_timeout: float = 30.0,
     env: dict[str, str] | None = None,
 ) -> SandboxProcess:
-    """Start ``python -u -m mediacrawler.sandbox`` with these options and wait (bounded) for its URL line.
+    """Start ``python -u -m mediacrawler_sandbox`` with these options and wait (bounded) for its URL line.
 
     Options left ``None`` use the CLI defaults (seed 1, users 7365120894,1669879400, 5 pages of 10). The
     subprocess's stderr goes to a temporary file (never a pipe nobody drains); it exits by itself if this process
@@ -183,7 +175,7 @@ def start_sandbox(
     args = _cli(host=host, port=port, seed=seed, weibo_users=weibo_users, weibo_pages=weibo_pages,
                 weibo_per_page=weibo_per_page, bad_media=bad_media, latency_ms=latency_ms, faults=faults)
     args += ["--parent-pid", str(os.getpid()), *extra_args]
-    command = [python or sys.executable, "-u", "-m", "mediacrawler.sandbox", *args]
+    command = [python or sys.executable, "-u", "-m", "mediacrawler_sandbox", *args]
     log = tempfile.TemporaryFile(prefix="sandbox-", suffix=".log")
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL,
                             env=env if env is not None else os.environ.copy())

@@ -1,33 +1,7 @@
 """Comment threads in the sandbox: one deterministic model, rendered as Weibo, Bilibili and the Graph API serve
 them.
 
-Pure (no Twisted): tests import it to compute exactly what the sandbox serves. docs/sandbox.md, "Comments".
-
-Model
-=====
-``CommentWorld(seed).thread(platform, post_id)`` is the :class:`Thread` of one post: its top-level
-comments, newest first, each with its replies, oldest first. The size follows from the post id (0 to 12 comments, 0
-to 4 replies each; a post id ending in ``0`` has none, so "no comments" is served too); ``set_size(platform,
-post_id, n)`` makes a long thread (control ``POST /_sandbox/comments`` ``{"platform", "post_id", "size": N}``) and
-``publish(platform, post_id, n)`` adds ``n`` new comments at its top (``{"add": N}``), newest first, with ids and
-times above every earlier one (which keep theirs). In every thread of two or more comments, comment 1 is by the
-author and pinned, comment 2 has a picture (sandbox image ``/media/img/{n}.jpg``) and emoji, comment 3 is deleted
-(no author, no text) and, on Bilibili, folded; the first reply of a thread answers the one before it when there are
-two or more. The count a platform announces is the served count plus 3 (counts that disagree with what is served,
-as they do).
-
-Payloads
-========
-- :func:`weibo_hotflow` (``/comments/hotflow``, 20 a page, ``max_id`` the next offset + 10^12, ``max_id_type`` 1
-  from the third page on, ``max_id`` 0 on the last; ``{"ok":0,"msg":"快来发表你的评论吧"}`` without comments) and
-  :func:`weibo_child` (``/comments/hotFlowChild?cid=``, 10 a page).
-- :func:`bilibili_main` (``/x/v2/reply/wbi/main``, 20 a page, ``pagination_str`` offset as Bilibili's JSON
-  ``next_offset``; ``mode=3`` hot first, ``mode=2`` newest first; the pinned comment as ``upper.top`` on every
-  page, as Bilibili repeats it) and
-  :func:`bilibili_reply` (``/x/v2/reply/reply?root&pn&ps``).
-- :func:`facebook_comments` (``/{post}/comments`` with ``filter=stream``: comments and replies in time order, each
-  reply naming its ``parent``; ``/{comment}/comments``: its replies; ``limit``, ``after`` a base64 offset,
-  ``paging.cursors.after`` on every page, the last one too).
+Reference: docs/sandbox.md, "comments.py".
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ import re
 import tempfile
 from functools import lru_cache
 
+from .bilibili_ids import cid_for
+from .video import DURATION, RENDITIONS, video_package
+
 __all__ = ["SEGMENT_NAME_RE", "durl_segments", "segment_file", "segment_name"]
 
 #: The file name of one durl segment.
@@ -30,8 +33,6 @@ def durl_segments(video_id: str, rendition: str, n: int) -> tuple[tuple[bytes, i
     """``n`` pieces ``(faststart MP4 bytes, length in ms)`` of the progressive MP4 of ``video_id`` at
     ``rendition``, cut at whole seconds (a keyframe every second), each starting at timestamp 0."""
     import av
-
-    from .video import DURATION, video_package
 
     if not 1 <= n <= min(MAX_SEGMENTS, int(DURATION)):
         raise ValueError(f"durl segments: {n} not in 1..{min(MAX_SEGMENTS, int(DURATION))}")
@@ -67,9 +68,6 @@ def durl_segments(video_id: str, rendition: str, n: int) -> tuple[tuple[bytes, i
 
 def segment_file(video_id: str, name: str) -> bytes | None:
     """The bytes of durl segment file ``name`` of ``video_id`` (``None``: no such segment)."""
-    from .bilibili import cid_for
-    from .video import RENDITIONS
-
     match = SEGMENT_NAME_RE.fullmatch(name)
     if match is None:
         return None

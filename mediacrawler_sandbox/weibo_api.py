@@ -1,4 +1,4 @@
-"""m.weibo.cn's payloads rendered from the sandbox's Weibo world (:mod:`mediacrawler.sandbox.weibo`):
+"""m.weibo.cn's payloads rendered from the sandbox's Weibo world (:mod:`mediacrawler_sandbox.weibo`):
 :func:`timeline_response`, :func:`search_response`, :func:`show_response` and :func:`extend_response` are the JSON
 bodies of ``/api/container/getIndex``, ``/statuses/show`` and ``/statuses/extend``; :func:`dumps_php` serializes them
 the way m.weibo.cn does (``\\/`` and ``\\uXXXX`` escapes). Pure, like the model: tests import it to compute exactly

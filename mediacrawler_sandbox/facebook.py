@@ -1,26 +1,6 @@
 """Facebook (Graph API v19.0) in the sandbox: a deterministic world model and the payloads rendered from it.
 
-Pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox serves, and
-:mod:`mediacrawler.sandbox.facebook_site` renders it over HTTP.
-
-World model
-===========
-``build_facebook_world(seed=1, page_ids=(PAGE_ID,), posts_per_page=12)`` returns a :class:`FacebookWorld`:
-``world.pages`` ``{page id: [FbPost, …]}`` newest first; ``world.videos`` ``{video id: FbVideo}``;
-``world.photos`` ``{photo id: FbPhoto}``. Post ``i`` of a page follows ``i % 6``: 0 one photo, 1 an album of 3
-photos, 2 a video whose attachment carries ``media.source``, 3 a video without it (resolve it through the video
-node), 4 a link share (``l.facebook.com/l.php?u=`` shim), 5 a message only. At ``limit=4`` the default page is 3
-Graph pages of 4 posts.
-
-Media are real sandbox media on the request's origin: photo ``n`` is ``/media/img/{n}.jpg`` (its declared
-``width``/``height`` are the generated image's), a video's source is ``/media/progressive/{video id}/720p.mp4``
-(H.264/AAC, :data:`mediacrawler.sandbox.video.DURATION` seconds) and its thumbnail a ``/media/img`` picture.
-
-Payloads
-========
-:func:`posts_response` and :func:`video_response` give ``(HTTP status, body)`` for ``/{page}/posts`` and
-``/{video-id}``, honouring ``fields`` (top level only), ``limit`` and ``after``; :func:`graph_error` the error
-envelopes. ``paging.next`` echoes the access token in its URL, as the real API does.
+Reference: docs/sandbox.md, "facebook.py".
 """
 
 from __future__ import annotations
@@ -117,7 +97,7 @@ class FacebookWorld:
 
 
 def _photo(n: int) -> FbPhoto:
-    # Same formula as mediacrawler.sandbox.media.generic_image: the declared size is the served image's.
+    # Same formula as mediacrawler_sandbox.media.generic_image: the declared size is the served image's.
     return FbPhoto(id=str(400_000_000_000_000 + n), n=n, width=160 + stable_int("img-w", n, bits=7),
                    height=160 + stable_int("img-h", n, bits=7))
 

@@ -1,19 +1,6 @@
-"""``/facebook/…``: the Graph API (v19.0) over HTTP, rendered from :mod:`mediacrawler.sandbox.facebook`.
+"""``/facebook/…``: the Graph API (v19.0) over HTTP, rendered from :mod:`mediacrawler_sandbox.facebook`.
 
-Routes (``FACEBOOK_GRAPH_URL`` = ``{sandbox}/facebook/v19.0``)::
-
-    GET /facebook/v19.0/{page-id}/posts?fields=…&limit=N&after=CURSOR  posts, newest first [&since=&until=]
-    GET /facebook/v19.0/{video-id}?fields=source,length,format           a video node
-    GET /facebook/v19.0/{page-id}_{post-id}?fields=…                     one post node
-
-Every route needs the access token, as ``Authorization: Bearer <token>`` (or ``OAuth <token>``) or an
-``access_token`` query parameter; the valid one is the ``facebook_token`` knob (default ``"sandbox-token"``). A
-wrong or missing token answers HTTP 400 with a code 190 envelope. ``paging.next`` echoes the token in its URL like
-the real API. The ``facebook_api`` knob (:mod:`mediacrawler.sandbox.faults`) answers error envelopes instead.
-
-The token never reaches the request log or a log line: the query's ``access_token`` is redacted from the logged
-entry and from ``request.uri`` before anything else sees the request; the entry records only whether an
-``Authorization`` header was present.
+Reference: docs/sandbox.md, "facebook_site.py".
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
-"""``/bilibili/…``: api.bilibili.com over HTTP, rendered from :mod:`mediacrawler.sandbox.bilibili`.
+"""``/bilibili/…``: api.bilibili.com over HTTP, rendered from :mod:`mediacrawler_sandbox.bilibili`.
 
-Routes (``BILIBILI_API_URL`` = ``{sandbox}/bilibili``)::
-
-    GET /bilibili/x/player/wbi/playurl?bvid=BV…&cid=N&fnval=16[&qn=64]   streams (DASH; durl without fnval&16)
-    GET /bilibili/x/player/playurl?…                                    the same (the unsigned legacy route)
-    GET /bilibili/x/web-interface/view?bvid=BV…                         video detail (pages[]: one cid per part)
-    GET /bilibili/x/web-interface/nav                                   logged-out nav (WBI key images)
-    GET /bilibili/x/space/wbi/arc/search?mid=N&pn=1&ps=30               a creator's uploads
-    GET /bilibili/x/web-interface/wbi/search/type?search_type=video&keyword=KW&page=1   keyword search
-        [&order=pubdate|click|stow][&pubtime_begin_s=S&pubtime_end_s=S]
-    GET /bilibili/x/player/wbi/v2?aid=N&cid=N                           subtitle tracks + chapters (view_points)
-    GET /bilibili/x/v3/fav/resource/list?media_id=N&pn=1&ps=20          a favourites folder (.bilibili_lists)
-    GET /bilibili/x/polymer/web-space/seasons_archives_list?mid=N&season_id=N&page_num=1&page_size=30  a collection
-    GET /bilibili/x/series/archives?mid=N&series_id=N&pn=1&ps=30        a series
-    GET /bilibili/b23/<code>                                            b23.tv short links (302 to the video's URL)
-    GET /bilibili/subtitle/<cid>/<lan>.json                             a subtitle track's cue JSON
-    GET /bilibili/comment/<cid>.xml                                     danmaku (raw deflate; comment-bare/: no header)
-
-WBI: ``arc/search`` and ``search/type`` require a valid ``w_rid``/``wts`` (signed with the nav keys) and answer
-``{"code":-403,"message":"访问权限不足"}`` otherwise; ``/x/player/wbi/playurl`` accepts unsigned requests unless the
-``bilibili_wbi`` knob is ``"all"`` (``"off"``: nothing is checked). Bodies are compact UTF-8 JSON with Go's
-HTML-safe escapes (``&`` → ``\\u0026``, ``<``/``>`` → ``\\u003c``/``\\u003e``) and ``Content-Type:
-application/json; charset=utf-8``; the ``bilibili_api`` fault knob (:mod:`.faults`) replaces them with Bilibili's
-risk-control answers (``-352``, ``-412``, HTTP 412, …). Media URLs in the payloads point at ``/media/bili/…`` on
-the origin the client used (:mod:`.video_site`), a host with a port, like Bilibili's ``:4483`` CDN mirrors.
-With the ``bilibili_stream_url_uses`` knob every playurl answer adds a fresh ``&trid=`` token to each stream URL
-(one per path per answer, :class:`~.state.SignedUrls`), and ``/media/bili/…`` serves a token that many GETs.
+Reference: docs/sandbox.md, "bilibili_site.py".
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import Any
 from xml.sax.saxutils import escape
 
 from . import bilibili
+from .video import DURATION
 
 #: The subtitle tracks of every part: (lan, lan_doc, cue texts).
 TRACKS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -28,8 +29,6 @@ def _part(aid: int | None, cid: int | None) -> tuple[str, int] | None:
 
 
 def _cue_times() -> list[tuple[float, float]]:
-    from .video import DURATION
-
     step = DURATION / len(TRACKS[0][2])
     return [(round(i * step, 3), round((i + 1) * step, 3)) for i in range(len(TRACKS[0][2]))]
 
@@ -37,8 +36,6 @@ def _cue_times() -> list[tuple[float, float]]:
 def player_response(aid: int | None, cid: int | None, *, base: str) -> dict[str, Any]:
     """The body of ``/x/player/wbi/v2?aid=&cid=``: ``data.subtitle.subtitles[]`` (protocol-relative URLs, as
     Bilibili gives them) and ``data.view_points[]`` (two chapters splitting the part)."""
-    from .video import DURATION
-
     found = _part(aid, cid)
     if found is None:
         return dict(bilibili.NOT_FOUND)

@@ -2,40 +2,7 @@
 ranges), DASH (SegmentTemplate ``$Number$``, SegmentTimeline ``$Time$``, SegmentBase with a real ``sidx``),
 single-file fMP4 (Bilibili) and progressive faststart MP4.
 
-Pure (no Twisted, no network): a test imports this module to compute exactly what the sandbox serves, byte for
-byte. PyAV is imported lazily; everything is encoded once per video id on first use and cached in memory
-(:func:`video_package`, ≈1–1.5 s per id on one core).
-
-The source
-==========
-Any id matching :data:`VIDEO_ID_RE` is a video (:data:`VIDEOS` lists the ones the sandbox advertises). Per id:
-:data:`DURATION` (4 s) of H.264 (libx264 ``ultrafast``, no B-frames, a keyframe every second, :data:`FPS` fps) at
-three heights (:data:`RENDITIONS`: 640x360, 854x480, 1280x720), plus one AAC-LC stereo 48 kHz track. Colours,
-the moving box and the tone's pitch derive from the id, so ids have distinct bytes. Every fragment/segment is
-:data:`SEGMENT_SECONDS` (1 s) long and starts on a keyframe: :data:`SEGMENT_COUNT` (4) per track.
-
-URL layout (relative to the sandbox origin; ``{r}`` is a rendition name ``360p``/``480p``/``720p``, ``audio``
-the audio track)::
-
-    /media/hls/{id}/master.m3u8              TS variants (A/V muxed) → {r}/index.m3u8 → {r}/seg{n}.ts (n ≥ 0)
-    /media/hls/{id}/master_fmp4.m3u8         fMP4 variants + EXT-X-MEDIA audio → {r}/fmp4.m3u8 → {r}/init.mp4,
-                                             {r}/seg{n}.m4s; audio/fmp4.m3u8 → audio/init.mp4, audio/seg{n}.m4s
-    /media/hls/{id}/master_aes.m3u8          AES-128 TS variants → {r}/aes.m3u8 → {r}/enc{n}.ts; key: key.bin.
-                                             720p has an explicit IV; 360p/480p use the implicit IV (media sequence
-                                             :data:`AES_MEDIA_SEQUENCE` + n)
-    /media/hls/{id}/master_byterange.m3u8    TS variants as EXT-X-BYTERANGE slices of {r}/all.ts
-    /media/dash/{id}/manifest.mpd            SegmentTemplate $Number$ (startNumber 1) → {r}/init.mp4,
-                                             {r}/seg{n}.m4s (n ≥ 1)
-    /media/dash/{id}/manifest_timeline.mpd   SegmentTemplate + SegmentTimeline $Time$ → {r}/t{time}.m4s
-    /media/dash/{id}/manifest_segmentbase.mpd   SegmentBase: {r}/full.mp4 (ftyp+moov | sidx | moof+mdat…)
-    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{stream id}.m4s   Bilibili DASH streams (= DASH full.mp4 bytes;
-                                             the three mirrors serve the same bytes)
-    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}.mp4          Bilibili ``durl`` progressive MP4
-    /media/bili/{cos|bak|ali}/{id}/{cid}-1-{qn}-{k}of{n}.mp4  segment k of a segmented ``durl`` (:mod:`.durl`)
-    /media/progressive/{id}/{r}.mp4          progressive faststart MP4, A/V muxed
-
-:func:`video_file` maps those paths (split into parts after ``/media``) to ``(bytes, content type)``;
-:func:`video_urls` gives the entry points of one id; :func:`video_catalog` what a client should find there.
+Reference: docs/sandbox.md, "video.py".
 """
 
 from __future__ import annotations
@@ -52,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .bilibili import BVID_RE, BVIDS, cid_for
+from .bilibili_ids import BVID_RE, BVIDS, cid_for
 from .det import stable_hex, stable_int
 
 __all__ = [

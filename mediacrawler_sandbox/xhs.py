@@ -1,31 +1,6 @@
 """XiaoHongShu (www.xiaohongshu.com) in the sandbox: a deterministic world of notes and the pages rendered from it.
 
-Pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox serves, and
-:mod:`mediacrawler.sandbox.xhs_site` renders it over HTTP (``XHS_WEB_URL`` = ``{sandbox}/xhs``).
-
-World model
-===========
-``build_xhs_world(seed=1)`` returns an :class:`XhsWorld`: one user (:data:`USER_ID`) with :data:`NOTE_COUNT` notes,
-newest first. Note ``i`` follows ``i % 4``: 0 three images, 1 a video (its cover in ``imageList``), 2 four images,
-3 one image. Every note has its own ``xsec_token``. Note ids are ObjectIds as on the site: the first 8 hex digits
-are the note's time in Unix seconds. ``XhsWorld.pinned`` names a note its author pinned: the profile shows it
-first, with ``interactInfo.sticky: true``. Two more ids are not notes: :data:`GONE_NOTE` (the page says
-``serverRequestInfo.state: "fail"``, code -510001) and :data:`EMPTY_NOTE` (a ``noteDetailMap`` entry with an empty
-note, which says nothing of the note: the parser refuses it as an unreadable page). Any other 24-hex id is
-answered like :data:`GONE_NOTE`.
-
-Media are real sandbox media on the request's origin: image ``n`` is ``/media/img/{n}.jpg`` (scene ``WB_DFT`` and
-``urlDefault`` as ``?sc=dft``, the ``WB_PRV`` preview as ``?sc=prv``: the same bytes, so a test can tell which URL
-was used only from the record); a video's ``h264[]`` streams are ``/media/progressive/{video id}/{r}.mp4`` at 720p,
-480p and 360p (H.264/AAC, :data:`mediacrawler.sandbox.video.DURATION` seconds), each with a backup URL
-(``?bak=1``, same bytes); ``h265[]`` is empty, as it is for many real notes (the sandbox has no HEVC to serve).
-
-Pages
-=====
-:func:`note_page` and :func:`profile_page` give the HTML: ``window.__INITIAL_STATE__`` as the site writes it, a
-JavaScript object literal with bare ``undefined`` values and ``/`` escaped as ``\\u002F``. A wrong ``xsec_token``
-makes a note page fail like a gone note (a missing one is accepted). The profile page carries the first
-:data:`PROFILE_NOTES` notes; the rest would need the signed ``/api/sns/web/v1/user_posted`` API.
+Reference: docs/sandbox.md, "xhs.py".
 """
 
 from __future__ import annotations
@@ -110,7 +85,7 @@ class XhsWorld:
 
 
 def _image(n: int) -> XhsImage:
-    # Same formula as mediacrawler.sandbox.media.generic_image: the declared size is the served image's.
+    # Same formula as mediacrawler_sandbox.media.generic_image: the declared size is the served image's.
     return XhsImage(n=n, width=160 + stable_int("img-w", n, bits=7), height=160 + stable_int("img-h", n, bits=7))
 
 

@@ -1,35 +1,6 @@
 """``/hostile/…``: answers a hostile or broken server gives, for the hardening tests (docs/operations.md).
 
-Routes::
-
-    GET /hostile/gzip/{mib}/{path…}        gzip bomb: ``Content-Encoding: gzip`` although the client asked for
-                                           identity; inflates to ``mib`` MiB. A ``path`` ending in an image
-                                           extension gets an image signature and zeros, anything else a valid
-                                           JSON answer (``{"ok":1,…}``) padded with spaces (an API page).
-    GET /hostile/gzipped/img/{n}.jpg       the valid image ``/media/img/{n}.jpg``, sent gzip-encoded unasked
-                                           (``Content-Length`` is the gzip stream's length, as on the wire).
-    GET /hostile/loop/{path…}              302 to exactly the URL asked for, for ever.
-    GET /hostile/redirect/{n}/{path…}      302 ``n`` times through this route, then to ``/{path…}`` (the query
-                                           is kept), e.g. ``/hostile/redirect/2/media/weibo/large/x.jpg``.
-    GET /hostile/redirect/to?url=U         302 to ``U`` as given (another scheme, credentials, another host).
-    GET /hostile/echo/{platform}/{path…}   an error envelope whose message echoes the request's credential
-                                           (the ``Cookie`` header, or the ``Authorization: Bearer`` /
-                                           ``access_token`` token) as is, lower-cased and URL-encoded, with a
-                                           ``Set-Cookie``: ``weibo`` (``{"ok":0,"errno":"10014","msg":…}``),
-                                           ``bilibili`` (``{"code":-400,"message":…}``), ``facebook`` (HTTP 200,
-                                           a 400-character Graph ``error.message`` with the token across
-                                           position 300).
-    GET /hostile/odd/weibo/api/container/getIndex?…&page=N
-                                           a Weibo timeline whose page 1 holds four posts with values no reader
-                                           can convert (a 400-digit count, JSON ``Infinity``, "02-30", a relative
-                                           time); page 2 is the end of the list.
-    GET /hostile/deep/douyin/share/video/{id}/
-                                           a Douyin share page whose ``_ROUTER_DATA`` nests 100 000 levels deep.
-    GET /hostile/cursor/facebook/{page}/posts[?after=C]
-                                           a Graph posts listing whose ``paging.cursors.after`` is the same on
-                                           every page (one post a page, ``paging.next`` always there).
-
-Every bomb body is built once per size and kept (about 1 MiB of gzip per GiB inflated).
+Reference: docs/sandbox.md, "hostile_site.py".
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
-"""``/xhs/…``: XiaoHongShu's server-rendered pages over HTTP, rendered from :mod:`mediacrawler.sandbox.xhs`.
+"""``/xhs/…``: XiaoHongShu's server-rendered pages over HTTP, rendered from :mod:`mediacrawler_sandbox.xhs`.
 
-Routes (``XHS_WEB_URL`` = ``{sandbox}/xhs``)::
-
-    GET /xhs/explore/{note_id}?xsec_token=…&xsec_source=…   a note page (also /xhs/discovery/item/{note_id})
-    GET /xhs/user/profile/{user_id}                          a profile page (its first notes)
-    GET /xhs/xhslink/a/{code}                                xhslink.com short links (XHS_SHORT_URL=…/xhs/xhslink):
-                                                             307 to the note's share URL (xhs.short_link_target)
-
-Pages are ``text/html`` with ``window.__INITIAL_STATE__`` as a JavaScript object literal. A cookie is accepted and
-never required (the request log records only whether one was sent). The ``xhs_web`` knob
-(:mod:`mediacrawler.sandbox.faults`) answers rate limits instead: HTTP 461, or code 300012 in the page state or in
-a JSON body. Anything else under ``/xhs`` is a 404 page.
+Reference: docs/sandbox.md, "xhs_site.py".
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """The sandbox HTTP server: one Twisted ``Site`` with each platform mounted under its own prefix.
 
-::
-
-    /weibo/…      m.weibo.cn API            (:mod:`.weibo_site`)
-    /bilibili/…   api.bilibili.com          (:mod:`.bilibili_site`)
-    /facebook/…   graph.facebook.com        (:mod:`.facebook_site`; /facebook/v19.0/…)
-    /xhs/…        www.xiaohongshu.com pages (:mod:`.xhs_site`)
-    /douyin/…     Douyin share pages, detail API, short links (:mod:`.douyin_site`)
-    /media/…      images, videos, blobs     (:mod:`.media_site`; HLS/DASH/Bilibili/progressive video:
-                                             :mod:`.video_site`, which subclasses it)
-    /hostile/…    gzip bombs, redirect loops and chains (:mod:`.hostile_site`)
-    /_sandbox/…   control endpoints         (:mod:`.control`)
-
-A new platform adds ``<platform>.py`` (pure world + payloads), ``<platform>_site.py`` (a
-:class:`~.httpbase.SandboxResource`) and one ``putChild`` line in :func:`build_site`. Single-threaded: every
-handler runs on the reactor thread and large bodies stream through producers.
+Reference: docs/sandbox.md, "server.py".
 """
 
 from __future__ import annotations
@@ -43,7 +29,7 @@ from .weibo_site import WeiboResource
 from .world import build_world
 from .xhs_site import XhsResource
 
-logger = logging.getLogger("mediacrawler.sandbox")
+logger = logging.getLogger("mediacrawler_sandbox")
 
 __all__ = ["SandboxSite", "build_site", "main", "parse_args"]
 
@@ -142,9 +128,9 @@ def _faults(value: str) -> dict[str, Any]:
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    """The command line of ``python -m mediacrawler.sandbox``."""
+    """The command line of ``python -m mediacrawler_sandbox``."""
     parser = argparse.ArgumentParser(
-        prog="python -m mediacrawler.sandbox",
+        prog="python -m mediacrawler_sandbox",
         description="Local test double of the remote platforms. Prints its base URL as the first stdout line.",
     )
     parser.add_argument("--host", default="127.0.0.1")

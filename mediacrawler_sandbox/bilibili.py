@@ -1,54 +1,7 @@
 """Bilibili in the sandbox: creators, search, video metadata and the ``playurl``/``view`` payloads, rendered from
 :mod:`.video`.
 
-Pure (no Twisted): tests import it to compute what the sandbox serves. Every bvid matching :data:`BVID_RE`
-(``BV1`` + 9 base58-ish characters) is a video whose media is :func:`mediacrawler.sandbox.video.video_package`
-of the bvid itself; ``aid``/``cid``/title/stats derive from the bvid. :data:`BVIDS` are the ones the sandbox
-advertises. A bvid that does not match answers ``-404``, as does a ``cid`` that is not the video's.
-
-Creators and multi-part videos
-==============================
-:data:`CREATORS` (mid → name) upload the videos of :data:`UPLOADS` (newest first per creator); their ``view``
-(owner, title, pubdate) agrees with what ``arc/search`` and ``search/type`` list. mid 2 has 10 uploads (3 pages at
-``ps=4``: 4, 4, 2), among them :data:`MULTIPART_BVID` with 3 parts and :data:`UNION_BVID`, a collaboration owned by
-mid 3 and listed under both (``is_union_video: 1``); mid 3 has 3 uploads; mid 4 has 45 (two pages at the default
-``ps=30``; search "日常" finds them in 3 pages of 20). Part ``n`` ≥ 2 of a video has ``cid``
-``cid_for(f"{bvid}-p{n}")`` and the media of video id ``{bvid}-p{n}`` (real, distinct bytes, 4 s like every part);
-part 1 is the bvid itself, so single-part videos are unchanged. :func:`parts_of` lists ``(cid, media id)``.
-
-Payloads
-========
-:func:`playurl_response` — ``/x/player/wbi/playurl?bvid=&cid=&fnval=16``: ``data.dash.video[]`` (one AVC stream
-per height, highest first; ``id`` is the quality number ``qn``: 64 720P, 32 480P, 16 360P) and
-``data.dash.audio[]`` (id 30280), each a single-file fMP4 with a real ``sidx`` (``SegmentBase`` ranges), ``baseUrl`` on the ``cos``
-mirror and one ``backupUrl`` on ``bak`` (same bytes); creator uploads list a second backup on the ``ali`` mirror.
-camelCase and snake_case twins as Bilibili sends them. Without ``fnval & 16``: ``data.durl[]`` with one progressive
-MP4 of quality ``qn`` (default 64). No HEVC/AV1 entries: the sandbox has no HEVC encoder it could honestly label.
-:data:`DURL_BVID` (mid 2's "旅行 vlog") has no DASH streams at all, like old real uploads: whatever ``fnval`` asks,
-its playurl is a ``durl`` of :data:`DURL_SEGMENTS` files (:mod:`.durl`), to be joined (``make demo`` shows it).
-
-:func:`view_response` — ``/x/web-interface/view?bvid=``: ``data{bvid,aid,cid,title,desc,pic,pubdate,duration,
-owner{mid,name,face},stat{…},pages[{cid,page,part,duration,dimension}]}``.
-
-:func:`arc_search_response` — ``/x/space/wbi/arc/search?mid=&pn=&ps=``: ``data.list.vlist[]`` +
-``data.page{pn,ps,count}`` (``ps`` 1..50, default 30; a ``pn`` past the end is an empty ``vlist``; an unknown mid
-``-404``). ``length`` is ``MM:SS``.
-
-:func:`search_response` — ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=``: ``data.result[]``
-(titles with ``<em class="keyword">``, protocol-relative ``pic`` on the sandbox origin, ``duration`` ``M:SS``),
-``data.numPages``/``numResults``/``page``/``pagesize`` (20; ``page_size`` 1..50 overrides). No match: no
-``result`` key at all, as Bilibili answers.
-
-:func:`nav_response` — ``/x/web-interface/nav`` (logged out): ``code -101`` with ``data.wbi_img`` (the WBI keys
-:data:`WBI_IMG_KEY`, :data:`WBI_SUB_KEY`).
-
-WBI: :func:`wbi_signature_ok` recomputes ``w_rid`` from the query received (every parameter but ``w_rid``, ``wts``
-included, sorted, ``!'()*`` stripped, percent-encoded like ``encodeURIComponent``) and the mixin key of the nav
-keys; a ``/wbi/`` request that fails it is answered :data:`WBI_REJECTED` (``-403``). Which routes check is the
-``bilibili_wbi`` knob (:mod:`.faults`): the listings by default; ``playurl`` too with ``"all"``.
-
-Errors: :data:`RISK_CONTROL` (``-352``), :data:`BLOCKED` (``-412``), :data:`NOT_FOUND` (``-404``),
-:data:`BAD_REQUEST` (``-400``), :data:`WBI_REJECTED` (``-403``).
+Reference: docs/sandbox.md, "bilibili.py".
 """
 
 from __future__ import annotations
@@ -62,7 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from . import durl
+from .bilibili_ids import BVID_RE, BVIDS, aid_for, cid_for
 from .det import stable_hex, stable_int
+from .video import DURATION, RENDITIONS, video_catalog, video_package
 
 __all__ = [
     "BAD_REQUEST",
@@ -94,8 +50,6 @@ __all__ = [
     "wbi_signature_ok",
 ]
 
-BVID_RE = re.compile(r"BV1[0-9A-Za-z]{9}")
-BVIDS: tuple[str, ...] = ("BV1Sbx411A01", "BV1Sbx411A02", "BV1Sbx411A03")
 
 RISK_CONTROL: dict[str, Any] = {"code": -352, "message": "风控校验失败", "ttl": 1,
                                 "data": {"v_voucher": "voucher_00000000-0000-0000-0000-000000000000"}}
@@ -114,16 +68,6 @@ _MIXIN_TAB = (46, 47, 18, 2, 53, 8, 23, 32, 15, 50, 10, 31, 58, 3, 45, 35, 27, 4
 _QUALITY_NAMES = {64: "高清 720P", 32: "清晰 480P", 16: "流畅 360P"}
 _QUALITY_FORMATS = {64: "flv720", 32: "flv480", 16: "mp4"}
 _DEADLINE = 1_793_498_400  # a fixed far-future "deadline" query value (URLs are not really expiring)
-
-
-def aid_for(bvid: str) -> int:
-    """The numeric ``aid`` of ``bvid`` (stable)."""
-    return 100_000_000 + stable_int("bili-aid", bvid, bits=40) % 900_000_000
-
-
-def cid_for(bvid: str) -> int:
-    """The ``cid`` of ``bvid``'s only page (stable)."""
-    return 10_000_000 + stable_int("bili-cid", bvid, bits=40) % 90_000_000
 
 
 def _known(bvid: str | None) -> bool:
@@ -249,8 +193,6 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
     Encodes the video on first use. ``durl_segments`` N ≥ 1 (the ``bilibili_durl_segments`` knob): a ``durl``
     answer whatever ``fnval`` asks, the file in N segments (:mod:`.durl`) when N > 1; :data:`DURL_BVID` answers
     so (in :data:`DURL_SEGMENTS`) when the knob is off."""
-    from .video import RENDITIONS, video_catalog, video_package
-
     if not _known(bvid):
         return dict(NOT_FOUND)
     assert bvid is not None
@@ -320,11 +262,9 @@ def playurl_response(bvid: str | None, cid: int | None, *, fnval: int = 16, qn: 
         data["durl"] = [{"order": 1, "length": round(catalog.duration * 1000), "size": info.progressive_size,
                          "ahead": "", "vhead": "", "url": primary, "backup_url": backup}]
         if durl_segments > 1:
-            from .durl import durl_segments as cut, segment_name
-
             data["durl"] = []
-            for k, (body, length) in enumerate(cut(media_id, info.name, durl_segments), start=1):
-                primary, backup = _urls(base, media_id, segment_name(cid, quality, k, durl_segments),
+            for k, (body, length) in enumerate(durl.durl_segments(media_id, info.name, durl_segments), start=1):
+                primary, backup = _urls(base, media_id, durl.segment_name(cid, quality, k, durl_segments),
                                         mirrors=mirrors)
                 data["durl"].append({"order": k, "length": length, "size": len(body), "ahead": "", "vhead": "",
                                      "url": primary, "backup_url": backup})
@@ -381,8 +321,6 @@ def _pic(base: str, bvid: str) -> str:
 
 def view_response(bvid: str | None, *, base: str) -> dict[str, Any]:
     """The body of ``/x/web-interface/view?bvid=`` (no encoding needed: heights and duration are fixed)."""
-    from .video import DURATION, RENDITIONS
-
     if not _known(bvid):
         return dict(BAD_REQUEST) if bvid is None else dict(NOT_FOUND)
     assert bvid is not None
@@ -425,8 +363,6 @@ def view_response(bvid: str | None, *, base: str) -> dict[str, Any]:
 
 def arc_search_response(mid: int | None, *, pn: int | None, ps: int | None, base: str) -> dict[str, Any]:
     """The body of ``/x/space/wbi/arc/search?mid=&pn=&ps=``: ``mid``'s uploads, newest first."""
-    from .video import DURATION
-
     pn, ps = pn or 1, ps or 30
     if mid is None or pn < 1 or not 1 <= ps <= 50:
         return dict(BAD_REQUEST)
@@ -485,8 +421,6 @@ def search_response(keyword: str | None, *, search_type: str | None, page: int |
     """The body of ``/x/web-interface/wbi/search/type?search_type=video&keyword=&page=[&order=]
     [&pubtime_begin_s=&pubtime_end_s=]`` over :data:`UPLOADS` (:func:`search_hits`), at most ``cap`` of them (the
     first ones: Bilibili answers no more than 1,000 results to one query)."""
-    from .video import DURATION
-
     page, size = page or 1, page_size or 20
     if (not keyword or search_type != "video" or page < 1 or not 1 <= size <= 50
             or (order is not None and order not in SEARCH_ORDERS)):

@@ -1,15 +1,6 @@
 """Real media bytes for the sandbox: deterministic images (Pillow), H.264/AAC MP4 (PyAV) and pseudo-random blobs.
 
-Pure functions of their arguments (no Twisted, no I/O), cached in memory, so tests can compute the exact bytes
-(and sha256) the server sends. Pillow and PyAV are imported lazily: importing this module (e.g. through the world
-model) stays cheap.
-
-- :func:`image_bytes` — an image whose colours and pattern derive from a key; distinct keys give distinct bytes.
-- :func:`html_error_page`, :func:`image_bomb_png` — the bodies of ``--bad-media`` pictures.
-- :func:`video_bytes` — a 2 s MP4 (H.264 + AAC) per (video id, quality); encoded once per quality and remuxed
-  with the id in the container metadata so each video id has its own bytes.
-- :func:`blob_read` / :func:`blob_sha256` — ``/media/blob/{name}?size=N``: bytes at any offset of an arbitrarily
-  large deterministic file, produced chunk by chunk without ever holding the whole file.
+Reference: docs/sandbox.md, "media.py".
 """
 
 from __future__ import annotations

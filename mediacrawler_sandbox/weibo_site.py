@@ -1,19 +1,7 @@
-"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered by :mod:`mediacrawler.sandbox.weibo_api` from the world of :mod:`mediacrawler.sandbox.weibo`.
+"""``/weibo/…``: m.weibo.cn's API over HTTP, rendered by :mod:`mediacrawler_sandbox.weibo_api` from the world
+of :mod:`mediacrawler_sandbox.weibo`.
 
-Routes (``WEIBO_BASE_URL`` = ``{sandbox}/weibo``)::
-
-    GET /weibo/api/container/getIndex?containerid=107603{uid}&page=N        user timeline (also 230413{uid})
-    GET /weibo/api/container/getIndex?containerid=107603{uid}&since_id=X    the page after post X
-    GET /weibo/api/container/getIndex?containerid=100103type%3D1%26q%3DKW&page_type=searchall&page=N   search
-    GET /weibo/statuses/extend?id=ID                                        full text of a long post
-    GET /weibo/statuses/show?id=ID                                          one post (fresh media URLs)
-    GET /weibo/comments/hotflow?id=MID&mid=MID&max_id=N&max_id_type=T       a post's comments (:mod:`.comments`)
-    GET /weibo/comments/hotFlowChild?cid=CID&max_id=N&max_id_type=0         the replies of one comment
-
-With the ``weibo_video_url_uses`` knob, every answer signs the video URLs it renders (``?ssig=`` token, one per
-path per answer; see :class:`mediacrawler.sandbox.state.SignedUrls`). Bodies are PHP-style JSON (``\\/``,
-``\\uXXXX``) with ``Content-Type: application/json; charset=utf-8``; the ``weibo_*`` fault knobs
-(:mod:`mediacrawler.sandbox.faults`) replace them with Weibo's error answers.
+Reference: docs/sandbox.md, "weibo_site.py".
 """
 
 from __future__ import annotations

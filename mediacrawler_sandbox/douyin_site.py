@@ -1,18 +1,7 @@
 """``/douyin/…``: www.iesdouyin.com share pages, www.douyin.com's detail API and v.douyin.com short links, rendered
-from :mod:`mediacrawler.sandbox.douyin`.
+from :mod:`mediacrawler_sandbox.douyin`.
 
-Routes (``DOUYIN_SHARE_URL`` = ``DOUYIN_WEB_URL`` = ``DOUYIN_SHORT_URL`` = ``{sandbox}/douyin``)::
-
-    GET /douyin/share/video/{aweme_id}/              share page (HTML with window._ROUTER_DATA); also /share/note/
-    GET /douyin/aweme/v1/web/aweme/detail/?aweme_id=  detail API (JSON); without a Cookie header: 200, empty body
-    GET /douyin/v/{code}/                             short link: 302 to the share page (404 for unknown codes)
-    GET /douyin/media/hevc/{aweme_id}/{720p|480p}.mp4 HEVC/AAC progressive MP4 of a video
-    GET /douyin/media/music/{music_id}.mp3            an album's background music (MP3)
-    GET /douyin/media/bytevc2/…                       404 always (ByteVC2 files are listed, never served)
-
-The two media routes have the CDN semantics of :class:`~.media_site.MediaResource` (Range/206/416, ETag, If-Range,
-HEAD, the ``media_*`` fault knobs); the H.264 files and pictures of the payloads are ``/media/progressive/…`` and
-``/media/img/…``. ``douyin_latency_ms`` (a latency knob like every area's) delays every answer of this mount.
+Reference: docs/sandbox.md, "douyin_site.py".
 """
 
 from __future__ import annotations

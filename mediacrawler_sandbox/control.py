@@ -1,20 +1,6 @@
 """``/_sandbox/…``: the control endpoints tests, ``make demo`` and benchmarks use (plain JSON, never logged).
 
-::
-
-    GET  /_sandbox/requests   the request log since the last reset (see :class:`~.state.RequestLog`)
-    POST /_sandbox/reset      clear the log and counters, restore the start-up fault knobs, unpublish (below)
-    POST /_sandbox/weibo/publish   {"uid": UID, "count": N}: N new posts (with pictures) at the top of UID's
-                              timeline, ids above every existing one; answers {"ids": [newest first]}
-    POST /_sandbox/weibo/pin       {"uid": UID, "post_id": ID | null}: show ID pinned (isTop) first on page 1
-    POST /_sandbox/weibo/engage    {"uid": UID, "likes": N, "comments": N, "reposts": N}: add to the counts of
-                              every post of UID's timeline; answers {"counts": {id: [reposts, comments, likes]}}
-    POST /_sandbox/comments        {"platform", "post_id", "size": N, "add": N, "close_from_page": N}: a long
-                              thread, N new comments (answers their ids), a thread closed from a page on
-    GET  /_sandbox/faults     the current fault knobs
-    POST /_sandbox/faults     merge a JSON object of knobs (see :mod:`~.faults`); 400 on an unknown/invalid knob
-    GET  /_sandbox/stats      totals since the last reset (requests, bytes, media bytes, by status) + lifetime
-    GET  /_sandbox/info       seed and world arguments of this sandbox, and its pid
+Reference: docs/sandbox.md, "control.py".
 """
 
 from __future__ import annotations

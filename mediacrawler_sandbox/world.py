@@ -1,16 +1,6 @@
 """The sandbox's whole world: one deterministic model per platform, built from the CLI arguments.
 
-Each platform module owns its model and documents its structure (Weibo: :mod:`mediacrawler.sandbox.weibo`);
-this module only bundles them so the server and the tests build exactly the same thing::
-
-    from mediacrawler.sandbox.world import build_weibo_world, build_world
-
-    world = build_world(seed=1, weibo_users=(7365120894,), weibo_pages=5, weibo_per_page=10)
-    world.weibo.timeline(7365120894)        # the 50 posts the sandbox serves for that user, newest first
-
-``build_weibo_world`` is re-exported here (it is the function tests use most). Same arguments → same world.
-Generic media (``/media/blob/…``, ``/media/img/…``) need no model: their bytes are pure functions of the URL
-(:mod:`mediacrawler.sandbox.media`).
+Reference: docs/sandbox.md, "world.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """Bilibili favourites, collections and series in the sandbox (pure: tests import it to compute what is served).
 
-- :data:`FAVOURITES` ``{media_id: [bvid…]}``: folder :data:`FAV_ID` holds 10 of mid 4's uploads, most recently
-  favourited first (which is not publication order), plus one video of mid 2; ``/x/v3/fav/resource/list?media_id=
-  &pn=&ps=`` (``ps`` 1..20) answers ``data.medias[]`` and ``data.has_more``; an unknown folder ``-404``.
-- :data:`SEASONS` ``{(mid, season_id): [bvid…]}``: mid 2's collection :data:`SEASON` of its 9 own uploads in
-  episode order (oldest first):
-  ``/x/polymer/web-space/seasons_archives_list?mid=&season_id=&page_num=&page_size=``.
-- :data:`SERIES` ``{(mid, series_id): [bvid…]}``: mid 4's series :data:`SERIES_KEY` of its 45 uploads, newest
-  first (``sort=desc``); ``/x/series/archives?mid=&series_id=&pn=&ps=``.
-
-Each bvid is an upload of :mod:`.bilibili` (same ``view``, ``playurl`` and media).
+Reference: docs/sandbox.md, "bilibili_lists.py".
 """
 
 from __future__ import annotations

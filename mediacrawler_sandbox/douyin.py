@@ -1,42 +1,6 @@
 """Douyin in the sandbox: a small deterministic world of awemes and the pages and answers rendered from it.
 
-Pure (no Twisted, no I/O): tests import it to compute what the sandbox serves, and
-:mod:`mediacrawler.sandbox.douyin_site` renders it over HTTP.
-
-World
-=====
-:data:`AWEMES`: two videos (:data:`VIDEO_AWEMES`), one video in the 2025 app shape (:data:`BYTEVC2_AWEME`), one
-image album with background music (:data:`ALBUM_AWEME`,
-``aweme_type`` 68, :data:`ALBUM_IMAGES` pictures) and one removed item (:data:`GONE_AWEME`, answered with
-``filter_list`` / ``filter_detail``). Any other id is unknown (an empty ``item_list``; the detail API answers
-``status_code`` :data:`NOT_FOUND_CODE`). :data:`SHORT_LINKS` maps ``/v/{code}/`` short links to awemes.
-
-Media are real sandbox media on the request's origin:
-
-- a video's ``bit_rate[]`` lists H.264 at 720/480/360 (``/media/progressive/{aweme}/{r}.mp4``, H.264/AAC,
-  :data:`mediacrawler.sandbox.video.DURATION` s) and HEVC at 720/480 (``/douyin/media/hevc/{aweme}/{r}.mp4``,
-  libx265 + AAC, faststart, encoded on first request by :func:`hevc_file`), best first; ``play_addr`` is the
-  720p H.264 file;
-- :data:`BYTEVC2_AWEME`'s ``bit_rate[]`` lists only ByteVC2 files at 720/480 (``is_bytevc1 = is_h265 = 2``,
-  ``url_key`` ``…_bytevc2_720p_…``, ``gear_name`` ``720_1_2``, as in real 2025 answers) on
-  ``/douyin/media/bytevc2/…``, which answers 404 (no encoder here: a crawl must never need them); its H.264 file
-  is ``video.play_addr_h264`` (= ``play_addr``), the 720p ``/media/progressive/{aweme}/720p.mp4``;
-- a video's cover (``video.cover``, with its ``width``/``height``) is ``/media/img/{last three digits}.jpg``;
-- an album's pictures are ``/media/img/{n}.jpg`` (:func:`album_image_numbers`) and its music an MP3
-  (``/douyin/media/music/{music id}.mp3``, :func:`music_file`, :data:`MUSIC_SECONDS` s of a tone); the pictures
-  at :data:`ALBUM_LIVE_IMAGES` are Live Photos: ``images[].video`` is a clip of their own (``play_addr`` and one
-  ``bit_rate`` file, a real 360p H.264/AAC MP4 at ``/media/progressive/{live_clip_id}/360p.mp4``).
-
-Every ``url_list`` has a second URL (``?cdn=backup``, the same bytes), as Douyin lists several CDN hosts.
-
-Answers
-=======
-:func:`share_page` (``/share/video/{id}/``): HTML with ``<script>window._ROUTER_DATA = {…}</script>``, JSON with
-``/``, ``<`` and ``>`` written as ``\\u002F``, ``\\u003C``, ``\\u003E`` (so a ``</script>`` in a description
-cannot end the script), ``loaderData["video_(id)/page"]`` (``"note_(id)/page"`` for the album)
-``.videoInfoRes``. :func:`detail_response` (``/aweme/v1/web/aweme/detail/?aweme_id=``): ``{"status_code":0,
-"aweme_detail":{…}}``; the detail API answers only requests with a cookie (without one: HTTP 200 and an empty
-body, as the real API does). :func:`short_link_target`: the share URL a short link redirects to.
+Reference: docs/sandbox.md, "douyin.py".
 """
 
 from __future__ import annotations
@@ -126,7 +90,7 @@ def album_image_numbers(aweme_id: str) -> list[int]:
 
 def live_clip_id(aweme_id: str, n: int) -> str:
     """The sandbox video id of the motion clip of picture ``n`` (from 1) of an album: its file is
-    ``/media/progressive/{id}/360p.mp4`` (:func:`mediacrawler.sandbox.video.video_file`)."""
+    ``/media/progressive/{id}/360p.mp4`` (:func:`mediacrawler_sandbox.video.video_file`)."""
     return f"live{aweme_id}_{n}"
 
 

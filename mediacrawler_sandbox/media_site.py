@@ -1,30 +1,6 @@
 """``/media/…``: real image and video bytes with HTTP semantics of a CDN, and the media fault knobs.
 
-URL patterns (relative to the sandbox origin)::
-
-    /media/weibo/{size}/{pid}.{jpg|png|webp}   Weibo picture; size "large" (and mw*, original, woriginal) serves
-                                               the large variant, any other size (orj360, thumbnail, orj180, …)
-                                               the thumbnail. Needs a Referer header (403 without, like sinaimg).
-    /media/weibo/live/{pid}.mp4                the Live Photo motion clip of a picture (a 360p MP4 of its own)
-    /media/weibo/video/{video id}_{720|hd|sd}.mp4   Weibo video: the progressive faststart MP4 (H.264/AAC, 4 s) of
-                                               that id at its declared height: 720 → 720p, hd → 480p, sd → 360p
-                                               (:func:`mediacrawler.sandbox.video.video_file`). Needs a Referer too,
-                                               and with ``weibo_video_url_uses`` a valid ``?ssig=`` (else 403).
-    /media/hostile/{case}                      hostile manifests for the video path's guards (:data:`HOSTILE`):
-                                               huge_timeline.mpd (SegmentTimeline r="1000000000"), million.m3u8
-                                               (10^6 segments, built once on first use), file_uri.m3u8,
-                                               data_uri.m3u8, gopher.m3u8, gopher.mpd. Their segment URIs that
-                                               are http point under /media/hostile/ too (404), so the request log
-                                               shows whether a client ever asked for one.
-    /media/img/{n}.jpg                         generic image number n (benchmarks), no Referer needed
-    /media/big/{name}.png?side=N               an N×N noise PNG (about 3·N² bytes, N ≤ 4096): a large image
-    /media/blob/{name}?size=N                  N deterministic pseudo-random bytes (default 1 MiB), streamed
-
-Every answer carries Content-Length, a strong ETag, Last-Modified and ``Accept-Ranges: bytes``; ``Range``
-(``a-b``, ``a-``, ``-n``) gives 206 + Content-Range, an unsatisfiable one 416 with ``Content-Range: bytes */N``;
-``If-Range`` with another validator gives 200 and the full body; ``If-None-Match`` matching gives 304; HEAD works.
-Bad pictures (``--bad-media``) are permanent properties of their pids, not faults: ``html`` sends an HTML page as
-``image/jpeg``, ``truncated`` promises N bytes and drops the connection after N/2, ``bomb`` is a 50000×50000 PNG.
+Reference: docs/sandbox.md, "media_site.py".
 """
 
 from __future__ import annotations

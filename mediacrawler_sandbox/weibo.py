@@ -1,62 +1,6 @@
 """Weibo (m.weibo.cn) in the sandbox: a deterministic world model (the payloads: :mod:`.weibo_api`).
 
-This module is pure (no Twisted, no I/O): tests import it to compute exactly what the sandbox subprocess serves,
-and :mod:`mediacrawler.sandbox.weibo_site` renders it over HTTP.
-
-World model
-===========
-``build_weibo_world(seed=1, users=(7365120894, 1669879400), pages=5, per_page=10, bad_media=False,
-search_pages=3)`` returns a :class:`WeiboWorld` (plain dataclasses; same arguments → equal worlds):
-
-``world.users``            ``{uid: WeiboUser}`` for timeline owners *and* the other authors (reposted originals,
-                           search results).
-``world.timeline_uids``    the timeline owners, in the order given.
-``world.timelines``        ``{uid: [post id, …]}`` newest first; exactly ``pages * per_page`` posts per owner.
-                           Page ``N`` (1-based) holds ``timeline[(N-1)*per_page : N*per_page]``; page ``pages+1``
-                           answers the end-of-list envelope. ``world.timeline(uid)`` gives the posts themselves.
-``world.posts``            ``{id: WeiboPost}``: every mblog of the world: timeline posts, reposted originals
-                           (never on a timeline, only nested as ``retweeted_status``), deleted-original
-                           placeholders and the search pool.
-``world.pics``             ``{pid: WeiboPic}`` for every pid appearing in any post (avatars/covers excluded).
-``world.videos``           ``{video id: WeiboVideo}``.
-``world.duplicate_pids``   ``{pid: canonical pid}``: distinct pids (different URLs) whose bytes are identical to
-                           the canonical pid's (same format and size). The default world has 3, all on the first
-                           owner's timeline.
-``world.bad_pids``         ``{pid: "html" | "truncated" | "bomb"}``: empty unless ``bad_media``. With the flag,
-                           three posts of the first owner's timeline (indexes 0, 4 and 9) each gain one extra bad
-                           picture;
-                           post ids, order and every other field stay identical to the world without the flag.
-``world.publish(uid, n)``  n new posts (1–3 pictures each) at the top of ``uid``'s timeline, ids above every
-                           existing one (control ``POST /_sandbox/weibo/publish``); ``world.pin(uid, post_id)``
-                           shows a post first on page 1 with ``isTop: 1`` (``/_sandbox/weibo/pin``);
-                           ``world.unpublish()`` (on ``/_sandbox/reset``) restores the world as built.
-
-A :class:`WeiboPost` has ``id`` (= ``mid``, 16 digits), ``bid`` (Weibo's base62 of the mid, 9 chars), ``user_id``
-(``None`` for a deleted original), ``created_at`` (aware datetime, +08:00), ``text`` (the *full* HTML text),
-``is_long_text`` (the timeline then carries :meth:`WeiboPost.truncated_text` and the full text is served by
-``/statuses/extend``), ``pics``, ``video``, ``webpage`` (a link card, not media), ``retweeted_id`` (id of the
-nested original, which may be a deleted placeholder with ``deleted=True``), and the three counts as served: ints or
-strings
-like ``"12.6万"`` / ``"1万+"`` / ``"100万+"`` (:func:`count_value` converts them).
-
-Timeline posts follow a fixed pattern by index ``i`` so every page of ``per_page >= 10`` has each feature:
-``i % 10`` = 0 pics, 1 long text (+0–3 pics), 2 video, 3 repost of an original, 4 pics incl. a PNG or WebP,
-5 text only, 6 webpage link card, 7 repost (of a deleted original when ``i % 20 == 7``), 8 pics,
-9 long text + pics.
-Reposts never carry media of their own; their originals may (pics or a video), and an original can be reposted
-more than once (the same pids then appear in several reposts).
-
-Example (what a test expects for uid 7365120894)::
-
-    world = build_weibo_world(seed=1, users=(7365120894, 1669879400), pages=5, per_page=10)
-    posts = world.timeline(7365120894)                       # 50 WeiboPost, newest first
-    ids = [p.id for p in posts]
-    reposts = [p.id for p in posts if p.retweeted_id]
-    long_text = [p.id for p in posts if p.is_long_text]
-    pids = world.timeline_pids(7365120894)                   # own pics + pics of reposted originals
-    distinct_contents = world.distinct_contents(pids)         # len(set of content pids)
-
-Payloads: :mod:`mediacrawler.sandbox.weibo_api` renders them from this model.
+Reference: docs/sandbox.md, "weibo.py".
 """
 
 from __future__ import annotations
@@ -198,7 +142,7 @@ class WeiboVideo:
 
     ``qualities`` lists the files that exist (``"720"``, ``"hd"``, ``"sd"``); media_info fields whose quality is
     missing are served as ``""``. Files are real H.264/AAC MP4s
-    (see :func:`mediacrawler.sandbox.media.video_bytes`);
+    (see :func:`mediacrawler_sandbox.media.video_bytes`);
     each quality has its own resolution and each video id its own bytes.
     """
 

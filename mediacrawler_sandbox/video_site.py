@@ -4,7 +4,7 @@ log) plus the fragment knobs ``fragment_drop`` / ``fragment_corrupt`` (:mod:`.fa
 
 :class:`VideoMediaResource` *is* the ``/media`` resource (a subclass: every other ``/media`` path is answered by
 the base class unchanged), so video requests go through exactly the same code path and log as images and blobs.
-URL patterns: see :mod:`mediacrawler.sandbox.video`. ``/media/bili/…`` needs a ``Referer`` (403 without, as
+URL patterns: see :mod:`mediacrawler_sandbox.video`. ``/media/bili/…`` needs a ``Referer`` (403 without, as
 Bilibili's CDN answers hot-linking) and, with the ``bilibili_stream_url_uses`` knob, a ``trid`` token that a playurl
 answer issued and that has GETs left (403 otherwise, as an expired stream URL). The first request for a video id encodes it (≈1.5 s, on the reactor
 thread); later ones are served from memory.

@@ -1,8 +1,0 @@
-"""``python -m mediacrawler.sandbox --port 0 …``: see :func:`mediacrawler.sandbox.server.main`."""
-
-import sys
-
-from .server import main
-
-if __name__ == "__main__":
-    sys.exit(main())
