@@ -105,8 +105,10 @@ def media_referer(settings: BaseSettings, *, platform: str) -> str | None:
     return settings.get(f"{platform.upper()}_MEDIA_REFERER") or None
 
 
-def walk_assets(item: Any) -> Iterator[tuple[str, ItemAdapter, str]]:
-    """``(platform, asset, post id)`` for every media asset of a post and of the post it reposts, in a fixed order.
+def walk_assets(item: Any, *, with_status: bool = False) -> Iterator[tuple[str, ItemAdapter, str]]:
+    """``(platform, asset, post id)`` for every media asset of a post and of the post it reposts, in a fixed order;
+    ``with_status``: only the assets with a ``status`` (a media pipeline's result, or normalize's refusal), told
+    before an adapter is built for each (media off, no asset has one).
 
     The one walk over a post's media: spiders, the media pipeline, the video path and the retry set all use it.
     """
@@ -117,7 +119,8 @@ def walk_assets(item: Any) -> Iterator[tuple[str, ItemAdapter, str]]:
         platform = str(field_of(post, "platform") or "unknown")
         post_id = str(field_of(post, "post_id") or "")
         for media in field_of(post, "media") or []:
-            yield platform, ItemAdapter(media), post_id
+            if not with_status or field_of(media, "status") is not None:
+                yield platform, ItemAdapter(media), post_id
         post = field_of(post, "reposted")
 
 

@@ -134,8 +134,9 @@ def retry_store_from_settings(settings: BaseSettings) -> RetryStore:
 
 
 def _assets(item: Any) -> Iterator[tuple[str, ItemAdapter]]:
-    """``(index key, asset)`` of every media asset of a post and of the post it reposts."""
-    for platform, asset, _ in walk_assets(item):
+    """``(index key, asset)`` of every media asset of a post and of the post it reposts that has a status (one
+    never downloaded has nothing to record or resolve)."""
+    for platform, asset, _ in walk_assets(item, with_status=True):
         yield asset_key_of(platform, asset), asset
 
 
@@ -221,8 +222,6 @@ class RetryExtension:
         changed = False
         for index_key, asset in _assets(item):
             status = asset.get("status")
-            if status is None:
-                continue  # never downloaded (media off): nothing to record or resolve
             entry = self.set.assets.get(index_key)
             now = utc_now_iso()
             if status == "failed":

@@ -195,7 +195,7 @@ class RecordsPipeline:
     def item_scraped(self, item: Any, spider: Any = None) -> None:
         # The media pipeline's results, once the post is through it; nobody waits for this write but the close.
         # Only assets with a status have any (media off: none but those normalize failed).
-        if is_item(item) and any(asset.get("status") is not None for _, asset, _ in walk_assets(item)):
+        if is_item(item) and next(walk_assets(item, with_status=True), None) is not None:
             self._enqueue(item, media_only=True)
 
     def _enqueue(self, item: Any, *, media_only: bool) -> Deferred[None]:
