@@ -81,7 +81,7 @@ class NeedsRedis:
     when: str = "redis"
 
     def problem(self, value: Any, settings: BaseSettings) -> str | None:
-        if str(value or "").strip().lower() == self.when and not settings.get("REDIS_URL"):
+        if str(value or "").strip().lower() == self.when and not setting(settings, "REDIS_URL"):
             return self.describe()
         return None
 
@@ -99,7 +99,7 @@ class Relative:
 
     def problem(self, value: Any, settings: BaseSettings) -> str | None:
         try:
-            bound = self.factor * settings.getfloat(self.other, getattr(defaults, self.other))
+            bound = self.factor * float(setting(settings, self.other))
         except ValueError:
             return None  # the other setting's own declaration reports it
         ok = value <= bound if self.at_most else value > bound
@@ -165,9 +165,17 @@ Constraint = Range | OneOf | LocalPath | NeedsRedis | Relative | Parsed | TimeZo
 
 def setting(settings: BaseSettings, name: str) -> Any:
     """``settings[name]`` as the type of its default in mediacrawler/settings.py (also the value when unset)."""
-    default = getattr(defaults, name)
-    getter = {bool: settings.getbool, int: settings.getint, float: settings.getfloat, list: settings.getlist}
+    default = getattr(defaults, name)  # AttributeError: a setting settings.py does not define
+    getter = {bool: settings.getbool, int: settings.getint, float: settings.getfloat, list: settings.getlist,
+              dict: settings.getdict}
     return getter.get(type(default), settings.get)(name, default)
+
+
+def default(name: str) -> Any:
+    """The default settings.py gives *name*: only for the keyword defaults of functions and classes that tests and
+    tools build without settings (``check_body(max_image_pixels=…)``); code that has settings reads
+    :func:`setting`."""
+    return getattr(defaults, name)
 
 
 _EXPECTED = {bool: "true or false", int: "an integer", float: "a number", list: "a list", dict: "a JSON object",

@@ -2,7 +2,8 @@
 pipelines, failure reasons by exception type, the resume point, the one walk over a post's media assets, and what
 pipelines may ask of extensions.
 
-Nothing here imports another project module, so any layer may import it (docs/architecture.md).
+Nothing here imports another project module but compat.py (the lowest), so any layer may import it
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from itemadapter import ItemAdapter
-from scrapy.core.downloader.handlers.http11 import TunnelError
 from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
                                DownloadTimeoutError, DropItem, IgnoreRequest, NotConfigured, ResponseDataLossError)
 from scrapy.utils.misc import load_object
 from twisted.internet import defer
 from twisted.internet import error as net
-from twisted.web._newclient import ResponseFailed, ResponseNeverReceived
-from twisted.web.http import PotentialDataLoss, _DataLoss  # _DataLoss: what Twisted's ResponseFailed carries
+from twisted.web.client import ResponseFailed, ResponseNeverReceived
+from twisted.web.http import PotentialDataLoss
+
+from mediacrawler.compat import DataLoss, TunnelError
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -177,18 +179,6 @@ class PendingRetries(Protocol):
     def pending_post(self, post_id: str) -> bool: ...
 
 
-_E = TypeVar("_E")
-
-
-def extension_of(crawler: Any, kind: type[_E]) -> _E | None:
-    """The crawler's enabled extension that is a *kind* (a runtime-checkable Protocol above), or ``None``: how a
-    pipeline reaches an extension without importing the layer above it."""
-    for ext in getattr(getattr(crawler, "extensions", None), "middlewares", ()):
-        if isinstance(ext, kind):
-            return ext
-    return None
-
-
 def backend_class(setting: str, name: str, backends: dict[str, str]) -> Any:
     """The class a backend setting names (``CHECKPOINT_BACKEND``, ``CACHE_BACKEND``…): one of *backends*' short
     names or an import path; NotConfigured when it names nothing importable."""
@@ -200,7 +190,7 @@ def backend_class(setting: str, name: str, backends: dict[str, str]) -> Any:
 
 #: Failure reasons by exception type, first match wins (Scrapy 2.19 raises its own types; older paths Twisted's).
 _REASONS: tuple[tuple[tuple[type[BaseException], ...], str], ...] = (
-    ((ResponseDataLossError, PotentialDataLoss, _DataLoss), "dataloss"),
+    ((ResponseDataLossError, PotentialDataLoss, DataLoss), "dataloss"),
     ((DownloadTimeoutError, net.TimeoutError, defer.TimeoutError), "timeout"),
     ((DownloadCancelledError,), "too-large"),  # DOWNLOAD_MAXSIZE / MEDIA_MAXSIZE reached mid-body
     ((DownloadConnectionRefusedError, CannotResolveHostError, net.ConnectError, net.DNSLookupError,

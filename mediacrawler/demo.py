@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mediacrawler.config import setting
+
 #: The demo jobs: (spider name, spider arguments). The sandbox's default world has these users.
 DEMO_JOBS: list[tuple[str, dict[str, str]]] = [
     ("weibo", {"uid": "7365120894"}),
@@ -178,9 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"records: {out}/<spider>/<job>.jsonl (comments: <job>.comments.jsonl)   media: {len(stored)} files in "
           f"{objects}   log: {out / 'crawl.log'}")
     print(f"library: {out / 'library'}/<platform>/<author> (<id>)/<date> <post id>/ (the same files, readable names)")
-    given = "-s RECORDS_DB=…" if settings.get("RECORDS_DB") else f"-s CHECKPOINT_DIR={settings.get('CHECKPOINT_DIR')}"
+    given = ("-s RECORDS_DB=…" if setting(settings, "RECORDS_DB")
+             else f"-s CHECKPOINT_DIR={setting(settings, 'CHECKPOINT_DIR')}")
     print(f"records database: {shown(records_uri(settings))}   as a spreadsheet: mediacrawler export --format csv "
-          f"{given} -s FILES_STORE={settings.get('FILES_STORE')} --out posts.csv")
+          f"{given} -s FILES_STORE={setting(settings, 'FILES_STORE')} --out posts.csv")
     failed = [c.spider.job for c in crawlers if c.stats.get_value("finish_reason") != "finished"]
     if failed:
         print(f"not finished: {', '.join(failed)}", file=sys.stderr)

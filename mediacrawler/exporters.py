@@ -13,6 +13,7 @@ from scrapy.exporters import BaseItemExporter, JsonItemExporter, JsonLinesItemEx
 from scrapy.utils.python import to_bytes
 from scrapy.utils.serialize import ScrapyJSONEncoder
 
+from mediacrawler.compat import exporter_kwargs
 from mediacrawler.items import field_names
 
 @functools.cache
@@ -41,7 +42,7 @@ class JsonLinesExporter(JsonLinesItemExporter):
 
     def __init__(self, file: Any, **kwargs: Any) -> None:
         super().__init__(file, **kwargs)
-        self.encoder = DataclassJSONEncoder(**self._kwargs)
+        self.encoder = DataclassJSONEncoder(**exporter_kwargs(self))
 
     def export_item(self, item: Any) -> None:
         names = _plain_fields(type(item)) if self.fields_to_export is None else None
@@ -57,7 +58,7 @@ class JsonExporter(JsonItemExporter):
 
     def __init__(self, file: Any, **kwargs: Any) -> None:
         super().__init__(file, **kwargs)
-        self.encoder = DataclassJSONEncoder(**self._kwargs)
+        self.encoder = DataclassJSONEncoder(**exporter_kwargs(self))
 
 
 # --- CSV: flat rows (docs/records.md, "CSV columns") -------------------------------------------------------------

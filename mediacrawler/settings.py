@@ -215,7 +215,7 @@ DEDUPE_CLAIM_TTL: Annotated[int, Range(0, above=True)] = 3600
 # --- Comment threads (-a comments; spiders/_threads.py, docs/architecture.md "Sources") -------------------------
 #: A re-run refreshes the thread of a post published at most this many days ago (only comments newer than the
 #: thread's mark); older posts' threads are not walked again.
-COMMENTS_REFRESH_DAYS: Annotated[float, Range(0)] = 7
+COMMENTS_REFRESH_DAYS: Annotated[float, Range(0)] = 7.0
 #: Pages one thread may take (top-level pages and reply pages together): a bound, whatever -a comments says.
 COMMENTS_MAX_PAGES: Annotated[int, Range(1)] = 2000
 #: Replies per page of a reply thread where the API takes a size (Bilibili ``ps``, at most 20; Facebook ``limit``).

@@ -34,6 +34,7 @@ from scrapy.exceptions import NotConfigured
 from mediacrawler.checkpoints.model import CheckpointCorrupt
 from mediacrawler.checkpoints.store import CheckpointStore, FileCheckpointStore, store_from_settings
 from mediacrawler.commands.options import add_settings_option, checked_settings, missing_dir
+from mediacrawler.config import setting
 from mediacrawler.extensions.marks import (
     FileMarkStore,
     Mark,
@@ -155,7 +156,7 @@ def document_status(settings: BaseSettings, directory: str | None = None) -> dic
     else:
         marks.append(mark_store_from_settings(settings))
         retries.append(retry_store_from_settings(settings))
-    if settings.get("REDIS_URL"):
+    if setting(settings, "REDIS_URL"):
         if not isinstance(marks[0], RedisMarkStore):
             marks.append(RedisMarkStore.from_settings(settings))
         if not isinstance(retries[0], RedisRetryStore):
@@ -170,7 +171,7 @@ def distributed_status(settings: BaseSettings) -> dict[str, Any] | None:
     The seam to ``mediacrawler.distributed``: its ``status.distributed_status(settings)`` returns a JSON-ready
     dict. Until it exists this returns ``{"available": False, "reason": …}``.
     """
-    if not settings.get("REDIS_URL"):
+    if not setting(settings, "REDIS_URL"):
         return None
     try:
         from mediacrawler.distributed.status import distributed_status as read  # type: ignore[import-not-found]

@@ -150,7 +150,7 @@ def test_the_player_step_follows_the_playurls_and_names_the_video_by_aid_or_bvid
     from mediacrawler.spiders.bilibili import BilibiliChain, BilibiliSpider
 
     crawler = get_crawler(BilibiliSpider, {"BILIBILI_API_URL": "http://127.0.0.1:9/bilibili"})
-    spider = crawler._create_spider(bvid=BVID, chapters="true")
+    spider = crawler.spidercls.from_crawler(crawler, bvid=BVID, chapters="true")
     view = bilibili.view_response(BVID, base="http://127.0.0.1:9")
     cids = [str(cid) for cid, _ in bilibili.parts_of(BVID)]
     chain = BilibiliChain(post_id=BVID, raw={"view": view})

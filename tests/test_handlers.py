@@ -1,6 +1,6 @@
-"""The download handler's one seam (mediacrawler/handlers.py): the connection pool keeps HTTP_POOL_PER_HOST idle
-connections per host. The first test fails when Scrapy moves the attribute; the second counts the connections a
-real server on 127.0.0.1 sees for two waves of 16 parallel requests to one host."""
+"""The download handler (mediacrawler/handlers.py): the connection pool keeps HTTP_POOL_PER_HOST idle
+connections per host (reached through mediacrawler/compat.py, whose test fails when Scrapy moves it). The second
+test counts the connections a real server on 127.0.0.1 sees for two waves of 16 parallel requests to one host."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from scrapy.utils.test import get_crawler
 
+from mediacrawler.compat import connection_pool
 from mediacrawler.handlers import PooledHTTPDownloadHandler
 from tests.utils import project_settings_dict
 
@@ -23,10 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_pool_size_follows_the_setting() -> None:
     handler = PooledHTTPDownloadHandler(get_crawler(settings_dict=project_settings_dict()))
-    assert handler._pool.maxPersistentPerHost == 32  # the seam: fails when Scrapy renames its pool
+    assert connection_pool(handler).maxPersistentPerHost == 32
     handler = PooledHTTPDownloadHandler(get_crawler(settings_dict=project_settings_dict(
         HTTP_POOL_PER_HOST=2, CONCURRENT_REQUESTS_PER_DOMAIN=8)))
-    assert handler._pool.maxPersistentPerHost == 8  # never below Scrapy's own figure
+    assert connection_pool(handler).maxPersistentPerHost == 8  # never below Scrapy's own figure
 
 
 class _Counting(BaseHTTPRequestHandler):

@@ -25,7 +25,7 @@ SANDBOX = Path(mediacrawler_sandbox.__file__).resolve().parent
 
 #: Low to high; the first part of the module path after ``mediacrawler.``.
 LAYERS: list[set[str]] = [
-    {"__init__", "contracts", "config", "items", "fsutil", "parsers", "signals", "settings", "feeds",
+    {"__init__", "compat", "contracts", "config", "items", "fsutil", "parsers", "signals", "settings", "feeds",
      "checkpoints", "exporters", "scrub", "jobstate", "records", "library", "links"},
     {"media"},
     {"cache", "distributed"},

@@ -17,6 +17,7 @@ import pytest
 
 from mediacrawler.contracts import asset_index_key
 from scrapy.exceptions import NotConfigured
+from scrapy.settings import Settings
 
 from mediacrawler.distributed.media_index import RedisMediaIndex
 from mediacrawler.media.index import ObjectRecord, SQLiteMediaIndex, index_class
@@ -188,18 +189,18 @@ def test_index_keeps_first_seen_and_sources(index) -> None:
 
 
 def test_index_backend_selection(tmp_path: Path, redis_url: str) -> None:
-    assert index_class({}) is SQLiteMediaIndex
-    assert index_class({"REDIS_URL": redis_url}) is RedisMediaIndex
-    assert index_class({"REDIS_URL": redis_url, "MEDIA_INDEX": "sqlite"}) is SQLiteMediaIndex
-    assert index_class({"MEDIA_INDEX": "mediacrawler.media.index.SQLiteMediaIndex"}) is SQLiteMediaIndex
+    assert index_class(Settings({})) is SQLiteMediaIndex
+    assert index_class(Settings({"REDIS_URL": redis_url})) is RedisMediaIndex
+    assert index_class(Settings({"REDIS_URL": redis_url, "MEDIA_INDEX": "sqlite"})) is SQLiteMediaIndex
+    assert index_class(Settings({"MEDIA_INDEX": "mediacrawler.media.index.SQLiteMediaIndex"})) is SQLiteMediaIndex
     with pytest.raises(NotConfigured, match="MEDIA_INDEX"):
-        index_class({"MEDIA_INDEX": "mongo"})
+        index_class(Settings({"MEDIA_INDEX": "mongo"}))
     with pytest.raises(NotConfigured, match="REDIS_URL"):
-        index_class({"MEDIA_INDEX": "redis"})
-    idx = index_class({}).from_settings({}, store_root=tmp_path)
+        index_class(Settings({"MEDIA_INDEX": "redis"}))
+    idx = index_class(Settings({})).from_settings(Settings(), store_root=tmp_path)
     assert isinstance(idx, SQLiteMediaIndex) and idx.path == tmp_path / "index.sqlite3"
     idx.close()
-    settings = {"REDIS_URL": redis_url}
+    settings = Settings({"REDIS_URL": redis_url})
     assert isinstance(index_class(settings).from_settings(settings, store_root=tmp_path), RedisMediaIndex)
 
 

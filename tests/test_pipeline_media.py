@@ -133,20 +133,23 @@ def test_pending_assets_walks_reposts() -> None:
 def test_download_error_reasons() -> None:
     from twisted.internet.error import ConnectionRefusedError, TimeoutError
     from twisted.python.failure import Failure
-    from twisted.web._newclient import ResponseFailed, _DataLoss
+    from twisted.web.client import ResponseFailed
+
+    from mediacrawler.compat import DataLoss
 
     assert download_error_reason(IgnoreRequest("offsite")) == "filtered"
-    assert download_error_reason(ResponseFailed([Failure(_DataLoss())])) == "dataloss"
+    assert download_error_reason(ResponseFailed([Failure(DataLoss())])) == "dataloss"
     assert download_error_reason(TimeoutError()) == "timeout"
     assert download_error_reason(ConnectionRefusedError()) == "connection-error"
     assert download_error_reason(ValueError("x")) == "download-error"
     # From the types Scrapy 2.19 and Twisted raise, never from their text.
-    from scrapy.core.downloader.handlers.http11 import TunnelError
     from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
                                    DownloadTimeoutError, ResponseDataLossError)
     from twisted.internet.error import ConnectionLost, DNSLookupError
-    from twisted.web._newclient import ResponseNeverReceived
+    from twisted.web.client import ResponseNeverReceived
     from twisted.web.http import PotentialDataLoss
+
+    from mediacrawler.compat import TunnelError
 
     assert download_error_reason(ResponseDataLossError()) == "dataloss"
     assert download_error_reason(PotentialDataLoss()) == "dataloss"

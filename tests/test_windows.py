@@ -79,14 +79,14 @@ def test_time_zone_reads_the_bare_dates_and_each_platform_has_its_own() -> None:
 
     from mediacrawler.spiders.facebook import FacebookSpider
 
-    weibo = get_crawler(WeiboSpider, {})._create_spider(uid="1", since="2026-03-01")
+    weibo = WeiboSpider.from_crawler(get_crawler(WeiboSpider, {}), uid="1", since="2026-03-01")
     assert weibo.date_window() == DateWindow(since="2026-02-28T16:00:00Z")
-    facebook = get_crawler(FacebookSpider, {})._create_spider(page="1", since="2026-03-01")
+    facebook = FacebookSpider.from_crawler(get_crawler(FacebookSpider, {}), page="1", since="2026-03-01")
     assert facebook.date_window() == DateWindow(since="2026-03-01T00:00:00Z")
-    pacific = get_crawler(WeiboSpider, {"TIME_ZONE": "America/Los_Angeles"})._create_spider(
+    pacific = WeiboSpider.from_crawler(get_crawler(WeiboSpider, {"TIME_ZONE": "America/Los_Angeles"}),
         uid="1", since="2026-03-01", until="2026-03-02T00:00:00+08:00")
     assert pacific.date_window() == DateWindow(since="2026-03-01T08:00:00Z", until="2026-03-01T16:00:00Z")
-    assert weibo.job != get_crawler(WeiboSpider, {})._create_spider(uid="1").job
+    assert weibo.job != WeiboSpider.from_crawler(get_crawler(WeiboSpider, {}), uid="1").job
 
 
 def test_the_pipeline_drops_what_a_chain_dated_outside_and_keeps_the_rest() -> None:
@@ -97,7 +97,7 @@ def test_the_pipeline_drops_what_a_chain_dated_outside_and_keeps_the_rest() -> N
     from mediacrawler.spiders.bilibili import BilibiliSpider
 
     crawler = get_crawler(BilibiliSpider, {})
-    crawler.spider = crawler._create_spider(bvid="BV1Sbx411A01", since="2026-03-01T00:00:00Z",
+    crawler.spider = crawler.spidercls.from_crawler(crawler, bvid="BV1Sbx411A01", since="2026-03-01T00:00:00Z",
                                             until="2026-04-01T00:00:00Z")
     assert crawler.stats is not None
     pipeline = DateWindowPipeline.from_crawler(crawler)
@@ -112,7 +112,7 @@ def test_the_pipeline_drops_what_a_chain_dated_outside_and_keeps_the_rest() -> N
         with pytest.raises(OutsideWindow, match="outside the date window"):
             pipeline.process_item(post(outside))
     assert crawler.stats.get_value("window/outside") == 2
-    crawler.spider = crawler._create_spider(bvid="BV1Sbx411A01")  # no window: nothing is judged
+    crawler.spider = crawler.spidercls.from_crawler(crawler, bvid="BV1Sbx411A01")  # no window: nothing is judged
     assert pipeline.process_item(post("2020-01-01T00:00:00Z")).created_at == "2020-01-01T00:00:00Z"
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler.config import setting
 from mediacrawler.contracts import backend_class
 
 if TYPE_CHECKING:
@@ -186,7 +187,8 @@ def get_cache(settings: BaseSettings | None = None, *, cache_type: str | None = 
         from scrapy.utils.project import get_project_settings
 
         settings = get_project_settings()
-    name = cache_type or settings.get("CACHE_BACKEND") or ("redis" if settings.get("REDIS_URL") else "memory")
+    name = (cache_type or setting(settings, "CACHE_BACKEND")
+            or ("redis" if setting(settings, "REDIS_URL") else "memory"))
     cls = backend_class("CACHE_BACKEND", str(name), CACHE_BACKENDS)
     if not (isinstance(cls, type) and issubclass(cls, Cache)):
         raise NotConfigured(f"CACHE_BACKEND={name!r} does not name a mediacrawler.cache.Cache subclass")

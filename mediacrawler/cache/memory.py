@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from mediacrawler.cache.base import Cache, WrongTypeError, check_ttl, to_bytes
+from mediacrawler.config import setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -73,7 +74,7 @@ class MemoryCache(Cache):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> MemoryCache:
-        return cls(prefix=settings["CACHE_KEY_PREFIX"])
+        return cls(prefix=setting(settings, "CACHE_KEY_PREFIX"))
 
     # --- Internals (call with the lock held) -------------------------------------------------------------------
     def _sweep(self, now: float) -> None:

@@ -23,6 +23,7 @@ from mediacrawler.cache.base import (
     check_ttl,
     to_bytes,
 )
+from mediacrawler.config import setting
 from mediacrawler.scrub import mask_url
 
 if TYPE_CHECKING:
@@ -258,15 +259,15 @@ class RedisCache(Cache):
     def from_settings(cls, settings: BaseSettings) -> RedisCache:
         from scrapy.exceptions import NotConfigured
 
-        url = settings.get("REDIS_URL")
+        url = setting(settings, "REDIS_URL")
         if not url:
             raise NotConfigured("CACHE_BACKEND is 'redis' but REDIS_URL is not set")
         return cls(
             url,
-            prefix=settings["CACHE_KEY_PREFIX"],
-            retry_times=settings.getint("CACHE_RETRY_TIMES"),
-            backoff_base=settings.getfloat("CACHE_RETRY_BACKOFF_BASE"),
-            backoff_max=settings.getfloat("CACHE_RETRY_BACKOFF_MAX"),
+            prefix=setting(settings, "CACHE_KEY_PREFIX"),
+            retry_times=setting(settings, "CACHE_RETRY_TIMES"),
+            backoff_base=setting(settings, "CACHE_RETRY_BACKOFF_BASE"),
+            backoff_max=setting(settings, "CACHE_RETRY_BACKOFF_MAX"),
         )
 
     def __repr__(self) -> str:

@@ -8,6 +8,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from mediacrawler.config import setting
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -58,7 +60,7 @@ class SessionStore:
 
     @classmethod
     def from_settings(cls, cache: Cache, settings: BaseSettings) -> SessionStore:
-        return cls(cache, ttl=settings.getfloat("SESSION_TTL"))
+        return cls(cache, ttl=setting(settings, "SESSION_TTL"))
 
     @staticmethod
     def key(session_id: str) -> str:

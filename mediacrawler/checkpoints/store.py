@@ -65,7 +65,7 @@ class FileCheckpointStore:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(settings.get("CHECKPOINT_DIR") or "checkpoints", max_bytes=setting(settings, "STATE_FILE_MAX_BYTES"))
+        return cls(setting(settings, "CHECKPOINT_DIR"), max_bytes=setting(settings, "STATE_FILE_MAX_BYTES"))
 
     def path(self, key: str) -> Path:
         return self.directory / f"{check_key(key)}{self.suffix}"
@@ -118,7 +118,7 @@ class FileCheckpointStore:
 
 def store_from_settings(settings: BaseSettings) -> CheckpointStore:
     """The store ``CHECKPOINT_BACKEND`` names; NotConfigured when it names nothing usable."""
-    name = str(settings.get("CHECKPOINT_BACKEND") or "file")
+    name = str(setting(settings, "CHECKPOINT_BACKEND"))
     cls = backend_class("CHECKPOINT_BACKEND", name, CHECKPOINT_BACKENDS)
     store: CheckpointStore = cls.from_settings(settings)
     return store

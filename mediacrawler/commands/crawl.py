@@ -29,6 +29,7 @@ from scrapy.commands.crawl import Command as ScrapyCrawlCommand
 from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.spiderloader import get_spider_loader
 
+from mediacrawler.config import setting
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.jobstate import job_state
 from mediacrawler.commands.options import startup_problem
@@ -140,7 +141,7 @@ class Command(ScrapyCrawlCommand):
             # turns checkpoints off for the worker, as a file checkpoint per worker would say nothing true.
             if (self.settings.getpriority("CHECKPOINT_BACKEND") or 0) < SETTINGS_PRIORITIES["cmdline"]:
                 self.settings.set("CHECKPOINT_BACKEND", "redis", priority="cmdline")
-            elif str(self.settings.get("CHECKPOINT_BACKEND")).lower() != "redis":
+            elif str(setting(self.settings, "CHECKPOINT_BACKEND")).lower() != "redis":
                 self.settings.set("CHECKPOINT_ENABLED", False, priority="cmdline")
             print(f"{args[0]}: worker mode: waiting for jobs in Redis (mediacrawler enqueue {args[0]} key=value…)",
                   file=sys.stderr)
@@ -158,15 +159,15 @@ class Command(ScrapyCrawlCommand):
         assert self.settings is not None
         s = self.settings
         dirs = []
-        if s.getbool("MEDIA_ENABLED") and store_scheme(str(s.get("FILES_STORE") or "files")) in ("", "file"):
-            dirs.append(("FILES_STORE", str(s.get("FILES_STORE") or "files").removeprefix("file://")))
-            if s.getbool("LIBRARY_ENABLED"):
-                library = str(s.get("LIBRARY_DIR") or "").removeprefix("file://")
-                dirs.append(("LIBRARY_DIR", library or default_library_dir(str(s.get("FILES_STORE") or "files"))))
-        if s.getbool("CHECKPOINT_ENABLED") and str(s.get("CHECKPOINT_BACKEND") or "file") == "file":
-            dirs.append(("CHECKPOINT_DIR", str(s.get("CHECKPOINT_DIR") or "checkpoints")))
-        if s.getbool("OUTPUT_ENABLED") and not s.getdict("FEEDS"):  # -o/-O or FEEDS replace the default output
-            dirs.append(("OUTPUT_DIR", str(s.get("OUTPUT_DIR") or "output")))
+        if setting(s, "MEDIA_ENABLED") and store_scheme(str(setting(s, "FILES_STORE"))) in ("", "file"):
+            dirs.append(("FILES_STORE", str(setting(s, "FILES_STORE")).removeprefix("file://")))
+            if setting(s, "LIBRARY_ENABLED"):
+                library = str(setting(s, "LIBRARY_DIR")).removeprefix("file://")
+                dirs.append(("LIBRARY_DIR", library or default_library_dir(str(setting(s, "FILES_STORE")))))
+        if setting(s, "CHECKPOINT_ENABLED") and str(setting(s, "CHECKPOINT_BACKEND")) == "file":
+            dirs.append(("CHECKPOINT_DIR", str(setting(s, "CHECKPOINT_DIR"))))
+        if setting(s, "OUTPUT_ENABLED") and not s.getdict("FEEDS"):  # -o/-O or FEEDS replace the default output
+            dirs.append(("OUTPUT_DIR", str(setting(s, "OUTPUT_DIR"))))
         for name, path in dirs:
             problem = writable_dir_problem(path)
             if problem is not None:
@@ -187,7 +188,7 @@ class Command(ScrapyCrawlCommand):
         for target in self.targets or [{}]:
             # One crawler per configured target, side by side (as `mediacrawler demo` runs its jobs): each is its
             # own job, with its own checkpoint, mark and output file.
-            runs.append((self._create_crawler(args[0]), {**opts.spargs, **target}))
+            runs.append((self.crawler_process.create_crawler(args[0]), {**opts.spargs, **target}))
         for crawler, kwargs in runs:
             self.crawler_process.crawl(crawler, **kwargs)
         self.crawler_process.start()

@@ -11,6 +11,7 @@ import redis
 from scrapy.spiderloader import get_spider_loader
 
 from mediacrawler.commands.options import add_settings_option, checked_settings
+from mediacrawler.config import setting
 from mediacrawler.distributed.jobs import JobBoard
 from mediacrawler.jobstate import job_state
 from mediacrawler.scrub import mask_url, scrub
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if isinstance(parsed, int):
         return parsed
     opts, settings = parsed
-    if not settings.get("REDIS_URL"):
+    if not setting(settings, "REDIS_URL"):
         print("error: set REDIS_URL (or --redis-url): jobs are queued in Redis", file=sys.stderr)
         return 2
     kwargs: dict[str, str] = {}
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         queued = JobBoard(settings, spidercls.name, worker="enqueue").enqueue(key, kwargs)
     except redis.RedisError as e:
-        print(f"error: Redis at {mask_url(str(settings.get('REDIS_URL')))}: {scrub(str(e))}", file=sys.stderr)
+        print(f"error: Redis at {mask_url(str(setting(settings, 'REDIS_URL')))}: {scrub(str(e))}", file=sys.stderr)
         return 1
     if not queued:
         print(f"{key}: already queued or running; not queued again", file=sys.stderr)

@@ -46,7 +46,7 @@ def resolve(link: str, short: Route, settings: BaseSettings) -> Route:
     """The route of the post a short link redirects to (:class:`UnknownLink` naming why it cannot be known)."""
     opener = urllib.request.build_opener(_NoRedirect)
     hops = setting(settings, "LINKS_MAX_REDIRECTS")
-    timeout = settings.getfloat("DOWNLOAD_TIMEOUT")
+    timeout = setting(settings, "DOWNLOAD_TIMEOUT")
     current = short
     for _ in range(hops):
         url = str(settings.get(current.args["root"]) or "").rstrip("/") + current.args["path"]
@@ -54,7 +54,7 @@ def resolve(link: str, short: Route, settings: BaseSettings) -> Route:
         if problem is not None:
             shown = strip_userinfo(url)[:200]
             raise UnknownLink(f"{link}: its short link cannot be followed ({problem}: {shown})")
-        request = urllib.request.Request(url, headers={"User-Agent": str(settings.get("USER_AGENT"))})
+        request = urllib.request.Request(url, headers={"User-Agent": str(setting(settings, "USER_AGENT"))})
         try:
             with opener.open(request, timeout=timeout) as answer:
                 status, location = answer.status, answer.headers.get("Location")

@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"mediacrawler retry: {e}", file=sys.stderr)
         return 2
     if isinstance(store, FileRetryStore):
-        missing = missing_dir(settings.get("CHECKPOINT_DIR") or "checkpoints", setting="CHECKPOINT_DIR")
+        missing = missing_dir(setting(settings, "CHECKPOINT_DIR"), setting="CHECKPOINT_DIR")
         if missing:
             print(f"mediacrawler retry: no retry sets: {missing}", file=sys.stderr)
             return 0

@@ -17,7 +17,7 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, TextIO
+from typing import IO, TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
@@ -331,14 +331,11 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings, out: Text
     """Run ``verify`` for parsed ``args`` and the settings of :func:`main` (checked there); the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
-    conf: dict[str, Any] = {
-        "MEDIA_INDEX": args.index or settings.get("MEDIA_INDEX"),
-        "REDIS_URL": args.redis_url or settings.get("REDIS_URL"),
-        "MEDIA_INDEX_PATH": settings.get("MEDIA_INDEX_PATH"),
-        "MEDIA_INDEX_REDIS_PREFIX": settings.get("MEDIA_INDEX_REDIS_PREFIX"),
-        "MEDIA_INDEX_BUSY_TIMEOUT": settings.get("MEDIA_INDEX_BUSY_TIMEOUT"),
-    }
-    root = args.store or settings.get("FILES_STORE") or "files"
+    conf = settings.copy()  # the index's settings, with --index and --redis-url over them
+    for name, given in (("MEDIA_INDEX", args.index), ("REDIS_URL", args.redis_url)):
+        if given:
+            conf.set(name, given, priority="cmdline")
+    root = args.store or setting(settings, "FILES_STORE")
     missing = missing_dir(str(root).split("://", 1)[-1], setting="FILES_STORE",
                           given=f"--store {args.store}" if args.store else None)
     if missing:
@@ -355,7 +352,7 @@ def run_from_args(args: argparse.Namespace, *, settings: BaseSettings, out: Text
         err.write(f"verify: cannot open the media index: {exc}\n")
         return EXIT_PROBLEMS
     allowed = tuple(allowed_schemes(settings))
-    user_agent = settings.get("USER_AGENT") or "mediacrawler-verify"
+    user_agent = setting(settings, "USER_AGENT")
 
     def referer_for(source: SourceRecord) -> str | None:
         platform = (source.key or "").split("/", 1)[0]

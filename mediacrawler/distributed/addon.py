@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from mediacrawler.config import setting
+
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
 
@@ -16,7 +18,7 @@ class DistributedAddon:
     """Sets ``SCHEDULER`` and ``DUPEFILTER_CLASS`` (priority ``addon``: a ``-s`` value still wins)."""
 
     def update_settings(self, settings: BaseSettings) -> None:
-        if not settings.get("REDIS_URL") or not settings.getbool("DISTRIBUTED_ENABLED"):
+        if not setting(settings, "REDIS_URL") or not setting(settings, "DISTRIBUTED_ENABLED"):
             return
         settings.set("SCHEDULER", "mediacrawler.distributed.scheduler.RedisScheduler", priority="addon")
         settings.set("DUPEFILTER_CLASS", "mediacrawler.distributed.dupefilter.RedisDupeFilter", priority="addon")

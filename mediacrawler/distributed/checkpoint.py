@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import redis
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.distributed.scheduler import acks_pending
@@ -190,12 +191,12 @@ class RedisCheckpointStore:
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        if not settings.get("REDIS_URL"):
+        if not setting(settings, "REDIS_URL"):
             from scrapy.exceptions import NotConfigured
 
             raise NotConfigured("CHECKPOINT_BACKEND=redis needs REDIS_URL")
-        return cls(client_from_settings(settings), str(settings.get("CHECKPOINT_REDIS_PREFIX")),
-                   queue_prefix=str(settings.get("DISTRIBUTED_KEY_PREFIX")))
+        return cls(client_from_settings(settings), str(setting(settings, "CHECKPOINT_REDIS_PREFIX")),
+                   queue_prefix=str(setting(settings, "DISTRIBUTED_KEY_PREFIX")))
 
     def _keys(self, key: str) -> list[str]:
         meta = f"{self.prefix}{check_key(key)}"

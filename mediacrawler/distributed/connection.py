@@ -7,11 +7,13 @@ from urllib.parse import urlsplit, urlunsplit
 import redis
 from scrapy.settings import BaseSettings
 
+from mediacrawler.config import setting
+
 
 def client_from_settings(settings: BaseSettings) -> redis.Redis:
     """A client for ``REDIS_URL``; timeouts from ``DISTRIBUTED_SOCKET_TIMEOUT`` so a dead link fails fast."""
-    timeout = settings.getfloat("DISTRIBUTED_SOCKET_TIMEOUT")
-    return redis.Redis.from_url(str(settings.get("REDIS_URL")), socket_timeout=timeout,
+    timeout = setting(settings, "DISTRIBUTED_SOCKET_TIMEOUT")
+    return redis.Redis.from_url(str(setting(settings, "REDIS_URL")), socket_timeout=timeout,
                                 socket_connect_timeout=timeout, health_check_interval=30)
 
 
@@ -64,14 +66,14 @@ def redis_connect_problem(settings: BaseSettings) -> str | None:
     """One line when ``REDIS_URL`` is set but Redis cannot be used now (misspelt, unreachable within
     ``REDIS_CONNECT_TIMEOUT``, or refusing our password); None when it answers or is unset. The start-up check of
     commands/crawl.py and status.py (docs/operations.md, "Exit status")."""
-    url = settings.get("REDIS_URL")
+    url = setting(settings, "REDIS_URL")
     if not url:
         return None
     url = str(url)
     problem = redis_url_problem(url)
     if problem:
         return problem
-    timeout = settings.getfloat("REDIS_CONNECT_TIMEOUT", 10.0)
+    timeout = setting(settings, "REDIS_CONNECT_TIMEOUT")
     client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     try:
         client.ping()

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 import redis
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.fsutil import STATE_MAX_DEPTH, TooLarge, loads_bounded
 
@@ -79,7 +80,7 @@ class RedisDocumentStore(DocumentCodec[D]):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        if not settings.get("REDIS_URL"):
+        if not setting(settings, "REDIS_URL"):
             raise NotConfigured(f"{cls.__name__} needs REDIS_URL")
         return cls(client_from_settings(settings), str(settings.get(cls.prefix_setting)))
 

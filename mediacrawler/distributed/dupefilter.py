@@ -16,6 +16,7 @@ from scrapy import Request, Spider
 from scrapy.exceptions import NotConfigured
 from scrapy_redis.dupefilter import RFPDupeFilter
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base
 
 if TYPE_CHECKING:
@@ -29,10 +30,10 @@ class RedisDupeFilter(RFPDupeFilter):
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.get("REDIS_URL"):
+        if not setting(settings, "REDIS_URL"):
             raise NotConfigured("RedisDupeFilter needs REDIS_URL")
         self.crawler = crawler
-        self.prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX"))
+        self.prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX"))
         super().__init__(client_from_settings(settings), key=f"{self.prefix}:unbound", debug=settings.getbool(
             "DUPEFILTER_DEBUG"))
 

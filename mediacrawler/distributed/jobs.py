@@ -137,10 +137,10 @@ class JobBoard:
     def __init__(self, settings: BaseSettings, spider_name: str, worker: str,
                  server: redis.Redis | None = None) -> None:
         self.server = server or client_from_settings(settings)
-        self.prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX")).rstrip(":")
+        self.prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX")).rstrip(":")
         self.spider_name = spider_name
         self.worker = worker
-        self.seeding_ms = int(settings.getfloat("DISTRIBUTED_LEASE_TTL") * 1000)
+        self.seeding_ms = int(setting(settings, "DISTRIBUTED_LEASE_TTL") * 1000)
         base = f"{self.prefix}:{spider_name}"
         self.keys = [f"{base}:jobs", f"{base}:active", f"{base}:queued"]
         #: The board's generation stamp, never deleted: one per spider (a job's keys all go when it finishes, and

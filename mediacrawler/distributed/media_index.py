@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mediacrawler import settings as defaults
 from mediacrawler.cache.redis import UNREACHABLE_ERRORS, get_redis, mask_url
+from mediacrawler.config import default, setting
 from mediacrawler.media.index import ObjectRecord, SourceRecord, canonical_media_url
 
 if TYPE_CHECKING:
@@ -31,8 +31,8 @@ _BACKOFF_MAX = 2.0
 class RedisMediaIndex:
     """Keys under ``prefix``, one MULTI/EXEC per record (never an asset without its object), nothing expires."""
 
-    def __init__(self, client: redis.Redis, *, prefix: str = defaults.MEDIA_INDEX_REDIS_PREFIX,
-                 outage_grace: float = defaults.MEDIA_INDEX_OUTAGE_GRACE) -> None:
+    def __init__(self, client: redis.Redis, *, prefix: str = default("MEDIA_INDEX_REDIS_PREFIX"),
+                 outage_grace: float = default("MEDIA_INDEX_OUTAGE_GRACE")) -> None:
         if outage_grace < 0:
             raise ValueError("MEDIA_INDEX_OUTAGE_GRACE must not be negative")
         self.client = client
@@ -40,13 +40,11 @@ class RedisMediaIndex:
         self.outage_grace = outage_grace
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
-                      store_root: str | Path) -> RedisMediaIndex:
+    def from_settings(cls, settings: BaseSettings, *, store_root: str | Path) -> RedisMediaIndex:
         """The index on REDIS_URL (the process-wide client of :mod:`mediacrawler.cache.redis`)."""
-        grace = settings.get("MEDIA_INDEX_OUTAGE_GRACE")  # a Mapping too, as SQLiteMediaIndex.from_settings
-        return cls(get_redis(str(settings.get("REDIS_URL"))),
-                   prefix=settings.get("MEDIA_INDEX_REDIS_PREFIX") or defaults.MEDIA_INDEX_REDIS_PREFIX,
-                   outage_grace=float(grace if grace not in (None, "") else defaults.MEDIA_INDEX_OUTAGE_GRACE))
+        return cls(get_redis(str(setting(settings, "REDIS_URL"))),
+                   prefix=setting(settings, "MEDIA_INDEX_REDIS_PREFIX"),
+                   outage_grace=setting(settings, "MEDIA_INDEX_OUTAGE_GRACE"))
 
     def __repr__(self) -> str:
         return f"RedisMediaIndex(prefix={self.prefix!r})"

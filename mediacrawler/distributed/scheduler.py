@@ -43,6 +43,7 @@ from scrapy_redis.scheduler import Scheduler
 from twisted.internet import task, threads
 from twisted.python.failure import Failure
 
+from mediacrawler.compat import default_callback
 from mediacrawler.config import setting
 from mediacrawler.distributed.connection import (client_from_settings, is_auth_error, key_base, masked_url,
                                                  workers_key)
@@ -101,16 +102,16 @@ class RedisScheduler(Scheduler):
 
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
-        if not s.get("REDIS_URL"):
+        if not setting(s, "REDIS_URL"):
             raise NotConfigured("RedisScheduler needs REDIS_URL")
         super().__init__(client_from_settings(s), persist=True, flush_on_start=False,
                          queue_cls="mediacrawler.distributed.queue.LeasedQueue")
         self.crawler = crawler
         self.stats = crawler.stats
-        self.prefix = str(s.get("DISTRIBUTED_KEY_PREFIX"))
-        self.lease_ms = int(s.getfloat("DISTRIBUTED_LEASE_TTL") * 1000)
-        self.heartbeat = s.getfloat("DISTRIBUTED_HEARTBEAT")
-        self.give_up = s.getfloat("DISTRIBUTED_REDIS_GIVE_UP")
+        self.prefix = str(setting(s, "DISTRIBUTED_KEY_PREFIX"))
+        self.lease_ms = int(setting(s, "DISTRIBUTED_LEASE_TTL") * 1000)
+        self.heartbeat = setting(s, "DISTRIBUTED_HEARTBEAT")
+        self.give_up = setting(s, "DISTRIBUTED_REDIS_GIVE_UP")
         self.worker = worker_id()
         self.held: dict[str, Lease] = {}
         self.backlog: deque[tuple[Request, str, str, str, bool, str | None, str | None]] = deque()
@@ -120,9 +121,9 @@ class RedisScheduler(Scheduler):
         self._retry_at = 0.0
         self._tick: task.LoopingCall | None = None
         self._acker: task.LoopingCall | None = None
-        self.ack_interval = s.getfloat("DISTRIBUTED_ACK_INTERVAL")
+        self.ack_interval = setting(s, "DISTRIBUTED_ACK_INTERVAL")
         self._tick_running = False
-        self._redis_url = masked_url(str(s.get("REDIS_URL")))  # for log lines: never the password
+        self._redis_url = masked_url(str(setting(s, "REDIS_URL")))  # for log lines: never the password
         #: (key, token) of this job's generation stamp; None: not stamped (a worker between jobs).
         self._generation: tuple[str, bytes] | None = None
         self._closing = False
@@ -323,7 +324,7 @@ class RedisScheduler(Scheduler):
             return None
         self.held[rid] = Lease(queue.key)
         request.meta[LEASE_META] = rid
-        request.callback = self._wrap(rid, request.callback or getattr(self.spider, "_parse", None), errback=False)
+        request.callback = self._wrap(rid, request.callback or default_callback(self.spider), errback=False)
         request.errback = self._wrap(rid, request.errback, errback=True)
         assert self.stats is not None
         self.stats.inc_value("scheduler/dequeued/redis")

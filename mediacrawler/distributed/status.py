@@ -10,6 +10,7 @@ from typing import Any
 import redis
 from scrapy.settings import BaseSettings
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base, workers_key
 
 
@@ -46,8 +47,8 @@ def spider_state(server: redis.Redis, prefix: str, name: str, *, checkpoint_pref
 def distributed_status(settings: BaseSettings) -> dict[str, Any]:
     """A JSON-ready summary, one entry per spider that has jobs or workers in Redis."""
     server = client_from_settings(settings)
-    prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX")).rstrip(":")
-    checkpoint_prefix = str(settings.get("CHECKPOINT_REDIS_PREFIX"))
+    prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX")).rstrip(":")
+    checkpoint_prefix = str(setting(settings, "CHECKPOINT_REDIS_PREFIX"))
     spiders = {name: spider_state(server, prefix, name, checkpoint_prefix=checkpoint_prefix)
                for name in spider_names(server, prefix)}
-    return {"redis": str(settings.get("REDIS_URL")).split("@")[-1], "prefix": prefix, "spiders": spiders}
+    return {"redis": str(setting(settings, "REDIS_URL")).split("@")[-1], "prefix": prefix, "spiders": spiders}

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 import redis
 from scrapy import Request
 
+from mediacrawler.config import setting
 from mediacrawler.distributed import jobs
 from mediacrawler.distributed.scheduler import in_thread, sleep
 
@@ -55,8 +56,8 @@ class Worker:
         self.spider = spider
         settings = spider.crawler.settings
         self.board = jobs.JobBoard(settings, spider.name, worker=str(spider.worker_id))
-        self.idle_close = settings.getfloat("DISTRIBUTED_IDLE_CLOSE")
-        self.poll = settings.getfloat("DISTRIBUTED_JOB_POLL")
+        self.idle_close = setting(settings, "DISTRIBUTED_IDLE_CLOSE")
+        self.poll = setting(settings, "DISTRIBUTED_JOB_POLL")
         #: Set when Redis lost a job's data: the worker serves no further job.
         self.lost = False
 

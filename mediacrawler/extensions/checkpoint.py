@@ -25,6 +25,7 @@ from twisted.internet.task import LoopingCall
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
+from mediacrawler.config import setting
 from mediacrawler.contracts import AlreadyStored, Resume, field_of, is_comment, is_record
 from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
 from mediacrawler.jobstate import job_state
@@ -78,13 +79,13 @@ class CheckpointExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("CHECKPOINT_ENABLED", True):
+        if not setting(settings, "CHECKPOINT_ENABLED"):
             raise NotConfigured("CHECKPOINT_ENABLED is off")
         self.store = store_from_settings(settings)
         self.crawler = crawler
         assert crawler.stats is not None
         self.stats: StatsCollector = crawler.stats
-        self.sync = settings.getbool("CHECKPOINT_SYNC_FEEDS", True)
+        self.sync = setting(settings, "CHECKPOINT_SYNC_FEEDS")
         self.checkpoint: Checkpoint | None = None  # the state of the running job; None: not a checkpointed spider
         self.skip_ids: frozenset[str] = frozenset()
         self.skip_comment_ids: frozenset[str] = frozenset()
@@ -105,7 +106,7 @@ class CheckpointExtension:
         self._commit_later = CallLaterOnce(self.commit)
         # Each write costs three fsyncs (feeds, file, directory); a kill loses at most this much progress, which the
         # next run recognises in the feed's tail anyway.
-        self.write_interval = settings.getfloat("CHECKPOINT_WRITE_INTERVAL")
+        self.write_interval = setting(settings, "CHECKPOINT_WRITE_INTERVAL")
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         crawler.signals.connect(self.page_parsed, signal=mc_signals.page_parsed)
@@ -124,7 +125,7 @@ class CheckpointExtension:
         self._flusher: LoopingCall | None = None
         self._outage = False
         if self.shared:
-            self.interval = settings.getfloat("CHECKPOINT_REDIS_INTERVAL")
+            self.interval = setting(settings, "CHECKPOINT_REDIS_INTERVAL")
             store: Any = self.store
             crawler.signals.connect(self.job_started, signal=store.job_started)
             crawler.signals.connect(self.job_finished, signal=store.job_finished)

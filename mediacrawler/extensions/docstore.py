@@ -72,7 +72,7 @@ class FileDocumentStore(DocumentCodec[D]):
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> Self:
-        return cls(Path(settings.get("CHECKPOINT_DIR") or "checkpoints") / cls.subdir,
+        return cls(Path(setting(settings, "CHECKPOINT_DIR")) / cls.subdir,
                    max_bytes=setting(settings, "STATE_FILE_MAX_BYTES"))
 
     def path(self, key: str) -> Path:
@@ -146,12 +146,12 @@ def quarantine_document(store: DocumentStore[Any], key: str) -> str:
         return f"nowhere ({e})"
 
 
-def document_store_from_settings(settings: BaseSettings, setting: str, backends: dict[str, str]) -> Any:
-    """The store the backend setting ``setting`` names: a short name of ``backends`` (``file``, ``redis``) or the
+def document_store_from_settings(settings: BaseSettings, backend: str, backends: dict[str, str]) -> Any:
+    """The store the backend setting ``backend`` names: a short name of ``backends`` (``file``, ``redis``) or the
     import path of a store class with ``from_settings(settings)``. Empty: the kind of ``CHECKPOINT_BACKEND``
     (``redis`` when the checkpoints are in Redis, as for workers; else ``file``), so these documents are kept
     with the checkpoints. NotConfigured when it names nothing usable."""
-    name = str(settings.get(setting) or "")
+    name = str(setting(settings, backend) or "")
     if not name:
-        name = "redis" if str(settings.get("CHECKPOINT_BACKEND") or "").lower() == "redis" else "file"
-    return backend_class(setting, name, backends).from_settings(settings)
+        name = "redis" if str(setting(settings, "CHECKPOINT_BACKEND") or "").lower() == "redis" else "file"
+    return backend_class(backend, name, backends).from_settings(settings)

@@ -51,6 +51,7 @@ from scrapy.exceptions import NotConfigured
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.checkpoints.store import store_from_settings
+from mediacrawler.config import setting
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
@@ -222,7 +223,7 @@ class MarkExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("MARKS_ENABLED"):
+        if not setting(settings, "MARKS_ENABLED"):
             raise NotConfigured("MARKS_ENABLED is off")
         self.store = mark_store_from_settings(settings)
         self.crawler = crawler
@@ -359,7 +360,7 @@ class MarkExtension:
             return  # a mark on this worker's disk would say nothing about the job
         if self.checkpoints is None:
             settings = self.crawler.settings
-            store = store_from_settings(settings) if settings.getbool("CHECKPOINT_ENABLED") else None
+            store = store_from_settings(settings) if setting(settings, "CHECKPOINT_ENABLED") else None
             if not hasattr(store, "run_token"):
                 logger.warning("Workers advance no high-water mark without the Redis checkpoint store "
                                "(CHECKPOINT_BACKEND=redis): it is what says a job completed")

@@ -52,6 +52,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.distributed.status import spider_state
 from mediacrawler.extensions.figures import crawl_figures, number
@@ -180,8 +181,8 @@ class DistributedCollector(Collector):
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
         self.server = client_from_settings(settings)
-        self.prefix = str(settings.get("DISTRIBUTED_KEY_PREFIX")).rstrip(":")
-        self.checkpoint_prefix = str(settings.get("CHECKPOINT_REDIS_PREFIX"))
+        self.prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX")).rstrip(":")
+        self.checkpoint_prefix = str(setting(settings, "CHECKPOINT_REDIS_PREFIX"))
         self.spider = ""
 
     def describe(self) -> list[Any]:
@@ -204,7 +205,7 @@ class MetricsExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        port = settings.get("METRICS_PORT")
+        port = setting(settings, "METRICS_PORT")
         if port in (None, ""):
             raise NotConfigured("METRICS_PORT is not set")
         try:
@@ -213,14 +214,14 @@ class MetricsExtension:
             raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535") from None
         if not 0 <= self.port <= 65535:
             raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535")
-        self.host: str = settings.get("METRICS_HOST") or "127.0.0.1"
-        self.textfile: str | None = settings.get("METRICS_TEXTFILE") or None
+        self.host: str = setting(settings, "METRICS_HOST")
+        self.textfile: str | None = setting(settings, "METRICS_TEXTFILE") or None
         self.crawler = crawler
         self.collector = StatsCollector(crawler)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self.collector)
         self.distributed: DistributedCollector | None = None
-        if settings.get("REDIS_URL") and settings.getbool("DISTRIBUTED_ENABLED"):
+        if setting(settings, "REDIS_URL") and setting(settings, "DISTRIBUTED_ENABLED"):
             self.distributed = DistributedCollector(crawler)
             self.registry.register(self.distributed)
         self.server: WSGIServer | None = None
@@ -259,7 +260,7 @@ class MetricsExtension:
         self.collector.job = str(state.job if state is not None else spider.name)
         if self.distributed is not None:
             self.distributed.spider = spider.name
-        if self.crawler.settings.getbool("CHECKPOINT_ENABLED") and state is not None:
+        if setting(self.crawler.settings, "CHECKPOINT_ENABLED") and state is not None:
             # The checkpoint extension (earlier in EXTENSIONS) has set the job's resume point by now.
             self.collector.checkpoint_base = state.first_page()[0] - 1
         self.collector.running = True

@@ -28,7 +28,7 @@ class DefaultOutputAddon:
             return
         if settings.getdict("FEEDS"):
             return  # -o/-O or FEEDS given: the user's choice stands
-        root = Path(setting(settings, "OUTPUT_DIR") or "output")
+        root = Path(setting(settings, "OUTPUT_DIR"))
         # %(name)s and %(job)s are spider attributes, filled in by the feed exporter when the spider opens.
         uri = str(root / setting(settings, "OUTPUT_FILE"))
         # overwrite=False: each run appends (after cutting a torn last line, mediacrawler/feeds.py); said here

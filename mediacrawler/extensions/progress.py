@@ -21,6 +21,7 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.extensions.logstats import LogStats
 
+from mediacrawler.config import setting
 from mediacrawler.extensions.figures import crawl_figures
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class ProgressLogStats(LogStats):
     """Scrapy's LogStats with the crawl's own figures (see the module docstring)."""
 
     def __init__(self, crawler: Crawler) -> None:
-        interval = crawler.settings.getfloat("LOGSTATS_INTERVAL")
+        interval = setting(crawler.settings, "LOGSTATS_INTERVAL")
         if not interval:
             raise NotConfigured("LOGSTATS_INTERVAL is 0")
         assert crawler.stats is not None

@@ -44,6 +44,7 @@ from scrapy.exceptions import NotConfigured
 
 from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import check_key
+from mediacrawler.config import setting
 from mediacrawler.distributed.docstore import RedisDocumentStore
 from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
@@ -145,11 +146,11 @@ class RetryExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         settings = crawler.settings
-        if not settings.getbool("RETRY_MEDIA_ENABLED"):
+        if not setting(settings, "RETRY_MEDIA_ENABLED"):
             raise NotConfigured("RETRY_MEDIA_ENABLED is off")
         self.store = retry_store_from_settings(settings)
-        self.ignore = frozenset(settings.getlist("RETRY_MEDIA_IGNORE_REASONS"))
-        self.max_attempts = settings.getint("RETRY_MEDIA_MAX_ATTEMPTS")
+        self.ignore = frozenset(setting(settings, "RETRY_MEDIA_IGNORE_REASONS"))
+        self.max_attempts = setting(settings, "RETRY_MEDIA_MAX_ATTEMPTS")
         if self.max_attempts < 1:
             raise ValueError(f"RETRY_MEDIA_MAX_ATTEMPTS={self.max_attempts!r}: expected an integer >= 1")
         assert crawler.stats is not None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from mediacrawler.config import setting
 from mediacrawler.scrub import install_log_scrubbing
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class SecretsExtension:
 
     def __init__(self, crawler: Crawler) -> None:
         install_log_scrubbing(crawler.settings)
-        urls = crawler.settings.getlist("PUBLIC_SUFFIX_LIST_URLS")
+        urls = setting(crawler.settings, "PUBLIC_SUFFIX_LIST_URLS")
         os.environ.setdefault(TLDEXTRACT_ENV, "\n".join(str(u) for u in urls))
 
     @classmethod

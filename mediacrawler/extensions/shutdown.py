@@ -21,6 +21,8 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from twisted.internet import task
 
+from mediacrawler.config import setting
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -35,12 +37,12 @@ class ShutdownGraceExtension:
     """Bounds a graceful stop to ``SHUTDOWN_GRACE`` seconds (0: no bound); see the module docstring."""
 
     def __init__(self, crawler: Crawler) -> None:
-        self.grace = crawler.settings.getfloat("SHUTDOWN_GRACE")
+        self.grace = setting(crawler.settings, "SHUTDOWN_GRACE")
         if self.grace < 0:
             raise ValueError(f"SHUTDOWN_GRACE={self.grace!r}: expected a number >= 0 (0: no bound)")
         if self.grace == 0:
             raise NotConfigured("SHUTDOWN_GRACE is 0: a graceful stop waits for everything in flight")
-        self.poll_interval = crawler.settings.getfloat("SHUTDOWN_POLL_INTERVAL")
+        self.poll_interval = setting(crawler.settings, "SHUTDOWN_POLL_INTERVAL")
         if self.poll_interval <= 0:
             raise ValueError(f"SHUTDOWN_POLL_INTERVAL={self.poll_interval!r}: expected a number > 0")
         self.crawler = crawler

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from scrapy.exceptions import NotConfigured
 from w3lib.url import canonicalize_url
 
-from mediacrawler import settings as defaults
+from mediacrawler.config import default, setting
 from mediacrawler.contracts import backend_class
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import ContentAddressedStore, StoreError, parse_object_relpath
@@ -139,7 +139,7 @@ class SQLiteMediaIndex:
     batch_size, max_delay = 100, 1.0
 
     def __init__(self, path: str | Path, *, store_root: str | Path | None = None,
-                 busy_timeout: float = defaults.MEDIA_INDEX_BUSY_TIMEOUT) -> None:
+                 busy_timeout: float = default("MEDIA_INDEX_BUSY_TIMEOUT")) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         #: The store this index describes: a corrupt index is rebuilt from its ``objects/`` (None: raise instead).
@@ -259,13 +259,11 @@ class SQLiteMediaIndex:
         return count + len(rows)
 
     @classmethod
-    def from_settings(cls, settings: BaseSettings | Mapping[str, Any], *,
-                      store_root: str | Path) -> SQLiteMediaIndex:
+    def from_settings(cls, settings: BaseSettings, *, store_root: str | Path) -> SQLiteMediaIndex:
         """The index at MEDIA_INDEX_PATH or ``<store_root>/index.sqlite3`` (a corrupt one is moved aside and
         rebuilt from the objects under ``store_root``, one WARNING)."""
-        busy = settings.get("MEDIA_INDEX_BUSY_TIMEOUT")
-        return cls(settings.get("MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME, store_root=store_root,
-                   busy_timeout=float(busy if busy not in (None, "") else defaults.MEDIA_INDEX_BUSY_TIMEOUT))
+        return cls(setting(settings, "MEDIA_INDEX_PATH") or Path(store_root) / SQLITE_FILENAME,
+                   store_root=store_root, busy_timeout=setting(settings, "MEDIA_INDEX_BUSY_TIMEOUT"))
 
     def __repr__(self) -> str:
         return f"SQLiteMediaIndex({str(self.path)!r})"
@@ -418,11 +416,11 @@ def is_corruption(exc: BaseException) -> bool:
     return text.startswith("quick_check:") or "malformed" in text or "not a database" in text
 
 
-def index_class(settings: BaseSettings | Mapping[str, Any]) -> type[MediaIndex]:
+def index_class(settings: BaseSettings) -> type[MediaIndex]:
     """The backend MEDIA_INDEX names (a short name of :data:`MEDIA_INDEX_BACKENDS` or an import path); empty:
     ``redis`` when REDIS_URL is set, else ``sqlite``. NotConfigured when it names nothing usable."""
-    name = str(settings.get("MEDIA_INDEX") or ("redis" if settings.get("REDIS_URL") else "sqlite"))
-    if name.lower() == "redis" and not settings.get("REDIS_URL"):
+    name = str(setting(settings, "MEDIA_INDEX") or ("redis" if setting(settings, "REDIS_URL") else "sqlite"))
+    if name.lower() == "redis" and not setting(settings, "REDIS_URL"):
         raise NotConfigured("MEDIA_INDEX=redis needs REDIS_URL")
     cls: type[MediaIndex] = backend_class("MEDIA_INDEX", name, MEDIA_INDEX_BACKENDS)
     return cls

@@ -19,7 +19,7 @@ from xml.etree import ElementTree
 
 from PIL import Image
 
-from mediacrawler import settings as defaults
+from mediacrawler.config import default
 from mediacrawler.media.sniff import Sniffed, sniff
 from mediacrawler.media.spool import parse_content_range
 
@@ -79,8 +79,8 @@ def check_http(*, status: int, body_size: int, content_length: str | None, conte
 
 
 def check_body(body: bytes | str | os.PathLike[str], *, kind: str,
-               max_image_pixels: int = defaults.MEDIA_MAX_IMAGE_PIXELS,
-               max_image_decode_bytes: int = defaults.MEDIA_MAX_IMAGE_DECODE_BYTES) -> BodyCheck:
+               max_image_pixels: int = default("MEDIA_MAX_IMAGE_PIXELS"),
+               max_image_decode_bytes: int = default("MEDIA_MAX_IMAGE_DECODE_BYTES")) -> BodyCheck:
     """Check that ``body`` (the bytes, or a file holding them) is media of the declared ``kind`` (``image``,
     ``video``, ``audio``) and, for an image, the checks of docs/media.md, "Image checks": ``not-media``,
     ``kind-mismatch``, ``image-too-large``, ``corrupt-image``."""

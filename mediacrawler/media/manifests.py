@@ -18,7 +18,7 @@ from urllib.parse import urljoin, urlsplit
 
 import m3u8
 
-from mediacrawler import settings as defaults
+from mediacrawler.config import default, setting
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -40,18 +40,18 @@ class ManifestLimits:
     """Caps applied to every manifest before it is expanded (``MEDIA_MANIFEST_*``; what each bounds:
     docs/media.md, "Manifest reference")."""
 
-    max_segments: int = defaults.MEDIA_MANIFEST_MAX_SEGMENTS
-    max_duration: float = float(defaults.MEDIA_MANIFEST_MAX_DURATION)
-    max_bytes: int = defaults.MEDIA_MANIFEST_MAX_BYTES
-    max_chars: int = defaults.MEDIA_MANIFEST_MAX_CHARS
-    max_tags: int = defaults.MEDIA_MANIFEST_MAX_TAGS
-    max_renditions: int = defaults.MEDIA_MANIFEST_MAX_RENDITIONS
+    max_segments: int = default("MEDIA_MANIFEST_MAX_SEGMENTS")
+    max_duration: float = float(default("MEDIA_MANIFEST_MAX_DURATION"))
+    max_bytes: int = default("MEDIA_MANIFEST_MAX_BYTES")
+    max_chars: int = default("MEDIA_MANIFEST_MAX_CHARS")
+    max_tags: int = default("MEDIA_MANIFEST_MAX_TAGS")
+    max_renditions: int = default("MEDIA_MANIFEST_MAX_RENDITIONS")
     allowed_schemes: frozenset[str] = frozenset({"http", "https"})
 
     @classmethod
     def from_settings(cls, settings: BaseSettings) -> ManifestLimits:
         """The limits from the ``MEDIA_MANIFEST_*`` settings."""
-        return cls(**{f.name: type(f.default)(settings.get(f"MEDIA_MANIFEST_{f.name.upper()}", f.default))
+        return cls(**{f.name: type(f.default)(setting(settings, f"MEDIA_MANIFEST_{f.name.upper()}"))
                       for f in fields(cls) if f.name != "allowed_schemes"})
 
     def check_url(self, url: str, *, what: str) -> str:
@@ -862,8 +862,8 @@ class Selection:
                 "audio_rendition": audio.id if audio else None}
 
 
-def select(manifest: Manifest, *, max_height: int = defaults.MEDIA_VIDEO_MAX_HEIGHT,
-           codec_preference: Sequence[str] = tuple(defaults.MEDIA_VIDEO_CODECS)) -> Selection:
+def select(manifest: Manifest, *, max_height: int = default("MEDIA_VIDEO_MAX_HEIGHT"),
+           codec_preference: Sequence[str] = tuple(default("MEDIA_VIDEO_CODECS"))) -> Selection:
     """Pick one video rendition and, if it has no audio of its own, one audio rendition; deterministic (the
     rules: docs/media.md, "Manifest reference"); every parser refuses a manifest without video."""
     preference = [_VIDEO_FAMILIES.get(p.strip().lower(), p.strip().lower()) for p in codec_preference]

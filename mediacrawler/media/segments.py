@@ -28,8 +28,7 @@ from scrapy.utils.asyncio import run_in_thread
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.defer import Deferred, succeed
 
-from mediacrawler import settings as defaults
-from mediacrawler.config import setting
+from mediacrawler.config import default, setting
 from mediacrawler.contracts import META_SEGMENT, META_VIDEO, download_error_reason
 from mediacrawler.fsutil import free_bytes, remove_stray_temps
 from mediacrawler.media.sniff import SNIFF_BYTES
@@ -103,7 +102,7 @@ async def download_piece(crawler: Crawler, request: Request,
     try:
         response = await crawler.engine.download_async(request)
         why = None
-        for _ in range(crawler.settings.getint("RETRY_TIMES") + 1):  # bounded; get_retry_request stops earlier
+        for _ in range(setting(crawler.settings, "RETRY_TIMES") + 1):  # bounded; get_retry_request stops earlier
             why = problem(response)
             retry = get_retry_request(response.request or request, spider=crawler.spider, reason=why,
                                       give_up_log_level="DEBUG") if why else None
@@ -131,15 +130,15 @@ def _piece_name(request: Request) -> str:
 class SegmentConfig:
     """The MEDIA_SEGMENT_* settings (and MEDIA_FSYNC), checked."""
 
-    threshold: int = defaults.MEDIA_SEGMENT_THRESHOLD
-    size: int = defaults.MEDIA_SEGMENT_SIZE
-    concurrency: int = defaults.MEDIA_SEGMENT_CONCURRENCY
-    max_restarts: int = defaults.MEDIA_SEGMENT_MAX_RESTARTS
-    max_resolves: int = defaults.MEDIA_SEGMENT_MAX_RESOLVES
-    max_file_size: int = defaults.MEDIA_SEGMENT_MAX_FILE_SIZE
-    memory: int = defaults.MEDIA_SEGMENT_MEMORY
-    log_interval: float = defaults.MEDIA_SEGMENT_LOG_INTERVAL
-    fsync: bool = defaults.MEDIA_FSYNC
+    threshold: int = default("MEDIA_SEGMENT_THRESHOLD")
+    size: int = default("MEDIA_SEGMENT_SIZE")
+    concurrency: int = default("MEDIA_SEGMENT_CONCURRENCY")
+    max_restarts: int = default("MEDIA_SEGMENT_MAX_RESTARTS")
+    max_resolves: int = default("MEDIA_SEGMENT_MAX_RESOLVES")
+    max_file_size: int = default("MEDIA_SEGMENT_MAX_FILE_SIZE")
+    memory: int = default("MEDIA_SEGMENT_MEMORY")
+    log_interval: float = default("MEDIA_SEGMENT_LOG_INTERVAL")
+    fsync: bool = default("MEDIA_FSYNC")
 
     def __post_init__(self) -> None:
         for name in ("threshold", "size", "concurrency", "max_file_size", "memory"):
@@ -627,8 +626,7 @@ class SegmentedDownloader:
         self.crawler = crawler
         # A ValueError (a bad MEDIA_SEGMENT_* setting) fails the crawl: the media pipeline never disables itself.
         self.config = SegmentConfig.from_settings(crawler.settings)
-        self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(crawler.settings.get("FILES_STORE")
-                                                                          or "files")
+        self.spool_dir = Path(spool_dir) if spool_dir else spool_dir_for(setting(crawler.settings, "FILES_STORE"))
         self.budget = MemoryBudget(self.config.memory)  # shared by all large downloads of the crawl
         sweep_spool(self.spool_dir, older_than=setting(crawler.settings, "MEDIA_SPOOL_MAX_AGE"))
         crawler.signals.connect(stop_unranged_body, signal=signals.headers_received)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from scrapy.downloadermiddlewares.httpcompression import HttpCompressionMiddleware
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from mediacrawler.config import setting
 from mediacrawler.contracts import BodyTooLarge
 
 if TYPE_CHECKING:
@@ -42,8 +43,8 @@ class BodyLimitsMiddleware(HttpCompressionMiddleware):
     def __init__(self, crawler: Crawler) -> None:
         super().__init__(crawler=crawler)
         settings = crawler.settings
-        self.api_maxsize = settings.getint("PLATFORM_API_MAXSIZE")
-        self.media_maxsize = settings.getint("MEDIA_MAXSIZE")
+        self.api_maxsize = setting(settings, "PLATFORM_API_MAXSIZE")
+        self.media_maxsize = setting(settings, "MEDIA_MAXSIZE")
         if self.api_maxsize < 0 or self.media_maxsize < 0:
             name, value = (("PLATFORM_API_MAXSIZE", self.api_maxsize) if self.api_maxsize < 0
                            else ("MEDIA_MAXSIZE", self.media_maxsize))

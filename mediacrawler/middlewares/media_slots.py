@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.httpobj import urlparse_cached
 
+from mediacrawler.compat import set_slot_pace
 from mediacrawler.config import setting
 from mediacrawler.contracts import META_ASSET, META_SEGMENT, META_VIDEO
 
@@ -50,10 +51,7 @@ class MediaSlotMiddleware:
         if meta.get("download_slot") is not None or not any(key in meta for key in MEDIA_META_KEYS):
             return
         slot = SLOT_PREFIX + (urlparse_cached(request).hostname or "")
-        engine = self.crawler.engine
-        if engine is not None:
-            # Read by the downloader when it creates the slot (after the middlewares): this slot's own pace.
-            engine.downloader.per_slot_settings.setdefault(
-                slot, {"delay": self.delay, "concurrency": self.concurrency, "jitter": 0})
+        # Read by the downloader when it creates the slot (after the middlewares): this slot's own pace.
+        set_slot_pace(self.crawler, slot, delay=self.delay, concurrency=self.concurrency)
         meta["download_slot"] = slot
         meta["autothrottle_dont_adjust_delay"] = True

@@ -34,6 +34,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet.task import deferLater
 
+from mediacrawler.config import setting
 from mediacrawler.contracts import PlatformRefused
 from mediacrawler.middlewares.rate_budget import cool_down_requested
 from mediacrawler.scrub import scrub
@@ -70,13 +71,13 @@ class PlatformErrorsMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
-        if not s.getbool("PLATFORM_ERRORS_ENABLED", True):
+        if not setting(s, "PLATFORM_ERRORS_ENABLED"):
             raise NotConfigured("PLATFORM_ERRORS_ENABLED is off")
         self.crawler = crawler
-        self.max_retries = s.getint("PLATFORM_RATE_LIMIT_RETRIES")
-        self.base = s.getfloat("PLATFORM_BACKOFF_BASE")
-        self.cap = s.getfloat("PLATFORM_BACKOFF_MAX")
-        self.rate_limit_codes = {int(c) for c in s.getlist("PLATFORM_RATE_LIMIT_HTTP_CODES")}
+        self.max_retries = setting(s, "PLATFORM_RATE_LIMIT_RETRIES")
+        self.base = setting(s, "PLATFORM_BACKOFF_BASE")
+        self.cap = setting(s, "PLATFORM_BACKOFF_MAX")
+        self.rate_limit_codes = {int(c) for c in setting(s, "PLATFORM_RATE_LIMIT_HTTP_CODES")}
         if self.base < 0 or self.cap < self.base:
             raise ValueError(f"PLATFORM_BACKOFF_BASE={self.base!r}: expected a number >= 0 and <= PLATFORM_BACKOFF_MAX "
                              f"({self.cap!r})")

@@ -33,6 +33,7 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task, threads
 
+from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.distributed.limiter import Limiter, LocalLimiter, Rate, RedisLimiter, parse_rate
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
@@ -59,22 +60,22 @@ class RateBudgetMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
-        budget = s.getdict("RATE_BUDGET")
+        budget = setting(s, "RATE_BUDGET")
         if not budget:
             raise NotConfigured("RATE_BUDGET is empty: no shared rate budget")
         try:
             self.rates: dict[str, Rate] = {str(k): parse_rate(v) for k, v in budget.items()}
         except ValueError as e:
             raise ValueError(f"RATE_BUDGET={budget!r}: {e}") from None
-        self.burst = s.getint("RATE_BUDGET_BURST")
+        self.burst = setting(s, "RATE_BUDGET_BURST")
         if self.burst < 1:
             raise ValueError(f"RATE_BUDGET_BURST={self.burst!r}: expected an integer >= 1")
         self.crawler = crawler
         self.stats = crawler.stats
         self.local: LocalLimiter = LocalLimiter()
         self.shared: Limiter | None = None
-        if s.get("REDIS_URL"):
-            self.shared = RedisLimiter(client_from_settings(s), str(s.get("RATE_BUDGET_KEY_PREFIX")))
+        if setting(s, "REDIS_URL"):
+            self.shared = RedisLimiter(client_from_settings(s), str(setting(s, "RATE_BUDGET_KEY_PREFIX")))
         self._redis_down_until = 0.0
         crawler.signals.connect(self.cool_down_requested, signal=cool_down_requested)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)

@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 
 from scrapy.exceptions import NotConfigured
 
+from mediacrawler.config import setting
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
@@ -30,7 +32,7 @@ class SessionCookieMiddleware:
     """Adds the user's platform cookie to API requests at download time (see module docstring)."""
 
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("SESSION_COOKIES_ENABLED", True):
+        if not setting(crawler.settings, "SESSION_COOKIES_ENABLED"):
             raise NotConfigured("SESSION_COOKIES_ENABLED is off")
         self.crawler = crawler
         self._headers: dict[str, str] = {}

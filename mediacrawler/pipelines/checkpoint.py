@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 from itemadapter import ItemAdapter, is_item
 from scrapy.exceptions import NotConfigured
 
-from mediacrawler.contracts import AlreadyStored, StoredBefore, extension_of, is_comment
+from mediacrawler.config import setting
+from mediacrawler.contracts import AlreadyStored, StoredBefore, is_comment
 
 if TYPE_CHECKING:
     from typing import Self
@@ -25,9 +26,9 @@ class CheckpointSkipPipeline:
     """
 
     def __init__(self, crawler: Crawler) -> None:
-        if not crawler.settings.getbool("CHECKPOINT_ENABLED", True):
+        if not setting(crawler.settings, "CHECKPOINT_ENABLED"):
             raise NotConfigured("CHECKPOINT_ENABLED is off")
-        ext = extension_of(crawler, StoredBefore)
+        ext = crawler.get_extension(StoredBefore)  # type: ignore[type-abstract]
         if ext is None:
             raise NotConfigured("the checkpoint extension is not enabled")
         ext.skip_pipeline = True

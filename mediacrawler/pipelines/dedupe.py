@@ -22,7 +22,8 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
-from mediacrawler.contracts import AlreadyStored, PendingRetries, extension_of, field_of, is_record
+from mediacrawler.config import setting
+from mediacrawler.contracts import AlreadyStored, PendingRetries, field_of, is_record
 from mediacrawler.feeds import sync_feeds
 from mediacrawler.jobstate import job_state
 
@@ -94,13 +95,13 @@ class DedupePipeline:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         settings = crawler.settings
-        if not settings.getbool("DEDUPE_ENABLED", True):
+        if not setting(settings, "DEDUPE_ENABLED"):
             raise NotConfigured("DEDUPE_ENABLED is off")
-        ttl = settings.getfloat("DEDUPE_TTL")
+        ttl = setting(settings, "DEDUPE_TTL")
         if ttl < 0:
             raise ValueError(f"DEDUPE_TTL={ttl!r}: expected a number of seconds >= 0 (0: never forget)")
         self.ttl: float | None = ttl or None
-        claim_ttl = settings.getfloat("DEDUPE_CLAIM_TTL")
+        claim_ttl = setting(settings, "DEDUPE_CLAIM_TTL")
         if not claim_ttl > 0:
             raise ValueError(f"DEDUPE_CLAIM_TTL={claim_ttl!r}: expected a number of seconds > 0")
         self.claim_ttl = claim_ttl
@@ -110,7 +111,7 @@ class DedupePipeline:
         #: The owner written into claims: the job key. None until the first item (the spider exists by then).
         self.owner: str | None = None
         #: The retry extension, when on: it says which posts still have media to retry.
-        self.retries = extension_of(crawler, PendingRetries)
+        self.retries = crawler.get_extension(PendingRetries)  # type: ignore[type-abstract]
         # Posts this run let through and that have not left the pipelines yet, with the item that carries each.
         self._in_flight: dict[PostKey, Any] = {}
         self._batch: _Batch | None = None
@@ -124,9 +125,9 @@ class DedupePipeline:
         #: On the shared queue: this worker's id (the owner is ``<job>@<worker>``) and its liveness beat.
         self.worker: str | None = None
         self._beat: LoopingCall | None = None
-        self.heartbeat = settings.getfloat("DISTRIBUTED_HEARTBEAT")
-        if settings.get("REDIS_URL") and settings.getbool("DISTRIBUTED_ENABLED", True) and self.heartbeat > 0:
-            self.alive_ttl = settings.getfloat("DISTRIBUTED_LEASE_TTL") - self.heartbeat
+        self.heartbeat = setting(settings, "DISTRIBUTED_HEARTBEAT")
+        if setting(settings, "REDIS_URL") and setting(settings, "DISTRIBUTED_ENABLED") and self.heartbeat > 0:
+            self.alive_ttl = setting(settings, "DISTRIBUTED_LEASE_TTL") - self.heartbeat
             if not self.alive_ttl > self.heartbeat:
                 raise ValueError(f"DISTRIBUTED_LEASE_TTL={self.alive_ttl + self.heartbeat!r}: expected > 2 x "
                                  f"DISTRIBUTED_HEARTBEAT ({self.heartbeat!r})")

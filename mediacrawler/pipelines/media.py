@@ -28,7 +28,6 @@ from twisted.internet.defer import Deferred, DeferredSemaphore
 from twisted.internet.task import deferLater
 from twisted.python.failure import Failure
 
-from mediacrawler import settings as defaults
 from mediacrawler.config import setting
 from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key,
                                     asset_key_of, download_error_reason, media_referer, walk_assets)
@@ -150,7 +149,7 @@ class MediaStorePipeline(FilesPipeline):
             raise NotConfigured("MEDIA_ENABLED is off: records are crawled without downloading media")
         # Only MEDIA_ENABLED switches the pipeline off: a setting it cannot work with fails the crawl (ValueError,
         # one line naming it; commands/crawl.py refuses these before the crawl already, config.settings_problem).
-        uri = str(store_uri or defaults.FILES_STORE)
+        uri = str(store_uri or setting(settings, "FILES_STORE"))
         if store_scheme(uri) not in STORE_SCHEMES:
             raise ValueError(f"FILES_STORE={uri!r}: the media store supports local paths only")
         try:

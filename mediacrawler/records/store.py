@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from mediacrawler.config import setting
 from mediacrawler.records.rows import MEDIA_RESULTS, POST_COUNTS, Rows
 from mediacrawler.records.schema import MIGRATIONS, SCHEMA_VERSION, VERSION_TABLE, SchemaTooNew
 from mediacrawler.scrub import mask_url
@@ -41,7 +42,7 @@ def resolve_uri(value: str | None, checkpoint_dir: str) -> str:
 
 def records_uri(settings: Any) -> str:
     """The store URI that ``RECORDS_DB`` and ``CHECKPOINT_DIR`` of *settings* name."""
-    return resolve_uri(settings.get("RECORDS_DB"), str(settings.get("CHECKPOINT_DIR") or "checkpoints"))
+    return resolve_uri(setting(settings, "RECORDS_DB"), str(setting(settings, "CHECKPOINT_DIR")))
 
 
 def is_postgres(uri: str) -> bool:

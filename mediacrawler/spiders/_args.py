@@ -11,6 +11,7 @@ import scrapy_spider_metadata
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from scrapy import Spider
 
+from mediacrawler.config import setting
 from mediacrawler.spiders._window import check_args
 
 
@@ -190,7 +191,7 @@ def format_validation_error(spider_name: str, error: ValidationError) -> str:
 
 def is_distributed(settings: Any) -> bool:
     """True when the crawl uses the shared Redis queue (``REDIS_URL`` set and ``DISTRIBUTED_ENABLED``)."""
-    return bool(settings.get("REDIS_URL")) and settings.getbool("DISTRIBUTED_ENABLED", True)
+    return bool(setting(settings, "REDIS_URL")) and setting(settings, "DISTRIBUTED_ENABLED")
 
 
 def target_names(spidercls: type[Spider]) -> set[str]:

@@ -152,7 +152,7 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
         :attr:`time_zone`."""
         key = (self.args.since, self.args.until)
         if getattr(self, "_window_of", (None,))[0] != key:
-            zone = zone_named(str(self.settings.get("TIME_ZONE") or "").strip() or self.time_zone)
+            zone = zone_named(str(setting(self.settings, "TIME_ZONE")).strip() or self.time_zone)
             self._window_of = (key, DateWindow.of(*key, zone))
         return self._window_of[1]
 

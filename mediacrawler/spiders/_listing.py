@@ -206,7 +206,7 @@ class ListingWalk:
             self.crawler.stats.inc_value("incremental/refresh", flagged)
 
     def _next_page(self: PlatformSpider, page_no: int, next_cursor: str | None) -> Iterator[Request]:
-        limit = self.settings.getint("PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
+        limit = setting(self.settings, "PLATFORM_MAX_FAILED_PAGES_IN_A_ROW")
         if self.job_state.failed_streak >= limit:
             # Pages past the real end can look like failures on some platforms; never walk on forever.
             logger.error("%s: %d pages in a row failed; stopping at page %d", self.job,

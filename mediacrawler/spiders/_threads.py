@@ -22,6 +22,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler import signals as mc_signals
+from mediacrawler.config import setting
 from mediacrawler.contracts import is_comment
 from mediacrawler.items import Author, Comment, MediaAsset, Metrics, Post, Source
 from mediacrawler.parsers._common import CommentPage
@@ -234,7 +235,7 @@ class CommentThreads(PlatformSpider):
         """Whether a post published at ``created_at`` is recent enough for its thread to be walked again."""
         if not created_at:
             return False
-        days = self.settings.getfloat("COMMENTS_REFRESH_DAYS")
+        days = setting(self.settings, "COMMENTS_REFRESH_DAYS")
         try:
             when = datetime.fromisoformat(created_at.replace("Z", "+00:00"))
         except ValueError:
@@ -244,7 +245,7 @@ class CommentThreads(PlatformSpider):
     def _thread_next(self, state: ThreadState, post: dict[str, Any]) -> Request | Post | None:
         """The next request of the thread, or the post once it has ended (``None`` for a refresh)."""
         if state.error is None and state.closed is None:
-            if state.pages >= self.settings.getint("COMMENTS_MAX_PAGES"):
+            if state.pages >= setting(self.settings, "COMMENTS_MAX_PAGES"):
                 state.error = f"stopped after COMMENTS_MAX_PAGES={state.pages} pages"
             elif state.roots and (state.top_done or not self.replies_inline):
                 root = state.roots[0]

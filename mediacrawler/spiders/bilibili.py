@@ -175,7 +175,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
 
     @property
     def api(self) -> str:
-        return str(self.settings.get("BILIBILI_API_URL")).rstrip("/")
+        return str(setting(self.settings, "BILIBILI_API_URL")).rstrip("/")
 
     # --- WBI keys ---------------------------------------------------------------------------------------------
     async def start(self) -> AsyncIterator[Any]:
@@ -185,7 +185,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
 
     async def refresh_wbi_key(self, *, force: bool = False) -> None:
         """The mixin key from the cache, or from ``/x/web-interface/nav`` (then cached for BILIBILI_WBI_KEY_TTL)."""
-        ttl = self.settings.getfloat("BILIBILI_WBI_KEY_TTL")
+        ttl = setting(self.settings, "BILIBILI_WBI_KEY_TTL")
         cache = cache_from_crawler(self.crawler)
         key = _WBI_CACHE_KEY.format(root=self.api)
         if not force:
@@ -214,11 +214,11 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.mid is not None:
             return self.signed("/x/space/wbi/arc/search",
-                               {"mid": self.args.mid, "pn": page, "ps": self.settings.getint("BILIBILI_PAGE_SIZE"),
-                                "order": "pubdate"})
+                               {"mid": self.args.mid, "pn": page,
+                                "ps": setting(self.settings, "BILIBILI_PAGE_SIZE"), "order": "pubdate"})
         if self.args.keyword is not None:
             return self.signed("/x/web-interface/wbi/search/type", self._search_query(page, cursor))
-        size = self.settings.getint("BILIBILI_PAGE_SIZE")
+        size = setting(self.settings, "BILIBILI_PAGE_SIZE")
         if self.args.fav is not None:
             query: dict[str, Any] = {"media_id": self.args.fav, "pn": page, "ps": min(size, FAV_PAGE_SIZE),
                                      "keyword": "", "order": "mtime", "type": 0, "tid": 0, "platform": "web"}
@@ -449,7 +449,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         ``extra.parts[]`` the ``chapters`` (also on the part's video asset, for its MP4) and ``subtitles``
         (languages) or the ``extras_error`` (docs/records.md)."""
         players, errors = chain.players, chain.player_errors
-        comment_root = str(self.settings.get("BILIBILI_COMMENT_URL")).rstrip("/")
+        comment_root = str(setting(self.settings, "BILIBILI_COMMENT_URL")).rstrip("/")
         videos = {a.key: a for a in post.media if a.kind == "video"}
         for part in post.extra.get("parts", ()):
             cid = str(part["cid"])
@@ -499,7 +499,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
 
     def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
         query = {"oid": state.thread_id, "type": 1, "root": root_id, "pn": cursor or 1,
-                 "ps": self.settings.getint("COMMENTS_REPLY_PAGE_SIZE")}
+                 "ps": setting(self.settings, "COMMENTS_REPLY_PAGE_SIZE")}
         return f"{self.api}/x/v2/reply/reply?{urlencode(query)}"
 
     def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:

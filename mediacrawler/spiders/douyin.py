@@ -29,6 +29,7 @@ from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
 
+from mediacrawler.config import setting
 from mediacrawler.items import Post, Source
 from mediacrawler.jobstate import SourceKind
 from mediacrawler.parsers import douyin as parser
@@ -138,7 +139,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
     def listing_headers(self) -> dict[str, str]:
         if self.use_detail:
             return {"Referer": f"{self._root('DOUYIN_WEB_URL')}/"}
-        return {"User-Agent": str(self.settings.get("DOUYIN_SHARE_USER_AGENT"))}
+        return {"User-Agent": str(setting(self.settings, "DOUYIN_SHARE_USER_AGENT"))}
 
     def classify_response(self, response: Response) -> str:
         if response.status != 200:

@@ -24,6 +24,7 @@ from urllib.parse import quote, urlencode
 from pydantic import Field, field_validator, model_validator
 from scrapy.http import Response
 
+from mediacrawler.config import setting
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import facebook as parser
 from mediacrawler.parsers import facebook_comments
@@ -121,7 +122,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
 
     @property
     def base_url(self) -> str:
-        return str(self.settings.get("FACEBOOK_GRAPH_URL")).rstrip("/")
+        return str(setting(self.settings, "FACEBOOK_GRAPH_URL")).rstrip("/")
 
     def _secrets(self) -> tuple[str, ...]:
         # Only to scrub error messages that echo a token back; never stored.
@@ -131,7 +132,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.video is not None:
             return f"{self.base_url}/{quote(self.args.video)}?{urlencode({'fields': parser.VIDEO_FIELDS})}"
-        query: dict[str, Any] = {"fields": POST_FIELDS, "limit": self.settings.getint("FACEBOOK_PAGE_SIZE")}
+        query: dict[str, Any] = {"fields": POST_FIELDS, "limit": setting(self.settings, "FACEBOOK_PAGE_SIZE")}
         window = self.date_window()
         if window is not None:
             # Graph filters by created_time itself (unix seconds, both ends inclusive: until is the last second).
@@ -217,11 +218,11 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
 
     def comment_page_url(self, state: ThreadState, cursor: str | None) -> str:
         return self._comments_url(state.thread_id, cursor, stream=True,
-                                  limit=self.settings.getint("FACEBOOK_PAGE_SIZE"))
+                                  limit=setting(self.settings, "FACEBOOK_PAGE_SIZE"))
 
     def reply_page_url(self, state: ThreadState, root_id: str, cursor: str | None) -> str:
         return self._comments_url(root_id, cursor, stream=False,
-                                  limit=self.settings.getint("COMMENTS_REPLY_PAGE_SIZE"))
+                                  limit=setting(self.settings, "COMMENTS_REPLY_PAGE_SIZE"))
 
     def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
         return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, roots=state.known,

@@ -24,6 +24,7 @@ from pydantic import Field, field_validator, model_validator
 from scrapy import Request
 from scrapy.http import Response
 
+from mediacrawler.config import setting
 from mediacrawler.items import Post, Source
 from mediacrawler.parsers import weibo as parser
 from mediacrawler.parsers import weibo_comments
@@ -116,7 +117,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
 
     @property
     def base_url(self) -> str:
-        return self.settings.get("WEIBO_BASE_URL").rstrip("/")
+        return setting(self.settings, "WEIBO_BASE_URL").rstrip("/")
 
     def listing_url(self, page: int, cursor: str | None) -> str:
         if self.args.uid is not None:
@@ -141,7 +142,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
             payload,
             source=source,
             fetched_at=self.now_iso(),
-            expand_long_text=self.settings.getbool("WEIBO_EXPAND_LONG_TEXT"),
+            expand_long_text=setting(self.settings, "WEIBO_EXPAND_LONG_TEXT"),
             now=http_date(response.headers.get(b"Date")),  # "5分钟前" is relative to when Weibo wrote the answer
         )
 
@@ -158,7 +159,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
             return page
         post = parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
                                   now=http_date(response.headers.get(b"Date")))
-        if self.settings.getbool("WEIBO_EXPAND_LONG_TEXT") and mblog.get("isLongText"):
+        if setting(self.settings, "WEIBO_EXPAND_LONG_TEXT") and mblog.get("isLongText"):
             page.incomplete[post.post_id] = {**mblog, "created_at": post.created_at or mblog.get("created_at")}
         else:
             page.posts.append(post)

@@ -156,7 +156,7 @@ class XhsSpider(Args[XhsParams], PlatformSpider):
 
     @property
     def web(self) -> str:
-        return str(self.settings.get("XHS_WEB_URL")).rstrip("/")
+        return str(setting(self.settings, "XHS_WEB_URL")).rstrip("/")
 
     def note_page_url(self, note_id: str, *, default_source: str | None = None) -> str:
         """``{XHS_WEB_URL}/explore/{id}`` with the note's ``xsec_token`` and ``xsec_source`` when known."""

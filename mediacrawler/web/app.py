@@ -85,14 +85,14 @@ class Web:
 
     def __init__(self, settings: BaseSettings, *, overrides: list[str], crawl_dir: str | None = None) -> None:
         self.settings = settings
-        checkpoint_dir = str(settings.get("CHECKPOINT_DIR") or "checkpoints")
+        checkpoint_dir = str(setting(settings, "CHECKPOINT_DIR"))
         self.uri = records_uri(settings)
         self.connect_timeout = float(setting(settings, "RECORDS_CONNECT_TIMEOUT"))
         self.uri_shown = shown(self.uri)
         self.store_root = str(setting(settings, "FILES_STORE")).removeprefix("file://")
         directory = crawl_dir or str(Path(checkpoint_dir, "web-crawls"))
         self.runner = CrawlRunner(directory, settings=overrides)
-        self.redis_url = settings.get("REDIS_URL") or None
+        self.redis_url = setting(settings, "REDIS_URL") or None
         self._store: RecordStore | None = None
         self._lock = threading.Lock()
         self.templates = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
