@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Annotated
 
+from scrapy.settings import default_settings
+
 if TYPE_CHECKING:
     # Constraints of the declarations below (checked at start-up: config.settings_problem, docs/operations.md).
     # The annotations stay strings here (PEP 563); config.declarations() evaluates them with these classes, so
@@ -21,9 +23,13 @@ if TYPE_CHECKING:
 
 BOT_NAME = "mediacrawler"
 SPIDER_MODULES = ["mediacrawler.spiders"]
+# Imports only the crawled spider's module (mediacrawler/spiders/<name>.py), not every platform's.
+SPIDER_LOADER_CLASS = "mediacrawler.spiders._loader.SpiderLoader"
 NEWSPIDER_MODULE = "mediacrawler.spiders"
-# Our `crawl` validates spider arguments before the crawler starts (one-line error, exit 2).
-COMMANDS_MODULE = "mediacrawler.commands"
+# Our `crawl` validates spider arguments before the crawler starts (one-line error, exit 2). A module, not the
+# package: Scrapy imports every module of COMMANDS_MODULE at each start to list its commands, and the others in
+# mediacrawler/commands/ are the `mediacrawler` subcommands (verify, export, web…), which a crawl never needs.
+COMMANDS_MODULE = "mediacrawler.commands.crawl"
 
 # --- Politeness -------------------------------------------------------------------------------------------------
 ROBOTSTXT_OBEY: bool = False  # API endpoints, not pages; access stays rate-limited below.
@@ -46,8 +52,13 @@ CLOSESPIDER_ITEMCOUNT: Annotated[int, Range(0)] = 0
 CLOSESPIDER_ERRORCOUNT: Annotated[int, Range(0)] = 0
 CLOSESPIDER_TIMEOUT: Annotated[float, Range(0)] = 0.0
 # Scrapy 2.19's remote control runs Python sent over HTTP inside the crawler (which holds the user's cookies) and
-# writes its token to a job file in the user's profile directory: off, like the telnet console.
+# writes its token to a job file in the user's profile directory: off, like the telnet console. Out of the base
+# extensions too, although Scrapy asks projects to change EXTENSIONS instead: its module imports aiohttp, 0.1-0.5 s
+# of every start, and Scrapy imports every key of EXTENSIONS, even one set to None (docs/benchmarks.md,
+# "Start-up"). To use it anyway: EXTENSIONS = {"scrapy.extensions.remote_control.RemoteControl": 0} and this True.
 REMOTE_CONTROL_ENABLED: bool = False
+EXTENSIONS_BASE = {path: order for path, order in default_settings.EXTENSIONS_BASE.items()
+                   if path != "scrapy.extensions.remote_control.RemoteControl"}
 REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
 FEED_EXPORT_ENCODING = "utf-8"
 # Scrapy re-reads and parses the source of a callback for every response it answers (its cache misses on bound

@@ -38,6 +38,13 @@ requested_item_failed = object()
 #: the thread's newest top-level comment, else None).
 thread_progress = object()
 
+#: A worker (distributed/worker.py) starts serving a job. Arguments: ``spider``, ``job`` (the job key). Here, not
+#: in distributed/jobs.py, so that the extensions keeping per-job state connect to it without importing redis-py.
+job_started = object()
+
+#: The job a worker served is finished everywhere. Arguments: ``spider``, ``job``.
+job_finished = object()
+
 #: Scrapy's ``item_scraped``, ``item_dropped`` and ``item_error``, sent again synchronously (``send_catch_log``)
 #: by one receiver of each (:func:`forward_item_signals`), with the same arguments. The project's components that
 #: act on every item leaving the pipelines (checkpoint, marks, retries, records, the spider) connect here:

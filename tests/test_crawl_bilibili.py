@@ -105,7 +105,7 @@ def test_keyword_and_bvid_targets_and_a_gone_video(bili: Any, tmp_path: Path) ->
 
 
 def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, sandbox: Any) -> None:
-    proc, _ = crawl(tmp_path, sandbox, "-a", "bvid=av123")
+    proc, _ = crawl(tmp_path, sandbox, "-a", "bvid=cv123")
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "bvid" in proc.stderr
 
 

@@ -49,6 +49,7 @@ IMPORT_STRING = re.compile(r"mediacrawler(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 #: must be in. A new setting with an import string must be added here.
 SETTING_LAYERS: dict[str, set[str]] = {
     "SPIDER_MODULES": {"spiders"},
+    "SPIDER_LOADER_CLASS": {"spiders"},
     "NEWSPIDER_MODULE": {"spiders"},
     "COMMANDS_MODULE": {"commands"},
     "DOWNLOAD_HANDLERS": {"handlers"},

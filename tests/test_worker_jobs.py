@@ -76,8 +76,8 @@ def test_each_bilibili_and_douyin_job_has_its_own_targets(tmp_path: Path) -> Non
 
 def test_a_job_whose_arguments_are_refused_says_why_in_one_line(tmp_path: Path) -> None:
     spider = worker(BilibiliSpider, tmp_path)
-    with pytest.raises(ValueError, match=r"^bilibili: invalid argument bvid='av1': must be video ids"):
-        spider.take_job({"bvid": "av1"})
+    with pytest.raises(ValueError, match=r"^bilibili: invalid argument bvid='cv1': must be video ids"):
+        spider.take_job({"bvid": "cv1"})
     with pytest.raises(ValueError, match="give exactly one of"):
         spider.take_job({})
 

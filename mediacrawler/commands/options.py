@@ -15,8 +15,7 @@ from scrapy.settings import Settings
 from scrapy.utils.conf import get_config
 from scrapy.utils.project import get_project_settings
 
-from mediacrawler.config import settings_problem
-from mediacrawler.distributed.connection import redis_connect_problem
+from mediacrawler.config import setting, settings_problem
 
 #: The settings module a command uses when neither SCRAPY_SETTINGS_MODULE nor a scrapy.cfg names one.
 DEFAULT_SETTINGS_MODULE = "mediacrawler.settings"
@@ -65,7 +64,13 @@ def startup_problem(settings: Settings) -> str | None:
     """One line for the first thing that keeps a crawl (or a command) from starting: a setting that does not fit
     its declaration in settings.py, or a REDIS_URL that is misspelt, unreachable or refuses the password (within
     REDIS_CONNECT_TIMEOUT); None when it may start."""
-    return settings_problem(settings) or redis_connect_problem(settings)
+    problem = settings_problem(settings)
+    if problem or not setting(settings, "REDIS_URL"):
+        return problem
+    # redis-py only for the crawls and commands that use Redis (docs/benchmarks.md, "Start-up").
+    from mediacrawler.distributed.connection import redis_connect_problem
+
+    return redis_connect_problem(settings)
 
 
 def checked_settings(parser: argparse.ArgumentParser, argv: Sequence[str] | None, *, redis: bool = False,

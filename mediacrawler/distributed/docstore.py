@@ -22,16 +22,18 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import redis
 from scrapy.exceptions import NotConfigured
 
 from mediacrawler.config import setting
-from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.fsutil import STATE_MAX_DEPTH, TooLarge, loads_bounded
 
+# redis-py is imported by the Redis store's methods: the marks and retry extensions, which every crawl loads,
+# define their Redis stores on this module, and a crawl without REDIS_URL never calls them (docs/benchmarks.md,
+# "Start-up").
 if TYPE_CHECKING:
     from typing import Self
 
+    import redis
     from scrapy.settings import BaseSettings
 
 D = TypeVar("D")
@@ -82,6 +84,8 @@ class RedisDocumentStore(DocumentCodec[D]):
     def from_settings(cls, settings: BaseSettings) -> Self:
         if not setting(settings, "REDIS_URL"):
             raise NotConfigured(f"{cls.__name__} needs REDIS_URL")
+        from mediacrawler.distributed.connection import client_from_settings
+
         return cls(client_from_settings(settings), str(settings.get(cls.prefix_setting)))
 
     def _key(self, key: str) -> str:
@@ -93,6 +97,8 @@ class RedisDocumentStore(DocumentCodec[D]):
         return f"redis:{self._key(key)}"
 
     def load(self, key: str) -> D | None:
+        import redis
+
         try:
             raw = self.server.get(self._key(key))
         except redis.ResponseError as e:  # a key of another type
@@ -102,6 +108,8 @@ class RedisDocumentStore(DocumentCodec[D]):
         return None if raw is None else self.decode(raw, key=key)
 
     def save(self, document: D) -> None:
+        import redis
+
         doc: Any = document
         try:
             self.server.set(self._key(doc.key), self.encode(doc), ex=self.ttl)
@@ -112,6 +120,8 @@ class RedisDocumentStore(DocumentCodec[D]):
         """Write ``change(current)`` in place of the document (``None``: delete it), atomically: when another
         process writes it in between, read it again and call ``change`` again. An unusable document reads as
         ``None``. Returns what was written."""
+        import redis
+
         name = self._key(key)
         try:
             with self.server.pipeline(transaction=True) as pipe:
@@ -138,6 +148,8 @@ class RedisDocumentStore(DocumentCodec[D]):
         raise OSError(f"Redis: {name} changed by others {UPDATE_TRIES} times in a row")
 
     def delete(self, key: str) -> bool:
+        import redis
+
         try:
             return bool(self.server.delete(self._key(key)))
         except redis.RedisError as e:
@@ -146,6 +158,8 @@ class RedisDocumentStore(DocumentCodec[D]):
     def quarantine(self, key: str) -> str | None:
         """Rename a damaged document aside (``<prefix><job>:corrupt``, ``:corrupt:2``… when taken; no TTL, kept
         for inspection), as a damaged checkpoint is; the new location, or None when there was none."""
+        import redis
+
         name = self._key(key)
         try:
             for n in range(1, QUARANTINE_SLOTS + 1):
@@ -161,6 +175,8 @@ class RedisDocumentStore(DocumentCodec[D]):
 
     def set_aside(self) -> list[tuple[str, str]]:
         """``(key, location)`` of every document :meth:`quarantine` moved aside and nobody has deleted yet."""
+        import redis
+
         try:
             found = [raw.decode() for raw in self.server.scan_iter(f"{self.prefix}*:corrupt*", count=1000)]
         except redis.RedisError as e:
@@ -168,6 +184,8 @@ class RedisDocumentStore(DocumentCodec[D]):
         return sorted((n[len(self.prefix):].partition(":")[0], f"redis:{n}") for n in found)
 
     def keys(self) -> list[str]:
+        import redis
+
         try:
             found = self.server.scan_iter(f"{self.prefix}*", count=1000)
             names = [raw.decode()[len(self.prefix):] for raw in found]

@@ -38,13 +38,10 @@ from mediacrawler.config import setting
 from mediacrawler.distributed.connection import client_from_settings, key_base
 from mediacrawler.distributed.queue import BURY_LUA, LeasedQueue, dead_key, letter_header, stamp_generation
 from mediacrawler.fsutil import loads_bounded
+from mediacrawler.signals import job_finished, job_started  # noqa: F401 (sent by worker.py as jobs.job_started)
 
 logger = logging.getLogger(__name__)
 
-#: Sent by a worker when it starts serving a job (``spider``, ``job``: the job key).
-job_started = object()
-#: Sent by a worker when the job it served is finished everywhere (``spider``, ``job``).
-job_finished = object()
 
 ENQUEUE = """
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 or redis.call('SISMEMBER', KEYS[3], ARGV[1]) == 1 then return 0 end

@@ -20,9 +20,10 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import redis
+if TYPE_CHECKING:
+    import redis  # only to annotate RedisLimiter: parse_rate and LocalLimiter serve crawls without Redis
 
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)?\s*(ms|s|sec|second|m|min|minute|h|hour)\s*$")
 _UNIT = {"ms": 0.001, "s": 1.0, "sec": 1.0, "second": 1.0, "m": 60.0, "min": 60.0, "minute": 60.0,

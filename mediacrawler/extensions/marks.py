@@ -53,7 +53,6 @@ from mediacrawler.checkpoints.model import check_key
 from mediacrawler.checkpoints.store import store_from_settings
 from mediacrawler.config import setting
 from mediacrawler.distributed.docstore import RedisDocumentStore
-from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
@@ -244,8 +243,8 @@ class MarkExtension:
         #: checkpoint store that says whether the job completed (set on the first job).
         self.token: str | None = None
         self.checkpoints: Any = None
-        crawler.signals.connect(self.job_started, signal=job_started)
-        crawler.signals.connect(self.job_finished, signal=job_finished)
+        crawler.signals.connect(self.job_started, signal=mc_signals.job_started)
+        crawler.signals.connect(self.job_finished, signal=mc_signals.job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
         mc_signals.forward_item_signals(crawler)

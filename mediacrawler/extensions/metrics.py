@@ -44,24 +44,22 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-import redis
-from prometheus_client import CollectorRegistry, generate_latest, start_http_server
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
-from prometheus_client.registry import Collector
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.asyncio import run_in_thread
 
 from mediacrawler.config import setting
-from mediacrawler.distributed.connection import client_from_settings
-from mediacrawler.distributed.status import spider_state
 from mediacrawler.extensions.figures import crawl_figures, number
 from mediacrawler.fsutil import write_atomic
 from mediacrawler.jobstate import job_state
 
+# prometheus-client (and, for the shared state, redis-py) are imported where metrics are made, never by a crawl
+# with METRICS_PORT unset: Scrapy imports this module for every crawl (docs/benchmarks.md, "Start-up").
 if TYPE_CHECKING:
     from typing import Self
     from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
     from scrapy import Spider
     from scrapy.crawler import Crawler
@@ -84,6 +82,8 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
                      checkpoint_base: int | None = None) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
     """The metric families for one crawl's *stats* (a plain dict copy). ``checkpoint_base`` is the watermark this
     run started from (the page before its first page); ``None``: the crawl keeps no checkpoint, no lag."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
     labels = ["platform", "job"]
     ids = [platform, job]
 
@@ -129,8 +129,9 @@ def stats_to_metrics(stats: Mapping[str, Any], *, platform: str, job: str, runni
     yield family
 
 
-class StatsCollector(Collector):
-    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time."""
+class StatsCollector:
+    """A prometheus-client collector over ``crawler.stats``: one source of truth, read at scrape time (a
+    collector is any object with ``collect()``; no base class: this module imports no prometheus-client)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -154,6 +155,8 @@ class StatsCollector(Collector):
 
 def distributed_metrics(state: Mapping[str, Any], *, platform: str) -> Iterator[GaugeMetricFamily]:
     """The gauges of one spider's shared state (:func:`mediacrawler.distributed.status.spider_state`)."""
+    from prometheus_client.core import GaugeMetricFamily
+
     per_job = {
         "queue_depth": ("Requests queued in the job's shared queue", "queued"),
         "leases": ("Requests leased by workers (in flight)", "leased"),
@@ -175,10 +178,12 @@ def distributed_metrics(state: Mapping[str, Any], *, platform: str) -> Iterator[
     yield family
 
 
-class DistributedCollector(Collector):
+class DistributedCollector:
     """The shared state of one spider in Redis, read at scrape time (a few reads per active job)."""
 
     def __init__(self, crawler: Crawler) -> None:
+        from mediacrawler.distributed.connection import client_from_settings
+
         settings = crawler.settings
         self.server = client_from_settings(settings)
         self.prefix = str(setting(settings, "DISTRIBUTED_KEY_PREFIX")).rstrip(":")
@@ -191,6 +196,10 @@ class DistributedCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         if not self.spider:
             return
+        import redis
+
+        from mediacrawler.distributed.status import spider_state
+
         try:
             state = spider_state(self.server, self.prefix, self.spider, checkpoint_prefix=self.checkpoint_prefix)
         except redis.RedisError as e:
@@ -216,6 +225,8 @@ class MetricsExtension:
             raise ValueError(f"METRICS_PORT={port!r}: expected an integer >= 0 and <= 65535")
         self.host: str = setting(settings, "METRICS_HOST")
         self.textfile: str | None = setting(settings, "METRICS_TEXTFILE") or None
+        from prometheus_client import CollectorRegistry
+
         self.crawler = crawler
         self.collector = StatsCollector(crawler)
         self.registry = CollectorRegistry(auto_describe=False)
@@ -242,6 +253,8 @@ class MetricsExtension:
         return f"http://{host}:{port}/metrics"
 
     def engine_started(self) -> None:
+        from prometheus_client import start_http_server
+
         try:
             self.server, self.thread = start_http_server(self.port, addr=self.host, registry=self.registry)
         except OSError as e:
@@ -274,6 +287,8 @@ class MetricsExtension:
 
     def _close(self, server: WSGIServer | None) -> None:
         if self.textfile:
+            from prometheus_client import generate_latest
+
             try:
                 write_atomic(self.textfile, generate_latest(self.registry))
             except OSError as e:

@@ -46,7 +46,6 @@ from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import check_key
 from mediacrawler.config import setting
 from mediacrawler.distributed.docstore import RedisDocumentStore
-from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, document_store_from_settings,
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
@@ -160,8 +159,8 @@ class RetryExtension:
         self._changes: dict[str, dict[str, Any] | None] = {}
         self._pending_posts: set[str] = set()
         self.resolved = 0
-        crawler.signals.connect(self.job_started, signal=job_started)
-        crawler.signals.connect(self.job_finished, signal=job_finished)
+        crawler.signals.connect(self.job_started, signal=mc_signals.job_started)
+        crawler.signals.connect(self.job_finished, signal=mc_signals.job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         mc_signals.forward_item_signals(crawler)
         crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)

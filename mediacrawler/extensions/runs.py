@@ -29,8 +29,8 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.defer import Deferred, DeferredList
 from twisted.internet.task import LoopingCall
 
+from mediacrawler import signals as mc_signals
 from mediacrawler.config import setting
-from mediacrawler.distributed.jobs import job_finished, job_started
 from mediacrawler.extensions.figures import crawl_figures
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
@@ -76,8 +76,8 @@ class RunsExtension:
         self._failure_logged = False
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
-        crawler.signals.connect(self.job_started, signal=job_started)
-        crawler.signals.connect(self.job_finished, signal=job_finished)
+        crawler.signals.connect(self.job_started, signal=mc_signals.job_started)
+        crawler.signals.connect(self.job_finished, signal=mc_signals.job_finished)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:

@@ -26,7 +26,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import redis
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -34,7 +33,6 @@ from scrapy.utils.httpobj import urlparse_cached
 from twisted.internet import task, threads
 
 from mediacrawler.config import setting
-from mediacrawler.distributed.connection import client_from_settings
 from mediacrawler.distributed.limiter import Limiter, LocalLimiter, Rate, RedisLimiter, parse_rate
 from mediacrawler.middlewares.media_slots import MEDIA_META_KEYS
 
@@ -75,6 +73,9 @@ class RateBudgetMiddleware:
         self.local: LocalLimiter = LocalLimiter()
         self.shared: Limiter | None = None
         if setting(s, "REDIS_URL"):
+            # redis-py only when the budget is shared (docs/benchmarks.md, "Start-up").
+            from mediacrawler.distributed.connection import client_from_settings
+
             self.shared = RedisLimiter(client_from_settings(s), str(setting(s, "RATE_BUDGET_KEY_PREFIX")))
         self._redis_down_until = 0.0
         crawler.signals.connect(self.cool_down_requested, signal=cool_down_requested)
@@ -115,6 +116,8 @@ class RateBudgetMiddleware:
         limiter = self._limiter()
         if limiter is self.local:
             return getattr(limiter, method)(*args)
+        import redis
+
         try:
             # One EVAL, O(1), in the reactor's thread pool: the reactor never waits on the network.
             result = await maybe_deferred_to_future(threads.deferToThread(getattr(limiter, method), *args))

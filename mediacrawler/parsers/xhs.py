@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-import chompjs
-
 from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
 from mediacrawler.parsers._common import (
     PlatformError,
@@ -206,6 +204,9 @@ def _parsed_state(text: str) -> dict[str, Any]:
         check_depth(text, 0)
     except ValueError as e:
         raise ValueError(f"window.__INITIAL_STATE__ is {e}") from None
+    # Imported by the first XHS state read, not by every crawl (docs/benchmarks.md, "Start-up").
+    import chompjs
+
     try:
         state = chompjs.parse_js_object(text)
     except ValueError as e:

@@ -31,16 +31,17 @@ from twisted.python.failure import Failure
 from mediacrawler.config import setting
 from mediacrawler.contracts import (META_ASSET, META_LARGE, META_SEGMENT, RequestRefused, asset_index_key,
                                     asset_key_of, download_error_reason, media_referer, walk_assets)
-from mediacrawler.media.committer import BatchCommitter, CommitJob
-from mediacrawler.media.index import MediaIndex, ObjectRecord, SQLiteMediaIndex, index_class
-from mediacrawler.media.integrity import MediaRejected, check_body, check_http
 from mediacrawler.media.sniff import SNIFF_BYTES, sniff
 from mediacrawler.media.store import STORE_SCHEMES, ContentAddressedStore, StoreError, object_relpath, store_scheme
 from mediacrawler.media.urls import allowed_schemes, media_url_problem, strip_userinfo
-from mediacrawler.media.video import VideoDownloader
 from mediacrawler.scrub import scrub
 
+# The media engine (committer, index, integrity checks with Pillow, the video flow with m3u8 and PyAV) is imported
+# by the methods that use it: Scrapy imports this module for every crawl, MEDIA_ENABLED=0 too (docs/benchmarks.md,
+# "Start-up").
 if TYPE_CHECKING:
+    from mediacrawler.media.committer import BatchCommitter, CommitJob
+    from mediacrawler.media.index import MediaIndex, ObjectRecord
     from scrapy import Spider
     from scrapy.crawler import Crawler
     from scrapy.pipelines.media import MediaPipeline as _ScrapyMediaPipeline
@@ -152,6 +153,9 @@ class MediaStorePipeline(FilesPipeline):
         uri = str(store_uri or setting(settings, "FILES_STORE"))
         if store_scheme(uri) not in STORE_SCHEMES:
             raise ValueError(f"FILES_STORE={uri!r}: the media store supports local paths only")
+        from mediacrawler.media.index import SQLiteMediaIndex, index_class
+        from mediacrawler.media.video import VideoDownloader
+
         try:
             self.index_class = index_class(settings)  # now, not at open, when MEDIA_INDEX is unusable
         except NotConfigured as exc:
@@ -190,6 +194,8 @@ class MediaStorePipeline(FilesPipeline):
     # --- lifecycle ------------------------------------------------------------------------------------------
     def open_spider(self, spider: Spider | None = None) -> None:
         super().open_spider()
+        from mediacrawler.media.committer import BatchCommitter
+
         self.index = self.index_class.from_settings(self.crawler.settings, store_root=self.cas.root)
         self.committer = BatchCommitter(store=self.cas, index=self.index, deliver=self._deliver,
                                         max_image_pixels=self.max_image_pixels,
@@ -353,6 +359,9 @@ class MediaStorePipeline(FilesPipeline):
 
     async def media_downloaded(self, response: Response, request: Request,
                                info: _ScrapyMediaPipeline.SpiderInfo, *, item: Any = None) -> MediaResult:
+        from mediacrawler.media.committer import CommitJob
+        from mediacrawler.media.integrity import MediaRejected, check_body, check_http
+
         self._release_slot(request)
         # After a redirect the stopped request is the last hop (response.request), a copy of ``request``.
         last = response.request if response.request is not None else request
@@ -418,12 +427,16 @@ class MediaStorePipeline(FilesPipeline):
         try:
             return cast(tuple[bytes, dict[str, bytes]], hook(kind=kind, body=body))
         except ValueError as exc:
+            from mediacrawler.media.integrity import MediaRejected
+
             raise MediaRejected("not-document", str(exc)) from None
 
     async def _store_derived(self, derived: dict[str, bytes], *, kind: str, key: str | None,
                              url: str) -> dict[str, dict[str, Any]]:
         """Store each derived object like any body (checked, content-addressed, indexed as ``<key>#<ext>``); a
         refused one is left out of the record (the original is stored)."""
+        from mediacrawler.media.committer import CommitJob
+
         out: dict[str, dict[str, Any]] = {}
         for ext, data in derived.items():
             job = CommitJob(data, kind=kind, key=f"{key}#{ext}" if key else None, url=f"{url}#{ext}")
@@ -596,6 +609,8 @@ def _header(response: Response, name: str) -> str | None:
 
 
 def _failure_reason(failure: Failure) -> str:
+    from mediacrawler.media.integrity import MediaRejected
+
     exc = failure.value
     if isinstance(exc, (MediaDownloadFailed, MediaRejected)):
         return str(exc)

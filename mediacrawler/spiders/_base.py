@@ -20,8 +20,6 @@ from scrapy.http import Response
 from mediacrawler import signals as mc_signals
 from mediacrawler.config import setting
 from mediacrawler.contracts import AlreadyStored
-from mediacrawler.distributed.scheduler import worker_id
-from mediacrawler.distributed.worker import Worker
 from mediacrawler.items import Post, Source
 from mediacrawler.jobstate import JobState, SourceKind
 from mediacrawler.parsers._common import Page, utc_now_iso
@@ -125,7 +123,10 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs.pop(WORKER_KWARG, None)  # never from the user
         if is_worker_mode(cls, crawler.settings, kwargs):
-            # No target: a worker, built without a job; each job brings its own arguments (take_job).
+            # No target: a worker, built without a job; each job brings its own arguments (take_job). The
+            # distributed package (redis-py) is imported by workers only.
+            from mediacrawler.distributed.scheduler import worker_id
+
             kwargs[WORKER_KWARG] = worker_id()
         spider = super().from_crawler(crawler, *args, **kwargs)
         spider.distributed = is_distributed(crawler.settings)
@@ -275,6 +276,8 @@ class PlatformSpider(ListingWalk, ItemsWalk, ChainWalk, PostRereads, Spider):
 
     async def start(self) -> AsyncIterator[Any]:
         if self.worker_id:
+            from mediacrawler.distributed.worker import Worker
+
             async for request in Worker(self).requests():
                 yield request
             return
