@@ -8,11 +8,12 @@ Nothing here imports another project module but compat.py (the lowest), so any l
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import ItemAdapter
 from scrapy.exceptions import (CannotResolveHostError, DownloadCancelledError, DownloadConnectionRefusedError,
                                DownloadTimeoutError, DropItem, IgnoreRequest, NotConfigured, ResponseDataLossError)
 from scrapy.utils.misc import load_object
@@ -73,10 +74,30 @@ class HighWaterMark:
         return False
 
 
+@functools.lru_cache(maxsize=256)
+def _item_class(cls: type) -> bool:
+    return ItemAdapter.is_item_class(cls)
+
+
+def is_record(obj: Any) -> bool:
+    """``itemadapter.is_item(obj)``, answered once per class (every adapter judges an object by its class)."""
+    return not isinstance(obj, type) and _item_class(type(obj))
+
+
+def field_of(item: Any, name: str) -> Any:
+    """``ItemAdapter(item).get(name)`` (``None`` when *item* has no such field), without building an adapter for a
+    dataclass record: the components beside the chain each read a few fields of every item (docs/benchmarks.md,
+    "Weibo timeline"). *item* must be an item (``is_item``), as for ItemAdapter."""
+    fields = getattr(type(item), "__dataclass_fields__", None)
+    if fields is not None:
+        return getattr(item, name) if name in fields else None
+    return ItemAdapter(item).get(name)
+
+
 def is_comment(item: Any) -> bool:
     """Whether a record is a comment (it has a ``comment_id``; docs/records.md, "Comment"), not a post: what keys
     on ``post_id`` (checkpoint pages, marks, retries, the skip pipeline) passes comments by."""
-    return is_item(item) and bool(ItemAdapter(item).get("comment_id"))
+    return is_record(item) and bool(field_of(item, "comment_id"))
 
 
 def asset_index_key(*, platform: str, kind: str, key: str) -> str:
@@ -89,21 +110,23 @@ def media_referer(settings: BaseSettings, *, platform: str) -> str | None:
     return settings.get(f"{platform.upper()}_MEDIA_REFERER") or None
 
 
-def walk_assets(item: Any) -> Iterator[tuple[str, ItemAdapter, str]]:
-    """``(platform, asset, post id)`` for every media asset of a post and of the post it reposts, in a fixed order.
+def walk_assets(item: Any, *, with_status: bool = False) -> Iterator[tuple[str, ItemAdapter, str]]:
+    """``(platform, asset, post id)`` for every media asset of a post and of the post it reposts, in a fixed order;
+    ``with_status``: only the assets with a ``status`` (a media pipeline's result, or normalize's refusal), told
+    before an adapter is built for each (media off, no asset has one).
 
     The one walk over a post's media: spiders, the media pipeline, the video path and the retry set all use it.
     """
     post: Any = item
     for _ in range(8):  # a post and its original; the cap guards cycles
-        if post is None or not is_item(post):
+        if post is None or not is_record(post):
             return
-        adapter = ItemAdapter(post)
-        platform = str(adapter.get("platform") or "unknown")
-        post_id = str(adapter.get("post_id") or "")
-        for media in adapter.get("media") or []:
-            yield platform, ItemAdapter(media), post_id
-        post = adapter.get("reposted")
+        platform = str(field_of(post, "platform") or "unknown")
+        post_id = str(field_of(post, "post_id") or "")
+        for media in field_of(post, "media") or []:
+            if not with_status or field_of(media, "status") is not None:
+                yield platform, ItemAdapter(media), post_id
+        post = field_of(post, "reposted")
 
 
 def asset_key_of(platform: str, asset: ItemAdapter) -> str:

@@ -14,18 +14,13 @@ from scrapy.utils.python import to_bytes
 from scrapy.utils.serialize import ScrapyJSONEncoder
 
 from mediacrawler.compat import exporter_kwargs
-
-
-@functools.cache
-def _field_names(cls: type) -> tuple[str, ...] | None:
-    """The field names of dataclass *cls* in declaration order (``ItemAdapter``'s order); ``None``: no dataclass."""
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
-
+from mediacrawler.items import field_names
 
 @functools.cache
 def _plain_fields(cls: type) -> tuple[str, ...] | None:
-    """:func:`_field_names`, or ``None`` when a field asks for a ``serializer`` (Scrapy's path applies it)."""
-    names = _field_names(cls)
+    """:func:`~mediacrawler.items.field_names`, or ``None`` when a field asks for a ``serializer`` (Scrapy's path
+    applies it)."""
+    names = field_names(cls)
     if names is None or any("serializer" in f.metadata for f in dataclasses.fields(cls)):
         return None
     return names
@@ -36,7 +31,7 @@ class DataclassJSONEncoder(ScrapyJSONEncoder):
     which applies no serializer to nested items either)."""
 
     def default(self, o: Any) -> Any:
-        names = _field_names(type(o))
+        names = field_names(type(o))
         if names is not None:
             return {name: getattr(o, name) for name in names}
         return super().default(o)

@@ -14,7 +14,7 @@ import pytest
 from scrapy.exporters import JsonItemExporter, JsonLinesItemExporter
 
 from mediacrawler.exporters import JsonExporter, JsonLinesExporter
-from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source
+from mediacrawler.items import Author, MediaAsset, Metrics, Post, Source, as_plain
 from mediacrawler.parsers import weibo as parser
 from mediacrawler_sandbox.weibo import build_weibo_world
 from mediacrawler_sandbox.weibo_api import timeline_response
@@ -105,6 +105,16 @@ def test_other_items_and_field_lists_take_scrapys_path() -> None:
 @dataclasses.dataclass
 class WithSerializer:
     name: str = dataclasses.field(default="x", metadata={"serializer": str.upper})
+
+
+def test_as_plain_is_dataclasses_asdict() -> None:
+    """The records pipeline's conversion (items.as_plain) gives what dataclasses.asdict gives, nothing shared that
+    the record could change through."""
+    posts = rich_posts()
+    plain = [as_plain(p) for p in posts]
+    assert plain == [dataclasses.asdict(p) for p in posts]
+    assert plain[0]["media"] is not posts[0].media and plain[0]["extra"] is not posts[0].extra
+    assert as_plain({"t": (1, Author("1"))}) == {"t": [1, {"id": "1", "name": None}]}
 
 
 def test_a_field_serializer_is_applied() -> None:

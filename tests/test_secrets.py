@@ -177,6 +177,42 @@ def test_the_log_filter_masks_messages_arguments_and_tracebacks(monkeypatch: pyt
     assert_absent(REDIS_PASSWORD, dict(enumerate(lines)))  # type: ignore[arg-type]
 
 
+def test_the_record_factory_scrubs_what_a_handler_takes_and_never_formats_the_rest(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scrub_module, "SCRUBBER", Scrubber([REDIS_PASSWORD]))
+    factory = scrub_module._scrubbing_factory(logging.LogRecord)  # what install_log_scrubbing installs
+
+    class Item:
+        """An item whose repr a formatted "Scraped from" line would hold (and the scrubber then read)."""
+
+        formatted = 0
+
+        def __str__(self) -> str:
+            Item.formatted += 1
+            return f"redis://:{REDIS_PASSWORD}@h/0"
+
+    log = logging.getLogger("tests.secrets.factory")
+    handler = logging.Handler(logging.INFO)
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        dropped = factory(log.name, logging.DEBUG, __file__, 1, "Scraped %s", (Item(),), None)
+        assert Item.formatted == 0 and dropped.args  # below the only handler's level: left as it was made
+        taken = factory(log.name, logging.INFO, __file__, 1, "Scraped %s", (Item(),), None)
+        assert Item.formatted == 1 and taken.args is None
+        assert REDIS_PASSWORD not in taken.getMessage() and MASK in taken.getMessage()
+        handler.setLevel(logging.DEBUG)  # the levels are read as each record is made
+        assert REDIS_PASSWORD not in factory(log.name, logging.DEBUG, __file__, 1, "%s", (Item(),), None).msg
+        # Made outside any logger, or by one whose records reach no handler but the last resort's level: scrubbed.
+        assert factory("no.such.logger", logging.DEBUG, __file__, 1, "%s", (Item(),), None).args is None
+        log.removeHandler(handler)
+        assert factory(log.name, logging.WARNING, __file__, 1, "%s", (Item(),), None).args is None
+        assert factory(log.name, logging.INFO, __file__, 1, "%s", (Item(),), None).args
+    finally:
+        log.removeHandler(handler)
+        log.propagate = True
+
+
 PROBE = textwrap.dedent(
     """
     import sys

@@ -4,12 +4,17 @@ response unless WARN_ON_GENERATOR_RETURN_VALUE is off, made here once for every 
 from __future__ import annotations
 
 import inspect
+import json
 
+import pytest
+from scrapy.http import TextResponse
 from scrapy.spiderloader import SpiderLoader
 from scrapy.utils.misc import is_generator_with_return_value
 
 from mediacrawler import settings as project_settings
 from mediacrawler.spiders._base import PlatformSpider
+
+UID = 7365120894
 
 
 def test_no_callback_is_a_generator_returning_a_value() -> None:
@@ -25,3 +30,29 @@ def test_no_callback_is_a_generator_returning_a_value() -> None:
             assert not is_generator_with_return_value(func), f"{spidercls.__name__}.{name}"
             checked += 1
     assert checked >= 30
+
+
+def test_an_api_answer_is_decoded_once_for_the_errors_middleware_and_the_callback(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from mediacrawler.items import Source
+    from mediacrawler.parsers import weibo as parser
+    from mediacrawler.spiders import _base
+    from mediacrawler.spiders.weibo import WeiboSpider
+    from mediacrawler_sandbox.weibo import build_weibo_world
+    from mediacrawler_sandbox.weibo_api import timeline_response
+    from tests.utils import project_crawler
+
+    world = build_weibo_world(users=(UID,), pages=1, per_page=20)
+    body = json.dumps(timeline_response(world, parser.timeline_containerid(str(UID)), UID, page=1, since_id=None,
+                                        base="http://127.0.0.1:1/weibo")).encode()
+    decoded: list[object] = []
+    real_loads = json.loads
+    monkeypatch.setattr(_base.json, "loads", lambda text: decoded.append(text) or real_loads(text))
+    spider = WeiboSpider.from_crawler(project_crawler(WeiboSpider), uid=str(UID))
+    response = TextResponse("http://127.0.0.1:1/weibo/api/container/getIndex?page=1", body=body)
+    assert spider.classify_response(response) == "ok"
+    page = spider.parse_listing_payload(response, Source("weibo", spider.job, 1))
+    assert len(page.posts) + len(page.incomplete) == 20 and len(decoded) == 1
+    # Another response (a retry's) is decoded on its own; a body that is no JSON is "invalid", as before.
+    assert spider.classify_response(response.replace(body=body)) == "ok" and len(decoded) == 2
+    assert spider.classify_response(response.replace(body=b"<html>")) == "invalid"

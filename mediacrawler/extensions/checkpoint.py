@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.misc import load_object
@@ -26,7 +26,7 @@ from mediacrawler import signals as mc_signals
 from mediacrawler.checkpoints.model import Checkpoint, CheckpointCorrupt, check_key
 from mediacrawler.checkpoints.store import FileCheckpointStore, scan_feed_tail, store_from_settings
 from mediacrawler.config import setting
-from mediacrawler.contracts import AlreadyStored, Resume, is_comment
+from mediacrawler.contracts import AlreadyStored, Resume, field_of, is_comment, is_record
 from mediacrawler.feeds import SyncedFileFeedStorage, feed_opened, sync_feeds
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
@@ -61,16 +61,16 @@ _ThreadPage = tuple[dict[str, Any] | None, Counter[str], set[str]]
 
 def _source_of(item: Any) -> tuple[str | None, int | None, str | None]:
     """(job, page, post_id) of an item, ``None`` parts when the item does not say."""
-    if not is_item(item) or is_comment(item):
+    if not is_record(item) or is_comment(item):
         return None, None, None
-    adapter = ItemAdapter(item)
-    source = adapter.get("source")
+    source = field_of(item, "source")
     if source is None:
         return None, None, None
-    if is_item(source):
-        source = ItemAdapter(source)
-    job, page = source.get("job"), source.get("page")
-    post_id = adapter.get("post_id")
+    if is_record(source):
+        job, page = field_of(source, "job"), field_of(source, "page")
+    else:
+        job, page = source.get("job"), source.get("page")
+    post_id = field_of(item, "post_id")
     return job, (page if isinstance(page, int) else None), (str(post_id) if post_id else None)
 
 
@@ -113,9 +113,10 @@ class CheckpointExtension:
         crawler.signals.connect(self.page_failed, signal=mc_signals.page_failed)
         crawler.signals.connect(self.requested_item_parsed, signal=mc_signals.requested_item_parsed)
         crawler.signals.connect(self.requested_item_failed, signal=mc_signals.requested_item_failed)
-        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
-        crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
-        crawler.signals.connect(self.item_error, signal=signals.item_error)
+        mc_signals.forward_item_signals(crawler)
+        crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)
+        crawler.signals.connect(self.item_dropped, signal=mc_signals.item_dropped_sync)
+        crawler.signals.connect(self.item_error, signal=mc_signals.item_error_sync)
         crawler.signals.connect(self.thread_progress, signal=mc_signals.thread_progress)
         #: Shared mode (a Redis store): events waiting for the next batch, and the run they belong to.
         self.shared = bool(getattr(self.store, "shared", False))

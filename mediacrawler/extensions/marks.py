@@ -44,7 +44,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
@@ -57,7 +57,7 @@ from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, 
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.contracts import HighWaterMark, is_comment
+from mediacrawler.contracts import HighWaterMark, field_of, is_comment, is_record
 
 if TYPE_CHECKING:
     from typing import Self
@@ -205,14 +205,13 @@ def mark_store_from_settings(settings: BaseSettings) -> MarkStore:
 
 def _stored_post(item: Any) -> tuple[str, str | None, bool] | None:
     """(post_id, created_at, pinned) of a post listed by a page of the running job, else None."""
-    if not is_item(item) or is_comment(item):
+    if not is_record(item) or is_comment(item):
         return None
-    adapter = ItemAdapter(item)
-    source = adapter.get("source")
-    if not is_item(source) or ItemAdapter(source).get("page") is None:
+    source = field_of(item, "source")
+    if not is_record(source) or field_of(source, "page") is None:
         return None  # read outside the listing (a retry): says nothing about the source's order
-    post_id, created_at = adapter.get("post_id"), adapter.get("created_at")
-    extra = adapter.get("extra") or {}
+    post_id, created_at = field_of(item, "post_id"), field_of(item, "created_at")
+    extra = field_of(item, "extra") or {}
     if not post_id:
         return None
     return str(post_id), (str(created_at) if created_at else None), bool(extra.get("pinned"))
@@ -248,9 +247,10 @@ class MarkExtension:
         crawler.signals.connect(self.job_finished, signal=mc_signals.job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
-        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
-        crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
-        crawler.signals.connect(self.item_error, signal=signals.item_error)
+        mc_signals.forward_item_signals(crawler)
+        crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)
+        crawler.signals.connect(self.item_dropped, signal=mc_signals.item_dropped_sync)
+        crawler.signals.connect(self.item_error, signal=mc_signals.item_error_sync)
         crawler.signals.connect(self.thread_progress, signal=mc_signals.thread_progress)
 
     @classmethod

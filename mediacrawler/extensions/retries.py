@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from itemadapter import ItemAdapter, is_item
+from itemadapter import ItemAdapter
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
@@ -50,7 +50,7 @@ from mediacrawler.extensions.docstore import (DocumentStore, FileDocumentStore, 
                                              quarantine_document)
 from mediacrawler.jobstate import job_state
 from mediacrawler.parsers._common import utc_now_iso
-from mediacrawler.contracts import asset_key_of, is_comment, walk_assets
+from mediacrawler.contracts import asset_key_of, field_of, is_comment, is_record, walk_assets
 
 if TYPE_CHECKING:
     from typing import Self
@@ -134,8 +134,9 @@ def retry_store_from_settings(settings: BaseSettings) -> RetryStore:
 
 
 def _assets(item: Any) -> Iterator[tuple[str, ItemAdapter]]:
-    """``(index key, asset)`` of every media asset of a post and of the post it reposts."""
-    for platform, asset, _ in walk_assets(item):
+    """``(index key, asset)`` of every media asset of a post and of the post it reposts that has a status (one
+    never downloaded has nothing to record or resolve)."""
+    for platform, asset, _ in walk_assets(item, with_status=True):
         yield asset_key_of(platform, asset), asset
 
 
@@ -161,7 +162,8 @@ class RetryExtension:
         crawler.signals.connect(self.job_started, signal=mc_signals.job_started)
         crawler.signals.connect(self.job_finished, signal=mc_signals.job_finished)
         crawler.signals.connect(self.spider_opened, signal=signals.spider_opened)
-        crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
+        mc_signals.forward_item_signals(crawler)
+        crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)
         crawler.signals.connect(self.spider_closed, signal=signals.spider_closed)
 
     @classmethod
@@ -212,16 +214,16 @@ class RetryExtension:
                         key, len(self.set.assets), len(self._pending_posts))
 
     def item_scraped(self, item: Any, spider: Spider) -> None:
-        if self.set is None or not is_item(item) or is_comment(item):
+        if self.set is None or not is_record(item) or is_comment(item):
             return  # a comment's pictures are not retried (its thread is walked again by a later run)
-        post_id = str(ItemAdapter(item).get("post_id") or "")
+        post_id = str(field_of(item, "post_id") or "")
         if not post_id:
             return
         changed = False
-        now = utc_now_iso()
         for index_key, asset in _assets(item):
             status = asset.get("status")
             entry = self.set.assets.get(index_key)
+            now = utc_now_iso()
             if status == "failed":
                 reason = str(asset.get("error") or "unknown").split(":", 1)[0]
                 if reason in self.ignore:

@@ -22,7 +22,8 @@ def allowed_schemes(settings: BaseSettings) -> frozenset[str]:
 
 def media_url_problem(url: Any, *, allowed_schemes: Iterable[str], max_length: int | None = None) -> str | None:
     """Why ``url`` must not be requested (``invalid-url``, ``url-too-long`` past ``max_length`` characters,
-    ``scheme-not-allowed``, ``credentials-in-url``), or ``None`` when it may."""
+    ``scheme-not-allowed``, ``credentials-in-url``), or ``None`` when it may. A frozenset of schemes is taken as
+    lower-cased already (:func:`allowed_schemes`'s)."""
     if not isinstance(url, str) or not url:
         return "invalid-url"
     if max_length is not None and len(url) > max_length:
@@ -33,7 +34,8 @@ def media_url_problem(url: Any, *, allowed_schemes: Iterable[str], max_length: i
         parts.port  # noqa: B018 - raises ValueError on a port that is not a number
     except ValueError:
         return "invalid-url"
-    if parts.scheme.lower() not in {s.lower() for s in allowed_schemes}:
+    allowed = allowed_schemes if isinstance(allowed_schemes, frozenset) else {s.lower() for s in allowed_schemes}
+    if parts.scheme.lower() not in allowed:
         return "scheme-not-allowed"
     if "@" in parts.netloc:
         return "credentials-in-url"

@@ -13,7 +13,6 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from itemadapter import ItemAdapter, is_item
 from scrapy import signals
 from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.utils.asyncio import is_asyncio_available
@@ -24,7 +23,7 @@ from twisted.internet.threads import deferToThread
 
 from mediacrawler.cache.base import CacheUnavailable, cache_from_crawler
 from mediacrawler.config import setting
-from mediacrawler.contracts import AlreadyStored, PendingRetries
+from mediacrawler.contracts import AlreadyStored, PendingRetries, field_of, is_record
 from mediacrawler.feeds import sync_feeds
 from mediacrawler.jobstate import job_state
 
@@ -64,10 +63,10 @@ class ClaimedElsewhere(DropItem):
 def _post_key(item: Any) -> PostKey | None:
     """(platform, post_id) of a post; (``<platform>-comments``, comment_id) of a comment: each kind has its own
     set of ids seen (``dedup:weibo``, ``dedup:weibo-comments``)."""
-    if not is_item(item):
+    if not is_record(item):
         return None
-    adapter = ItemAdapter(item)
-    platform, post_id, comment_id = adapter.get("platform"), adapter.get("post_id"), adapter.get("comment_id")
+    platform, post_id = field_of(item, "platform"), field_of(item, "post_id")
+    comment_id = field_of(item, "comment_id")
     if comment_id and platform:
         return f"{platform}-comments", str(comment_id)
     if not platform or not post_id:
@@ -118,6 +117,7 @@ class DedupePipeline:
         self._batch: _Batch | None = None
         self._outage_logged = False
         self._commit_outage_logged = False
+        # Scrapy's own signals: these handlers wait for their batch of commits (the item is done after it).
         crawler.signals.connect(self.item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(self.item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(self.item_error, signal=signals.item_error)

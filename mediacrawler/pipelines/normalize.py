@@ -38,7 +38,8 @@ def to_utc_iso(value: Any) -> str | None:
 
 def canonical_url(url: Any) -> str:
     """An absolute http(s) URL without query or fragment; ValueError otherwise."""
-    if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).netloc:
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
         raise ValueError(f"not an absolute http(s) URL: {url!r}")
     return strip_url(url)
 
@@ -66,7 +67,7 @@ class NormalizePipeline:
         adapter = ItemAdapter(item)
         if adapter.get("comment_id"):
             return self._comment(item, adapter)
-        missing = [f for f in REQUIRED if f not in adapter.field_names() or not adapter.get(f)]
+        missing = [f for f in REQUIRED if not adapter.get(f)]  # get: None for a field the item lacks
         if missing:
             raise self._drop("missing_field", f"missing {', '.join(missing)}")
         self._normalize(adapter, top=True)
@@ -136,6 +137,8 @@ class NormalizePipeline:
             self.stats.inc_value("media/failed")
             self.stats.inc_value(f"media/failed/{problem}")
             logger.warning("Media asset %s failed: %s", url, problem)
-        asset["alternates"] = [u for u in (asset.get("alternates") or [])
-                               if media_url_problem(u, allowed_schemes=self.allowed_schemes,
-                                                    max_length=self.max_url) is None]
+        alternates = asset.get("alternates")
+        kept = [u for u in (alternates or [])
+                if media_url_problem(u, allowed_schemes=self.allowed_schemes, max_length=self.max_url) is None]
+        if not isinstance(alternates, list) or len(kept) != len(alternates):  # else the same list: kept as it is
+            asset["alternates"] = kept

@@ -174,6 +174,10 @@ class RecordStore:
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         raise NotImplementedError
 
+    def _execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """One statement for many rows (a batch's index rows: one call, not one per row)."""
+        raise NotImplementedError
+
     def _begin(self) -> None:
         raise NotImplementedError
 
@@ -246,8 +250,8 @@ class RecordStore:
         # Tables and rows in a fixed order: two processes writing the same posts take their locks in the same
         # order (no deadlock between workers on one PostgreSQL).
         written = Written()
-        for _, row in sorted(rows.authors.items()):
-            self._execute(AUTHOR_SQL, [*(row[c] for c in AUTHOR_COLUMNS[:3]), seen_at, seen_at])
+        self._execute_many(AUTHOR_SQL, ([*(row[c] for c in AUTHOR_COLUMNS[:3]), seen_at, seen_at]
+                                        for _, row in sorted(rows.authors.items())))
         for (platform, post_id), row in sorted(rows.posts.items()):
             values = [*(row[c] for c in POST_COLUMNS[:-4]), seen_at, seen_at, seen_at, run_id]
             changed_by, *counts = self._execute(POST_SQL, values).fetchone()
@@ -255,22 +259,20 @@ class RecordStore:
             if changed_by == run_id and any(c is not None for c in counts):
                 self._execute(HISTORY_SQL, [platform, post_id, run_id, seen_at, *counts])
                 written.history += 1
-        for _, row in sorted(rows.media.items()):
-            self._execute(MEDIA_SQL, [*(row[c] for c in MEDIA_COLUMNS[:-2]), seen_at, seen_at])
-            written.media += 1
-        linked = sorted({(platform, post_id) for platform, post_id, _ in rows.post_media})
-        for platform, post_id in linked:
-            self._execute(LINK_DELETE, [platform, post_id])
-        for _, row in sorted(rows.post_media.items()):
-            self._execute(LINK_SQL, [row[c] for c in LINK_COLUMNS])
-        for _, row in sorted(rows.comments.items()):
-            self._execute(COMMENT_SQL, [*(row[c] for c in COMMENT_COLUMNS[:-2]), seen_at, seen_at])
-            written.comments += 1
+        self._execute_many(MEDIA_SQL, ([*(row[c] for c in MEDIA_COLUMNS[:-2]), seen_at, seen_at]
+                                       for _, row in sorted(rows.media.items())))
+        written.media += len(rows.media)
+        self._execute_many(LINK_DELETE, sorted({(platform, post_id) for platform, post_id, _ in rows.post_media}))
+        self._execute_many(LINK_SQL, ([row[c] for c in LINK_COLUMNS]
+                                      for _, row in sorted(rows.post_media.items())))
+        self._execute_many(COMMENT_SQL, ([*(row[c] for c in COMMENT_COLUMNS[:-2]), seen_at, seen_at]
+                                         for _, row in sorted(rows.comments.items())))
+        written.comments += len(rows.comments)
         # A comment's pictures as its post's: the links of each comment seen are rewritten with it.
-        for platform, comment_id in sorted({(platform, cid) for platform, cid, _ in rows.comment_media}):
-            self._execute(COMMENT_LINK_DELETE, [platform, comment_id])
-        for _, row in sorted(rows.comment_media.items()):
-            self._execute(COMMENT_LINK_SQL, [row[c] for c in COMMENT_LINK_COLUMNS])
+        self._execute_many(COMMENT_LINK_DELETE,
+                           sorted({(platform, cid) for platform, cid, _ in rows.comment_media}))
+        self._execute_many(COMMENT_LINK_SQL, ([row[c] for c in COMMENT_LINK_COLUMNS]
+                                              for _, row in sorted(rows.comment_media.items())))
         return written
 
     def select(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
@@ -304,6 +306,9 @@ class SQLiteRecordStore(RecordStore):
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql, tuple(params))
 
+    def _execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, (tuple(row) for row in rows))
+
     def _begin(self) -> None:
         self.conn.execute("BEGIN IMMEDIATE")
 
@@ -330,6 +335,11 @@ class PostgresRecordStore(RecordStore):
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql.replace("?", "%s"), tuple(params))
+
+    def _execute_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        params = [tuple(row) for row in rows]
+        if params:  # psycopg sends the batch in one pipeline
+            self.conn.cursor().executemany(sql.replace("?", "%s"), params)
 
     def _begin(self) -> None:
         pass  # psycopg opens a transaction with the first statement

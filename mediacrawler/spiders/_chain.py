@@ -16,7 +16,7 @@ from scrapy.http import Response
 from twisted.python.failure import Failure
 
 from mediacrawler.contracts import REFRESH_ONLY
-from mediacrawler.items import Post, Source
+from mediacrawler.items import Post, Source, as_plain
 from mediacrawler.parsers._common import PlatformError
 from mediacrawler.scrub import scrub
 
@@ -55,8 +55,9 @@ class Chain:
     refresh: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """The chain as plain JSON (what ``meta["mc_chain"]`` holds)."""
-        return dataclasses.asdict(self)
+        """The chain as plain JSON (what ``meta["mc_chain"]`` holds), sharing no dict or list with the chain."""
+        data: dict[str, Any] = as_plain(self)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Self:

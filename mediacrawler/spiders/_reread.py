@@ -77,6 +77,8 @@ class PostRereads:
         """Note the post each media asset of ``post`` (and of the post it reposts) belongs to; returns ``post``.
 
         Platform spiders call it for every post they emit that neither :meth:`parse_listing` nor a chain did."""
+        if not self.remembers_media:
+            return post
         for platform, asset, post_id in walk_assets(post):
             key = asset_key_of(platform, asset)
             self._media_posts[key] = post_id

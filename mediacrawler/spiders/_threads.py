@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
 
-from scrapy import Request, signals
+from scrapy import Request
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
@@ -121,8 +121,8 @@ class CommentThreads(PlatformSpider):
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> Any:
         spider = super().from_crawler(crawler, *args, **kwargs)
-        crawler.signals.connect(spider.comment_scraped, signal=signals.item_scraped)
-        crawler.signals.connect(spider.comment_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(spider.comment_scraped, signal=mc_signals.item_scraped_sync)
+        crawler.signals.connect(spider.comment_dropped, signal=mc_signals.item_dropped_sync)
         return spider
 
     def comment_scraped(self, item: Any, spider: Any, **kwargs: Any) -> None:

@@ -16,7 +16,6 @@ and expire (``Expires``/``ssig``); a download that outlives its URL reads the po
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlencode
@@ -138,7 +137,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
                 "MWeibo-Pwa": "1"}
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
-        payload = json.loads(response.text)
+        payload = self.payload(response)
         return parser.parse_index(
             payload,
             source=source,
@@ -151,7 +150,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
         """``-a post``: one post from ``/statuses/show`` (its long text a chain step, as on a timeline), or, when
         it is gone, a record that says so."""
         mid, page = item, Page()
-        mblog = parser.parse_show(json.loads(response.text))
+        mblog = parser.parse_show(self.payload(response))
         if mblog is None:
             page.posts.append(Post(platform=self.platform, post_id=mid, url=f"https://m.weibo.cn/detail/{mid}",
                                    author=None, created_at=None, source=source, fetched_at=self.now_iso(),
@@ -175,7 +174,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
 
     def parse_step(self, response: Response, chain: WeiboChain) -> None:
         try:
-            long_text = parser.parse_long_text(json.loads(response.text))
+            long_text = parser.parse_long_text(self.payload(response))
         except ValueError:
             long_text = None
         if long_text is None:
@@ -196,7 +195,7 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
         )
 
     def parse_post_payload(self, response: Response, source: Source) -> Post | None:
-        mblog = parser.parse_show(json.loads(response.text))
+        mblog = parser.parse_show(self.payload(response))
         return None if mblog is None else parser.parse_mblog(mblog, source=source, fetched_at=self.now_iso(),
                                                              now=http_date(response.headers.get(b"Date")))
 
@@ -213,11 +212,11 @@ class WeiboSpider(Args[WeiboParams], CommentThreads):
         return f"{self.base_url}/comments/hotFlowChild?{urlencode(query)}"
 
     def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
-        return weibo_comments.parse_hotflow(json.loads(response.text), post_id=state.post_id, source=source,
+        return weibo_comments.parse_hotflow(self.payload(response), post_id=state.post_id, source=source,
                                             fetched_at=self.now_iso(), now=http_date(response.headers.get(b"Date")))
 
     def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
                          ) -> CommentPage:
-        return weibo_comments.parse_hotflow_child(json.loads(response.text), post_id=state.post_id,
+        return weibo_comments.parse_hotflow_child(self.payload(response), post_id=state.post_id,
                                                   root_id=root_id, source=source, fetched_at=self.now_iso(),
                                                   now=http_date(response.headers.get(b"Date")))
