@@ -27,7 +27,8 @@ import pytest
 
 from mediacrawler.contracts import asset_index_key
 from mediacrawler.items import MediaAsset, Post
-from mediacrawler.media.manifests import Segment, progressive_variants
+from mediacrawler.media.manifests import Segment
+from mediacrawler.media.renditions import progressive_variants
 from mediacrawler.media.spool import FragmentLedger, load_ledger, save_ledger, video_dir_for
 from mediacrawler.media.video import (
     LEDGER_NAME,

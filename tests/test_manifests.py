@@ -27,14 +27,13 @@ from mediacrawler.media.manifests import (
     SingleFile,
     codec_family,
     iv_for_sequence,
-    manifest_from_renditions,
     parse_dash,
     parse_hls,
     parse_hls_media,
-    progressive_variants,
     select,
     with_fetch,
 )
+from mediacrawler.media.renditions import manifest_from_renditions, progressive_variants
 from mediacrawler.parsers import bilibili
 from mediacrawler.parsers._common import PlatformError
 

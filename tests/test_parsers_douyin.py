@@ -71,7 +71,8 @@ def test_video_renditions_carry_height_and_codec_for_the_media_path() -> None:
 
 
 def test_renditions_are_accepted_and_selected_by_the_media_path() -> None:
-    from mediacrawler.media.manifests import manifest_from_renditions, select
+    from mediacrawler.media.manifests import select
+    from mediacrawler.media.renditions import manifest_from_renditions
 
     [video, _cover] = run_case(FIXTURES / "detail_video")["post"]["media"]
     manifest = manifest_from_renditions(video["renditions"], duration=video["duration"])

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from mediacrawler.media.manifests import manifest_from_renditions, select
+from mediacrawler.media.manifests import select
+from mediacrawler.media.renditions import manifest_from_renditions
 from mediacrawler.parsers import douyin
 
 REAL = Path(__file__).parent / "fixtures" / "real" / "douyin"

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
 import pytest
 
-from mediacrawler.media import manifests as mf
+from mediacrawler.media.renditions import manifest_from_renditions
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import PlatformError
 from mediacrawler_sandbox import bilibili, video
@@ -176,7 +176,7 @@ def test_multipart_video_every_cid_has_its_own_media(fresh_sandbox: SandboxProce
         assert b"\\u0026" in raw and b"&" not in raw  # Go's escapes, as Bilibili sends them
         renditions = parser.parse_playurl(json.loads(raw))
         assert [r["kind"] for r in renditions] == ["video"] * 3 + ["audio"]
-        listed = mf.manifest_from_renditions(renditions, duration=parser.playurl_duration(json.loads(raw)))
+        listed = manifest_from_renditions(renditions, duration=parser.playurl_duration(json.loads(raw)))
         assert (listed.duration, len(listed.video), len(listed.audio)) == (4.0, 3, 1)
         audio = renditions[-1]
         assert len(audio["alternates"]) == 2 and "/ali/" in audio["alternates"][1]

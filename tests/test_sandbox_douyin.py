@@ -19,7 +19,8 @@ import av
 import pytest
 from PIL import Image
 
-from mediacrawler.media.manifests import manifest_from_renditions, select
+from mediacrawler.media.manifests import select
+from mediacrawler.media.renditions import manifest_from_renditions
 from mediacrawler.parsers import douyin as parser
 from mediacrawler_sandbox import douyin, media, video
 from mediacrawler_sandbox.process import SandboxProcess

@@ -20,6 +20,7 @@ import pytest
 
 from mediacrawler.media import manifests as mf
 from mediacrawler.media.assemble import decrypt_aes128, remux_to_mp4, verify_mp4
+from mediacrawler.media.renditions import manifest_from_renditions
 from mediacrawler.parsers import bilibili as parser
 from mediacrawler.parsers._common import PlatformError
 from mediacrawler_sandbox import bilibili, video
@@ -101,7 +102,7 @@ def hls_rendition(master_url: str, height: int) -> tuple[mf.Manifest, mf.Renditi
 
 def listed(playurl: Any) -> mf.Manifest:
     """A playurl answer as the media path gets it: the parser's renditions (and duration) → a manifest."""
-    return mf.manifest_from_renditions(parser.parse_playurl(playurl), duration=parser.playurl_duration(playurl))
+    return manifest_from_renditions(parser.parse_playurl(playurl), duration=parser.playurl_duration(playurl))
 
 
 def fragment_log(sb: SandboxProcess, suffix: str) -> list[dict[str, Any]]:

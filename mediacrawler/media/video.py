@@ -42,13 +42,12 @@ from mediacrawler.media.manifests import (
     SegmentedFetch,
     Selection,
     SingleFile,
-    manifest_from_renditions,
     parse_manifest,
-    progressive_variants,
     select,
     split_codecs,
     with_fetch,
 )
+from mediacrawler.media.renditions import manifest_from_renditions, progressive_variants
 from mediacrawler.media.segments import (
     SegmentedDownloader,
     SegmentError,

@@ -504,7 +504,7 @@ def _dash_entry(entry: dict[str, Any], kind: str) -> dict[str, Any] | None:
 
 def parse_playurl(payload: Any) -> list[dict[str, Any]]:
     """The renditions of a ``/x/player/wbi/playurl`` answer as plain JSON (``MediaAsset.renditions``, read by
-    ``media.manifests.manifest_from_renditions``), best first as listed: DASH video and audio streams (``kind``
+    ``media.renditions.manifest_from_renditions``), best first as listed: DASH video and audio streams (``kind``
     ``video``/``audio``; ``codec`` from ``codecid`` for the streams without ``codecs``), or ``durl`` progressive
     files (``kind`` ``progressive`` with ``size``, ``height`` from the quality number). Both spellings of twin fields are read; URLs that are not http(s) with a host are dropped; at most
     :data:`MAX_RENDITIONS` entries. Raises :class:`PlatformError` for error envelopes."""

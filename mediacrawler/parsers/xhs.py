@@ -287,7 +287,7 @@ def _image_asset(note_id: str, index: int, entry: dict[str, Any]) -> MediaAsset 
 
 def video_renditions(video: Any) -> list[dict[str, Any]]:
     """The progressive MP4 streams of ``note.video`` as ``MediaAsset.renditions`` (plain JSON; see
-    ``media.manifests.manifest_from_renditions``): every ``h264[]`` entry, then every ``h265[]`` one, each with
+    ``media.renditions.manifest_from_renditions``): every ``h264[]`` entry, then every ``h265[]`` one, each with
     ``masterUrl`` as ``url`` and ``backupUrls`` as ``alternates``; entries without a usable URL are dropped."""
     stream = as_obj(as_obj(as_obj(video).get("media")).get("stream"))
     out: list[dict[str, Any]] = []
