@@ -8,6 +8,7 @@ Nothing here imports another project module but compat.py (the lowest), so any l
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -92,6 +93,29 @@ def field_of(item: Any, name: str) -> Any:
     if fields is not None:
         return getattr(item, name) if name in fields else None
     return ItemAdapter(item).get(name)
+
+
+def set_field(item: Any, name: str, value: Any) -> None:
+    """``ItemAdapter(item)[name] = value`` (a KeyError for a field the item cannot hold), without building an
+    adapter for a dataclass record (normalize writes several fields of every post and asset)."""
+    fields = getattr(type(item), "__dataclass_fields__", None)
+    if fields is not None and name in fields:
+        setattr(item, name, value)
+    else:
+        ItemAdapter(item)[name] = value
+
+
+@functools.lru_cache(maxsize=256)
+def _dataclass_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+def field_names_of(item: Any) -> tuple[str, ...]:
+    """``ItemAdapter(item).field_names()`` for an item, without an adapter for a dataclass (its fields in
+    declaration order, as ItemAdapter gives them)."""
+    if hasattr(type(item), "__dataclass_fields__"):
+        return _dataclass_names(type(item))
+    return tuple(ItemAdapter(item).field_names())
 
 
 def is_comment(item: Any) -> bool:

@@ -10,7 +10,7 @@ from scrapy.utils.test import get_crawler
 
 from mediacrawler import settings as project_settings
 from mediacrawler.items import Author, MediaAsset, Metrics, Post
-from mediacrawler.pipelines.normalize import NormalizePipeline
+from mediacrawler.pipelines.normalize import NormalizePipeline, canonical_url
 
 
 @pytest.fixture
@@ -119,3 +119,37 @@ def test_a_multi_kb_data_url_is_refused_and_kept_only_as_a_short_prefix(
     assert len(a.url) <= 257 and a.url.endswith("…") and len(b.url) <= 257
     assert b.alternates == ["https://c/x.jpg"]
     assert all(len(r.getMessage()) < 600 for r in caplog.records)
+
+
+TRICKY_URLS = [
+    "https://wx1.sinaimg.cn/large/abc.jpg", "HTTPS://WX1.SinaImg.cn/Large/ABC.jpg?x=1#f", "http://a", "http://a/",
+    "https://a.b-c.d/p?q=1&r=@x#frag@y", "https://user:pw@a/b", "https://a:80/b", "https://a:x/b", "https://[::1]/b",
+    "https://a]/b", "https://./b", "https://-/b", "https:///b", "https:/a/b", "https:a/b", "ftp://a/b", "file:///etc",
+    "data:x", "javascript:alert(1)", " https://a/b", "https://a/b c", "https://a/\tb", "https://a\t.b/c",
+    "https://a/\u732b.jpg", "https://\u732b.cn/a", "https://a/b\n", "https://a/b?x=\u732b", "h+t.t-p://a/b", "",
+    "1http://a/b", "https://a/" + "x" * 5000, "https://a%40b/c", "https://a/b@c", "https://a?b", "https://a#b",
+    "https://a/b?", "https://a/b#", "//a/b", "https://a.com//b//c",
+]
+
+
+@pytest.mark.parametrize("url", TRICKY_URLS)
+def test_plain_url_shortcuts_answer_as_the_full_checks(pipeline: NormalizePipeline, url: str) -> None:
+    from urllib.parse import urlsplit
+
+    from mediacrawler.media.urls import media_url_problem
+    from mediacrawler.parsers._common import strip_url
+
+    for schemes in (pipeline.allowed_schemes, frozenset({"https"})):
+        pipeline.allowed_schemes = schemes
+        assert pipeline.url_problem(url) == media_url_problem(url, allowed_schemes=schemes,
+                                                              max_length=pipeline.max_url)
+    try:
+        parts = urlsplit(url)
+        expected = strip_url(url) if parts.scheme in ("http", "https") and parts.netloc else ValueError
+    except ValueError:
+        expected = ValueError
+    try:
+        got: object = canonical_url(url)
+    except ValueError:
+        got = ValueError
+    assert got == expected
