@@ -20,6 +20,7 @@ import scrapy
 from scrapy.settings import default_settings
 from scrapy_spider_metadata import Args
 
+from mediacrawler.commands.process_exit import collect_once_at_exit
 from mediacrawler.items import Author, MediaAsset, Metrics, Post
 from mediacrawler.spiders._args import SpiderParams
 
@@ -94,6 +95,8 @@ class VideoPostsSpider(Args[VideoPostsParams], _ArgsConsumed):
             yield post_from_dict(d)
 
     def closed(self, reason: str) -> None:
+        # This spider runs only as `scrapy runspider` in a process of its own: it ends it as `scrapy crawl` does.
+        collect_once_at_exit()
         if self.args.stats:
             assert self.crawler.stats is not None
             with open(self.args.stats, "w", encoding="utf-8") as f:
