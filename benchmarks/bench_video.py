@@ -16,10 +16,15 @@ variants, the HLS master with fMP4 video + separate audio, and the DASH ``$Numbe
   empty directory: Scrapy defaults + the media pipeline; MEDIA_FSYNC on as in the project settings), i.e.
   manifest → selection → fragments → remux (PyAV) → verify → content-addressed store + index.
 
-Each case is a whole process timed from outside (interpreter start-up included), each round in a fresh work
-directory (our store would otherwise answer ``uptodate``); the order of the tools alternates per round. Every
-output is checked with PyAV (H.264 720p + AAC, 4 s ±2 %). Prints medians (min-max) per stream and tool, the
-ratio ours/yt-dlp (target ≤ 1.0), and a Markdown table for docs/benchmarks.md.
+Each case is a whole process timed from outside (interpreter start-up included; wall, and CPU as user+sys of the
+process and its children), each round in a fresh work directory (our store would otherwise answer ``uptodate``);
+the order of the tools alternates per round. Both tools run with compiled bytecode, as installed packages do: the
+children get ``PYTHONPYCACHEPREFIX`` in the run's temporary directory (``PYTHONDONTWRITEBYTECODE`` dropped), filled
+by one untimed run of each tool first; otherwise a checkout (ours) would compile its modules from source on every
+run where yt-dlp's site-packages have theirs. ``--root DIR``: our crawl from another checkout (``git archive
+<commit> mediacrawler tests | tar -x -C DIR``), to measure before and after on one machine. Every output is checked
+with PyAV (H.264 720p + AAC, 4 s ±2 %). Prints medians (min-max) per stream and tool, the ratio ours/yt-dlp
+(target ≤ 1.0), and a Markdown table for docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -61,6 +67,12 @@ def missing_tools() -> list[str]:
     return fixes
 
 
+def children_cpu() -> float:
+    """User+sys seconds of every child this process has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_ytdlp_many(urls: list[str], workdir: Path) -> list[Path]:
     """One yt-dlp invocation for every URL (what a user does with a list of videos): start-up paid once."""
     command = [*YT_DLP, "-N", "4", "--no-cache-dir", "--no-progress", "--quiet", "--no-warnings",
@@ -72,19 +84,20 @@ def run_ytdlp_many(urls: list[str], workdir: Path) -> list[Path]:
     return outs
 
 
-def run_ours_many(items: list[tuple[str, str]], workdir: Path, listing: str, settings: dict[str, str]) -> list[Path]:
+def run_ours_many(items: list[tuple[str, str]], workdir: Path, listing: str, settings: dict[str, str],
+                  root: Path = ROOT) -> list[Path]:
     """One crawl of one post carrying every (url, manifest) as a video asset: start-up paid once."""
     assets = [MediaAsset(kind="video", key=f"bench-{i}-{manifest}", url=url, manifest=manifest)
               for i, (url, manifest) in enumerate(items)]
     posts = [Post(platform="sandbox", post_id="bench", url="https://example.invalid/bench", author=None,
                   created_at=None, media=assets)]
     (workdir / "posts.json").write_text(json.dumps([asdict(p) for p in posts]))
-    command = [sys.executable, "-m", "scrapy", "runspider", str(ROOT / "tests" / "spiders.py"),
+    command = [sys.executable, "-m", "scrapy", "runspider", str(root / "tests" / "spiders.py"),
                "-a", "posts=posts.json", "-a", f"listing={listing}", "-O", "items.jsonl",
                "-s", f"FILES_STORE={workdir / 'files'}", "-s", "LOG_LEVEL=WARNING"]
     for name, value in settings.items():
         command += ["-s", f"{name}={value}"]
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(root)}
     env.pop("SCRAPY_SETTINGS_MODULE", None)
     proc = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
@@ -99,8 +112,9 @@ def run_ytdlp(url: str, workdir: Path) -> Path:
     return run_ytdlp_many([url], workdir)[0]
 
 
-def run_ours(url: str, manifest: str, workdir: Path, listing: str, settings: dict[str, str]) -> Path:
-    return run_ours_many([(url, manifest)], workdir, listing, settings)[0]
+def run_ours(url: str, manifest: str, workdir: Path, listing: str, settings: dict[str, str],
+             root: Path = ROOT) -> Path:
+    return run_ours_many([(url, manifest)], workdir, listing, settings, root)[0]
 
 
 def check_output(path: Path, *, height: int, duration: float) -> None:
@@ -133,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", default=",".join(STREAMS), help=f"comma-separated, of {', '.join(STREAMS)}")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="extra Scrapy setting for our crawl (repeatable)")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="checkout whose mediacrawler and tests/spiders.py run as ours (default: this one)")
     args = parser.parse_args(argv)
+    root = args.root.resolve()
     fixes = missing_tools()
     if fixes:
         print("bench_video needs yt-dlp and ffmpeg. Install them with:\n  " + "\n  ".join(fixes), file=sys.stderr)
@@ -143,27 +160,42 @@ def main(argv: list[str] | None = None) -> int:
     catalog = video.video_catalog(VIDEO_ID)
     sandbox = start_sandbox(startup_timeout=30)
     times: dict[tuple[str, str], list[float]] = {(s, t): [] for s in streams for t in TOOLS}
+    cpu: dict[tuple[str, str], list[float]] = {(s, t): [] for s in streams for t in TOOLS}
     batch: dict[str, list[float]] = {t: [] for t in TOOLS}
     try:
         urls = video.video_urls(sandbox.url, VIDEO_ID)
         urllib.request.urlopen(urls["hls"], timeout=30).read()  # the sandbox encodes the video on first use
         sandbox.set_faults(media_latency_ms=args.latency_ms)
         with tempfile.TemporaryDirectory(prefix="bench-video-") as tmp:
+            # Every child from here on writes and reads its bytecode there (see the module docstring).
+            os.environ["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+            os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+            for tool in TOOLS:  # untimed: compiles both tools' bytecode into the cache
+                workdir = Path(tmp) / f"warm-{tool}"
+                workdir.mkdir()
+                if tool == "yt-dlp":
+                    run_ytdlp(urls[streams[0]], workdir)
+                else:
+                    run_ours(urls[streams[0]], STREAMS[streams[0]], workdir, sandbox.url + "/", settings, root)
+                shutil.rmtree(workdir)
             for rnd in range(args.rounds):
                 for stream in streams:
                     order = TOOLS if rnd % 2 == 0 else tuple(reversed(TOOLS))
                     for tool in order:
                         workdir = Path(tmp) / f"{rnd}-{stream}-{tool}"
                         workdir.mkdir()
-                        started = time.monotonic()
+                        cpu_before, started = children_cpu(), time.monotonic()
                         if tool == "yt-dlp":
                             out = run_ytdlp(urls[stream], workdir)
                         else:
-                            out = run_ours(urls[stream], STREAMS[stream], workdir, sandbox.url + "/", settings)
-                        elapsed = time.monotonic() - started
+                            out = run_ours(urls[stream], STREAMS[stream], workdir, sandbox.url + "/", settings,
+                                           root)
+                        elapsed, used = time.monotonic() - started, children_cpu() - cpu_before
                         check_output(out, height=720, duration=catalog.duration)
                         times[(stream, tool)].append(elapsed)
-                        print(f"round {rnd + 1} {stream:9s} {tool:7s} {elapsed:6.2f} s", flush=True)
+                        cpu[(stream, tool)].append(used)
+                        print(f"round {rnd + 1} {stream:9s} {tool:7s} {elapsed:6.2f} s (CPU {used:5.2f} s)",
+                              flush=True)
                         shutil.rmtree(workdir)
                 # Every stream in one run of each tool: the same work, each tool's start-up paid once.
                 for tool in (TOOLS if rnd % 2 == 0 else tuple(reversed(TOOLS))):
@@ -174,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                         outs = run_ytdlp_many([urls[s] for s in streams], workdir)
                     else:
                         outs = run_ours_many([(urls[s], STREAMS[s]) for s in streams], workdir,
-                                             sandbox.url + "/", settings)
+                                             sandbox.url + "/", settings, root)
                     elapsed = time.monotonic() - started
                     for out in outs:
                         check_output(out, height=720, duration=catalog.duration)
@@ -189,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\nMachine: {machine()}")
     print(f"Command: .venv/bin/python benchmarks/bench_video.py --rounds {args.rounds} --latency-ms "
-          f"{args.latency_ms} --streams {','.join(streams)}" + "".join(f" --set {s}" for s in args.set))
+          f"{args.latency_ms} --streams {','.join(streams)}" + "".join(f" --set {s}" for s in args.set)
+          + ("" if root == ROOT else f" --root {root}"))
     print("\n| stream | yt-dlp -N 4 wall s, median (min-max) | ours wall s, median (min-max) | ours / yt-dlp "
           "(median of per-round ratios) |")
     print("|---|---|---|---|")
@@ -204,6 +237,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| all streams, one run each | {med(total_theirs)} | {med(total_ours)} | **{ratio:.2f}** |")
     one = statistics.median(a / b for a, b in zip(batch["ours"], batch["yt-dlp"], strict=True))
     print(f"| all streams in one run | {med(batch['yt-dlp'])} | {med(batch['ours'])} | **{one:.2f}** |")
+    print("\n| stream | yt-dlp CPU s, median (min-max) | ours CPU s, median (min-max) |")
+    print("|---|---|---|")
+    for stream in streams:
+        print(f"| {stream} | {med(cpu[(stream, 'yt-dlp')])} | {med(cpu[(stream, 'ours')])} |")
     return 0
 
 

@@ -33,6 +33,7 @@ from mediacrawler.config import setting
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.jobstate import job_state
 from mediacrawler.commands.options import startup_problem
+from mediacrawler.commands.process_exit import collect_once_at_exit
 from mediacrawler.library import default_library_dir
 from mediacrawler.media.store import store_scheme
 from mediacrawler.pipelines.records import records_problem
@@ -199,11 +200,19 @@ class Command(ScrapyCrawlCommand):
             state = job_state(crawler.spider)
             name = (state.job if state is not None else args[0]) if self.targets else args[0]
             self.exitcode = max(self.exitcode, self._exit_status(name, crawler))
+        if not any(self._stopped_by_force(crawler) for crawler, _ in runs):
+            collect_once_at_exit()  # every crawler closed its feeds, checkpoint and store
+
+    @staticmethod
+    def _stopped_by_force(crawler: Crawler) -> bool:
+        """The reactor stopped before the spider closed (a second signal, SHUTDOWN_GRACE)."""
+        assert crawler.stats is not None
+        return bool(crawler.stats.get_value("shutdown/forced") or crawler.stats.get_value("finish_reason") is None)
 
     @staticmethod
     def _exit_status(name: str, crawler: Crawler) -> int:
         assert crawler.stats is not None
-        if crawler.stats.get_value("shutdown/forced") or crawler.stats.get_value("finish_reason") is None:
+        if Command._stopped_by_force(crawler):
             # The reactor was stopped before the spider closed (Scrapy's "forcing unclean shutdown", or our
             # SHUTDOWN_GRACE): what was in flight is lost for this run, so this is no success.
             print(f"error: {name}: stopped before the crawl could close (second signal or SHUTDOWN_GRACE); the "
