@@ -45,6 +45,8 @@ sys.path.insert(0, str(ROOT))
 
 MiB = 1024 * 1024
 CASES = ("curl", "stock", "ours", "ours-nofsync", "curl-https", "ours-https")
+#: Run only when asked for (--cases), with --base.
+BASE_CASES = ("base", "base-nofsync", "base-https")
 
 
 # --- child processes (run as: bench_large_file.py --child stock|ours URL WORKDIR) ----------------------------
@@ -158,8 +160,8 @@ def _prewarm(workdir: Path, size: int) -> None:
     scratch.unlink()
 
 
-def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0,
-             settle: float = 0.0) -> tuple[float, float, Path, dict[str, float]]:
+def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0, settle: float = 0.0,
+             base: Path | None = None) -> tuple[float, float, Path, dict[str, float]]:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -176,10 +178,11 @@ def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0,
         target = workdir / "blob.bin"
         wall, rss, cpu = _timed(["sh", "-c", 'curl -sSk "$0" | tee "$1" | sha256sum', url, str(target)], log=log)
         return wall, rss, target, {"cpu_s": cpu}
-    mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"],
-            "ours-https": ["ours", "1"]}[case]
-    wall, rss, cpu = _timed([sys.executable, str(Path(__file__).resolve()), "--child", *mode, url, str(workdir)],
-                       log=log)
+    # base-*: the same child from another checkout (--base), for an A/B of the code in one run.
+    script = (base / "benchmarks" / Path(__file__).name) if case.startswith("base") and base else Path(__file__)
+    mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"], "ours-https": ["ours", "1"],
+            "base": ["ours", "1"], "base-nofsync": ["ours", "0"], "base-https": ["ours", "1"]}[case]
+    wall, rss, cpu = _timed([sys.executable, str(script.resolve()), "--child", *mode, url, str(workdir)], log=log)
     result = json.loads((workdir / "result.json").read_text())
     if not result["path"]:
         raise SystemExit(f"{case}: no file stored; see {log}")
@@ -196,6 +199,9 @@ def main() -> None:
                         help="seconds to wait before each case (with --no-prewarm: every case starts on cold memory)")
     parser.add_argument("--no-prewarm", action="store_true",
                         help="do not write and delete a scratch file of --size bytes before each case")
+    parser.add_argument("--base", default=None, metavar="DIR",
+                        help="another checkout (e.g. `git archive HEAD~1 | tar -x -C DIR`) whose child the cases "
+                             "base, base-nofsync and base-https run, for an A/B of the code in one run")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a Scrapy setting for the Scrapy cases (repeatable), e.g. MEDIA_SEGMENT_SIZE=4194304")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -233,7 +239,8 @@ def main() -> None:
                 url = urls["https" if case.endswith("-https") else "http"]
                 wall, rss, path, phases = run_case(case, url=url, workdir=base / case,
                                                    prewarm=0 if args.no_prewarm else args.size * 3 // 2,
-                                                   settle=args.settle)
+                                                   settle=args.settle,
+                                                   base=Path(args.base) if args.base else None)
                 digest = _sha256(path)
                 if digest != expected or path.stat().st_size != args.size:
                     raise SystemExit(f"{case}: stored file differs from the source ({digest} != {expected})")

@@ -8,6 +8,7 @@ complete file, never a mix, and after a power loss the rename itself is on disk.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -99,6 +100,47 @@ def remove_stray_temps(path: str | os.PathLike[str]) -> int:
                 os.unlink(target.parent / name)
                 removed += 1
     return removed
+
+
+#: Alignment of an ``O_DIRECT`` write's buffer address, file offset and length (a page: what every Linux
+#: filesystem that takes ``O_DIRECT`` accepts, whatever its logical block size).
+DIRECT_ALIGN = 4096
+
+
+def open_direct(path: str | os.PathLike[str]) -> int | None:
+    """A write-only ``O_DIRECT`` descriptor of the existing file ``path`` (writes bypass the page cache: see
+    docs/media.md, "Spool writes"), or ``None`` where the platform or filesystem refuses ``O_DIRECT``."""
+    flag = getattr(os, "O_DIRECT", 0)
+    if not flag:  # pragma: no cover - not Linux
+        return None
+    try:
+        return os.open(path, os.O_WRONLY | os.O_CLOEXEC | flag)
+    except OSError as exc:
+        if exc.errno in (errno.EINVAL, errno.EOPNOTSUPP):
+            return None
+        raise
+
+
+def write_direct(fd: int, data: memoryview, offset: int) -> int:
+    """``pwrite`` the longest :data:`DIRECT_ALIGN`-multiple prefix of ``data`` (whose address the caller has
+    aligned) at ``offset`` through the ``O_DIRECT`` descriptor ``fd``; how many bytes went (0 when ``offset`` is
+    unaligned, or when the filesystem refused this write with ``EINVAL``: the caller writes the rest buffered)."""
+    if offset % DIRECT_ALIGN:
+        return 0
+    end = len(data) - len(data) % DIRECT_ALIGN
+    done = 0
+    while done < end:  # bounded: each pass writes at least one byte, or stops
+        try:
+            written = os.pwrite(fd, data[done:end], offset + done)
+        except OSError as exc:
+            if exc.errno != errno.EINVAL:
+                raise
+            break
+        if written <= 0 or written % DIRECT_ALIGN:
+            done += max(written, 0)
+            break
+        done += written
+    return done
 
 
 def free_bytes(path: str | os.PathLike[str]) -> int | None:

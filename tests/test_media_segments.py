@@ -311,6 +311,77 @@ def test_saver_reports_a_generation_saved_only_once_a_save_includes_it(tmp_path:
     assert saved_values == [1, 2]
 
 
+@pytest.mark.parametrize("where", ["disk", "tmpfs"])
+@pytest.mark.parametrize("direct", [True, False], ids=["o_direct", "buffered"])
+def test_hasher_writes_and_hashes_in_file_order_from_memory_or_disk(tmp_path: Path, where: str,
+                                                                   direct: bool) -> None:
+    """The spool writer and hash (docs/media.md, "Spool writes"): segments written out of order through O_DIRECT
+    (or buffered, where O_DIRECT is refused: ``open_direct`` gives ``None``) from page-aligned buffers, hashed from
+    memory when offered in turn, read back from disk when not (a resumed prefix, a released offer); the unaligned
+    tail goes buffered. The file and the digest are those of the content either way."""
+    import hashlib
+    import mmap
+
+    from mediacrawler.fsutil import DIRECT_ALIGN, open_direct
+    from mediacrawler.media.segments import _OrderedHasher
+
+    base = Path("/dev/shm") if where == "tmpfs" else tmp_path
+    if not base.is_dir():
+        pytest.skip("no /dev/shm")
+    path = base / f"hasher-{os.getpid()}-{direct}.part"
+    seg = 64 * KiB
+    content = os.urandom(5 * seg + 1000)  # five aligned segments and an unaligned tail
+    segments = [(i, min(i + seg, len(content))) for i in range(0, len(content), seg)]
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    direct_fd = open_direct(path) if direct else None
+    os.ftruncate(fd, len(content))
+
+    def buffer(start: int, end: int) -> memoryview:
+        m = mmap.mmap(-1, seg)  # page-aligned, as BufferPool's
+        m[: end - start] = content[start:end]
+        return memoryview(m)[: end - start]
+
+    async def scenario() -> str:
+        hasher = _OrderedHasher(fd, run=store.run, direct_fd=direct_fd)
+        os.pwrite(fd, content[:seg], 0)  # segment 0 on disk from an earlier run: read back
+        hasher.advance(seg)
+        views = {s: buffer(s, e) for s, e in segments[1:]}
+        for start in (segments[2][0], segments[1][0], segments[3][0]):
+            await store.run(lambda s=start: hasher.write(views[s], s, aligned=True))
+        later = [hasher.offer(views[segments[2][0]], segments[2][0]),
+                 hasher.offer(views[segments[3][0]], segments[3][0])]
+        await asyncio.sleep(0)
+        assert not any(f.done() for f in later)  # they wait for segment 1
+        await hasher.offer(views[segments[1][0]], segments[1][0])
+        await asyncio.gather(*later)
+        hasher.advance(segments[3][1])
+        await store.run(lambda: hasher.write(views[segments[5][0]], segments[5][0], aligned=True))
+        waiting = hasher.offer(views[segments[5][0]], segments[5][0])  # behind the missing segment 4
+        hasher.release()  # as when segment 4's worker fails: segment 5 is read back later
+        await waiting
+        hasher.hold()
+        await store.run(lambda: hasher.write(views[segments[4][0]], segments[4][0], aligned=True))
+        await hasher.offer(views[segments[4][0]], segments[4][0])
+        digest = await hasher.finish(len(content))
+        written = 4 * seg + (len(content) - 5 * seg) // DIRECT_ALIGN * DIRECT_ALIGN
+        assert hasher.direct_bytes == (written if direct_fd is not None else 0)
+        return digest
+
+    store = ContentAddressedStore(tmp_path / "files")
+    try:
+        digest = _run_on_own_loop(scenario())
+    finally:
+        store.close()
+        os.close(fd)
+        if direct_fd is not None:
+            os.close(direct_fd)
+    try:
+        assert path.read_bytes() == content
+        assert digest == hashlib.sha256(content).hexdigest()
+    finally:
+        path.unlink()
+
+
 # --- the driver: a real crawl running one segmented download -------------------------------------------------
 class SegmentSpider(Spider):
     """Downloads one asset with :class:`SegmentedDownloader` from ``start()``, publishes it into the store, and
@@ -477,6 +548,17 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     assert len({e["if_range"] for e in log[1:]}) == 1 and log[1]["if_range"].startswith('"')
     assert outcome["stats"]["media/segments/completed"] == 1
     assert outcome["result"]["fetched_bytes"] == size
+    # Past the probe, every segment's aligned part went through O_DIRECT where the filesystem takes it (the
+    # 12,345-byte last segment's 57 unaligned bytes buffered).
+    from mediacrawler.fsutil import open_direct
+
+    probe = tmp_path / "direct-probe"
+    probe.touch()
+    direct = open_direct(probe)
+    if direct is not None:
+        os.close(direct)
+    assert outcome["stats"].get("media/segments/direct_bytes", 0) == (
+        11 * 256 * KiB + 12288 if direct is not None else 0)
 
 
 @pytest.mark.slow

@@ -8,8 +8,10 @@ import asyncio
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import logging
+import mmap
 import os
 import secrets
 import threading
@@ -28,7 +30,7 @@ from scrapy.http.request import NO_CALLBACK
 
 from mediacrawler.config import default, setting
 from mediacrawler.contracts import META_BODY_SINK, META_SEGMENT, META_VIDEO, download_error_reason
-from mediacrawler.fsutil import free_bytes, remove_stray_temps
+from mediacrawler.fsutil import free_bytes, open_direct, remove_stray_temps, write_direct
 from mediacrawler.media.sniff import SNIFF_BYTES
 from mediacrawler.media.spool import (
     CoalescingSaver,
@@ -220,24 +222,62 @@ def _write_at(fd: int, data: bytes | memoryview, offset: int) -> None:
 
 
 class _OrderedHasher:
-    """SHA-256 of the spool in file order, overlapping the transfer: the prefix already written is read back
-    (from the page cache) and hashed on the store's executor (``run``) while later segments download
-    (:meth:`advance`)."""
+    """Writes the spool and takes its SHA-256 in file order, overlapping the transfer (docs/media.md, "Spool
+    writes"). A segment in a page-aligned buffer goes to disk through the ``O_DIRECT`` descriptor when there is
+    one (its unaligned tail, and everything else, through the buffered one) and is hashed from that buffer when
+    the hash reaches it (:meth:`offer`); bytes on disk that nobody offers (a resumed spool, a segment let go) are
+    read back. One task on the loop does all hashing, on the store's executor (``run``)."""
 
-    def __init__(self, fd: int, *, run: Runner) -> None:
+    def __init__(self, fd: int, *, run: Runner, direct_fd: int | None = None) -> None:
         self.fd = fd
+        self.direct_fd = direct_fd
         self.run = run
         self.digest = hashlib.sha256()
         self.offset = self.target = 0
+        self.direct_bytes = 0
         #: Held while writing a segment: concurrent pwrite()s to one inode spin in the kernel; this lock sleeps.
         self.write_lock = threading.Lock()
+        self._offers: dict[int, tuple[memoryview, asyncio.Future[None]]] = {}
+        #: Offers are waited for; off from a failed segment to the next round (:meth:`hold`, :meth:`release`).
+        self.holding = True
         self._task: asyncio.Task[None] | None = None
         self._running = False  # not "_task is None": the task ends before wait() takes it
 
-    def write(self, body: bytes, start: int) -> None:
-        """(Store executor.) Write a segment at its offset."""
+    def write(self, body: bytes | memoryview, start: int, *, aligned: bool = False) -> None:
+        """(Store executor.) Write a segment at its offset; ``aligned``: ``body`` starts on a page boundary (a
+        pooled buffer), so it may go through ``O_DIRECT``."""
+        view = memoryview(body)
         with self.write_lock:
-            _write_at(self.fd, body, start)
+            done = 0
+            if aligned and self.direct_fd is not None:
+                done = write_direct(self.direct_fd, view, start)
+                self.direct_bytes += done
+            if done < len(view):
+                _write_at(self.fd, view[done:], start + done)
+
+    def offer(self, view: memoryview, start: int) -> asyncio.Future[None]:
+        """Let the hash take ``view`` (bytes at ``start``, already written) from memory when it gets there; the
+        future is done once it has, or once it never will (:meth:`release`: then they are read back)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self.holding or start < self.offset or start in self._offers:
+            waiter.set_result(None)
+            return waiter
+        self._offers[start] = (view, waiter)
+        self._kick()
+        return waiter
+
+    def hold(self) -> None:
+        """Wait for offers again (a new round: every segment before an offered one is on disk or in flight)."""
+        self.holding = True
+
+    def release(self) -> None:
+        """Give back every offered buffer unhashed, and take none until :meth:`hold` (a segment failed: the ones
+        behind it must not wait for it)."""
+        self.holding = False
+        offers, self._offers = self._offers, {}
+        for _view, waiter in offers.values():
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _catch_up(self, end: int) -> None:
         # (Store executor, one at a time.) preadv into one reused buffer; hashlib and preadv release the GIL.
@@ -250,16 +290,37 @@ class _OrderedHasher:
             self.offset += n
 
     def advance(self, end: int) -> None:
-        """Hash up to ``end`` in the background."""
+        """Bytes up to ``end`` are on disk: hash them in the background (from memory where offered)."""
         self.target = max(self.target, end)
-        if not self._running and self.offset < self.target:
+        self._kick()
+
+    def _kick(self) -> None:
+        if not self._running and (self.offset in self._offers or self.offset < self.target):
             self._running = True
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
         try:
-            while self.offset < self.target:  # bounded: the target only grows up to the file size
-                await self.run(self._catch_up, self.target)
+            # Bounded: every pass hashes at least one offer or one read-back, and the offset only grows up to the
+            # file size.
+            while True:
+                offered = self._offers.pop(self.offset, None)
+                if offered is not None:
+                    view, waiter = offered
+                    try:
+                        await self.run(self.digest.update, view)
+                        self.offset += len(view)
+                    finally:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                elif self.offset < self.target:
+                    # Read back only up to the next offer: what is in memory is never read from disk.
+                    await self.run(self._catch_up, min([self.target, *(s for s in self._offers if s > self.offset)]))
+                else:
+                    break
+        except BaseException:
+            self.release()  # nobody waits for a hash that stopped
+            raise
         finally:
             self._running = False
 
@@ -317,7 +378,7 @@ class SegmentBuffer:
 
     __slots__ = ("_view", "attached", "buffer", "size")
 
-    def __init__(self, buffer: bytearray, capacity: int) -> None:
+    def __init__(self, buffer: mmap.mmap | bytearray, capacity: int) -> None:
         self.buffer = buffer
         self._view = memoryview(buffer)[:capacity]
         self.size = 0
@@ -346,10 +407,11 @@ class BufferPool:
     def __init__(self, size: int, keep: int) -> None:
         self.size = size
         self.keep = keep
-        self._free: list[bytearray] = []
+        self._free: list[mmap.mmap | bytearray] = []
 
     def take(self, capacity: int) -> SegmentBuffer:
-        buffer = self._free.pop() if self._free and capacity <= self.size else bytearray(max(capacity, self.size))
+        # Anonymous mmap, not bytearray: page-aligned, so a segment can be written with O_DIRECT.
+        buffer = self._free.pop() if self._free and capacity <= self.size else mmap.mmap(-1, max(capacity, self.size))
         return SegmentBuffer(buffer, capacity)
 
     def give_back(self, sink: SegmentBuffer) -> None:
@@ -374,6 +436,8 @@ class _Download:
         self.run_blocking = run
         self.stats = crawler.stats
         self.fd: int | None = None
+        self.direct_fd: int | None = None  # the spool again, O_DIRECT (None where refused): docs/media.md
+        self._probe_body: bytes | None = None  # the probe's body, hashed from memory by _fetch_rest
         self.fetched = self.resumed = self.restarts = self.resolves = 0
         self.budget = budget if budget is not None else MemoryBudget(config.memory)
         self.pool = pool if pool is not None else BufferPool(config.size, keep=config.concurrency)
@@ -384,6 +448,9 @@ class _Download:
             self.stats.inc_value(f"media/segments/{key}", count)
 
     def _close(self) -> None:
+        if self.direct_fd is not None:
+            os.close(self.direct_fd)
+            self.direct_fd = None
         if self.fd is not None:
             os.close(self.fd)  # also releases the flock
             self.fd = None
@@ -395,6 +462,7 @@ class _Download:
         if fd is None:
             raise SegmentError("spool-busy", f"{self.spool} is being downloaded by another request")
         self.fd = fd
+        self.direct_fd = open_direct(self.spool)
         remove_stray_temps(self.ledger_file)  # of a run killed while saving the ledger; nobody else writes it now
         return fd
 
@@ -532,6 +600,7 @@ class _Download:
         os.ftruncate(self.fd, 0)  # nothing of an earlier version may survive in the gaps
         os.ftruncate(self.fd, total)  # sparse: segments land at their offsets in any order
         await self.run_blocking(_write_at, self.fd, response.body, 0)
+        self._probe_body = response.body
         ledger.done.add(0)
         if len(ledger.segments()) > 1:
             logger.info("Downloading %s (%d bytes) as %d Range segments of %d bytes into %s", self.key, total,
@@ -551,6 +620,7 @@ class _Download:
         assert self.fd is not None
         hasher = _OrderedHasher(self.fd, run=self.run_blocking)
         await self.run_blocking(hasher.write, body, 0)
+        hasher.offer(memoryview(body), 0)
         if self.config.fsync:
             await self.run_blocking(os.fdatasync, self.fd)
         return self._result(len(body), await hasher.finish(len(body)), body[:SNIFF_BYTES], segments=1)
@@ -564,7 +634,10 @@ class _Download:
         fd = self.fd
         assert fd is not None
         segments = ledger.segments()
-        hasher = _OrderedHasher(fd, run=self.run_blocking)
+        hasher = _OrderedHasher(fd, run=self.run_blocking, direct_fd=self.direct_fd)
+        probe_body, self._probe_body = self._probe_body, None
+        if probe_body is not None and 0 in ledger.done:  # this pass's probe: hashed from memory, not read back
+            hasher.offer(memoryview(probe_body)[: segments[0][1]], 0)
         hasher.advance(ledger.contiguous_end())
 
         def save(snapshot: Ledger) -> None:  # (executor) data first: the ledger claims only bytes on disk
@@ -596,6 +669,7 @@ class _Download:
                 raise SegmentError("expired", f"{self.key}: segments still missing after re-resolving")
             await saver.flush()
             digest = await hasher.finish(ledger.total)
+            self._inc("direct_bytes", hasher.direct_bytes)
         finally:
             # Never leave a thread writing to a spool that the caller may delete.
             with contextlib.suppress(Exception):
@@ -617,7 +691,11 @@ class _Download:
             if self.stats is not None:
                 self.stats.max_value("media/segments/buffer_peak_bytes", self.budget.peak)
             try:
-                await self._segment(ledger, start, end, hasher)
+                try:
+                    await self._segment(ledger, start, end, hasher)
+                except BaseException:
+                    hasher.release()  # the segments offered behind this one must not wait for it
+                    raise
                 ledger.done.add(index)
                 generation = saver.request()
                 hasher.advance(ledger.contiguous_end())
@@ -628,6 +706,7 @@ class _Download:
             finally:
                 self.budget.give_back(end - start)
 
+        hasher.hold()
         errors = await drain(pending, one, workers=self.config.concurrency)
         if not errors:
             return None
@@ -672,8 +751,13 @@ class _Download:
             if response.status in _EXPIRED_STATUSES:
                 raise _Expired(response.status)
             check(response)
-            assert self.fd is not None
-            await self.run_blocking(hasher.write, _body(response), start)
+            body = _body(response)
+            aligned = isinstance(body, memoryview)  # in the pooled (page-aligned) buffer
+            await self.run_blocking(functools.partial(hasher.write, aligned=aligned), body, start)
+            if aligned:
+                # The buffer is held until the hash has taken it (in file order: bounded by the segments in
+                # flight), so these bytes are never read back from disk.
+                await hasher.offer(body, start)
         finally:
             self.pool.give_back(sink)
         self._inc("written_bytes", end - start)
