@@ -231,12 +231,40 @@ def aes_iv(video_id: str, rendition: str, index: int) -> bytes:
     return (AES_MEDIA_SEQUENCE + index).to_bytes(16, "big")
 
 
+#: A directory where packages are kept between processes (docs/sandbox.md, "video.py"): the test suite sets it
+#: for its session so that its many sandboxes encode each id once, not once each.
+CACHE_ENV = "MEDIACRAWLER_SANDBOX_VIDEO_CACHE"
+
+
 @lru_cache(maxsize=32)  # ≈2 MB each
 def video_package(video_id: str) -> VideoPackage:
-    """Encode and package ``video_id`` (cached; raises ``ValueError`` for an id not matching
-    :data:`VIDEO_ID_RE`)."""
+    """Encode and package ``video_id`` (cached in memory, and in :data:`CACHE_ENV`'s directory when set; raises
+    ``ValueError`` for an id not matching :data:`VIDEO_ID_RE`)."""
     if not VIDEO_ID_RE.fullmatch(video_id):
         raise ValueError(f"bad video id {video_id!r}")
+    cache = os.environ.get(CACHE_ENV)
+    if not cache:
+        return _package(video_id)
+    import pickle
+
+    # The directory is the caller's own (a test session's temporary directory), written only by this function:
+    # its pickles are as trusted as this module. The encoding is deterministic, so a kept package is the bytes
+    # this process would make.
+    path = os.path.join(cache, f"{video_id}.pickle")
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f)  # type: ignore[no-any-return]
+    except FileNotFoundError:
+        pass
+    package = _package(video_id)
+    fd, tmp = tempfile.mkstemp(dir=cache, prefix=f".{video_id}.")
+    with os.fdopen(fd, "wb") as f:
+        pickle.dump(package, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, path)  # whole or absent: two processes encoding one id both publish the same bytes
+    return package
+
+
+def _package(video_id: str) -> VideoPackage:
     audio_plain = _encode_audio(video_id)
     tracks: dict[str, Track] = {"audio": _fragment(audio_plain, "audio")}
     ts: dict[str, list[bytes]] = {}

@@ -8,18 +8,41 @@
 
 Each fixture yields a :class:`mediacrawler_sandbox.process.SandboxProcess`: ``.url``, ``.weibo_url``,
 ``.requests()``, ``.reset()``, ``.set_faults(**knobs)``, ``.faults(dict)``, ``.stats()``, ``.info()``.
+
+Every sandbox of the session (the fixtures', the tests' own, the demo's) and the tests that compute what a sandbox
+serves keep their encoded videos in one directory for the session (``video.CACHE_ENV``): each video id is encoded
+once per run rather than once per process (≈1 s of CPU each).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from mediacrawler_sandbox.process import SandboxProcess, start_sandbox
+from mediacrawler_sandbox.video import CACHE_ENV
 
 SandboxFactory = Callable[..., SandboxProcess]
+_OWN_CACHE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The session's video cache, made by the process that starts first (xdist's workers inherit it)."""
+    if not os.environ.get(CACHE_ENV):
+        _OWN_CACHE.append(tempfile.mkdtemp(prefix="sandbox-videos-"))
+        os.environ[CACHE_ENV] = _OWN_CACHE[0]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for path in _OWN_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
+        os.environ.pop(CACHE_ENV, None)
+    _OWN_CACHE.clear()
 
 
 @pytest.fixture(scope="session")
