@@ -323,7 +323,7 @@ def test_hasher_writes_and_hashes_in_file_order_from_memory_or_disk(tmp_path: Pa
     import mmap
 
     from mediacrawler.fsutil import DIRECT_ALIGN, open_direct
-    from mediacrawler.media.segments import _OrderedHasher
+    from mediacrawler.media.segment_buffers import OrderedHasher as _OrderedHasher
 
     base = Path("/dev/shm") if where == "tmpfs" else tmp_path
     if not base.is_dir():
