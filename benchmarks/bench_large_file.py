@@ -14,7 +14,9 @@ Starts the platform sandbox itself and downloads ``/media/blob/bench?size=N`` wi
 - ``ours-nofsync`` — the same with MEDIA_FSYNC off (curl and the stock pipeline do not fsync either);
 - ``curl-https`` — ``curl -sSk URL | tee FILE | sha256sum`` from a second sandbox serving HTTPS (a self-signed
                    certificate made at start with ``cryptography``): download, write and hash, as ours does;
-- ``ours-https`` — ``ours`` from that HTTPS sandbox.
+- ``ours-https`` — ``ours`` from that HTTPS sandbox;
+- ``scrapy-empty`` — a plain Scrapy process whose spider makes no request: the framework's own floor (start-up and
+                   teardown), against which no Scrapy-based download can beat it (only with --cases).
 
 Each case is a whole process timed from outside (start-up included) with GNU ``/usr/bin/time`` (wall, peak RSS
 of the largest process). Cases run interleaved (A B C D, A B C D, …) after ``sync`` so that write-back of one run
@@ -45,8 +47,9 @@ sys.path.insert(0, str(ROOT))
 
 MiB = 1024 * 1024
 CASES = ("curl", "stock", "ours", "ours-nofsync", "curl-https", "ours-https")
-#: Run only when asked for (--cases), with --base.
+#: Run only when asked for (--cases); the base-* ones with --base.
 BASE_CASES = ("base", "base-nofsync", "base-https")
+EXTRA_CASES = ("scrapy-empty",)
 
 
 # --- child processes (run as: bench_large_file.py --child stock|ours URL WORKDIR) ----------------------------
@@ -79,6 +82,23 @@ def _child_stock(url: str, workdir: Path) -> None:
     process.start()
     files = [p for p in (workdir / "store").rglob("*") if p.is_file()]
     _report(workdir, files[0] if files else None)
+
+
+def _child_empty(workdir: Path) -> None:
+    from scrapy import Spider
+    from scrapy.crawler import CrawlerProcess
+
+    class EmptySpider(Spider):
+        name = "bench_empty"
+
+        async def start(self) -> AsyncIterator[Any]:
+            return
+            yield
+
+    process = CrawlerProcess(_child_settings(workdir))
+    process.crawl(EmptySpider)
+    process.start()
+    _report(workdir, None)
 
 
 def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
@@ -161,7 +181,7 @@ def _prewarm(workdir: Path, size: int) -> None:
 
 
 def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0, settle: float = 0.0,
-             base: Path | None = None) -> tuple[float, float, Path, dict[str, float]]:
+             base: Path | None = None) -> tuple[float, float, Path | None, dict[str, float]]:
     if workdir.exists():
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True)
@@ -180,10 +200,13 @@ def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0, settle: fl
         return wall, rss, target, {"cpu_s": cpu}
     # base-*: the same child from another checkout (--base), for an A/B of the code in one run.
     script = (base / "benchmarks" / Path(__file__).name) if case.startswith("base") and base else Path(__file__)
-    mode = {"stock": ["stock"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"], "ours-https": ["ours", "1"],
+    mode = {"stock": ["stock"], "scrapy-empty": ["empty"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"],
+            "ours-https": ["ours", "1"],
             "base": ["ours", "1"], "base-nofsync": ["ours", "0"], "base-https": ["ours", "1"]}[case]
     wall, rss, cpu = _timed([sys.executable, str(script.resolve()), "--child", *mode, url, str(workdir)], log=log)
     result = json.loads((workdir / "result.json").read_text())
+    if case == "scrapy-empty":
+        return wall, rss, None, {"cpu_s": cpu}
     if not result["path"]:
         raise SystemExit(f"{case}: no file stored; see {log}")
     return wall, rss, Path(result["path"]), {**(result.get("phases") or {}), "cpu_s": cpu}
@@ -212,6 +235,8 @@ def main() -> None:
         kind, *rest = args.child
         if kind == "stock":
             _child_stock(rest[0], Path(rest[1]))
+        elif kind == "empty":
+            _child_empty(Path(rest[1]))
         else:
             _child_ours(rest[1], Path(rest[2]), rest[0] == "1")
         return
@@ -238,12 +263,13 @@ def main() -> None:
             for case in cases:
                 url = urls["https" if case.endswith("-https") else "http"]
                 wall, rss, path, phases = run_case(case, url=url, workdir=base / case,
-                                                   prewarm=0 if args.no_prewarm else args.size * 3 // 2,
+                                                   prewarm=0 if args.no_prewarm or case == "scrapy-empty" else args.size * 3 // 2,
                                                    settle=args.settle,
                                                    base=Path(args.base) if args.base else None)
-                digest = _sha256(path)
-                if digest != expected or path.stat().st_size != args.size:
-                    raise SystemExit(f"{case}: stored file differs from the source ({digest} != {expected})")
+                if path is not None:  # scrapy-empty stores nothing
+                    digest = _sha256(path)
+                    if digest != expected or path.stat().st_size != args.size:
+                        raise SystemExit(f"{case}: stored file differs from the source ({digest} != {expected})")
                 cpu = phases.pop("cpu_s")
                 transfer = round(sum(phases.values()), 3) if phases else wall
                 figures[case].append((wall, rss, transfer, cpu))
