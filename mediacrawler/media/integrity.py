@@ -39,7 +39,7 @@ class MediaRejected(Exception):
         self.detail = detail
 
     def __reduce__(self) -> tuple[type[MediaRejected], tuple[str, str]]:
-        return MediaRejected, (self.reason, self.detail)  # crosses the store process intact
+        return MediaRejected, (self.reason, self.detail)  # pickles intact (copies, failures sent elsewhere)
 
 
 @dataclass(frozen=True, slots=True)
