@@ -162,6 +162,7 @@ def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, B
         except (MediaRejected, OSError, StoreError) as exc:
             return exc, checked
 
-    prepared = store.map_parallel(prepare, list(work))
-    return list(zip(store.publish([outcome for outcome, _ in prepared]), [checked for _, checked in prepared],
-                    strict=True))
+    with store.sync_group() as group:
+        prepared = store.map_parallel(prepare, list(work))
+        published = store.publish([outcome for outcome, _ in prepared], sync=group)
+    return list(zip(published, [checked for _, checked in prepared], strict=True))
