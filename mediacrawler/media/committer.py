@@ -163,6 +163,6 @@ def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, B
             return exc, checked
 
     with store.sync_group() as group:
-        prepared = store.map_parallel(prepare, list(work))
+        prepared = [prepare(item) for item in work]
         published = store.publish([outcome for outcome, _ in prepared], sync=group)
     return list(zip(published, [checked for _, checked in prepared], strict=True))
