@@ -163,9 +163,14 @@ def test_a_failed_syncfs_fails_every_object_it_was_to_make_durable(
     store.close()
 
 
-def test_without_syncfs_each_file_and_directory_is_synced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("missing", ["syncfs", "filesystem"])
+def test_without_syncfs_each_file_and_directory_is_synced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           missing: str) -> None:
     store = ContentAddressedStore(tmp_path / "files")
-    monkeypatch.setattr(store_module, "libc_syncfs", lambda: None)
+    if missing == "syncfs":  # not Linux >= 5.8
+        monkeypatch.setattr(store_module, "libc_syncfs", lambda: None)
+    else:  # a filesystem whose syncfs is not known to be as durable as fsync
+        monkeypatch.setattr(store_module, "filesystem_type", lambda path: "nfs4")
     synced: list[int] = []
     dirs: list[str] = []
     monkeypatch.setattr(store_module, "_datasync", lambda fd: synced.append(fd) or os.fdatasync(fd))
@@ -176,6 +181,13 @@ def test_without_syncfs_each_file_and_directory_is_synced(tmp_path: Path, monkey
     assert len(synced) == 6
     assert {os.path.dirname(store.root / r.relpath) for r in results} <= set(dirs)  # type: ignore[union-attr]
     store.close()
+
+
+def test_filesystem_type_finds_the_mount_of_a_path(tmp_path: Path) -> None:
+    if not Path("/proc/self/mountinfo").exists():
+        pytest.skip("no /proc/self/mountinfo")
+    assert store_module.filesystem_type("/proc/self") == "proc"
+    assert store_module.filesystem_type(str(tmp_path)) is not None
 
 
 # --- index: durable group commit --------------------------------------------------------------------------------

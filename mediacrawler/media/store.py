@@ -133,6 +133,33 @@ def libc_syncfs() -> Callable[[int], None] | None:
     return syncfs
 
 
+#: Filesystems whose ``syncfs`` makes data and names as durable as ``fsync`` does (journal committed, device cache
+#: flushed); on any other (overlay, network, FUSE) the store syncs each file.
+SYNCFS_FILESYSTEMS = frozenset({"ext4", "xfs", "btrfs", "tmpfs"})
+
+
+def filesystem_type(path: str) -> str | None:
+    """The type of the filesystem holding ``path`` (Linux: the longest mount point above it in
+    ``/proc/self/mountinfo``), or None when unknown."""
+    target = os.path.realpath(path)
+    best: tuple[int, str] | None = None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields, _, rest = line.partition(" - ")
+                parts = fields.split()
+                if len(parts) < 5 or not rest:
+                    continue
+                # Spaces and the like in a mount point are octal escapes (\040).
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+                if (target == point or target.startswith(point.rstrip("/") + "/")) and (
+                        best is None or len(point) >= best[0]):
+                    best = (len(point), rest.split()[0])
+    except OSError:
+        return None
+    return best[1] if best else None
+
+
 class SyncGroup:
     """What one :meth:`ContentAddressedStore.publish` syncs with: ``syncfs(2)`` on a descriptor of the store's
     filesystem opened *before* the group's bodies are written (``syncfs`` reports the writeback errors since the
@@ -188,6 +215,7 @@ class ContentAddressedStore:
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._pid = os.getpid()
+        self._syncfs: bool | None = None  # whether groups are synced by syncfs (decided at the first group)
 
     def close(self) -> None:
         """Stop the executor's threads (started by the first file work), after the work queued; the store stays
@@ -283,9 +311,10 @@ class ContentAddressedStore:
     @contextlib.contextmanager
     def sync_group(self) -> Iterator[SyncGroup]:
         """The :class:`SyncGroup` to :meth:`stage` a group's bodies under and :meth:`publish` them with."""
-        fd = None
-        if self.fsync and libc_syncfs() is not None:
-            fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        if self._syncfs is None:
+            self._syncfs = (self.fsync and libc_syncfs() is not None
+                            and filesystem_type(self._root) in SYNCFS_FILESYSTEMS)
+        fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if self._syncfs else None
         try:
             yield SyncGroup(fd)
         finally:
