@@ -146,9 +146,11 @@ class BatchCommitter:
 
 def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, BodyCheck | None]],
                 limits: tuple[int, int]) -> list[Outcome]:
-    """(Store executor.) The file work of one round: per body, on the store's threads, the checks still due,
-    SHA-256 and a temp file; then :meth:`~ContentAddressedStore.publish` of the group. Per body, in order, its
-    outcome and checks. One of at most :data:`ROUNDS_IN_FLIGHT` tasks that wait for others of the executor."""
+    """(Store executor.) The file work of one round: per body, in this thread (spread over the store's threads
+    it cost GIL hand-offs and bought nothing on two cores), the checks still due, SHA-256 and a temp file; then
+    :meth:`~ContentAddressedStore.publish` of the group under one :meth:`~ContentAddressedStore.sync_group`. Per
+    body, in order, its outcome and checks. One of at most :data:`ROUNDS_IN_FLIGHT` tasks that may wait for others
+    of the executor (the per-file syncs where there is no ``syncfs``)."""
     max_pixels, max_decode = limits
 
     def prepare(item: tuple[bytes, str, BodyCheck | None]) -> tuple[Staged | Persisted | BaseException,
@@ -162,6 +164,7 @@ def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, B
         except (MediaRejected, OSError, StoreError) as exc:
             return exc, checked
 
-    prepared = store.map_parallel(prepare, list(work))
-    return list(zip(store.publish([outcome for outcome, _ in prepared]), [checked for _, checked in prepared],
-                    strict=True))
+    with store.sync_group() as group:
+        prepared = [prepare(item) for item in work]
+        published = store.publish([outcome for outcome, _ in prepared], sync=group)
+    return list(zip(published, [checked for _, checked in prepared], strict=True))

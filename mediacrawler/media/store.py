@@ -6,6 +6,7 @@ Layout, publishing order and crash safety: docs/media.md, "Layout" and "Crash sa
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import errno
 import functools
@@ -16,6 +17,7 @@ import os
 import re
 import shutil
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -106,6 +108,67 @@ def _fsync_dir(path: str | os.PathLike[str]) -> None:
 
 #: fdatasync where the platform has it (file data and size, not the mtime), fsync elsewhere.
 _datasync = getattr(os, "fdatasync", os.fsync)
+
+
+@functools.cache
+def libc_syncfs() -> Callable[[int], None] | None:
+    """``syncfs(2)`` (``os`` has none) where it reports writeback errors, Linux >= 5.8; else None."""
+    release = re.match(r"(\d+)\.(\d+)", os.uname().release) if sys.platform == "linux" else None
+    if release is None or (int(release.group(1)), int(release.group(2))) < (5, 8):
+        return None
+    import ctypes  # only here: the store is imported by every crawl
+
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes, fn.restype = [ctypes.c_int], ctypes.c_int
+
+    def syncfs(fd: int) -> None:
+        # ctypes releases the GIL around the call.
+        if fn(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs: {os.strerror(err)}")
+
+    return syncfs
+
+
+#: Filesystems whose ``syncfs`` makes data and names as durable as ``fsync`` does (journal committed, device cache
+#: flushed); on any other (overlay, network, FUSE) the store syncs each file.
+SYNCFS_FILESYSTEMS = frozenset({"ext4", "xfs", "btrfs", "tmpfs"})
+
+
+def filesystem_type(path: str) -> str | None:
+    """The type of the filesystem holding ``path`` (Linux: the longest mount point above it in
+    ``/proc/self/mountinfo``), or None when unknown."""
+    target = os.path.realpath(path)
+    best: tuple[int, str] | None = None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields, _, rest = line.partition(" - ")
+                parts = fields.split()
+                if len(parts) < 5 or not rest:
+                    continue
+                # Spaces and the like in a mount point are octal escapes (\040).
+                point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), parts[4])
+                if (target == point or target.startswith(point.rstrip("/") + "/")) and (
+                        best is None or len(point) >= best[0]):
+                    best = (len(point), rest.split()[0])
+    except OSError:
+        return None
+    return best[1] if best else None
+
+
+class SyncGroup:
+    """What one :meth:`ContentAddressedStore.publish` syncs with: ``syncfs(2)`` on a descriptor of the store's
+    filesystem opened *before* the group's bodies are written (``syncfs`` reports the writeback errors since the
+    descriptor was opened), or per-file syncs (``fd`` None: no syncfs here, or MEDIA_FSYNC off)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
 #: Threads of the store's executor, the one pool of media/ for file work (checks, hashing, writes, syncs, links,
 #: remux): one group's files, then its directories, are synced in parallel on them, since journaling filesystems
 #: commit concurrent syncs together (ext4, benchmark VM: ~460 us per file synced alone, ~90 us with 8 in flight).
@@ -151,6 +214,8 @@ class ContentAddressedStore:
         self._seq = itertools.count()
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._syncfs: bool | None = None  # whether groups are synced by syncfs (decided at the first group)
 
     def close(self) -> None:
         """Stop the executor's threads (started by the first file work), after the work queued; the store stays
@@ -207,7 +272,7 @@ class ContentAddressedStore:
 
     def _temp_path(self, digest: str) -> str:
         # Unique per process, thread and call: no random names, no retry loop (cheaper than mkstemp).
-        name = f"{digest[:16]}.{os.getpid()}.{threading.get_ident()}.{next(self._seq)}.part"
+        name = f"{digest[:16]}.{self._pid}.{threading.get_ident()}.{next(self._seq)}.part"
         return os.path.join(self._tmp, name)
 
     # --- reading --------------------------------------------------------------------------------------------
@@ -239,8 +304,22 @@ class ContentAddressedStore:
         """Store ``(data, ext, sha256 or None)`` bodies as one group (:meth:`stage` each, :meth:`publish` them
         together); per body, in order, a :class:`Persisted` or the exception that stopped it."""
 
-        return self.publish(self.map_parallel(lambda b: _caught(self.stage, b[0], ext=b[1], sha256=b[2]),
-                                              list(bodies)))
+        with self.sync_group() as group:
+            return self.publish(self.map_parallel(lambda b: _caught(self.stage, b[0], ext=b[1], sha256=b[2]),
+                                                  list(bodies)), sync=group)
+
+    @contextlib.contextmanager
+    def sync_group(self) -> Iterator[SyncGroup]:
+        """The :class:`SyncGroup` to :meth:`stage` a group's bodies under and :meth:`publish` them with."""
+        if self._syncfs is None:
+            self._syncfs = (self.fsync and libc_syncfs() is not None
+                            and filesystem_type(self._root) in SYNCFS_FILESYSTEMS)
+        fd = os.open(self._root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC) if self._syncfs else None
+        try:
+            yield SyncGroup(fd)
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     def stage(self, data: bytes, *, ext: str, sha256: str | None = None) -> Staged | Persisted:
         """First half of storing ``data``: name it and write it to a temp file under ``tmp/`` (no sync). A
@@ -265,12 +344,18 @@ class ContentAddressedStore:
             raise
         return Staged(digest=digest, relpath=relpath, size=size, final=final, tmp=tmp, fd=fd, new_dirs=new_dirs)
 
-    def publish(self, group: Sequence[Staged | Persisted | BaseException]) -> list[Persisted | BaseException]:
-        """Second half, as one group: each :class:`Staged` body synced then linked (:meth:`publish_one`, in
-        parallel), then each directory that gained an entry synced once (an object whose directory failed to sync
-        becomes the error); the rest pass through. Every object reported is durable under its final name."""
+    def publish(self, group: Sequence[Staged | Persisted | BaseException], *,
+                sync: SyncGroup | None = None) -> list[Persisted | BaseException]:
+        """Second half, as one group: each :class:`Staged` body synced then linked, then each directory that
+        gained an entry synced (an object whose sync failed becomes the error); the rest pass through. Every object
+        reported is durable under its final name. With a ``sync`` group holding a descriptor (:meth:`sync_group`,
+        entered before the bodies were staged): one ``syncfs`` for the data, the links, one ``syncfs`` for the
+        names; else per file (:meth:`publish_one`, in parallel) and per directory."""
         outcomes: list[Any] = list(group)
         staged = [(i, st) for i, st in enumerate(outcomes) if isinstance(st, Staged)]
+        if sync is not None and sync.fd is not None and self.fsync and staged:
+            self._publish_syncfs(outcomes, staged, sync.fd)
+            return credit_first_twin(outcomes)
         published = self.map_parallel(self.publish_one, [st for _, st in staged])
         for (i, _), outcome in zip(staged, published, strict=True):
             outcomes[i] = outcome
@@ -286,6 +371,38 @@ class ContentAddressedStore:
             if err is not None and isinstance(outcomes[i], Persisted):
                 outcomes[i] = err
         return credit_first_twin(outcomes)
+
+    def _publish_syncfs(self, outcomes: list[Any], staged: list[tuple[int, Staged]], fd: int) -> None:
+        """:meth:`publish` by ``syncfs``: the same order as per file (data durable, then named, then the names
+        durable), two syncs for the whole group; a failed sync fails every object it was to make durable."""
+        syncfs = libc_syncfs()
+        assert syncfs is not None
+        try:
+            syncfs(fd)  # every staged body's data (and every directory created for it)
+        except OSError as exc:
+            self.discard([st for _, st in staged])
+            for i, _ in staged:
+                outcomes[i] = exc
+            return
+        linked: list[int] = []
+        for i, st in staged:
+            fd_, st.fd = st.fd, -1
+            try:
+                os.close(fd_)
+                created = self._link_into_place(st.tmp, st.final, sync=False)
+                outcomes[i] = Persisted(st.digest, st.relpath, st.size, created=created)
+                if created:
+                    linked.append(i)
+            except OSError as exc:
+                outcomes[i] = exc
+            finally:
+                _unlink_quietly(st.tmp)
+        if linked:
+            try:
+                syncfs(fd)  # the new names, and the temp names' removal
+            except OSError as exc:
+                for i in linked:
+                    outcomes[i] = exc
 
     def publish_one(self, st: Staged) -> Persisted | BaseException:
         """Sync, close, link into place and unlink one staged body, in that order (the new name is durable once
