@@ -42,10 +42,13 @@ AUTOTHROTTLE_TARGET_CONCURRENCY: Annotated[float, Range(0, above=True)] = 2.0
 USER_AGENT = "mediacrawler/0.1 (+https://github.com/mediacrawler/mediacrawler)"
 DOWNLOAD_TIMEOUT: Annotated[float, Range(0, above=True)] = 60.0
 TELNETCONSOLE_ENABLED: bool = False
+# Items of one response in the item pipelines at once: a listing page's posts at the largest page size
+# (BILIBILI_PAGE_SIZE <= 50). Scrapy starts this many worker tasks for every response, whatever it holds: at its
+# default 100, ~1 ms of CPU per response, a tenth of a media-off timeline crawl (docs/benchmarks.md).
+CONCURRENT_ITEMS: Annotated[int, Range(1)] = 50
 # Scrapy's own settings that users commonly pass with -s, at Scrapy's defaults: declared so a bad value is refused
 # at start-up like ours.
 AUTOTHROTTLE_MAX_DELAY: Annotated[float, Range(0)] = 60.0
-CONCURRENT_ITEMS: Annotated[int, Range(1)] = 100
 DEPTH_LIMIT: Annotated[int, Range(0)] = 0
 CLOSESPIDER_PAGECOUNT: Annotated[int, Range(0)] = 0
 CLOSESPIDER_ITEMCOUNT: Annotated[int, Range(0)] = 0

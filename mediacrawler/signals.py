@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 from typing import Any
 from weakref import WeakKeyDictionary
 
+from pydispatch.dispatcher import Any as AnySender
+from pydispatch.dispatcher import WEAKREF_TYPES, getAllReceivers, getReceivers, liveReceivers
 from scrapy import signals
 
 logger = logging.getLogger(__name__)
@@ -56,15 +59,63 @@ item_dropped_sync = object()
 item_error_sync = object()
 
 
+#: A receiver of a ``*_sync`` signal as called: the reference PyDispatcher holds, whether it is a weak one, and the
+#: names of the arguments it takes (None: every one, it has ``**kwargs``).
+_Plan = list[tuple[Any, bool, tuple[str, ...] | None]]
+
+
+def _names(receiver: Callable[..., Any]) -> tuple[str, ...] | None:
+    """The keyword arguments PyDispatcher's ``robustApply`` (Scrapy's ``send_catch_log``) would pass *receiver*."""
+    call = getattr(receiver, "__call__", None)
+    if call is not None and (hasattr(call, "__func__") or hasattr(call, "__code__")):
+        receiver = call
+    func = getattr(receiver, "__func__", receiver)
+    code = func.__code__
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        return None
+    return code.co_varnames[int(func is not receiver):code.co_argcount]
+
+
 class _ItemSignals:
-    """The one receiver of each of Scrapy's item signals in a crawler; sends the ``*_sync`` signal."""
+    """The one receiver of each of Scrapy's item signals in a crawler; sends the ``*_sync`` signal.
+
+    As Scrapy's ``send_catch_log`` does (each receiver given the arguments it names, an exception logged and the
+    other receivers still run), without looking up the receivers and their arguments again for every item: the
+    plan of a signal is made again when its receivers change (a component connected or gone)."""
 
     def __init__(self, crawler: Any) -> None:
         self.signals = crawler.signals
+        self.sender = crawler.signals.sender
+        self._plans: dict[object, tuple[tuple[Any, ...], _Plan]] = {}
+
+    def _plan(self, signal: object) -> _Plan:
+        # PyDispatcher's own lists of this signal's receivers, which it changes on connect and disconnect (and when
+        # a weakly held receiver dies): the plan stands while they hold the same references.
+        key = (*getReceivers(self.sender, signal), None, *getReceivers(AnySender, signal))
+        cached = self._plans.get(signal)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        plan: _Plan = []
+        for ref in getAllReceivers(self.sender, signal):
+            for receiver in liveReceivers([ref]):
+                plan.append((ref, isinstance(ref, WEAKREF_TYPES), _names(receiver)))
+        self._plans[signal] = (key, plan)
+        return plan
 
     def _send(self, signal: object, **kwargs: Any) -> None:
-        for receiver, result in self.signals.send_catch_log(signal, **kwargs):
-            if inspect.isawaitable(result):  # it would never run: its work belongs on Scrapy's own signal
+        kwargs["signal"], kwargs["sender"] = signal, self.sender
+        for ref, weak, names in self._plan(signal):
+            receiver = ref() if weak else ref
+            if receiver is None:
+                continue  # gone since the plan was made
+            try:
+                result = receiver(**(kwargs if names is None else {k: kwargs[k] for k in names if k in kwargs}))
+            except Exception:
+                logger.error("Error caught on signal handler: %(receiver)s", {"receiver": receiver}, exc_info=True,
+                             extra={"spider": kwargs.get("spider")})
+                continue
+            if result is not None and inspect.isawaitable(result):
+                # It would never run: its work belongs on Scrapy's own signal.
                 if inspect.iscoroutine(result):
                     result.close()
                 logger.error("%r returned an awaitable from a synchronous item signal (mediacrawler.signals)",

@@ -388,3 +388,36 @@ def test_dedupe_no_longer_hides_a_reseen_post_from_the_database(tmp_path: Path, 
     assert sorted(r["post_id"] for r in first) == sorted(grown)
     assert {i: likes[i] for i in grown} == {i: c[2] for i, c in grown.items()}  # ...after the database saw it
     assert {h["post_id"]: h["n"] for h in history if h["post_id"] in grown} == dict.fromkeys(grown, 2)
+
+
+def test_records_that_come_while_a_transaction_runs_go_together_in_the_next(tmp_path: Path) -> None:
+    from scrapy.utils.test import get_crawler
+    from twisted.internet.defer import Deferred
+
+    from mediacrawler.pipelines.records import RecordsPipeline
+    from mediacrawler.records.store import Written
+
+    pipeline = RecordsPipeline.from_crawler(get_crawler(settings_dict={"CHECKPOINT_DIR": str(tmp_path)}))
+    transactions: list[tuple[int, Deferred[Any]]] = []
+
+    class Writer:  # the writer thread, held: each call is a transaction that ends when the test says
+        def call(self, func: Any, entries: list[Any]) -> Deferred[Any]:
+            transactions.append((len(entries), Deferred()))
+            return transactions[-1][1]
+
+    pipeline.writer = Writer()  # type: ignore[assignment]
+
+    def enqueue(post_id: str) -> Deferred[None]:
+        return pipeline._enqueue(_post(post_id, 1), media_only=False)
+
+    first = [enqueue("1"), enqueue("2")]
+    assert pipeline._scheduled is not None
+    pipeline._scheduled.cancel()
+    pipeline._flush()  # the reactor turn ends: its records in one transaction
+    later = [enqueue(str(n)) for n in range(3, 6)]  # three more turns while it runs
+    assert pipeline._scheduled is None and [n for n, _ in transactions] == [2]
+    transactions[0][1].callback(Written(posts=2))
+    assert [n for n, _ in transactions] == [2, 3]  # the next transaction holds all three
+    assert all(d.called for d in first) and not any(d.called for d in later)
+    transactions[1][1].callback(Written(posts=3))
+    assert all(d.called for d in later) and pipeline.stats.get_value("records/posts") == 5

@@ -72,3 +72,37 @@ def test_a_receiver_that_raises_or_returns_a_coroutine_is_logged_and_the_others_
     assert got == [5]
     assert "Error caught on signal handler" in caplog.text and "boom" in caplog.text
     assert "returned an awaitable from a synchronous item signal" in caplog.text
+
+
+def test_receivers_connected_later_disconnected_or_gone_are_followed_and_not_kept_alive() -> None:
+    import gc
+    import weakref
+
+    crawler = get_crawler()
+    mc_signals.forward_item_signals(crawler)
+    got: list[tuple[str, Any]] = []
+
+    class Component:
+        def __init__(self, name: str) -> None:
+            self.name = name
+            crawler.signals.connect(self.item_scraped, signal=mc_signals.item_scraped_sync)
+
+        def item_scraped(self, item: Any, spider: Any = None) -> None:
+            got.append((self.name, item))
+
+    def send(item: Any) -> None:
+        crawler.signals.send_catch_log(signals.item_scraped, item=item, response=None, spider=None)
+
+    first = Component("first")
+    send(1)
+    second = Component("second")  # after the first item: reached from the next one
+    send(2)
+    crawler.signals.disconnect(first.item_scraped, signal=mc_signals.item_scraped_sync)
+    send(3)
+    gone = weakref.ref(second)
+    del second
+    gc.collect()
+    assert gone() is None  # the forwarder holds its receivers as weakly as Scrapy's signals do
+    send(4)
+    assert got == [("first", 1), ("first", 2), ("second", 2), ("second", 3)]
+    del first

@@ -56,3 +56,21 @@ def test_an_api_answer_is_decoded_once_for_the_errors_middleware_and_the_callbac
     # Another response (a retry's) is decoded on its own; a body that is no JSON is "invalid", as before.
     assert spider.classify_response(response.replace(body=body)) == "ok" and len(decoded) == 2
     assert spider.classify_response(response.replace(body=b"<html>")) == "invalid"
+
+
+def test_spiders_decode_an_answer_once_through_the_base_s_payload() -> None:
+    # The errors middleware decoded it already (classify_response): a second json.loads per answer is waste.
+    import ast
+    from pathlib import Path
+
+    spiders = Path(PlatformSpider.__module__.replace(".", "/")).parent
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for path in sorted((root / spiders).glob("*.py")):
+        if path.name == "_base.py":
+            continue  # payload() itself
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "loads"
+                    and node.args and "response" in ast.unparse(node.args[0])):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == []

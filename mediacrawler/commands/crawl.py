@@ -33,7 +33,7 @@ from mediacrawler.config import setting
 from mediacrawler.fsutil import writable_dir_problem
 from mediacrawler.jobstate import job_state
 from mediacrawler.commands.options import startup_problem
-from mediacrawler.commands.process_exit import collect_once_at_exit
+from mediacrawler.commands.process_exit import collect_once_at_exit, freeze_once_started
 from mediacrawler.library import default_library_dir
 from mediacrawler.media.store import store_scheme
 from mediacrawler.pipelines.records import records_problem
@@ -191,6 +191,7 @@ class Command(ScrapyCrawlCommand):
             # own job, with its own checkpoint, mark and output file.
             runs.append((self.crawler_process.create_crawler(args[0]), {**opts.spargs, **target}))
         for crawler, kwargs in runs:
+            freeze_once_started(crawler)
             self.crawler_process.crawl(crawler, **kwargs)
         self.crawler_process.start()
         if self.crawler_process.bootstrap_failed:

@@ -51,7 +51,8 @@ class _PageState:
 
     @property
     def done(self) -> bool:
-        return not self.failed and not +self.pending
+        # As `not +self.pending` (no count above 0), without building a Counter for every post that leaves.
+        return not self.failed and not any(n > 0 for n in self.pending.values())
 
 
 #: One page of a comment thread as the checkpoint follows it: the state that fetches it, its comments not yet out
@@ -101,6 +102,7 @@ class CheckpointExtension:
         self._items: dict[str, Counter[str]] = {}
         self._post_items: dict[str, str] = {}
         self._dirty = False
+        self._watermark_stat: int | None = None  # the value of stat checkpoint/watermark
         # Writes are coalesced (CHECKPOINT_WRITE_INTERVAL) and happen after every item_scraped handler of the turn
         # (the feed exporter's included) has run, so the flush before the write covers every item it counts.
         self._commit_later = CallLaterOnce(self.commit)
@@ -480,15 +482,20 @@ class CheckpointExtension:
                         cp.done.append(item)
             self.stats.set_value("checkpoint/items_done", len(cp.done))
             return
+        moved = False
         while (state := self._pages.get(cp.watermark + 1)) is not None and state.done:
             page = cp.watermark + 1
             cp.watermark, cp.next_page, cp.next_cursor = page, page + 1, state.next_cursor
             del self._pages[page]
             with contextlib.suppress(ValueError):
                 cp.failed_pages.remove(page)
-        for page in [p for p in self._stored if p <= cp.watermark]:
-            del self._stored[page]
-        self.stats.set_value("checkpoint/watermark", cp.watermark)
+            moved = True
+        if moved:  # only a move brings stored pages under the watermark
+            for page in [p for p in self._stored if p <= cp.watermark]:
+                del self._stored[page]
+        if cp.watermark != self._watermark_stat:  # a stats call per post costs more than the rest of this
+            self.stats.set_value("checkpoint/watermark", cp.watermark)
+            self._watermark_stat = cp.watermark
 
     # --- Writing -------------------------------------------------------------------------------------------------
 
@@ -680,6 +687,7 @@ class CheckpointExtension:
         if watermark >= 0:
             cp.watermark, cp.next_page = watermark, watermark + 1
             self.stats.set_value("checkpoint/watermark", watermark)
+            self._watermark_stat = watermark
         else:
             logger.debug("%s: the shared checkpoint's run is over (cleared or restarted); %d events dropped",
                          cp.key, len(events))

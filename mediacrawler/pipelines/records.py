@@ -7,8 +7,9 @@ dropped right after its upsert: no media download, no feed line. The media resul
 written when the post leaves the pipelines (``item_scraped``).
 
 Writes go to one thread of their own (one writer per process; SQLite, network and fsync never on the reactor
-thread), the records of one reactor turn in one transaction. A write that fails is logged and counted
-(``records/write_failed``); the post goes on to the feed all the same.
+thread), the records of one reactor turn in one transaction, and those that come while this pipeline's previous
+transaction runs in the next one (each transaction costs a commit, whatever it holds). A write that fails is
+logged and counted (``records/write_failed``); the post goes on to the feed all the same.
 """
 
 from __future__ import annotations
@@ -207,8 +208,9 @@ class RecordsPipeline:
         self._pending.append((item, media_only))
         waiter: Deferred[None] = Deferred()
         self._waiters.append(waiter)
-        if self._scheduled is None:
-            # On a later turn: every item of this turn goes in the same transaction.
+        if self._scheduled is None and not self._writing:
+            # On a later turn: every item of this turn goes in the same transaction. While a transaction of ours
+            # runs, the items wait for it to end (_written), as they would behind it in the writer's queue.
             from twisted.internet import reactor
 
             self._scheduled = reactor.callLater(0, self._flush)  # type: ignore[attr-defined]
@@ -216,6 +218,8 @@ class RecordsPipeline:
 
     def _flush(self) -> None:
         self._scheduled = None
+        if self._writing:
+            return  # _written flushes what came meanwhile
         entries, waiters = self._pending, self._waiters
         self._pending, self._waiters = [], []
         if not entries:
@@ -261,14 +265,18 @@ class RecordsPipeline:
                 self._failure_logged = True
                 logger.error("records: cannot write %d records to %s: %s (counted in records/write_failed; the "
                              "feeds still get them)", count, shown(self.uri), result.getErrorMessage())
+        if self._pending and self._scheduled is None:
+            self._flush()  # what came while this transaction ran, in one
         for waiter in waiters:
             waiter.callback(None)
 
     async def close_spider(self, spider: Any = None) -> None:
         if self._scheduled is not None and self._scheduled.active():
             self._scheduled.cancel()
-            self._flush()
-        if self._writing:
+            self._scheduled = None
+        while self._writing or self._pending:
+            if not self._writing:
+                self._flush()
             await maybe_deferred_to_future(DeferredList(list(self._writing)))
         await self._release()
 

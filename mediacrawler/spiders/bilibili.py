@@ -18,7 +18,6 @@ from playurl (:meth:`BilibiliSpider.refresh_media_url`). See docs/platforms.md.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -198,7 +197,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         request = Request(f"{self.api}/x/web-interface/nav", meta={"handle_httpstatus_all": True}, dont_filter=True)
         try:
             response = await self.crawler.engine.download_async(request)
-            self._mixin = parser.mixin_key(*parser.wbi_keys(json.loads(response.body)))
+            self._mixin = parser.mixin_key(*parser.wbi_keys(self.payload(response)))
         except Exception as exc:  # noqa: BLE001 - unsigned requests then fail on their own, with the platform's answer
             self.logger.error("bilibili: could not read the WBI keys from /x/web-interface/nav: %s", exc)
             return
@@ -306,7 +305,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         return f"{self.api}/x/web-interface/view?{urlencode({'bvid': bvid})}"
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
-        payload = json.loads(response.body)
+        payload = self.payload(response)
         if self.args.mid is not None:
             return parser.parse_arc_search(payload)
         if self.args.keyword is not None:
@@ -323,7 +322,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
 
     def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
         """``-a bvid``: one video's view answer (a video that is gone is a record that says so)."""
-        payload = json.loads(response.body)
+        payload = self.payload(response)
         bvid, page = item, Page()
         try:
             parser.raise_for_envelope(payload)
@@ -382,7 +381,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         return self.signed("/x/player/wbi/playurl", {"bvid": bvid, "cid": cid, "fnval": 16, "fourk": 1})
 
     def parse_step(self, response: Response, chain: BilibiliChain) -> None:
-        payload = json.loads(response.body)
+        payload = self.payload(response)
         step = str(chain.step)
         if step == "view":
             try:
@@ -504,13 +503,13 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
 
     def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
         # Pinned replies come on every page: taken from the first only.
-        return bilibili_comments.parse_main(json.loads(response.text), post_id=state.post_id,
+        return bilibili_comments.parse_main(self.payload(response), post_id=state.post_id,
                                             first_page=state.cursor is None, source=source,
                                             fetched_at=self.now_iso())
 
     def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
                          ) -> CommentPage:
-        return bilibili_comments.parse_thread(json.loads(response.text), post_id=state.post_id, root_id=root_id,
+        return bilibili_comments.parse_thread(self.payload(response), post_id=state.post_id, root_id=root_id,
                                               source=source, fetched_at=self.now_iso())
 
     async def refresh_media_url(self, *, key: str, url: str) -> str | None:
@@ -526,7 +525,7 @@ class BilibiliSpider(Args[BilibiliParams], CommentThreads):
         request = Request(self._playurl(bvid, cid), meta={"mc_api": True, "mc_optional": True}, dont_filter=True)
         try:
             response = await self.crawler.engine.download_async(request)
-            renditions = parser.parse_playurl(json.loads(response.body))
+            renditions = parser.parse_playurl(self.payload(response))
         except Exception as exc:  # noqa: BLE001 - any failure means "cannot re-resolve": the asset fails alone
             self.logger.warning("bilibili: could not read the streams of %s again: %s", asset_key, exc)
             stats.inc_value("bilibili/media_refresh/failed")

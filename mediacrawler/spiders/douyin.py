@@ -18,7 +18,6 @@ docs/platforms.md.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -150,7 +149,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
             return "login_required" if "/aweme/v1/web/aweme/detail/" in response.url else "invalid"
         if "/aweme/v1/web/aweme/detail/" in response.url:
             try:
-                return parser.classify_envelope(json.loads(response.body))
+                return parser.classify_envelope(self.payload(response))
             except ValueError:
                 return "invalid"
         return "ok"  # a share page: what it says about the item is read by the parser
@@ -211,7 +210,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
     def _read(self, response: Response, aweme: str, source: Source) -> Post:
         """The post of ``aweme`` from a detail answer (JSON) or a share page (HTML)."""
         if "/aweme/v1/web/aweme/detail/" in response.url:
-            return parser.parse_detail(json.loads(response.body), aweme=aweme, source=source,
+            return parser.parse_detail(self.payload(response), aweme=aweme, source=source,
                                        fetched_at=self.now_iso())
         return parser.parse_share_page(response.text, aweme=aweme, source=source, fetched_at=self.now_iso())
 
@@ -222,7 +221,7 @@ class DouyinSpider(Args[DouyinParams], PlatformSpider):
         return Step("detail", self.detail_url(chain.post_id), headers=self.listing_headers())
 
     def parse_step(self, response: Response, chain: DouyinChain) -> None:
-        payload = json.loads(response.body)
+        payload = self.payload(response)
         if not isinstance(payload, dict):
             raise ValueError("detail answer is not a JSON object")
         chain.detail = payload

@@ -14,7 +14,6 @@ stops the crawl with a line naming FACEBOOK_ACCESS_TOKEN; codes 4, 17, 32 and 61
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -148,14 +147,14 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     def classify_response(self, response: Response) -> str:
         # Graph errors come with HTTP 400/401/403/500 and a JSON body: read them whatever the status.
         try:
-            payload = json.loads(response.body)
+            payload = self.payload(response)
         except ValueError:
             return "invalid" if response.status == 200 else "ok"
         kind, _ = parser.classify_error(payload, response.status, secrets=self._secrets())
         return kind
 
     def parse_listing_payload(self, response: Response, source: Source) -> Page:
-        payload = json.loads(response.text)
+        payload = self.payload(response)
         if self.args.video is not None:
             post = parser.post_from_video_node(payload, self.args.video, source=source, fetched_at=self.now_iso(),
                                                secrets=self._secrets())
@@ -165,7 +164,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
     def parse_item_payload(self, response: Response, source: Source, item: str) -> Page:
         """``-a post``: one post node, read as a page of one (its videos without a source then a chain, as on a
         page)."""
-        return parser.parse_posts({"data": [json.loads(response.text)]}, source=source, fetched_at=self.now_iso(),
+        return parser.parse_posts({"data": [self.payload(response)]}, source=source, fetched_at=self.now_iso(),
                                   secrets=self._secrets())
 
     def listed_time(self, raw: dict[str, Any]) -> str | None:
@@ -185,7 +184,7 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
         video_id = str(chain.step).split(":", 1)[1]
         chain.tried.append(video_id)
         try:
-            url, length = parser.parse_video_node(json.loads(response.text), secrets=self._secrets())
+            url, length = parser.parse_video_node(self.payload(response), secrets=self._secrets())
         except PlatformError as e:
             if e.kind != "not_found":
                 raise
@@ -225,10 +224,10 @@ class FacebookSpider(Args[FacebookParams], CommentThreads):
                                   limit=setting(self.settings, "COMMENTS_REPLY_PAGE_SIZE"))
 
     def parse_comment_page(self, response: Response, state: ThreadState, source: Source) -> CommentPage:
-        return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, roots=state.known,
+        return facebook_comments.parse_comments(self.payload(response), post_id=state.post_id, roots=state.known,
                                                 source=source, fetched_at=self.now_iso(), secrets=self._secrets())
 
     def parse_reply_page(self, response: Response, state: ThreadState, root_id: str, source: Source
                          ) -> CommentPage:
-        return facebook_comments.parse_comments(json.loads(response.text), post_id=state.post_id, root_id=root_id,
+        return facebook_comments.parse_comments(self.payload(response), post_id=state.post_id, root_id=root_id,
                                                 source=source, fetched_at=self.now_iso(), secrets=self._secrets())
