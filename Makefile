@@ -41,8 +41,7 @@ browser:
 	else echo "make browser: no chromium and no apt-get as root; the browser tests will skip"; fi
 
 ## make test: the whole suite (real redis-server, PostgreSQL and sandbox subprocesses on 127.0.0.1), in three pytest
-## processes; the modules with end-to-end tests are handed out first (tests/conftest.py), so that the run ends on
-## quick unit tests rather than on one long crawl beside idle processes.
+## processes.
 test: $(STAMP) postgres browser
 	$(PY) -m pytest -q -n 3
 
