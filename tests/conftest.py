@@ -10,6 +10,7 @@ from scrapy.utils.reactor import install_reactor
 install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
 
 pytest_plugins = [
+    "tests.plugins.bytecode",
     "tests.plugins.sandbox",
     "tests.plugins.redis_server",
     "tests.plugins.postgres_server",

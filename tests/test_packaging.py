@@ -25,7 +25,8 @@ SANDBOX = ("mediacrawler_sandbox", "mediacrawler/sandbox", "mediacrawler-sandbox
 def test_sdist_carries_the_pins_and_installs(tmp_path: Path) -> None:
     src = tmp_path / "src"
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "__pycache__", "*.egg-info", "tests", "benchmarks", "files", "output", "build", "dist"))
+        ".venv", ".git", "__pycache__", ".pytest_cache", "*.egg-info", "tests", "benchmarks", "files", "output", "build",
+        "dist"))
     built = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "--dist-dir", str(tmp_path / "dist")],
                            cwd=src, capture_output=True, text=True, timeout=120)
     assert built.returncode == 0, built.stderr[-2000:]

@@ -1,5 +1,6 @@
-"""The data the web tests browse (tests/test_web_api.py, tests/test_web_browser.py): one small sandbox crawl per
-test process, then a few rows no crawl makes yet, written through the records store's own upsert path.
+"""The data the web tests browse (tests/test_web_api.py, tests/test_web_browser.py): two small sandbox crawls per
+test process (run at once), then a few rows no crawl makes yet, written through the records store's own upsert
+path.
 
 - ``weibo -a uid=6000000001`` (the sandbox's showcase: pictures, Live Photos, videos with covers; 3 posts) and
   ``bilibili -a bvid=BV1Up0002010 -a subtitles=true`` (a video with its cover and two subtitle tracks).
@@ -50,17 +51,28 @@ def crawl_settings(root: Path, sandbox: SandboxProcess) -> list[str]:
             f"OUTPUT_DIR={root / 'output'}", "DOWNLOAD_DELAY=0", "AUTOTHROTTLE_ENABLED=0", "LOG_LEVEL=INFO"]
 
 
-def _crawl(root: Path, pairs: list[str], spider: str, *args: str) -> None:
-    command = [sys.executable, "-m", "scrapy", "crawl", spider, *args]
-    for pair in pairs:
-        command += ["-s", pair]
+def _crawls(root: Path, pairs: list[str], *crawls: tuple[str, ...]) -> None:
+    """Run the crawls ``(spider, *args)`` at once (two processes on one records store and one media store, as two
+    workers of a machine are); each must exit 0."""
     env = {**os.environ, "SCRAPY_SETTINGS_MODULE": "mediacrawler.settings"}
     env.pop("REDIS_URL", None)
-    log = root / f"{spider}.log"
-    with log.open("wb") as out:
-        proc = subprocess.run(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                              stderr=subprocess.STDOUT, timeout=180, check=False)
-    assert proc.returncode == 0, log.read_text("utf-8", "replace")[-3000:]
+    started = []
+    for spider, *args in crawls:
+        command = [sys.executable, "-m", "scrapy", "crawl", spider, *args]
+        for pair in pairs:
+            command += ["-s", pair]
+        log = root / f"{spider}.log"
+        with log.open("wb") as out:
+            started.append((subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                             stderr=subprocess.STDOUT), log))
+    try:
+        for proc, log in started:
+            assert proc.wait(timeout=180) == 0, log.read_text("utf-8", "replace")[-3000:]
+    finally:
+        for proc, _ in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def _extra_rows(uri: str) -> None:
@@ -94,8 +106,8 @@ def _extra_rows(uri: str) -> None:
 def web_data(sandbox: SandboxProcess, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebData]:
     root = tmp_path_factory.mktemp("web")
     pairs = crawl_settings(root, sandbox)
-    _crawl(root, pairs, "weibo", "-a", f"uid={SHOWCASE_UID}")
-    _crawl(root, pairs, "bilibili", "-a", f"bvid={BVID}", "-a", "subtitles=true")
+    _crawls(root, pairs, ("weibo", "-a", f"uid={SHOWCASE_UID}"),
+            ("bilibili", "-a", f"bvid={BVID}", "-a", "subtitles=true"))
     data = WebData(root=root, settings=pairs, sandbox_url=sandbox.url)
     _extra_rows(data.records_db)
     yield data
