@@ -44,8 +44,24 @@ def _writer(directory: Path) -> None:
         os._exit(4)
 
 
+def _save_seconds(directory: Path) -> float:
+    """How long one save takes here (its fsyncs dominate, and they cost 1-10 ms depending on the disk)."""
+    store = FileCheckpointStore(directory)
+    stored = {page: [f"{page}{n:012d}" for n in range(50)] for page in range(2, 8)}
+    times = []
+    for seq in range(1, 6):
+        started = time.monotonic()
+        store.save(Checkpoint(key=KEY, spider="weibo", watermark=seq, next_page=seq + 1, stored=stored, seq=seq))
+        times.append(time.monotonic() - started)
+    return sorted(times)[len(times) // 2]
+
+
 def test_kill_while_writing_never_leaves_a_torn_checkpoint(tmp_path: Path) -> None:
-    store = FileCheckpointStore(tmp_path)
+    directory = tmp_path / "kills"
+    store = FileCheckpointStore(directory)
+    # Kills land from the writer's start-up to a few saves in, whatever a save costs on this disk (a fixed 6 ms
+    # bound never let a write finish where one save's fsyncs take longer); capped so the rounds fit the deadline.
+    longest = min(0.1, max(0.006, 3 * _save_seconds(tmp_path / "timing")))
     rng = random.Random(1234)
     last_seq = 0
     mid_write = 0  # rounds where the kill left a temp file behind, i.e. landed inside a write
@@ -56,8 +72,8 @@ def test_kill_while_writing_never_leaves_a_torn_checkpoint(tmp_path: Path) -> No
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - child
-            _writer(tmp_path)
-        time.sleep(rng.uniform(0.0005, 0.006))
+            _writer(directory)
+        time.sleep(rng.uniform(0.0005, longest))
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         assert os.WIFSIGNALED(status), f"writer exited on its own (status {status}): it saw a torn checkpoint"
@@ -66,7 +82,7 @@ def test_kill_while_writing_never_leaves_a_torn_checkpoint(tmp_path: Path) -> No
             assert cp.seq >= last_seq, "the checkpoint went backwards"
             assert cp.watermark == cp.seq and len(cp.stored_ids()) == 300
             last_seq = cp.seq
-        temps = list(tmp_path.glob(f".{KEY}.json.*.tmp"))
+        temps = list(directory.glob(f".{KEY}.json.*.tmp"))
         if temps:
             mid_write += 1
             store.remove_stale_temps(KEY)
