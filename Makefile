@@ -41,9 +41,9 @@ browser:
 	else echo "make browser: no chromium and no apt-get as root; the browser tests will skip"; fi
 
 ## make test: the whole suite (real redis-server, PostgreSQL and sandbox subprocesses on 127.0.0.1), in three pytest
-## processes.
+## processes; the 25 slowest tests are listed at the end.
 test: $(STAMP) postgres browser
-	$(PY) -m pytest -q -n 3
+	$(PY) -m pytest -q -n 3 --durations=25
 
 ## make bench: the benchmarks under benchmarks/ (minutes; not part of make test).
 bench: $(STAMP)
