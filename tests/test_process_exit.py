@@ -39,8 +39,8 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def run_child(mode: str) -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode], cwd=ROOT, capture_output=True, text=True,
+def run_child(mode: str, script: str = CHILD) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", script, mode], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
@@ -84,18 +84,11 @@ STARTED = textwrap.dedent("""
 """)
 
 
-def run_started(mode: str) -> list[str]:
-    proc = subprocess.run([sys.executable, "-c", STARTED, mode], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout.splitlines()
-
-
 def test_the_heap_of_a_started_crawl_is_frozen_and_unfrozen_at_a_clean_exit() -> None:
     # The frozen cycle is out of every collection of the crawl, and finalized by the exit's one collection.
-    assert run_started("clean") == ["frozen True young True", "collected during the crawl", "finalized"]
+    assert run_child("clean", STARTED) == ["frozen True young True", "collected during the crawl", "finalized"]
 
 
 def test_the_heap_of_a_started_crawl_is_unfrozen_for_python_s_own_exit() -> None:
     # After a forced stop (no collect_once_at_exit), the interpreter's collections at exit still reach it.
-    assert run_started("forced") == ["frozen True young True", "collected during the crawl", "finalized"]
+    assert run_child("forced", STARTED) == ["frozen True young True", "collected during the crawl", "finalized"]
