@@ -519,7 +519,9 @@ def sha256_file(path: Path) -> str:
 
 # --- real downloads against the sandbox ----------------------------------------------------------------------
 @pytest.mark.slow
-def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProcess, tmp_path: Path) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["buffered", "o_direct"])
+def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProcess, tmp_path: Path,
+                                                     direct: bool) -> None:
     size = 3 * MiB + 12345
     # A spool a crawl abandoned a month ago: swept when the downloader opens (MEDIA_SPOOL_MAX_AGE, 7 days).
     stale = spool_path(spool_dir=tmp_path / "store" / "spool", key="gone/video/1")
@@ -530,7 +532,7 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     for path in (stale, ledger_path(stale)):
         os.utime(path, (month_ago, month_ago))
     outcome = run_driver(tmp_path, url=blob_url(fresh_sandbox, "clean", size),
-                         settings={"MEDIA_SEGMENT_LOG_INTERVAL": 0.000001})
+                         settings={"MEDIA_SEGMENT_LOG_INTERVAL": 0.000001, "MEDIA_SEGMENT_DIRECT": direct})
     assert outcome["ok"], outcome
     # A progress line per segment here (an interval of a microsecond), the last one at 100%.
     progress = [line for line in outcome["log"].splitlines() if "Downloading test/video/1: " in line]
@@ -548,17 +550,17 @@ def test_clean_segmented_download_is_byte_identical(fresh_sandbox: SandboxProces
     assert len({e["if_range"] for e in log[1:]}) == 1 and log[1]["if_range"].startswith('"')
     assert outcome["stats"]["media/segments/completed"] == 1
     assert outcome["result"]["fetched_bytes"] == size
-    # Past the probe, every segment's aligned part went through O_DIRECT where the filesystem takes it (the
-    # 12,345-byte last segment's 57 unaligned bytes buffered).
+    # With MEDIA_SEGMENT_DIRECT on, past the probe, every segment's aligned part went through O_DIRECT where the
+    # filesystem takes it (the 12,345-byte last segment's 57 unaligned bytes buffered); off, none did.
     from mediacrawler.fsutil import open_direct
 
     probe = tmp_path / "direct-probe"
     probe.touch()
-    direct = open_direct(probe)
-    if direct is not None:
-        os.close(direct)
+    direct_fd = open_direct(probe)
+    if direct_fd is not None:
+        os.close(direct_fd)
     assert outcome["stats"].get("media/segments/direct_bytes", 0) == (
-        11 * 256 * KiB + 12288 if direct is not None else 0)
+        11 * 256 * KiB + 12288 if direct and direct_fd is not None else 0)
 
 
 @pytest.mark.slow

@@ -128,6 +128,7 @@ class SegmentConfig:
     max_file_size: int = default("MEDIA_SEGMENT_MAX_FILE_SIZE")
     memory: int = default("MEDIA_SEGMENT_MEMORY")
     log_interval: float = default("MEDIA_SEGMENT_LOG_INTERVAL")
+    direct: bool = default("MEDIA_SEGMENT_DIRECT")
     fsync: bool = default("MEDIA_FSYNC")
 
     def __post_init__(self) -> None:
@@ -217,7 +218,7 @@ class _Download:
         self.run_blocking = run
         self.stats = crawler.stats
         self.fd: int | None = None
-        self.direct_fd: int | None = None  # the spool again, O_DIRECT (None where refused): docs/media.md
+        self.direct_fd: int | None = None  # the spool again, O_DIRECT (None where off or refused): docs/media.md
         self._probe_body: bytes | None = None  # the probe's body, hashed from memory by _fetch_rest
         self.fetched = self.resumed = self.restarts = self.resolves = 0
         self.budget = budget if budget is not None else MemoryBudget(config.memory)
@@ -243,7 +244,7 @@ class _Download:
         if fd is None:
             raise SegmentError("spool-busy", f"{self.spool} is being downloaded by another request")
         self.fd = fd
-        self.direct_fd = open_direct(self.spool)
+        self.direct_fd = open_direct(self.spool) if self.config.direct else None
         remove_stray_temps(self.ledger_file)  # of a run killed while saving the ledger; nobody else writes it now
         return fd
 
