@@ -8,7 +8,8 @@ The photos are generated once with Pillow (random noise, 50-200 KiB each, the si
 thumbnail) and cached under the temp directory. A small HTTP server (``--serve``, Twisted, its own process) serves
 them as ``/img/{n}.jpg`` from memory, each answer delayed by ``--latency-ms`` (a CDN's round trip), and counts the
 requests in flight. Per latency: one warm-up pair, then ``--rounds`` pairs (stock, ours), each crawl a fresh
-process with a fresh FILES_STORE, one item per image yielded from a kick-off response.
+process with a fresh FILES_STORE, one item per image yielded from a kick-off response. The stores are kept until
+the benchmark ends (about 230 MiB a run), so that no run pays for the deletion of the one before it.
 
 Stock runs with Scrapy's defaults (it keeps ~100 requests in flight to the one host, see docs/benchmarks.md). Ours
 runs with the project's defaults (mediacrawler/settings.py: MEDIA_CONCURRENCY_PER_HOST, the media slots, SHA-256,
@@ -32,7 +33,6 @@ import os
 import platform
 import random
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -227,8 +227,11 @@ def run_one(kind: str, base_url: str, images: int, store: str, extra: dict[str, 
 # --- parent: orchestration --------------------------------------------------------------------------------------
 def child(kind: str, base_url: str, images: int, workdir: Path, sets: list[str],
           profile: str | None = None) -> dict[str, Any]:
-    store = workdir / f"store-{kind}"
-    shutil.rmtree(store, ignore_errors=True)
+    # Each run its own fresh store, deleted only when the whole benchmark ends: on ext4 without a journal (these
+    # VMs) an inode freed less than ~30 s ago is skipped by the allocator after a read of its inode table block,
+    # so deleting 2,000 files just before the next run made that run pay for them (docs/benchmarks.md, "Media
+    # store", "Session 12").
+    store = Path(tempfile.mkdtemp(prefix=f"store-{kind}-", dir=workdir))
     server_stats(base_url)  # reset the in-flight count
     started, started_at = time.perf_counter(), time.time()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
@@ -248,7 +251,6 @@ def child(kind: str, base_url: str, images: int, workdir: Path, sets: list[str],
     # Counted here, outside the crawl's wall: walking ours' objects/<ab>/<cd>/ tree with rglob took 0.36 s of the
     # crawler process's exit (stock's one flat directory, a few ms).
     result["stored_files"] = sum(1 for _, _, names in os.walk(store) for name in names if name.endswith(".jpg"))
-    shutil.rmtree(store, ignore_errors=True)
     return result
 
 
@@ -273,24 +275,23 @@ def bench_latency(latency_ms: int, folder: Path, args: argparse.Namespace) -> di
     base_url = f"http://127.0.0.1:{int(server.stdout.readline())}"
     runs: list[dict[str, Any]] = []
     try:
-        with tempfile.TemporaryDirectory(prefix="bench-media-") as tmp:
-            workdir = Path(tmp)
-            print(f"latency {latency_ms} ms: warm-up pair (not counted)", flush=True)
-            child("stock", base_url, args.images, workdir, args.set)
-            child("ours", base_url, args.images, workdir, args.set)
-            for r in range(args.rounds):
-                for kind in ("stock", "ours"):
-                    profile = (str(Path(args.profile).absolute() / f"ours-{latency_ms}-{r}.prof")
-                               if args.profile and kind == "ours" else None)
-                    res = child(kind, base_url, args.images, workdir, args.set, profile)
-                    res.update(round=r, latency_ms=latency_ms)
-                    runs.append(res)
-                    print(f"{latency_ms:3d} ms round {r} {kind:5s}: {res['images_per_s']:6.1f} images/s in-process, "
-                          f"wall {res['wall_s']:.2f}s (start-up {res['startup_s']:.2f}s, teardown "
-                          f"{res['teardown_s']:.2f}s), stored {res['stored_files']}, failed {res['failed']}, "
-                          f"cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s, children "
-                          f"{res['children_cpu_s']:.2f}s), "
-                          f"in flight <= {res['max_in_flight']}", flush=True)
+        workdir: Path = args.workdir
+        print(f"latency {latency_ms} ms: warm-up pair (not counted)", flush=True)
+        child("stock", base_url, args.images, workdir, args.set)
+        child("ours", base_url, args.images, workdir, args.set)
+        for r in range(args.rounds):
+            for kind in ("stock", "ours"):
+                profile = (str(Path(args.profile).absolute() / f"ours-{latency_ms}-{r}.prof")
+                           if args.profile and kind == "ours" else None)
+                res = child(kind, base_url, args.images, workdir, args.set, profile)
+                res.update(round=r, latency_ms=latency_ms)
+                runs.append(res)
+                print(f"{latency_ms:3d} ms round {r} {kind:5s}: {res['images_per_s']:6.1f} images/s in-process, "
+                      f"wall {res['wall_s']:.2f}s (start-up {res['startup_s']:.2f}s, teardown "
+                      f"{res['teardown_s']:.2f}s), stored {res['stored_files']}, failed {res['failed']}, "
+                      f"cpu {res['cpu_s']:.2f}s (reactor {res['reactor_cpu_s']:.2f}s, children "
+                      f"{res['children_cpu_s']:.2f}s), "
+                      f"in flight <= {res['max_in_flight']}", flush=True)
     finally:
         server.terminate()
         server.wait(10)
@@ -342,7 +343,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [p.stat().st_size for p in folder.glob("*.jpg")]
     print(f"photos: {len(sizes)} noise JPEGs, {min(sizes) // 1024}-{max(sizes) // 1024} KiB "
           f"(median {statistics.median(sizes) / 1024:.0f} KiB) in {folder}", flush=True)
-    results = [bench_latency(int(ms), folder, args) for ms in args.latency_ms.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-media-") as tmp:
+        args.workdir = Path(tmp)
+        results = [bench_latency(int(ms), folder, args) for ms in args.latency_ms.split(",")]
     if args.json:
         Path(args.json).write_text(json.dumps({"machine": machine(), "results": results}, indent=2))
     return 0 if all(r["summary"]["wall_ratio_median"] >= TARGET for r in results) else 1
