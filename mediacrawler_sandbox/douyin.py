@@ -15,7 +15,7 @@ from typing import Any
 
 from .det import stable_int
 from .media import generic_image
-from .video import DURATION, FPS, RENDITIONS, encode_tone
+from .video import DURATION, FPS, RENDITIONS, encode_tone, paint_frame
 
 __all__ = [
     "ALBUM_AWEME",
@@ -276,7 +276,6 @@ def hevc_file(aweme_id: str, name: str) -> bytes | None:
     if spec is None or item is None or item.kind != "video":
         return None
     import av
-    from PIL import Image, ImageDraw
 
     w, h = spec.width, spec.height
     rng = stable_int("douyin-hevc-colours", aweme_id, bits=48)
@@ -296,11 +295,8 @@ def hevc_file(aweme_id: str, name: str) -> bytes | None:
             astream = out.add_stream("aac", rate=48000)
             astream.layout = "stereo"  # type: ignore[union-attr]
             for i in range(total):
-                image = Image.new("RGB", (w, h), background)
-                draw = ImageDraw.Draw(image)
                 x = i * (w - w // 8) // total
-                draw.rectangle((x, h // 3, x + w // 8, h // 3 + h // 6), fill=box)
-                frame = av.VideoFrame.from_image(image)
+                frame = paint_frame(w, h, background, [(x, h // 3, x + w // 8, h // 3 + h // 6, box)])
                 frame.pts = i
                 out.mux(vstream.encode(frame))
             out.mux(vstream.encode())

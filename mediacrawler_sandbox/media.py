@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 
 from .det import rng_for, stable_int
+from .video import paint_frame
 
 __all__ = [
     "BLOB_CHUNK",
@@ -149,7 +150,6 @@ def image_bomb_png(width: int = 50_000, height: int = 50_000, rows: int = 64) ->
 def _video_template(quality: str) -> bytes:
     """Encode the 2 s H.264 + AAC clip of ``quality`` once (≈0.1 s each)."""
     import av
-    from PIL import Image, ImageDraw
 
     width, height = VIDEO_QUALITIES[quality]
     buf = io.BytesIO()
@@ -160,12 +160,9 @@ def _video_template(quality: str) -> bytes:
         audio = out.add_stream("aac", rate=44100)
         audio.layout = "mono"  # type: ignore[union-attr]
         for i in range(VIDEO_SECONDS * VIDEO_FPS):
-            image = Image.new("RGB", (width, height), (20 + i * 4 % 200, 60, 140))
-            ImageDraw.Draw(image).rectangle(
-                (i * width // 60, height // 3, i * width // 60 + width // 8, height // 3 + height // 6),
-                fill=(250, 220, 40),
-            )
-            frame = av.VideoFrame.from_image(image)
+            x = i * width // 60
+            frame = paint_frame(width, height, (20 + i * 4 % 200, 60, 140),
+                                [(x, height // 3, x + width // 8, height // 3 + height // 6, (250, 220, 40))])
             frame.pts = i
             for packet in video.encode(frame):
                 out.mux(packet)

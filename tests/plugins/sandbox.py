@@ -11,7 +11,7 @@ Each fixture yields a :class:`mediacrawler_sandbox.process.SandboxProcess`: ``.u
 
 Every sandbox of the session (the fixtures', the tests' own, the demo's) and the tests that compute what a sandbox
 serves keep their encoded videos in one directory for the session (``video.CACHE_ENV``): each video id is encoded
-once per run rather than once per process (≈1 s of CPU each).
+once per run rather than once per process (≈0.6 s of CPU each).
 """
 
 from __future__ import annotations
