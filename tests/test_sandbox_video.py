@@ -419,3 +419,20 @@ def test_fragment_drop_corrupt_and_cut(fresh_sandbox: SandboxProcess) -> None:
     assert entries[0]["bytes"] < len(real2) == entries[1]["bytes"]
     sb.reset()
     assert sb.faults()["fragment_drop"] == [] and sb.faults()["fragment_corrupt"] == []
+
+
+@pytest.mark.parametrize("size", [(64, 48), (54, 30)])  # 54: an odd chroma width (27), padded rows like 854's
+def test_paint_frame_paints_the_background_and_boxes_in_their_colours(size: tuple[int, int]) -> None:
+    width, height = size
+    background, box, bar = (30, 160, 200), (220, 40, 60), (240, 240, 240)
+    boxes = [(8, 10, 23, 25, box), (0, height - 4, width // 2, height - 1, bar)]
+    frame = video.paint_frame(width, height, background, boxes)
+    assert (frame.width, frame.height, frame.format.name) == (width, height, "yuv420p")
+    image = frame.to_image()  # back to RGB through swscale: the colours within rounding
+
+    def near(xy: tuple[int, int], rgb: tuple[int, int, int]) -> bool:
+        return all(abs(a - b) <= 4 for a, b in zip(image.getpixel(xy), rgb, strict=True))
+
+    assert near((2, 2), background) and near((width - 2, 2), background)
+    assert near((15, 17), box) and not near((15, 17), background)
+    assert near((2, height - 2), bar) and near((width - 2, height - 2), background)
