@@ -91,6 +91,33 @@ def test_a_newer_schema_is_refused_in_one_line(store_uri: str, tmp_path: Path) -
     assert f"schema version {SCHEMA_VERSION + 1}, newer than this mediacrawler reads" in problem
 
 
+def test_a_new_sqlite_database_opened_by_several_at_once_opens_for_each(tmp_path: Path) -> None:
+    """Workers started together open a new records file at the same moment: switching it to WAL needs a lock
+    SQLite does not wait for, and one of them failed with 'database is locked' (~1 open in 40 here)."""
+    import threading
+
+    outcomes: list[str] = []
+    for trial in range(40):
+        path, gate = str(tmp_path / f"{trial}.sqlite3"), threading.Barrier(4)
+
+        def open_it(path: str = path, gate: threading.Barrier = gate) -> None:
+            gate.wait(10)
+            try:
+                store = open_store(path, now=NOW)
+            except Exception as exc:  # noqa: BLE001 - the outcome is the assertion
+                outcomes.append(f"{type(exc).__name__}: {exc}")
+                return
+            outcomes.append(f"schema {store.version()}")
+            store.close()
+
+        threads = [threading.Thread(target=open_it) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert outcomes == [f"schema {SCHEMA_VERSION}"] * 160
+
+
 def test_an_unreachable_postgres_is_one_line_without_its_password() -> None:
     problem = records_problem(project_crawler(RECORDS_DB="postgresql://crawler:s3cret-pw@127.0.0.1:1/db").settings)
     assert problem is not None and "\n" not in problem and "s3cret-pw" not in problem

@@ -291,6 +291,28 @@ class RecordStore:
         return self.select(f"SELECT {', '.join(columns)} FROM {name} ORDER BY {', '.join(PRIMARY_KEYS[name])}")
 
 
+#: Seconds a SQLite connection waits for another process's lock (its busy timeout).
+SQLITE_BUSY_TIMEOUT = 30.0
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """``PRAGMA journal_mode=WAL``, waiting as long as the busy timeout for the lock it takes. Switching a new
+    file to WAL needs an exclusive lock and SQLite does not call its busy handler for it: two processes opening a
+    new database at once (workers started together) saw ``database is locked`` at once. So: tried again, with
+    a growing pause, until the busy timeout has passed."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT
+    pause = 0.002
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() + pause > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
+
+
 class SQLiteRecordStore(RecordStore):
     """A SQLite file in WAL mode (readers never wait for the writer); one writer per process."""
 
@@ -299,9 +321,14 @@ class SQLiteRecordStore(RecordStore):
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         # Autocommit at the driver, transactions taken explicitly (BEGIN IMMEDIATE: the write lock up front, so
         # two processes on one file queue on busy_timeout instead of failing mid-transaction).
-        self.conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = sqlite3.connect(path, timeout=SQLITE_BUSY_TIMEOUT, isolation_level=None,
+                                    check_same_thread=False)
+        try:
+            _set_wal(self.conn)
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+        except BaseException:
+            self.conn.close()
+            raise
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql, tuple(params))
