@@ -7,7 +7,9 @@ Nothing here imports another project module but :mod:`mediacrawler.contracts`, s
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from mediacrawler.contracts import HighWaterMark, Resume
@@ -18,6 +20,11 @@ from mediacrawler.contracts import HighWaterMark, Resume
 SourceKind = Literal["listing", "items", "thread"]
 
 
+def new_run_id() -> str:
+    """A new run's id: its start in UTC and a random suffix (``2026-12-03T10:16:26Z-1a2b3c4d``)."""
+    return f"{datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')}-{uuid.uuid4().hex[:8]}"
+
+
 @dataclass
 class JobState:
     """What one job's run knows so far. The spider writes its flow (pages, failures, the end it reached); the
@@ -26,6 +33,9 @@ class JobState:
 
     #: The job's key, e.g. ``weibo-uid-7365120894`` (checkpoints, marks, output files).
     job: str
+    #: This run of the job: its row in the records database's ``runs`` and the ``run_id`` of the
+    #: ``metrics_history`` rows it writes (docs/records.md).
+    run_id: str = field(default_factory=new_run_id)
     #: What the job walks; ``items`` has its own fields below, and no pages.
     kind: SourceKind = "listing"
     #: ``-a start``, when given: it wins over the checkpoint's page (listings only).

@@ -87,9 +87,13 @@ def test_a_cli_crawl_is_its_jobs_last_run(sb: SandboxProcess, tmp_path: Path, cl
     store = open_store(str(tmp_path / "checkpoints" / "records.sqlite3"), now="2026-12-02T00:00:00Z")
     try:
         (row,) = store.table("runs")
+        history = store.table("metrics_history")
     finally:
         store.close()
     assert "runs-secret-cookie-4711" not in repr(row) and row["pid"] > 0
+    # Every count this run wrote is the run's: metrics_history joins runs by run_id.
+    assert {p["post_id"] for p in posts} <= {h["post_id"] for h in history}  # and the originals of reposts
+    assert {h["run_id"] for h in history} == {row["run_id"]}
 
 
 def test_a_running_crawl_is_live_and_stopped_once_stale_after_sigkill(sb: SandboxProcess, tmp_path: Path,

@@ -64,8 +64,12 @@ def test_workers_read_and_move_the_mark_in_redis(tmp_path: Path, sb: SandboxProc
     store = open_store(str(tmp_path / "checkpoints" / "records.sqlite3"), now="2026-12-02T00:00:00Z")
     try:
         runs = store.table("runs")
+        history = store.table("metrics_history")
     finally:
         store.close()
+    # Each count is written under the run of the worker's job that read it.
+    assert set(old_ids) <= {h["post_id"] for h in history}  # and the originals of reposts
+    assert {h["run_id"] for h in history} <= {r["run_id"] for r in runs}
     assert 1 <= len(runs) <= 2 and len({r["worker"] for r in runs}) == len(runs) and all(r["worker"] for r in runs)
     assert {(r["job"], r["finish_reason"]) for r in runs} == {(KEY, "finished")}
     assert sum(r["posts"] for r in runs) == len(first) and all(r["finished_at"] for r in runs)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import uuid
 from typing import TYPE_CHECKING, Any
 
 from scrapy import signals
@@ -32,8 +31,7 @@ from twisted.internet.task import LoopingCall
 from mediacrawler import signals as mc_signals
 from mediacrawler.config import setting
 from mediacrawler.extensions.figures import crawl_figures
-from mediacrawler.jobstate import job_state
-from mediacrawler.parsers._common import utc_now_iso
+from mediacrawler.jobstate import job_state, new_run_id
 from mediacrawler.pipelines.records import release_writer, seen_now, shared_writer
 from mediacrawler.records.store import RUN_COUNTS, records_uri, shown
 from mediacrawler.scrub import scrub
@@ -115,9 +113,10 @@ class RunsExtension:
     # --- The row ----------------------------------------------------------------------------------------------
     def _begin(self, spider: Spider, job: str, *, baseline: bool) -> None:
         worker = getattr(spider, "worker_id", None)
-        self.run = {"run_id": f"{utc_now_iso()}-{uuid.uuid4().hex[:8]}", "spider": spider.name, "job": scrub(job),
-                    "host": self.host, "worker": str(worker) if worker else None, "pid": os.getpid(),
-                    "started_at": seen_now(), "update_interval": self.interval}
+        state = job_state(spider)
+        self.run = {"run_id": state.run_id if state is not None else new_run_id(), "spider": spider.name,
+                    "job": scrub(job), "host": self.host, "worker": str(worker) if worker else None,
+                    "pid": os.getpid(), "started_at": seen_now(), "update_interval": self.interval}
         self.baseline = self._figures() if baseline else {}
         self._write(None)
 

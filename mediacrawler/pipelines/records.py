@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +30,7 @@ from mediacrawler import signals as mc_signals
 from mediacrawler.config import setting
 from mediacrawler.contracts import REFRESH_ONLY, walk_assets
 from mediacrawler.items import as_plain
+from mediacrawler.jobstate import job_state, new_run_id
 from mediacrawler.parsers._common import utc_now_iso
 from mediacrawler.records.rows import Rows, add_record
 from mediacrawler.records.schema import SchemaTooNew
@@ -165,10 +165,11 @@ class RecordsPipeline:
         self.connect_timeout: float = setting(settings, "RECORDS_CONNECT_TIMEOUT")
         assert crawler.stats is not None
         self.stats = crawler.stats
-        #: This process's run: one ``metrics_history`` row per post per run.
-        self.run_id = f"{utc_now_iso()}-{uuid.uuid4().hex[:8]}"
+        self.crawler = crawler
+        #: The run of a spider without a job state: one ``metrics_history`` row per post per run.
+        self.run_id = new_run_id()
         self.writer: _Writer | None = None
-        self._pending: list[tuple[Any, bool]] = []  # (item, media results only)
+        self._pending: list[tuple[Any, bool, str]] = []  # (item, media results only, run id)
         self._waiters: list[Deferred[None]] = []
         self._scheduled: Any = None
         self._writing: set[Deferred[Any]] = set()
@@ -186,7 +187,9 @@ class RecordsPipeline:
         if writer.error is not None:
             await self._release()
             raise writer.error
-        logger.info("Records database: %s (run %s)", shown(self.uri), self.run_id)
+        # A worker's runs are its jobs, each with its own id (its row in ``runs``); none has begun yet.
+        run = "" if getattr(self.crawler.spider, "worker_id", None) else f" (run {self._run_id()})"
+        logger.info("Records database: %s%s", shown(self.uri), run)
 
     async def process_item(self, item: Any) -> Any:
         if not is_item(item):
@@ -204,8 +207,14 @@ class RecordsPipeline:
         if is_item(item) and next(walk_assets(item, with_status=True), None) is not None:
             self._enqueue(item, media_only=True)
 
+    def _run_id(self) -> str:
+        # The job's run (its row in ``runs``, extensions/runs.py), read when the item comes: a worker's next job
+        # is another run.
+        state = job_state(self.crawler.spider)
+        return state.run_id if state is not None else self.run_id
+
     def _enqueue(self, item: Any, *, media_only: bool) -> Deferred[None]:
-        self._pending.append((item, media_only))
+        self._pending.append((item, media_only, self._run_id()))
         waiter: Deferred[None] = Deferred()
         self._waiters.append(waiter)
         if self._scheduled is None and not self._writing:
@@ -229,15 +238,20 @@ class RecordsPipeline:
         self._writing.add(d)
         d.addBoth(self._written, d, waiters, len(entries))
 
-    def _write(self, entries: list[tuple[Any, bool]]) -> Written:
-        """Worker thread: the entries as rows, ``RECORDS_BATCH_MAX`` records per transaction."""
+    def _write(self, entries: list[tuple[Any, bool, str]]) -> Written:
+        """Worker thread: the entries as rows, ``RECORDS_BATCH_MAX`` records of one run per transaction."""
         store = self.writer.store if self.writer is not None else None
         if store is None:
             raise RuntimeError("the records database is not open")
         total = Written()
-        for start in range(0, len(entries), self.batch_max):
+        batches: list[tuple[str, list[tuple[Any, bool, str]]]] = []
+        for entry in entries:  # in order; a new batch where the run changes (a worker's next job) or it is full
+            if not batches or batches[-1][0] != entry[2] or len(batches[-1][1]) >= self.batch_max:
+                batches.append((entry[2], []))
+            batches[-1][1].append(entry)
+        for run_id, batch in batches:
             rows = Rows()
-            for item, media_only in entries[start:start + self.batch_max]:
+            for item, media_only, _ in batch:
                 record = _plain(item)
                 if media_only:
                     scraped = Rows()
@@ -247,7 +261,7 @@ class RecordsPipeline:
                             rows.media[key] = row
                 else:
                     add_record(rows, record, with_results=False)
-            written = store.write(rows, run_id=self.run_id, seen_at=seen_now())
+            written = store.write(rows, run_id=run_id, seen_at=seen_now())
             for name in ("posts", "media", "comments", "history"):
                 setattr(total, name, getattr(total, name) + getattr(written, name))
         return total
