@@ -12,10 +12,11 @@ import io
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from functools import lru_cache
 
 from .bilibili_ids import cid_for
-from .video import DURATION, RENDITIONS, video_package
+from .video import DURATION, RENDITIONS, VIDEO_ID_RE, video_package
 
 __all__ = ["SEGMENT_NAME_RE", "durl_segments", "segment_file", "segment_name"]
 
@@ -64,6 +65,20 @@ def durl_segments(video_id: str, rendition: str, n: int) -> tuple[tuple[bytes, i
         finally:
             os.unlink(path)
     return tuple(out)
+
+
+def is_segment_path(parts: Sequence[str]) -> bool:
+    """Whether a ``/media`` path split into parts names a segment of a segmented durl
+    (``bili/{cdn}/{id}/{cid}-1-{qn}-{k}of{n}.mp4``); every other video path is :func:`video.video_file`'s."""
+    return (len(parts) == 4 and parts[0] == "bili" and parts[1] in ("cos", "bak", "ali") and "of" in parts[3]
+            and VIDEO_ID_RE.fullmatch(parts[2]) is not None)
+
+
+def durl_file(parts: Sequence[str]) -> tuple[bytes, str] | None:
+    """``(bytes, content type)`` of the durl segment at ``parts`` (:func:`is_segment_path`), ``None`` when there
+    is no such segment."""
+    found = segment_file(parts[2], parts[3])
+    return None if found is None else (found, "video/mp4")
 
 
 def segment_file(video_id: str, name: str) -> bytes | None:

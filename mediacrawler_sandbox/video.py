@@ -315,18 +315,14 @@ def _peak_bitrate(track: Track) -> int:
 
 def video_file(parts: Sequence[str]) -> tuple[bytes, str] | None:
     """``(bytes, content type)`` of a path below ``/media`` split into parts (``["hls", id, "master.m3u8"]``),
-    or ``None`` when no such file exists. Encodes the id on first use."""
+    or ``None`` when no such file exists. Encodes the id on first use. The segments of a segmented Bilibili
+    durl are :func:`mediacrawler_sandbox.durl.durl_file`'s."""
     if len(parts) < 3 or parts[0] not in ("hls", "dash", "bili", "progressive"):
         return None
     if parts[0] == "bili":
         if len(parts) != 4 or parts[1] not in ("cos", "bak", "ali"):
             return None
         video_id, rest = parts[2], ("bili", parts[3])
-        if "of" in parts[3] and VIDEO_ID_RE.fullmatch(video_id):  # a segment of a segmented durl (.durl)
-            from .durl import segment_file
-
-            found = segment_file(video_id, parts[3])
-            return None if found is None else (found, "video/mp4")
     else:
         video_id, rest = parts[1], (parts[0], *parts[2:])
     if not VIDEO_ID_RE.fullmatch(video_id):

@@ -16,7 +16,7 @@ import hashlib
 
 from twisted.web import server
 
-from . import video
+from . import durl, video
 from .det import rng_for
 from .httpbase import query_arg
 from .media_site import Entity, MediaResource
@@ -60,7 +60,7 @@ class VideoMediaResource(MediaResource):
     def _entity(self, parts: list[str], request: server.Request) -> Entity | None:
         if not video.is_video_path(parts):
             return super()._entity(parts, request)
-        found = video.video_file(parts)
+        found = durl.durl_file(parts) if durl.is_segment_path(parts) else video.video_file(parts)
         if found is None:
             return None
         data, content_type = found
