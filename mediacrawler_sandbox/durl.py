@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from .bilibili_ids import cid_for
-from .video import DURATION, RENDITIONS, VIDEO_ID_RE, video_package
+from .video import BILI_MIRRORS, DURATION, RENDITIONS, VIDEO_ID_RE, video_package
 
-__all__ = ["SEGMENT_NAME_RE", "durl_segments", "segment_file", "segment_name"]
+__all__ = ["SEGMENT_NAME_RE", "durl_file", "durl_segments", "is_segment_path", "segment_file", "segment_name"]
 
 #: The file name of one durl segment.
 SEGMENT_NAME_RE = re.compile(r"(\d+)-1-(\d+)-([1-9])of([2-9])\.mp4")
@@ -70,7 +70,7 @@ def durl_segments(video_id: str, rendition: str, n: int) -> tuple[tuple[bytes, i
 def is_segment_path(parts: Sequence[str]) -> bool:
     """Whether a ``/media`` path split into parts names a segment of a segmented durl
     (``bili/{cdn}/{id}/{cid}-1-{qn}-{k}of{n}.mp4``); every other video path is :func:`video.video_file`'s."""
-    return (len(parts) == 4 and parts[0] == "bili" and parts[1] in ("cos", "bak", "ali") and "of" in parts[3]
+    return (len(parts) == 4 and parts[0] == "bili" and parts[1] in BILI_MIRRORS and "of" in parts[3]
             and VIDEO_ID_RE.fullmatch(parts[2]) is not None)
 
 

@@ -25,6 +25,7 @@ from .det import stable_hex, stable_int
 __all__ = [
     "AES_MEDIA_SEQUENCE",
     "AUDIO_BILI_ID",
+    "BILI_MIRRORS",
     "DURATION",
     "FPS",
     "RENDITIONS",
@@ -63,6 +64,8 @@ AES_MEDIA_SEQUENCE = 7
 TS_OFFSET_SECONDS = 10
 
 VIDEO_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
+#: The Bilibili CDN mounts below ``/media/bili/`` (the ``os=`` of a stream URL): same bytes on each.
+BILI_MIRRORS: tuple[str, ...] = ("cos", "bak", "ali")
 #: The ids the sandbox advertises (any id matching :data:`VIDEO_ID_RE` works). Bilibili bvids are ids too: the
 #: Bilibili API serves the video whose id is the bvid.
 VIDEOS: tuple[str, ...] = ("sbxvid001", "sbxvid002", *BVIDS)
@@ -320,7 +323,7 @@ def video_file(parts: Sequence[str]) -> tuple[bytes, str] | None:
     if len(parts) < 3 or parts[0] not in ("hls", "dash", "bili", "progressive"):
         return None
     if parts[0] == "bili":
-        if len(parts) != 4 or parts[1] not in ("cos", "bak", "ali"):
+        if len(parts) != 4 or parts[1] not in BILI_MIRRORS:
             return None
         video_id, rest = parts[2], ("bili", parts[3])
     else:
@@ -396,15 +399,16 @@ def paint_frame(width: int, height: int, background: tuple[int, int, int], boxes
 
     frame = av.VideoFrame(width, height, "yuv420p")
     fill = _yuv(background)
+    painted = [(left, top, right, bottom, _yuv(colour)) for left, top, right, bottom, colour in boxes]
     for index, plane in enumerate(frame.planes):
         shift = 1 if index else 0  # the two chroma planes are half size both ways
         stride, rows, cols = plane.line_size, plane.height, plane.width
         pixels = bytearray((fill[index],)) * plane.buffer_size
-        for left, top, right, bottom, colour in boxes:
+        for left, top, right, bottom, yuv in painted:
             first, last = max(left >> shift, 0), min((right >> shift) + 1, cols)
             if first >= last:
                 continue
-            run = bytes((_yuv(colour)[index],)) * (last - first)
+            run = bytes((yuv[index],)) * (last - first)
             for row in range(max(top >> shift, 0), min((bottom >> shift) + 1, rows)):
                 pixels[row * stride + first:row * stride + last] = run
         plane.update(pixels)
