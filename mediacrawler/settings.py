@@ -305,8 +305,9 @@ MEDIA_INDEX_OUTAGE_GRACE: Annotated[float, Range(0)] = 60.0
 MEDIA_INDEX_BUSY_TIMEOUT: Annotated[float, Range(0)] = 30.0
 #: fsync objects and their directories when publishing (off only for throwaway stores).
 MEDIA_FSYNC: bool = True
-#: Bodies above this size are checked on the store's executor before the committer's round (a big decode would
-#: hold the round up); smaller ones within the round.
+#: Bodies up to this size are checked, hashed and written to their temp file on the reactor thread in the
+#: committer's round (cheaper than handing them to a thread); larger ones on the store's executor, checked before
+#: their round (a big decode would hold the round up). docs/media.md, "Concurrency".
 MEDIA_INLINE_CHECK_BYTES: Annotated[int, Range(0)] = 262_144
 #: Most bodies per committer round (media/committer.py).
 MEDIA_COMMIT_BATCH: Annotated[int, Range(1)] = 256

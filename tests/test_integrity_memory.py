@@ -253,7 +253,7 @@ def test_setting_default_and_committer_worker_pass_the_budget(tmp_path: Path) ->
     gif = encode("GIF", (200, 100))
     committer = BatchCommitter(store=ContentAddressedStore(tmp_path / "files"), index=None,
                                max_image_pixels=settings.MEDIA_MAX_IMAGE_PIXELS, max_image_decode_bytes=1000,
-                               max_batch=1)
+                               max_batch=1, inline_bytes=settings.MEDIA_INLINE_CHECK_BYTES)
 
     async def commit() -> CommitJob:
         try:

@@ -99,6 +99,11 @@ def test_staged_bodies_are_only_temp_files_until_published(tmp_path: Path) -> No
     store.close()
 
 
+#: Bodies staged on the loop's thread (the project's default: every photo here) or none (all on the executor, as a
+#: body above MEDIA_INLINE_CHECK_BYTES): the same outcomes and the same order either way.
+STAGING = pytest.mark.parametrize("inline_bytes", [settings.MEDIA_INLINE_CHECK_BYTES, 0], ids=["loop", "executor"])
+
+
 class SyncRecorder:
     """A ``syncfs`` that logs each call with what is under ``objects/`` and ``tmp/`` at that moment, then syncs
     (the real one where there is one), or raises ``fail[n]`` at its n-th call."""
@@ -130,16 +135,21 @@ def test_a_group_is_synced_before_it_is_named_and_its_names_before_it_is_reporte
     store.close()
 
 
-def test_the_committer_publishes_its_rounds_by_syncfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@STAGING
+def test_the_committer_publishes_its_rounds_by_syncfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      inline_bytes: int) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     recorder = SyncRecorder(store)
     monkeypatch.setattr(store_module, "libc_syncfs", lambda: recorder)
     monkeypatch.setattr(store_module, "_datasync", lambda fd: pytest.fail("a per-file sync in a syncfs group"))
     jobs = [CommitJob(variant(encode("JPEG"), n), kind="image", key=f"k/{n}", url=f"http://h/{n}.jpg")
             for n in range(20)]
-    committer, _ = run_committer(store, None, jobs)
+    committer, _ = run_committer(store, None, jobs, inline_bytes=inline_bytes)
     assert all(j.error is None and j.created for j in jobs)
     assert len(recorder.calls) == 2 * committer.rounds
+    # Each round's first sync sees its bodies in tmp/ only, its second their names (none left in tmp/).
+    assert sum(len(temps) for _, temps in recorder.calls[0::2]) == 20
+    assert all(temps == [] for _, temps in recorder.calls[1::2]) and len(recorder.calls[-1][0]) == 20
     store.close()
 
 
@@ -243,12 +253,12 @@ def test_lookups_do_not_wait_for_a_commit_in_progress(tmp_path: Path) -> None:
 
 
 # --- committer --------------------------------------------------------------------------------------------------
-def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None,
-                  jobs: list[CommitJob]) -> tuple[BatchCommitter, list[CommitJob]]:
+def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None, jobs: list[CommitJob], *,
+                  inline_bytes: int = settings.MEDIA_INLINE_CHECK_BYTES) -> tuple[BatchCommitter, list[CommitJob]]:
     """Commit ``jobs`` concurrently from coroutines on an asyncio loop; the jobs in the order they came back."""
     committer = BatchCommitter(store=store, index=index, max_image_pixels=10_000_000,
                                max_image_decode_bytes=settings.MEDIA_MAX_IMAGE_DECODE_BYTES,
-                               max_batch=settings.MEDIA_COMMIT_BATCH)
+                               max_batch=settings.MEDIA_COMMIT_BATCH, inline_bytes=inline_bytes)
     delivered: list[CommitJob] = []
 
     async def one(job: CommitJob) -> None:
@@ -266,7 +276,8 @@ def run_committer(store: ContentAddressedStore, index: SQLiteMediaIndex | None,
     return committer, delivered
 
 
-def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path) -> None:
+@STAGING
+def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path, inline_bytes: int) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     index = SQLiteMediaIndex(store.root / "index.sqlite3")
     base = encode("JPEG", (120, 80))
@@ -275,7 +286,7 @@ def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path) -> None:
     jobs.append(CommitJob(variant(base, 4), kind="image", key="t/image/again", url="http://h/again.jpg"))
     jobs.append(CommitJob(b"<!doctype html><title>no</title>", kind="image", key="t/image/html", url="http://h/x"))
     jobs.append(CommitJob(base[: len(base) // 2], kind="image", key="t/image/cut", url="http://h/cut.jpg"))
-    committer, delivered = run_committer(store, index, jobs)
+    committer, delivered = run_committer(store, index, jobs, inline_bytes=inline_bytes)
     assert sorted(map(id, delivered)) == sorted(map(id, jobs))
     ok = [j for j in jobs if j.error is None]
     assert len(ok) == 61
@@ -295,12 +306,14 @@ def test_committer_checks_stores_and_indexes_in_rounds(tmp_path: Path) -> None:
     store.close()
 
 
-def test_committer_delivers_store_errors(tmp_path: Path) -> None:
+@STAGING
+def test_committer_delivers_store_errors(tmp_path: Path, inline_bytes: int) -> None:
     store = ContentAddressedStore(tmp_path / "files")
     body = encode("JPEG")
     sha = hashlib.sha256(body).hexdigest()
     (store.objects_dir / sha[:2]).symlink_to(tmp_path, target_is_directory=True)  # planted: refused
-    _, delivered = run_committer(store, None, [CommitJob(body, kind="image", key=None, url="http://h/1.jpg")])
+    _, delivered = run_committer(store, None, [CommitJob(body, kind="image", key=None, url="http://h/1.jpg")],
+                                 inline_bytes=inline_bytes)
     assert delivered[0].obj is None and type(delivered[0].error).__name__ == "StoreError"
     store.close()
 
@@ -314,7 +327,7 @@ CRASH_COMMITTER = textwrap.dedent(
     from mediacrawler.media.index import SQLiteMediaIndex
     from mediacrawler.media.store import ContentAddressedStore
 
-    root = sys.argv[1]
+    root, inline_bytes = sys.argv[1], int(sys.argv[2])
     store = ContentAddressedStore(root)
     index = SQLiteMediaIndex(os.path.join(root, "index.sqlite3"))
     buf = io.BytesIO()
@@ -322,7 +335,7 @@ CRASH_COMMITTER = textwrap.dedent(
     base = buf.getvalue()
     committer = BatchCommitter(store=store, index=index, max_image_pixels=settings.MEDIA_MAX_IMAGE_PIXELS,
                                max_image_decode_bytes=settings.MEDIA_MAX_IMAGE_DECODE_BYTES,
-                               max_batch=settings.MEDIA_COMMIT_BATCH)
+                               max_batch=settings.MEDIA_COMMIT_BATCH, inline_bytes=inline_bytes)
 
     async def one(n, room):
         # ~200 KiB each: the kill lands inside writes and syncs, not only between them. Keys are unique per attempt:
@@ -355,11 +368,12 @@ CRASH_COMMITTER = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_kill_9_mid_round_leaves_no_partial_object_and_no_dangling_row(tmp_path: Path) -> None:
+@STAGING
+def test_kill_9_mid_round_leaves_no_partial_object_and_no_dangling_row(tmp_path: Path, inline_bytes: int) -> None:
     root = tmp_path / "files"
     claimed: dict[str, str] = {}
     for attempt in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", CRASH_COMMITTER, str(root)],
+        proc = subprocess.Popen([sys.executable, "-c", CRASH_COMMITTER, str(root), str(inline_bytes)],
                                 stdout=subprocess.PIPE, cwd=Path(__file__).parents[1])
         assert proc.stdout is not None
         assert proc.stdout.readline().split() == [b"ready"]

@@ -1,18 +1,20 @@
 """The batch committer: checks, hashes and stores downloaded bodies, then writes their index rows, in rounds
-(order: docs/media.md, "Crash safety"). Rounds are coroutines on the reactor's asyncio loop; their file work and
-index writes run on the store's executor (docs/media.md, "Concurrency").
+(order: docs/media.md, "Crash safety"). Rounds are coroutines on the reactor's asyncio loop; a small body's checks,
+hash and temp file run on the loop, a large one's, the group's syncs and links, and the index writes on the store's
+executor (docs/media.md, "Concurrency").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import Sequence
 
 from mediacrawler.media.index import MediaIndex, ObjectRecord
 from mediacrawler.media.integrity import BodyCheck, MediaRejected, check_body
-from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError
+from mediacrawler.media.store import ContentAddressedStore, Persisted, Staged, StoreError, SyncGroup
 
 logger = logging.getLogger(__name__)
 
@@ -43,10 +45,13 @@ class BatchCommitter:
     "Concurrency"). Used from coroutines on one asyncio loop: ``await commit(job)``."""
 
     def __init__(self, *, store: ContentAddressedStore, index: MediaIndex | None, max_image_pixels: int,
-                 max_image_decode_bytes: int, max_batch: int) -> None:
+                 max_image_decode_bytes: int, max_batch: int, inline_bytes: int) -> None:
         self.store, self.index = store, index
         self.limits = (max_image_pixels, max_image_decode_bytes)
         self.max_batch = max(1, max_batch)
+        #: Bodies up to this size are staged on the loop's thread (MEDIA_INLINE_CHECK_BYTES), larger ones on the
+        #: executor.
+        self.inline_bytes = inline_bytes
         self._queue: list[CommitJob] = []
         self._in_flight = 0
         self._tasks: set[asyncio.Task[None]] = set()  # held: the loop keeps only weak references to tasks
@@ -96,8 +101,15 @@ class BatchCommitter:
 
     async def _commit_round(self, jobs: list[CommitJob], previous: asyncio.Future[None] | None) -> None:
         try:
-            outcomes = await self.store.run(store_round, self.store,
-                                            [(job.body, job.kind, job.checked) for job in jobs], self.limits)
+            with contextlib.ExitStack() as stack:
+                group = stack.enter_context(self.store.sync_group())  # opened before the bodies are written
+                staged = await self._stage(jobs)
+                # From here the executor's task owns the group's descriptor and closes it after the publish, even
+                # if this coroutine is cancelled meanwhile.
+                owned = stack.pop_all()
+            published = await self.store.run(_publish_group, self.store, [outcome for outcome, _ in staged],
+                                             group, owned)
+            outcomes = list(zip(published, [checked for _, checked in staged], strict=True))
             if previous is not None:
                 await previous
             await self.store.run(self._finish_round, jobs, outcomes)
@@ -112,6 +124,30 @@ class BatchCommitter:
             waiter, job.waiter = job.waiter, None
             if waiter is not None and not waiter.done():  # done: its coroutine was cancelled
                 waiter.set_result(job)
+
+    async def _stage(self, jobs: list[CommitJob]) -> list[tuple[Staged | Persisted | BaseException,
+                                                                 BodyCheck | None]]:
+        """Each job's body checked (unless it was), hashed and written to a temp file: a small body's on the loop's
+        thread, where it costs less than the hand-offs of the GIL to an executor thread and back (one system call
+        each: docs/benchmarks.md, "Media store", "Session 13"), as Scrapy's own FilesPipeline writes its files;
+        the large ones together in one executor task."""
+        staged: list[tuple[Staged | Persisted | BaseException, BodyCheck | None] | None] = [None] * len(jobs)
+        large: list[int] = []
+        for i, job in enumerate(jobs):
+            if len(job.body) <= self.inline_bytes:
+                staged[i] = stage_body(self.store, job.body, job.kind, job.checked, self.limits)
+            else:
+                large.append(i)
+        if large:
+            try:
+                done = await self.store.run(lambda: [stage_body(self.store, jobs[i].body, jobs[i].kind,
+                                                                jobs[i].checked, self.limits) for i in large])
+            except BaseException:
+                self.store.discard([outcome for outcome, _ in filter(None, staged) if isinstance(outcome, Staged)])
+                raise
+            for i, outcome in zip(large, done, strict=True):
+                staged[i] = outcome
+        return [outcome for outcome in staged if outcome is not None]
 
     def _finish_round(self, jobs: list[CommitJob], pending: list[Outcome]) -> None:
         """(Store executor.) The round's objects into its jobs, then its index rows, in one durable write."""
@@ -144,27 +180,22 @@ class BatchCommitter:
         self.committed += len(rows)
 
 
-def store_round(store: ContentAddressedStore, work: Sequence[tuple[bytes, str, BodyCheck | None]],
-                limits: tuple[int, int]) -> list[Outcome]:
-    """(Store executor.) The file work of one round: per body, in this thread (spread over the store's threads
-    it cost GIL hand-offs and bought nothing on two cores), the checks still due, SHA-256 and a temp file; then
-    :meth:`~ContentAddressedStore.publish` of the group under one :meth:`~ContentAddressedStore.sync_group`. Per
-    body, in order, its outcome and checks. One of at most :data:`ROUNDS_IN_FLIGHT` tasks that may wait for others
-    of the executor (the per-file syncs where there is no ``syncfs``)."""
+def stage_body(store: ContentAddressedStore, body: bytes, kind: str, checked: BodyCheck | None,
+               limits: tuple[int, int]) -> tuple[Staged | Persisted | BaseException, BodyCheck | None]:
+    """One body's checks still due, SHA-256 and temp file (:meth:`~ContentAddressedStore.stage`, inside the
+    round's :meth:`~ContentAddressedStore.sync_group`): its outcome, or the error that stopped it, and the checks'
+    findings."""
     max_pixels, max_decode = limits
+    try:
+        if checked is None:
+            checked = check_body(body, kind=kind, max_image_pixels=max_pixels, max_image_decode_bytes=max_decode)
+        return store.stage(body, ext=checked.sniffed.ext, sha256=hashlib.sha256(body).hexdigest()), checked
+    except (MediaRejected, OSError, StoreError) as exc:
+        return exc, checked
 
-    def prepare(item: tuple[bytes, str, BodyCheck | None]) -> tuple[Staged | Persisted | BaseException,
-                                                                     BodyCheck | None]:
-        body, kind, checked = item
-        try:
-            if checked is None:
-                checked = check_body(body, kind=kind, max_image_pixels=max_pixels,
-                                     max_image_decode_bytes=max_decode)
-            return store.stage(body, ext=checked.sniffed.ext, sha256=hashlib.sha256(body).hexdigest()), checked
-        except (MediaRejected, OSError, StoreError) as exc:
-            return exc, checked
 
-    with store.sync_group() as group:
-        prepared = [prepare(item) for item in work]
-        published = store.publish([outcome for outcome, _ in prepared], sync=group)
-    return list(zip(published, [checked for _, checked in prepared], strict=True))
+def _publish_group(store: ContentAddressedStore, group: Sequence[Staged | Persisted | BaseException],
+                   sync: SyncGroup, owned: contextlib.ExitStack) -> list[Persisted | BaseException]:
+    """(Store executor.) :meth:`~ContentAddressedStore.publish` of a staged group, then its sync group closed."""
+    with owned:
+        return store.publish(group, sync=sync)

@@ -205,7 +205,7 @@ class MediaStorePipeline(MediaPipeline):
         self.index = self.index_class.from_settings(self.crawler.settings, store_root=self.cas.root)
         self.committer = BatchCommitter(store=self.cas, index=self.index, max_image_pixels=self.max_image_pixels,
                                         max_image_decode_bytes=self.max_image_decode_bytes,
-                                        max_batch=self.commit_batch)
+                                        max_batch=self.commit_batch, inline_bytes=self.inline_check_bytes)
         self._require_redirect_checks()
         swept = self.cas.sweep_tmp()
         if swept:
