@@ -16,7 +16,13 @@ Starts the platform sandbox itself and downloads ``/media/blob/bench?size=N`` wi
                    certificate made at start with ``cryptography``): download, write and hash, as ours does;
 - ``ours-https`` — ``ours`` from that HTTPS sandbox;
 - ``scrapy-empty`` — a plain Scrapy process whose spider makes no request: the framework's own floor (start-up and
-                   teardown), against which no Scrapy-based download can beat it (only with --cases).
+                   teardown), against which no Scrapy-based download can beat it (only with --cases);
+- ``curl-sha``   — ``curl -sS URL | tee FILE | sha256sum`` over plain HTTP: curl with the SHA-256 a
+                   content-addressed store needs (only with --cases);
+- ``py-floor``   — a Python process with no framework and no third-party import: one socket, ``recv_into`` a 1 MiB
+                   buffer, ``hashlib.sha256``, ``os.write``, one ``fsync`` at the end: the floor of any Python
+                   downloader that hashes and syncs what it stores (``py-floor-nofsync``: without the fsync; only
+                   with --cases).
 
 Each case is a whole process timed from outside (start-up included) with GNU ``/usr/bin/time`` (wall, peak RSS
 of the largest process). Cases run interleaved (A B C D, A B C D, …) after ``sync`` so that write-back of one run
@@ -49,7 +55,7 @@ MiB = 1024 * 1024
 CASES = ("curl", "stock", "ours", "ours-nofsync", "curl-https", "ours-https")
 #: Run only when asked for (--cases); the base-* ones with --base.
 BASE_CASES = ("base", "base-nofsync", "base-https")
-EXTRA_CASES = ("scrapy-empty",)
+EXTRA_CASES = ("scrapy-empty", "curl-sha", "py-floor", "py-floor-nofsync")
 
 
 # --- child processes (run as: bench_large_file.py --child stock|ours URL WORKDIR) ----------------------------
@@ -99,6 +105,45 @@ def _child_empty(workdir: Path) -> None:
     process.crawl(EmptySpider)
     process.start()
     _report(workdir, None)
+
+
+def _child_floor(url: str, workdir: Path, fsync: bool) -> None:
+    """GET ``url`` over one socket into ``workdir/blob.bin``, SHA-256 on the way, ``fsync`` at the end: no framework,
+    no third-party code, no error handling beyond the status line (a plain ``Content-Length`` answer only)."""
+    import socket
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    target = workdir / "blob.bin"
+    t0 = time.monotonic()
+    with socket.create_connection((parts.hostname, parts.port or 80), timeout=60) as sock:
+        sock.sendall(f"GET {parts.path}?{parts.query} HTTP/1.1\r\nHost: {parts.netloc}\r\n"
+                     f"Connection: close\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 65536:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise SystemExit("py-floor: the connection closed before the headers ended")
+            head += chunk
+        status, _, rest = head.partition(b"\r\n\r\n")
+        if not status.startswith(b"HTTP/1.1 200"):
+            raise SystemExit(f"py-floor: {status.splitlines()[0]!r}")
+        digest = hashlib.sha256(rest)
+        buf = bytearray(MiB)  # 1 MiB: with 4 MiB reads the same copies took ~3x the system CPU here
+        view = memoryview(buf)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, rest)
+            while n := sock.recv_into(view):
+                digest.update(view[:n])
+                pending = view[:n]
+                while pending:
+                    pending = pending[os.write(fd, pending):]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+    _report(workdir, target, download_s=round(time.monotonic() - t0, 3))
 
 
 def _child_ours(url: str, workdir: Path, fsync: bool) -> None:
@@ -194,13 +239,14 @@ def run_case(case: str, *, url: str, workdir: Path, prewarm: int = 0, settle: fl
         target = workdir / "blob.bin"
         wall, rss, cpu = _timed(["curl", "-sS", "-o", str(target), url], log=log)
         return wall, rss, target, {"cpu_s": cpu}
-    if case == "curl-https":
+    if case in ("curl-https", "curl-sha"):
         target = workdir / "blob.bin"
         wall, rss, cpu = _timed(["sh", "-c", 'curl -sSk "$0" | tee "$1" | sha256sum', url, str(target)], log=log)
         return wall, rss, target, {"cpu_s": cpu}
     # base-*: the same child from another checkout (--base), for an A/B of the code in one run.
     script = (base / "benchmarks" / Path(__file__).name) if case.startswith("base") and base else Path(__file__)
     mode = {"stock": ["stock"], "scrapy-empty": ["empty"], "ours": ["ours", "1"], "ours-nofsync": ["ours", "0"],
+            "py-floor": ["floor", "1"], "py-floor-nofsync": ["floor", "0"],
             "ours-https": ["ours", "1"],
             "base": ["ours", "1"], "base-nofsync": ["ours", "0"], "base-https": ["ours", "1"]}[case]
     wall, rss, cpu = _timed([sys.executable, str(script.resolve()), "--child", *mode, url, str(workdir)], log=log)
@@ -237,6 +283,8 @@ def main() -> None:
             _child_stock(rest[0], Path(rest[1]))
         elif kind == "empty":
             _child_empty(Path(rest[1]))
+        elif kind == "floor":
+            _child_floor(rest[1], Path(rest[2]), rest[0] == "1")
         else:
             _child_ours(rest[1], Path(rest[2]), rest[0] == "1")
         return
