@@ -22,6 +22,8 @@ logger = logging.getLogger(__name__)
 ROUNDS_IN_FLIGHT = 2
 #: What one body's file work returns: its outcome and the checks' findings.
 Outcome = tuple[Persisted | BaseException, BodyCheck | None]
+#: What one body's staging returns: its temp file (or the object already stored, or the error), and the checks.
+Prepared = tuple[Staged | Persisted | BaseException, BodyCheck | None]
 
 
 class CommitJob:
@@ -125,13 +127,12 @@ class BatchCommitter:
             if waiter is not None and not waiter.done():  # done: its coroutine was cancelled
                 waiter.set_result(job)
 
-    async def _stage(self, jobs: list[CommitJob]) -> list[tuple[Staged | Persisted | BaseException,
-                                                                 BodyCheck | None]]:
+    async def _stage(self, jobs: list[CommitJob]) -> list[Prepared]:
         """Each job's body checked (unless it was), hashed and written to a temp file: a small body's on the loop's
         thread, where it costs less than the hand-offs of the GIL to an executor thread and back (one system call
         each: docs/benchmarks.md, "Media store", "Session 13"), as Scrapy's own FilesPipeline writes its files;
         the large ones together in one executor task."""
-        staged: list[tuple[Staged | Persisted | BaseException, BodyCheck | None] | None] = [None] * len(jobs)
+        staged: list[Prepared | None] = [None] * len(jobs)
         large: list[int] = []
         for i, job in enumerate(jobs):
             if len(job.body) <= self.inline_bytes:
@@ -181,7 +182,7 @@ class BatchCommitter:
 
 
 def stage_body(store: ContentAddressedStore, body: bytes, kind: str, checked: BodyCheck | None,
-               limits: tuple[int, int]) -> tuple[Staged | Persisted | BaseException, BodyCheck | None]:
+               limits: tuple[int, int]) -> Prepared:
     """One body's checks still due, SHA-256 and temp file (:meth:`~ContentAddressedStore.stage`, inside the
     round's :meth:`~ContentAddressedStore.sync_group`): its outcome, or the error that stopped it, and the checks'
     findings."""
